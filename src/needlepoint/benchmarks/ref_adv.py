@@ -1,0 +1,452 @@
+"""Ref-Adv-s: one referent among look-alike distractors (specs/ref-adv-s.md).
+
+Load the Hugging Face parquet release (or a JSONL with an images folder), ask for JSON boxes,
+parse them as the authors' runner does, score the first box, and read and write the authors'
+prediction schema.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from needlepoint.benchmarks.base import DataError, Parsed, Table
+from needlepoint.conversation import Conversation, Generation, ImageRef, Message
+from needlepoint.geometry import Box, BoxFormat, check_box_format, dedupe, iou, to_absolute
+from needlepoint.jsonfind import find_json
+
+PROMPTS = {
+    "direct": '<image>\nLocate every object that matches the description "{ref_sentence}" in the image. '
+    "Report bbox coordinates in JSON format.",
+    "cot": '<image>\nLocate every object that matches the description "{ref_sentence}" in the image.\n'
+    "Think first, then answer.\nFinally report bbox coordinates in JSON format.",
+}
+# The authors' configuration delivers "\n" here as two characters, not a newline.
+REPAIR_TEXT = (
+    r"Your previous answer did not end with a valid JSON bbox output.\nNow output ONLY one complete JSON "
+    r'code block.\nUse this exact schema:\n```json\n{"bboxes": [[x1, y1, x2, y2]]}\n```\nDo not output any '
+    r"extra text."
+)
+PRIORITY_KEYS = ("bboxes", "boxes", "bbox", "bbox_2d", "predictions", "results", "objects", "coordinates")
+MAX_BOXES = 100
+THRESHOLDS = (0.5, 0.75, 0.9)
+BINS = (("2-3", 2, 3), ("4-6", 4, 6), (">=7", 7, None))
+AUTHORS_FIELDS = (
+    "row_idx", "file_name", "normal_caption", "image_source", "human_authored", "use_negation",
+    "distractor_count", "gt_bbox_xyxy", "pred_box_xyxy_first", "first_iou", "first_hit", "parse_error",
+    "retry_followup_used", "model_full_name", "prompt_id", "pred_box_expected_format",
+)  # fmt: skip
+REQUIRED = ("normal_caption", "solution", "width", "height")
+
+
+def distractor_count(value: Any) -> int:
+    """The spec's rule: int as is (negatives 0), list length, JSON string, else digit runs."""
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, float):
+        return max(int(value), 0)
+    if isinstance(value, (list, tuple)):
+        return len(value)
+    if isinstance(value, str):
+        if not value.strip():
+            return 0
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return len(re.findall(r"\d+", value))
+        if isinstance(parsed, list):
+            return len(parsed)
+        if isinstance(parsed, (int, float)) and not isinstance(parsed, bool):
+            return max(int(parsed), 0)
+        return len(re.findall(r"\d+", value))
+    return 0
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float))  # bool is an int, as in the authors' Python
+
+
+def collect_boxes(value: Any) -> list[list[float]]:
+    """Boxes found depth first in a JSON value (priority keys first), at most MAX_BOXES."""
+    out: list[list[float]] = []
+
+    def visit(v: Any) -> None:
+        if len(out) >= MAX_BOXES:
+            return
+        if isinstance(v, list):
+            if len(v) == 4 and all(_is_number(x) for x in v):
+                out.append([float(x) for x in v])
+                return
+            for item in v:
+                visit(item)
+        elif isinstance(v, dict):
+            for key in PRIORITY_KEYS:
+                if key in v:
+                    visit(v[key])
+            for key, item in v.items():
+                if key not in PRIORITY_KEYS:
+                    visit(item)
+
+    visit(value)
+    return out[:MAX_BOXES]
+
+
+def parse_boxes(text: str, box_format: BoxFormat, width: float, height: float) -> Parsed:
+    """A reply into absolute xyxy boxes, or `empty_response` / `no_bbox_found`."""
+    if not text or not text.strip():
+        return Parsed(error="empty_response")
+    try:
+        value = find_json(text)
+    except LookupError:
+        return Parsed(error="no_bbox_found")
+    raw = collect_boxes(value)
+    if not raw:
+        return Parsed(error="no_bbox_found")
+    return Parsed(answer=[list(b) for b in dedupe([to_absolute(b, box_format, width, height) for b in raw])])
+
+
+@dataclass
+class RefAdvSample:
+    """One Ref-Adv-s case."""
+
+    id: str
+    row_idx: int
+    caption: str
+    gt: Box
+    width: float
+    height: float
+    distractors: int
+    image: ImageRef
+    file_name: str = ""
+    image_source: str = ""
+    human_authored: bool = False
+    use_negation: bool = False
+
+
+def _box(value: Any, where: str) -> Box:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+    if not (isinstance(value, (list, tuple)) and len(value) == 4 and all(_is_number(v) for v in value)):
+        raise DataError(f"{where}: `solution` must be a box [x1, y1, x2, y2], got {value!r}; fix the data file")
+    return tuple(float(v) for v in value)  # type: ignore[return-value]
+
+
+def _sample(row: dict[str, Any], idx: int, image: ImageRef, where: str) -> RefAdvSample:
+    try:
+        width, height = float(row["width"]), float(row["height"])
+    except (TypeError, ValueError):
+        raise DataError(f"{where}: `width` and `height` must be numbers; fix the data file") from None
+    return RefAdvSample(
+        id=str(idx),
+        row_idx=idx,
+        caption=str(row["normal_caption"]),
+        gt=_box(row["solution"], where),
+        width=width,
+        height=height,
+        distractors=distractor_count(row.get("distractors")),
+        image=image,
+        file_name=str(row.get("file_name") or ""),
+        image_source=str(row.get("image_source") or ""),
+        human_authored=bool(row.get("human_authored")),
+        use_negation=bool(row.get("use_negation")),
+    )
+
+
+def _check_columns(columns: Sequence[str], where: str, needed: Sequence[str]) -> None:
+    missing = [c for c in needed if c not in columns]
+    if missing:
+        raise DataError(f"{where} lacks the column(s) {', '.join(missing)}; point --data at the Ref-Adv-s release")
+
+
+def load_parquet(folder: Path, files: list[Path]) -> list[RefAdvSample]:
+    """Samples from the parquet release; images stay in the files until requested."""
+    from needlepoint.parquet import ParquetTable
+
+    samples: list[RefAdvSample] = []
+    wanted = [*REQUIRED, "file_name", "distractors", "image_source", "human_authored", "use_negation"]
+    for path in files:
+        table = ParquetTable(path)
+        _check_columns(table.columns, str(path), [*REQUIRED, "image"])
+        for local, row in enumerate(table.rows(wanted)):
+            idx = len(samples)
+            image = ImageRef(key=f"{path.name}#{local}", loader=functools.partial(table.image_bytes, local))
+            samples.append(_sample(row, idx, image, f"{path} row {local}"))
+    return samples
+
+
+def load_jsonl(path: Path, images_dir: Path | None) -> list[RefAdvSample]:
+    """Samples from a JSONL with the release's fields; `image` (or `file_name`) names the file."""
+    from needlepoint.images import safe_path
+
+    images_root = images_dir or path.parent / "images"
+    if not images_root.is_dir():
+        raise DataError(f"images folder {images_root} does not exist; pass --images DIR")
+    samples: list[RefAdvSample] = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path} line {lineno}"
+            try:
+                row = json.loads(line)
+            except ValueError:
+                raise DataError(f"{where} is not valid JSON; fix or remove that line") from None
+            _check_columns(list(row), where, REQUIRED)
+            name = row.get("image") if isinstance(row.get("image"), str) else row.get("file_name")
+            if not name:
+                raise DataError(f"{where} names no image (`image` or `file_name`); fix the data file")
+            image_path = safe_path(images_root, name, where)
+            if not image_path.is_file():
+                raise DataError(f"{where}: image {image_path} does not exist; check --images")
+            samples.append(_sample(row, len(samples), ImageRef(key=name, path=image_path), where))
+    return samples
+
+
+def _rate(rows: Sequence[dict[str, Any]], threshold: float = 0.5) -> float:
+    return sum(r["iou"] >= threshold for r in rows) / len(rows) if rows else 0.0
+
+
+def _breakdown(rows: Sequence[dict[str, Any]], field: str) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(str(r[field]).lower(), []).append(r)
+    return {k: {"n": len(v), "acc@0.5": _rate(v)} for k, v in sorted(groups.items())}
+
+
+def score_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Metrics from neutral rows: iou, distractors, parse_error, repair_used, status, and the
+    breakdown fields use_negation, human_authored, image_source."""
+    n = len(rows)
+    metrics: dict[str, Any] = {"n": n}
+    for t in THRESHOLDS:
+        metrics[f"acc@{t}"] = _rate(rows, t)
+        metrics[f"hits@{t}"] = sum(r["iou"] >= t for r in rows)
+    metrics["bins"] = {}
+    for label, lo, hi in BINS:
+        in_bin = [r for r in rows if r["distractors"] >= lo and (hi is None or r["distractors"] <= hi)]
+        metrics["bins"][label] = {"n": len(in_bin), "acc@0.5": _rate(in_bin)}
+    errors: dict[str, int] = {}
+    for r in rows:
+        if r["parse_error"]:
+            errors[r["parse_error"]] = errors.get(r["parse_error"], 0) + 1
+    metrics["parse_fail"] = sum(errors.values())
+    metrics["parse_errors"] = dict(sorted(errors.items()))
+    metrics["backend_errors"] = errors.get("backend_error", 0)
+    metrics["repair_used"] = sum(bool(r["repair_used"]) for r in rows)
+    metrics["repair_share"] = metrics["repair_used"] / n if n else 0.0
+    metrics["by_negation"] = _breakdown(rows, "use_negation")
+    metrics["by_human_authored"] = _breakdown(rows, "human_authored")
+    metrics["by_image_source"] = _breakdown(rows, "image_source")
+    return metrics
+
+
+def tables(metrics: dict[str, Any]) -> list[Table]:
+    """The authors' table, then the extra breakdowns."""
+    pct = lambda v: round(100 * v, 1)  # noqa: E731
+    main = Table(
+        "Ref-Adv-s",
+        ["n", "Acc@0.5", "Acc@0.75", "Acc@0.9", "2-3", "4-6", ">=7", "parse fail", "repair turns", "backend errors"],
+        [[
+            metrics["n"], pct(metrics["acc@0.5"]), pct(metrics["acc@0.75"]), pct(metrics["acc@0.9"]),
+            *(pct(metrics["bins"][b]["acc@0.5"]) for b, _, _ in BINS),
+            metrics["parse_fail"], metrics["repair_used"], metrics["backend_errors"],
+        ]],
+    )  # fmt: skip
+    extra = Table("Ref-Adv-s breakdowns (Acc@0.5)", ["by", "value", "n", "Acc@0.5"])
+    for name in ("by_negation", "by_human_authored", "by_image_source"):
+        for value, cell in metrics[name].items():
+            extra.rows.append([name[3:], value, cell["n"], pct(cell["acc@0.5"])])
+    return [main, extra]
+
+
+def read_authors_predictions(path: Path) -> list[dict[str, Any]]:
+    """Rows of a prediction JSONL in the authors' schema, as neutral scoring rows.
+
+    `first_iou` is recomputed from `gt_bbox_xyxy` and `pred_box_xyxy_first`.
+    """
+    rows: list[dict[str, Any]] = []
+    for lineno, line in _lines(path):
+        where = f"{path} line {lineno}"
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            raise DataError(f"{where} is not valid JSON; fix or remove that line") from None
+        missing = [k for k in ("gt_bbox_xyxy", "pred_box_xyxy_first", "distractor_count", "parse_error") if k not in rec]
+        if missing:
+            raise DataError(f"{where} lacks {', '.join(missing)}; is this a Ref-Adv prediction file?")
+        pred = rec["pred_box_xyxy_first"]
+        gt = _box(rec["gt_bbox_xyxy"], where)
+        rows.append(
+            {
+                "iou": iou(pred, gt) if pred else 0.0,
+                "distractors": distractor_count(rec["distractor_count"]),
+                "parse_error": rec["parse_error"] or None,
+                "repair_used": bool(rec.get("retry_followup_used")),
+                "use_negation": bool(rec.get("use_negation")),
+                "human_authored": bool(rec.get("human_authored")),
+                "image_source": rec.get("image_source") or "",
+            }
+        )
+    if not rows:
+        raise DataError(f"{path} holds no predictions")
+    return rows
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    try:
+        fh = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"cannot read {path} ({exc.strerror}); check the path") from None
+    with fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                yield lineno, line
+
+
+class RefAdv:
+    """The Ref-Adv-s benchmark."""
+
+    name = "ref_adv_s"
+
+    def __init__(
+        self,
+        box_format: str = "abs_xyxy",
+        prompt_mode: str = "direct",
+        repair_on_length_only: bool = False,
+        images: str | Path | None = None,
+        max_image_side: int | None = None,
+    ) -> None:
+        try:
+            self.box_format = check_box_format(box_format)
+        except ValueError as exc:
+            raise DataError(f"--box-format: {exc}") from None
+        if prompt_mode not in PROMPTS:
+            raise DataError(f"--prompt-mode must be one of {', '.join(PROMPTS)}, not {prompt_mode!r}")
+        self.prompt_mode = prompt_mode
+        self.repair_on_length_only = repair_on_length_only
+        self.images_dir = Path(images).expanduser() if images else None
+        self.max_image_side = max_image_side
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "box_format": self.box_format,
+            "prompt_mode": self.prompt_mode,
+            "repair_on_length_only": self.repair_on_length_only,
+            "max_image_side": self.max_image_side,
+        }
+
+    def load(self, data: Path, limit: int | None = None) -> list[RefAdvSample]:
+        if data.is_file() and data.suffix == ".jsonl":
+            samples = load_jsonl(data, self.images_dir)
+        elif data.is_file() and data.suffix == ".parquet":
+            from needlepoint.parquet import parquet_files
+
+            samples = load_parquet(data.parent, [data]) if data in parquet_files(data.parent) else []
+        elif data.is_dir():
+            from needlepoint.parquet import parquet_files
+
+            files = parquet_files(data)
+            jsonl = sorted(data.glob("*.jsonl"))
+            if files:
+                samples = load_parquet(data, files)
+            elif jsonl:
+                samples = load_jsonl(jsonl[0], self.images_dir or data / "images")
+            else:
+                raise DataError(f"{data} holds no parquet files and no JSONL; point --data at the Ref-Adv-s release")
+        else:
+            raise DataError(f"--data {data} does not exist; download the Ref-Adv-s release and point --data at it")
+        if self.max_image_side:
+            for s in samples:
+                s.image = ImageRef(s.image.key, s.image.path, s.image.loader, self.max_image_side)
+        return samples[:limit] if limit else samples
+
+    def generation(self, sample: RefAdvSample, base: Generation) -> Generation:
+        return base
+
+    def prompt(self, sample: RefAdvSample) -> Conversation:
+        text = PROMPTS[self.prompt_mode].format(ref_sentence=sample.caption)
+        return Conversation([Message("user", [text, sample.image])])
+
+    def parse(self, sample: RefAdvSample, text: str) -> Parsed:
+        return parse_boxes(text, self.box_format, sample.width, sample.height)
+
+    def followup(self, sample: RefAdvSample, parsed: Parsed, finish_reason: str | None) -> str | None:
+        if self.repair_on_length_only and finish_reason != "length":
+            return None
+        return REPAIR_TEXT
+
+    def judge(self, sample: RefAdvSample, parsed: Parsed) -> dict[str, Any]:
+        value = iou(parsed.answer[0], sample.gt) if parsed.answer else 0.0
+        return {"iou": value, "hit": value >= 0.5}
+
+    def _rows(self, samples: Sequence[RefAdvSample], records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        by_id = {s.id: s for s in samples}
+        rows = []
+        for rec in records:
+            s = by_id[rec["id"]]
+            rows.append(
+                {
+                    "iou": rec.get("iou", 0.0),
+                    "distractors": s.distractors,
+                    "parse_error": rec.get("parse_error"),
+                    "repair_used": rec.get("repair_used", False),
+                    "use_negation": s.use_negation,
+                    "human_authored": s.human_authored,
+                    "image_source": s.image_source,
+                }
+            )
+        return rows
+
+    def score(self, samples: Sequence[RefAdvSample], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        return score_rows(self._rows(samples, records))
+
+    def tables(self, metrics: dict[str, Any]) -> list[Table]:
+        return tables(metrics)
+
+    def running(self, records: Sequence[dict[str, Any]]) -> str:
+        if not records:
+            return ""
+        hits = sum(bool(r.get("hit")) for r in records)
+        fails = sum(bool(r.get("parse_error")) for r in records)
+        return f"Acc@0.5 {100 * hits / len(records):.1f}  parse fail {fails}"
+
+    def export(self, run_dir: Path, samples: Sequence[RefAdvSample], records: Sequence[dict[str, Any]], model: str) -> list[Path]:
+        by_id = {r["id"]: r for r in records}
+        path = run_dir / "predictions_ref_adv.jsonl"
+        with path.open("w", encoding="utf-8") as fh:
+            for s in samples:
+                rec = by_id.get(s.id)
+                if rec is None:
+                    continue
+                boxes = rec.get("answer") or []
+                row = {
+                    "row_idx": s.row_idx, "file_name": s.file_name, "normal_caption": s.caption,
+                    "image_source": s.image_source, "human_authored": s.human_authored,
+                    "use_negation": s.use_negation, "distractor_count": s.distractors,
+                    "gt_bbox_xyxy": list(s.gt), "pred_box_xyxy_first": list(boxes[0]) if boxes else [],
+                    "first_iou": rec.get("iou", 0.0), "first_hit": bool(rec.get("hit")),
+                    "parse_error": rec.get("parse_error") or "", "retry_followup_used": bool(rec.get("repair_used")),
+                    "model_full_name": model, "prompt_id": self.prompt_mode,
+                    "pred_box_expected_format": self.box_format,
+                }  # fmt: skip
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        return [path]
+
+    def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
+        """Metrics of a prediction file: the authors' schema, or a run's records.jsonl."""
+        if predictions.is_dir() or predictions.name == "records.jsonl":
+            folder = predictions if predictions.is_dir() else predictions.parent
+            predictions = folder / "predictions_ref_adv.jsonl"
+        return score_rows(read_authors_predictions(predictions))

@@ -1,0 +1,94 @@
+"""The configuration of one run, and its identity: the settings that change answers.
+
+Two runs with the same identity may share a run folder (a rerun resumes); any other difference
+(model, dataset, box format, prompt, generation settings) is refused rather than mixed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from needlepoint.conversation import Generation
+
+IDENTITY_VERSION = 1
+
+
+@dataclass
+class RunConfig:
+    """Everything `evaluate` needs. The API key is held here and never written anywhere."""
+
+    benchmark: str
+    data: Path
+    model: str
+    api_urls: list[str]
+    api_key: str | None = field(default=None, repr=False)
+    options: dict[str, Any] = field(default_factory=dict)
+    generation: dict[str, Any] = field(default_factory=dict)
+    limit: int | None = None
+    concurrency: int = 32
+    out: Path | None = None
+    fresh: bool = False
+    retry_failed: bool = False
+    max_retries: int = 6
+    backoff_base_s: float = 1.0
+    reencode_images: bool = False
+    max_request_bytes: int | None = None
+    show_progress: bool = True
+    report: bool = True
+
+    def public(self) -> dict[str, Any]:
+        """The configuration as written to the run folder: no API key."""
+        return {
+            "benchmark": self.benchmark,
+            "data": str(self.data),
+            "model": self.model,
+            "api_urls": self.api_urls,
+            "options": self.options,
+            "generation": self.generation,
+            "limit": self.limit,
+            "concurrency": self.concurrency,
+            "max_retries": self.max_retries,
+            "reencode_images": self.reencode_images,
+            "max_request_bytes": self.max_request_bytes,
+        }
+
+
+def identity(config: RunConfig, bench_identity: dict[str, Any], generation: Generation, fingerprint: str) -> dict[str, Any]:
+    """The settings that make two runs comparable; `hash_identity` of it names the run."""
+    gen = generation.to_dict()
+    gen.pop("timeout_s", None)
+    return {
+        "version": IDENTITY_VERSION,
+        "benchmark": config.benchmark,
+        "model": config.model,
+        "dataset": fingerprint,
+        "generation": gen,
+        "reencode_images": config.reencode_images,
+        **{f"option.{k}": v for k, v in sorted(bench_identity.items())},
+    }
+
+
+def hash_identity(ident: dict[str, Any]) -> str:
+    """A short stable hash of an identity."""
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def dataset_fingerprint(sample_ids: list[str]) -> str:
+    """A hash of the selected samples' ids, independent of where the data lives."""
+    return hashlib.sha256("\n".join(sample_ids).encode()).hexdigest()[:16] + f"/{len(sample_ids)}"
+
+
+def model_slug(model: str) -> str:
+    """A folder-safe form of a model name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", model.replace("/", "__")).strip("_") or "model"
+
+
+def default_run_dir(root: Path, benchmark: str, model: str) -> Path:
+    """runs/<benchmark>/<model>/<timestamp>."""
+    return root / benchmark / model_slug(model) / time.strftime("%Y%m%d-%H%M%S")

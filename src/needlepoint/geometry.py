@@ -1,0 +1,104 @@
+"""Boxes: the coordinate conventions models use, conversion to absolute pixels, and IoU.
+
+This is the one place in needlepoint that knows box formats and computes IoU. Every benchmark and
+every metric goes through it, so a convention is decided once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+BoxFormat = Literal["abs_xyxy", "norm_1000_xyxy", "norm_1_xyxy"]
+BOX_FORMATS: tuple[str, ...] = ("abs_xyxy", "norm_1000_xyxy", "norm_1_xyxy")
+
+Box = tuple[float, float, float, float]
+
+_SCALE = {"abs_xyxy": None, "norm_1000_xyxy": 1000.0, "norm_1_xyxy": 1.0}
+
+
+def check_box_format(name: str) -> BoxFormat:
+    """Return `name` as a BoxFormat, or raise ValueError naming the valid ones."""
+    if name not in _SCALE:
+        raise ValueError(f"unknown box format {name!r}; use one of {', '.join(BOX_FORMATS)}")
+    return name  # type: ignore[return-value]
+
+
+def to_absolute(box: Sequence[float], box_format: BoxFormat, width: float, height: float) -> Box:
+    """Convert one model box to absolute pixel xyxy: scale, sort each pair, clip to the image.
+
+    A box left with zero width or height is returned as is: it matches nothing but is still a
+    prediction.
+    """
+    x1, y1, x2, y2 = (float(v) for v in box)
+    scale = _SCALE[box_format]
+    if scale is not None:
+        x1, x2 = x1 / scale * width, x2 / scale * width
+        y1, y2 = y1 / scale * height, y2 / scale * height
+    if x1 > x2:
+        x1, x2 = x2, x1
+    if y1 > y2:
+        y1, y2 = y2, y1
+    return (
+        min(max(x1, 0.0), float(width)),
+        min(max(y1, 0.0), float(height)),
+        min(max(x2, 0.0), float(width)),
+        min(max(y2, 0.0), float(height)),
+    )
+
+
+def dedupe(boxes: Sequence[Box]) -> list[Box]:
+    """Drop later duplicates, comparing the four values rounded to 6 decimals."""
+    seen: set[tuple[float, ...]] = set()
+    out: list[Box] = []
+    for b in boxes:
+        key = tuple(round(v, 6) for v in b)
+        if key not in seen:
+            seen.add(key)
+            out.append(b)
+    return out
+
+
+def xyxy_to_xywh(box: Sequence[float]) -> list[float]:
+    """[x1, y1, x2, y2] to COCO's [x, y, w, h]."""
+    x1, y1, x2, y2 = box
+    return [x1, y1, x2 - x1, y2 - y1]
+
+
+def xywh_to_xyxy(box: Sequence[float]) -> list[float]:
+    """COCO's [x, y, w, h] to [x1, y1, x2, y2]."""
+    x, y, w, h = box
+    return [x, y, x + w, y + h]
+
+
+def iou_matrix(a: np.ndarray | Sequence, b: np.ndarray | Sequence, fmt: Literal["xyxy", "xywh"] = "xyxy") -> np.ndarray:
+    """IoU of every box in `a` against every box in `b`, shape (len(a), len(b)).
+
+    Intersection sides are floored at 0; an empty intersection or a union of 0 or less gives 0.
+    With fmt="xywh" the arithmetic is that of pycocotools' bbIou (areas from w*h, right edges
+    from x+w), so that threshold decisions agree with COCOeval bit for bit.
+    """
+    a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
+    b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
+    if fmt == "xywh":
+        ax1, ay1, ax2, ay2 = a[:, 0], a[:, 1], a[:, 0] + a[:, 2], a[:, 1] + a[:, 3]
+        bx1, by1, bx2, by2 = b[:, 0], b[:, 1], b[:, 0] + b[:, 2], b[:, 1] + b[:, 3]
+        area_a, area_b = a[:, 2] * a[:, 3], b[:, 2] * b[:, 3]
+    else:
+        ax1, ay1, ax2, ay2 = a.T
+        bx1, by1, bx2, by2 = b.T
+        area_a, area_b = (ax2 - ax1) * (ay2 - ay1), (bx2 - bx1) * (by2 - by1)
+    w = np.minimum(ax2[:, None], bx2[None, :]) - np.maximum(ax1[:, None], bx1[None, :])
+    h = np.minimum(ay2[:, None], by2[None, :]) - np.maximum(ay1[:, None], by1[None, :])
+    inter = np.where((w > 0) & (h > 0), w * h, 0.0)
+    union = area_a[:, None] + area_b[None, :] - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where((inter > 0) & (union > 0), inter / np.where(union > 0, union, 1.0), 0.0)
+    return out
+
+
+def iou(a: Sequence[float], b: Sequence[float]) -> float:
+    """IoU of two xyxy boxes (see iou_matrix)."""
+    return float(iou_matrix([a], [b])[0, 0])

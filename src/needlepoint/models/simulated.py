@@ -1,0 +1,152 @@
+"""A simulated model served over a real local HTTP endpoint, for the demo, tests and benchmarks.
+
+It is honest about what it is: it answers from a script that the demo writes from the ground truth
+(with controlled mistakes), and its model name says "simulated". It speaks the OpenAI chat
+protocol on 127.0.0.1 only, and can inject faults (429, 500, hangs, dropped connections, invalid
+JSON) for the tests of the client's retry policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+SIMULATED_MODEL_NAME = "needlepoint-simulated"
+
+ScriptReply = str | Mapping[str, Any]
+"""A scripted answer: its text, or {"text": ..., "finish_reason": ...}."""
+
+
+def request_key(messages: list[dict[str, Any]]) -> str:
+    """What the server looks answers up by: the text of the first user message."""
+    for m in messages:
+        if m.get("role") == "user":
+            content = m.get("content")
+            if isinstance(content, str):
+                return content
+            return "".join(p.get("text", "") for p in content if p.get("type") == "text")
+    return ""
+
+
+@dataclass
+class SimulatedServer:
+    """An OpenAI-compatible server on 127.0.0.1 running in a background thread.
+
+    `script` maps a request key (see request_key) to the answers for turn 1, 2, ...; `default`
+    answers any other request. `faults` maps a key to a list of faults consumed one per request
+    before it is answered: "429", "500", "400", "hang", "close", "badjson".
+    """
+
+    script: Mapping[str, list[ScriptReply]] = field(default_factory=dict)
+    default: ScriptReply | None = '{"bboxes": [[0, 0, 10, 10]]}'
+    delay_s: float = 0.0
+    faults: dict[str, list[str]] = field(default_factory=dict)
+    retry_after_s: float = 0.05
+    log: list[tuple[str, int]] = field(default_factory=list)
+    port: int = 0
+
+    def __post_init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: Any = None
+        self._ready = threading.Event()
+
+    @property
+    def url(self) -> str:
+        """The base URL to pass as --api-url."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> SimulatedServer:
+        """Start serving; returns self once the port is bound."""
+        self._thread = threading.Thread(target=self._serve, name="simulated-model", daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and join the thread."""
+        if self._loop is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def __enter__(self) -> SimulatedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _serve(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(self._setup())
+        self._ready.set()
+        loop.run_forever()
+        loop.close()
+
+    async def _setup(self) -> None:
+        from aiohttp import web
+
+        app = web.Application(client_max_size=1 << 30)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _models(self, request: Any) -> Any:
+        from aiohttp import web
+
+        return web.json_response({"object": "list", "data": [{"id": SIMULATED_MODEL_NAME, "object": "model"}]})
+
+    async def _chat(self, request: Any) -> Any:
+        from aiohttp import web
+
+        body = await request.json()
+        messages = body.get("messages", [])
+        key = request_key(messages)
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        self.log.append((key, turn))
+        pending = self.faults.get(key)
+        if pending:
+            fault = pending.pop(0)
+            if fault in ("429", "500", "400"):
+                headers = {"Retry-After": str(self.retry_after_s)} if fault == "429" else {}
+                return web.Response(status=int(fault), text=f"simulated {fault}", headers=headers)
+            if fault == "hang":
+                await asyncio.sleep(3600)
+            if fault == "close":
+                request.transport.close()
+                return web.Response(status=500)
+            if fault == "badjson":
+                return web.Response(status=200, text="{not json", content_type="application/json")
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        answers = self.script.get(key)
+        reply: ScriptReply | None = answers[min(turn, len(answers) - 1)] if answers else self.default
+        if reply is None:
+            return web.Response(status=404, text=f"the simulated model has no answer for this request: {key[:80]!r}")
+        if isinstance(reply, str):
+            text, finish = reply, "stop"
+        else:
+            text, finish = str(reply.get("text", "")), str(reply.get("finish_reason", "stop"))
+        return web.Response(
+            text=json.dumps(
+                {
+                    "id": "sim",
+                    "object": "chat.completion",
+                    "model": SIMULATED_MODEL_NAME,
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+                    "usage": {"prompt_tokens": 0, "completion_tokens": len(text.split()), "total_tokens": len(text.split())},
+                }
+            ),
+            content_type="application/json",
+        )

@@ -1,0 +1,132 @@
+"""The run folder: a JSON header naming the run's identity, and an append-only JSONL of records.
+
+Every finished sample is one line, flushed the moment it is written, so an interrupted run loses
+nothing it finished. A half-written last line (a kill mid-write) is cut off when the run reopens.
+A record written later for the same sample (a retried failure) supersedes the earlier one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from needlepoint.errors import DataError
+
+HEADER = "run.json"
+RECORDS = "records.jsonl"
+METRICS = "metrics.json"
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write JSON atomically (temp file, then rename)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_records(path: Path) -> dict[str, dict[str, Any]]:
+    """Records by sample id from a records file; the last record of an id wins."""
+    out: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return out
+    with path.open("rb") as fh:
+        for line in fh:
+            if not line.endswith(b"\n"):
+                break
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                raise DataError(f"{path} has a corrupt line; move the run folder aside and start fresh") from None
+            out[str(rec["id"])] = rec
+    return out
+
+
+class RunStore:
+    """One run folder. Open it with `open`, which checks identity and repairs a torn last line."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = run_dir
+        self.records_path = run_dir / RECORDS
+        self._fh: Any = None
+
+    @staticmethod
+    def read_header(run_dir: Path) -> dict[str, Any] | None:
+        """The run's header, or None when the folder holds no run."""
+        path = run_dir / HEADER
+        if not path.exists():
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            raise DataError(f"{path} is not valid JSON; move the run folder aside and start fresh") from None
+
+    @classmethod
+    def open(cls, run_dir: Path, header: dict[str, Any]) -> RunStore:
+        """Create or reopen a run folder whose identity must equal `header["identity"]`."""
+        existing = cls.read_header(run_dir)
+        if existing is not None and existing.get("hash") != header["hash"]:
+            diff = sorted(
+                k
+                for k in set(existing.get("identity", {})) | set(header["identity"])
+                if existing.get("identity", {}).get(k) != header["identity"].get(k)
+            )
+            raise DataError(
+                f"{run_dir} holds a run with a different configuration ({', '.join(diff) or 'version'} differ); "
+                "answers will not be mixed: pass --fresh for a new run folder, or --out with another folder"
+            )
+        run_dir.mkdir(parents=True, exist_ok=True)
+        store = cls(run_dir)
+        if existing is None:
+            write_json(run_dir / HEADER, header)
+        store._truncate_torn_tail()
+        return store
+
+    def _truncate_torn_tail(self) -> None:
+        if not self.records_path.exists():
+            return
+        with self.records_path.open("rb+") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            if size == 0:
+                return
+            fh.seek(max(0, size - 1))
+            if fh.read(1) == b"\n":
+                return
+            # Walk back to the last newline and cut what follows it.
+            pos = size
+            chunk = 4096
+            while pos > 0:
+                start = max(0, pos - chunk)
+                fh.seek(start)
+                buf = fh.read(pos - start)
+                nl = buf.rfind(b"\n")
+                if nl >= 0:
+                    fh.truncate(start + nl + 1)
+                    return
+                pos = start
+            fh.truncate(0)
+
+    def records(self) -> dict[str, dict[str, Any]]:
+        """All records by sample id (the latest per id)."""
+        return read_records(self.records_path)
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Write one record and flush it to the OS before returning."""
+        if self._fh is None:
+            self._fh = self.records_path.open("a", encoding="utf-8")
+        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._fh.flush()
+
+    def update_header(self, **fields: Any) -> None:
+        """Merge fields into the header (status, finish time)."""
+        header = self.read_header(self.dir) or {}
+        header.update(fields)
+        write_json(self.dir / HEADER, header)
+
+    def close(self) -> None:
+        """Close the records file."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
