@@ -141,9 +141,10 @@ def finish(bench: Benchmark, samples: list[Any], records: dict[str, dict[str, An
         "answered": len(ordered),
         "failed": len(failed),
         "failed_ids": failed[:1000],
+        "skipped": [{"id": i, "reason": r} for i, r in getattr(bench, "skipped", [])],
     }
     write_json(run_dir / METRICS, metrics)
-    exports = bench.export(run_dir, samples, ordered, model)
+    exports = bench.export(run_dir, samples, ordered, model, metrics)
     return RunResult(run_dir=run_dir, metrics=metrics, benchmark=bench, failed=failed, exports=list(exports))
 
 

@@ -141,6 +141,10 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     _print_metrics(result.benchmark, result.metrics, ns.json)
     err = sys.stderr
     print(f"run folder: {result.run_dir}", file=err)
+    skipped = result.metrics.get("run", {}).get("skipped", [])
+    if skipped:
+        first = skipped[0]
+        print(f"{len(skipped)} row(s) skipped as invalid, not sent (e.g. {first['id']}: {first['reason']}); listed in metrics.json under run.skipped", file=err)
     if result.failed:
         print(
             f"{len(result.failed)} sample(s) failed (backend or input errors; listed in metrics.json under run.failed_ids); "

@@ -85,6 +85,8 @@ class Benchmark(Protocol):
         """A short running figure for the progress bar."""
         ...
 
-    def export(self, run_dir: Path, samples: Sequence[Any], records: Sequence[dict[str, Any]], model: str) -> list[Path]:
+    def export(
+        self, run_dir: Path, samples: Sequence[Any], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+    ) -> list[Path]:
         """Write the authors' formats into the run folder; return the paths written."""
         ...

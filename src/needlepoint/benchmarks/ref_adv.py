@@ -422,7 +422,9 @@ class RefAdv:
         fails = sum(bool(r.get("parse_error")) for r in records)
         return f"Acc@0.5 {100 * hits / len(records):.1f}  parse fail {fails}"
 
-    def export(self, run_dir: Path, samples: Sequence[RefAdvSample], records: Sequence[dict[str, Any]], model: str) -> list[Path]:
+    def export(
+        self, run_dir: Path, samples: Sequence[RefAdvSample], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+    ) -> list[Path]:
         by_id = {r["id"]: r for r in records}
         path = run_dir / "predictions_ref_adv.jsonl"
         with path.open("w", encoding="utf-8") as fh:

@@ -97,11 +97,12 @@ def write_release(folder: Path, rows: list[dict[str, Any]]) -> Path:
 def build(folder: Path) -> tuple[Path, dict[str, Any], dict[str, list[Any]]]:
     """The demo set on disk, the run options, and the simulated model's script."""
     from needlepoint.benchmarks.ref_adv import RefAdv
+    from needlepoint.models.simulated import script_key
 
     rows = make_rows()
     write_release(folder, rows)
     bench = RefAdv(box_format="abs_xyxy", prompt_mode="direct")
     script = {}
     for i, (sample, row) in enumerate(zip(bench.load(folder), rows)):
-        script[bench.prompt(sample).messages[0].text] = answers_for(row, i)
+        script[script_key(bench.prompt(sample))] = answers_for(row, i)
     return folder, {"box_format": "abs_xyxy", "prompt_mode": "direct"}, script

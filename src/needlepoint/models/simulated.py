@@ -9,11 +9,14 @@ JSON) for the tests of the client's retry policy.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from needlepoint.conversation import Conversation
 
 SIMULATED_MODEL_NAME = "needlepoint-simulated"
 
@@ -21,23 +24,41 @@ ScriptReply = str | Mapping[str, Any]
 """A scripted answer: its text, or {"text": ..., "finish_reason": ...}."""
 
 
-def request_key(messages: list[dict[str, Any]]) -> str:
-    """What the server looks answers up by: the text of the first user message."""
+def _first_user(messages: list[dict[str, Any]]) -> tuple[str, list[str]]:
     for m in messages:
         if m.get("role") == "user":
             content = m.get("content")
             if isinstance(content, str):
-                return content
-            return "".join(p.get("text", "") for p in content if p.get("type") == "text")
-    return ""
+                return content, []
+            text = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+            urls = [p["image_url"]["url"] for p in content if p.get("type") == "image_url"]
+            return text, urls
+    return "", []
+
+
+def request_key(messages: list[dict[str, Any]]) -> str:
+    """What the server looks answers up by: the first user message's text, and a hash of its images
+    (so that cases sharing a prompt text stay apart)."""
+    text, urls = _first_user(messages)
+    if not urls:
+        return text
+    return text + "#" + hashlib.sha1("".join(urls).encode()).hexdigest()[:16]
+
+
+def script_key(conversation: Conversation) -> str:
+    """The key under which the server finds its answer to `conversation` (see request_key)."""
+    from needlepoint.images import DataUrlCache
+    from needlepoint.models.openai_compat import message_payload
+
+    return request_key(message_payload(conversation, DataUrlCache()))
 
 
 @dataclass
 class SimulatedServer:
     """An OpenAI-compatible server on 127.0.0.1 running in a background thread.
 
-    `script` maps a request key (see request_key) to the answers for turn 1, 2, ...; `default`
-    answers any other request. `faults` maps a key to a list of faults consumed one per request
+    `script` maps a request key (see request_key; the first user message's text alone also works)
+    to the answers for turn 1, 2, ...; `default` answers any other request. `faults` maps a key to a list of faults consumed one per request
     before it is answered: "429", "500", "400", "hang", "close", "badjson".
     """
 
@@ -113,6 +134,8 @@ class SimulatedServer:
         body = await request.json()
         messages = body.get("messages", [])
         key = request_key(messages)
+        if key not in self.script:
+            key = _first_user(messages)[0]
         turn = sum(1 for m in messages if m.get("role") == "assistant")
         self.log.append((key, turn))
         pending = self.faults.get(key)

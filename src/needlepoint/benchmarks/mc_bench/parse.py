@@ -1,0 +1,158 @@
+"""MC-Bench answers: JSON boxes per image with group numbers, in either input mode.
+
+Accepted shapes (specs/mc-bench.md): `{"image_1": [...], "image_2": [...]}` (keys also spelled
+"Image 1", "image1", "img1"); a flat list of `{"image": 1|2, "group": g, "bbox_2d"|"bbox": [...]}`;
+items that are bare boxes or lack a group (group 1). In `merged` mode boxes are in canvas
+coordinates and belong to the image that holds their centre, whatever key they came under.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from needlepoint.benchmarks.base import Parsed
+from needlepoint.geometry import BoxFormat, to_absolute
+from needlepoint.jsonfind import find_json
+
+BOX_KEYS = ("bbox_2d", "bbox", "box", "bbox_xyxy", "coordinates")
+LIST_KEYS = ("boxes", "bboxes", "objects", "instances", "results", "predictions", "answer")
+
+
+@dataclass(frozen=True)
+class PairGeometry:
+    """The two images' sizes, and for merged mode the canvas layout."""
+
+    sizes: tuple[tuple[float, float], tuple[float, float]]  # (width, height) per image
+    band: int = 20
+
+    @property
+    def offset(self) -> float:
+        """x of the right image on the merged canvas."""
+        return self.sizes[0][0] + self.band
+
+    @property
+    def canvas(self) -> tuple[float, float]:
+        """(width, height) of the merged canvas."""
+        (w1, h1), (w2, h2) = self.sizes
+        return w1 + self.band + w2, max(h1, h2)
+
+
+def _image_index(key: str) -> int | None:
+    norm = re.sub(r"[^a-z0-9]", "", key.lower())
+    m = re.fullmatch(r"(?:image|img|picture)([12])", norm)
+    return int(m.group(1)) - 1 if m else None
+
+
+def _is_box(v: Any) -> bool:
+    return isinstance(v, list) and len(v) == 4 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+
+
+def _group(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)) and float(v).is_integer():
+        return int(v)
+    if isinstance(v, str):
+        m = re.search(r"\d+", v)
+        return int(m.group()) if m else None
+    return None
+
+
+def _item(v: Any, image: int | None) -> tuple[int | None, int, list[float], float] | None:
+    """(image index or None, group, raw box, score) of one answer item, or None if it is no box."""
+    if _is_box(v):
+        return image, 1, [float(x) for x in v], 1.0
+    if not isinstance(v, dict):
+        return None
+    box = next((v[k] for k in BOX_KEYS if k in v and _is_box(v[k])), None)
+    if box is None:
+        return None
+    group = _group(v.get("group", v.get("group_id", 1)))
+    if group is None or group < 1:
+        group = 1
+    img = image
+    if "image" in v:
+        g = _group(v["image"])
+        img = g - 1 if g in (1, 2) else None
+    score = v.get("score", 1.0)
+    score = float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else 1.0
+    return img, group, [float(x) for x in box], score
+
+
+def _collect(value: Any) -> list[tuple[int | None, int, list[float], float]] | None:
+    if isinstance(value, dict):
+        per_image = {(_image_index(k)): v for k, v in value.items() if _image_index(k) is not None}
+        if per_image:
+            out = []
+            for idx, items in sorted(per_image.items()):
+                if items is None:
+                    continue
+                if not isinstance(items, list):
+                    return None
+                if _is_box(items):
+                    items = [items]
+                for it in items:
+                    got = _item(it, idx)
+                    if got is None:
+                        return None
+                    out.append(got)
+            return out
+        for key in LIST_KEYS:
+            if key in value:
+                return _collect(value[key])
+        single = _item(value, None)
+        return [single] if single else None
+    if isinstance(value, list):
+        if _is_box(value):
+            return [(None, 1, [float(x) for x in value], 1.0)]
+        out = []
+        for it in value:
+            got = _item(it, None)
+            if got is None:
+                return None
+            out.append(got)
+        return out
+    return None
+
+
+def parse_answer(text: str, geometry: PairGeometry, box_format: BoxFormat, merged: bool) -> Parsed:
+    """A reply into `[{"image": 0|1, "group": g, "bbox": [x1, y1, x2, y2], "score": s}]` in each
+    image's absolute pixels, or a parse error (`empty_response`, `no_json_found`, `bad_schema`,
+    `image_not_given`)."""
+    if not text or not text.strip():
+        return Parsed(error="empty_response")
+    try:
+        value = find_json(text)
+    except LookupError:
+        return Parsed(error="no_json_found")
+    items = _collect(value)
+    if items is None:
+        return Parsed(error="bad_schema")
+    out = []
+    for image, group, raw, score in items:
+        if merged:
+            cw, ch = geometry.canvas
+            x1, y1, x2, y2 = to_absolute(raw, box_format, cw, ch)
+            image = _owner((x1 + x2) / 2, geometry)
+            dx = 0.0 if image == 0 else geometry.offset
+            w, h = geometry.sizes[image]
+            box = [min(max(x1 - dx, 0.0), w), min(y1, h), min(max(x2 - dx, 0.0), w), min(y2, h)]
+        else:
+            if image is None:
+                return Parsed(error="image_not_given")
+            w, h = geometry.sizes[image]
+            box = list(to_absolute(raw, box_format, w, h))
+        out.append({"image": image, "group": group, "bbox": box, "score": score})
+    return Parsed(answer=out)
+
+
+def _owner(cx: float, geometry: PairGeometry) -> int:
+    """Which image a canvas x belongs to; inside the band, the nearer image."""
+    left_edge = geometry.sizes[0][0]
+    if cx < left_edge:
+        return 0
+    if cx >= geometry.offset:
+        return 1
+    return 0 if cx - left_edge < geometry.offset - cx else 1

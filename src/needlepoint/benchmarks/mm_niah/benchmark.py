@@ -1,0 +1,170 @@
+"""MM-NIAH: needles in long interleaved image-text documents (specs/mm-niah.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from needlepoint.benchmarks.base import DataError, Parsed, Table
+from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS, aggregate
+from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, load_release
+from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
+from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
+
+
+def _parts(text: str, images: list[ImageRef]) -> list[Part]:
+    pieces = text.split(PLACEHOLDER)
+    parts: list[Part] = []
+    for i, piece in enumerate(pieces):
+        if piece:
+            parts.append(piece)
+        if i < len(images):
+            parts.append(images[i])
+    return parts
+
+
+def leaderboard_rows(samples: Sequence[NiahSample], records: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Rows in the leaderboard format, per task, in the run's sample order."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for s in samples:
+        rec = records.get(s.id)
+        if rec is None:
+            continue
+        out.setdefault(s.task, []).append(
+            {
+                "question_id": s.row_id,
+                "question": s.question,
+                "answer": s.answer,
+                "response": rec.get("answer"),
+                "context_length": s.context_length,
+                "placed_depth": s.placed_depth,
+            }
+        )
+    return out
+
+
+def niah_tables(metrics: dict[str, Any]) -> list[Table]:
+    """Per-range scores per task and overall, and the extra figures."""
+    if metrics.get("note"):
+        return [Table("MM-NIAH", ["note"], [[metrics["note"]]])]
+    if "models" in metrics:
+        tables = []
+        for model, m in metrics["models"].items():
+            for t in niah_tables(m):
+                t.title = f"{model}: {t.title}"
+                tables.append(t)
+        return tables
+    ranges = metrics.get("context_ranges", list(CONTEXT_RANGES))
+    pct = lambda v: None if v is None else round(100 * v, 1)  # noqa: E731
+    main = Table("MM-NIAH (official per-range scores, %)", ["task", *ranges, "overall"])
+    extra = Table("MM-NIAH (beyond the official aggregate)", ["task", "rows", "micro acc %", "rows < 1k", "crash-prone"])
+    for task, m in metrics["tasks"].items():
+        main.rows.append([task, *(pct(v) for v in m["scores"]), pct(m["overall"])])
+        extra.rows.append([task, m["rows"], pct(m["micro_accuracy"]), m["rows_below_1k"], sum(m.get("crashes", {}).values())])
+    if metrics.get("overall"):
+        o = metrics["overall"]
+        main.rows.append(["overall", *(pct(v) for v in o["scores"]), pct(o["overall"])])
+    tables = [main, extra]
+    if metrics.get("overall_note"):
+        tables.append(Table("MM-NIAH overall", ["note"], [[metrics["overall_note"]]]))
+    return tables
+
+
+class MmNiah:
+    """The MM-NIAH benchmark."""
+
+    name = "mm_niah"
+    generation_defaults = {"temperature": 0.0, "top_p": None, "max_tokens": None, "seed": None}
+
+    def __init__(self, split: str = "val", tasks: str | Sequence[str] | None = None, max_image_side: int | None = None) -> None:
+        self.split = split
+        if isinstance(tasks, str):
+            tasks = [t.strip() for t in tasks.split(",") if t.strip()]
+        self.tasks = list(tasks) if tasks else list(TASKS)
+        self.max_image_side = max_image_side
+        self.skipped: list[tuple[str, str]] = []
+
+    def identity(self) -> dict[str, Any]:
+        return {"split": self.split, "tasks": sorted(self.tasks), "max_image_side": self.max_image_side}
+
+    def load(self, data: Path, limit: int | None = None) -> list[NiahSample]:
+        if not data.exists():
+            raise DataError(f"--data {data} does not exist; download MM-NIAH and point --data at it")
+        samples, self.skipped = load_release(data, self.split, self.tasks)
+        if self.max_image_side:
+            for s in samples:
+                s.images = [replace(im, max_side=self.max_image_side) for im in s.images]
+        return samples[:limit] if limit else samples
+
+    def generation(self, sample: NiahSample, base: Generation) -> Generation:
+        if base.max_tokens is None:
+            return replace(base, max_tokens=32 if sample.task.startswith("counting") else 16)
+        return base
+
+    def prompt(self, sample: NiahSample) -> Conversation:
+        return Conversation([Message("user", _parts(sample.text, sample.images))])
+
+    def parse(self, sample: NiahSample, text: str) -> Parsed:
+        return Parsed(answer=text)
+
+    def followup(self, sample: NiahSample, parsed: Parsed, finish_reason: str | None) -> str | None:
+        return None
+
+    def judge(self, sample: NiahSample, parsed: Parsed) -> dict[str, Any]:
+        if sample.answer is None or parsed.error:
+            return {"score": None if sample.answer is None else 0.0}
+        verdict = judge(parsed.answer, official_answer(sample.task, sample.answer))
+        out: dict[str, Any] = {"score": verdict.score}
+        if verdict.crash:
+            out["crash"] = verdict.crash
+        return out
+
+    def score(self, samples: Sequence[NiahSample], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        by_id = {s.id: s for s in samples}
+        rows = []
+        for rec in records:
+            s = by_id[rec["id"]]
+            if rec.get("score") is None:
+                continue
+            rows.append(
+                {"task": s.task, "context_length": s.context_length, "placed_depth": s.placed_depth,
+                 "score": rec["score"], "crash": rec.get("crash")}
+            )  # fmt: skip
+        if not rows:
+            metrics: dict[str, Any] = {"note": f"the {self.split} split carries no answers: responses exported for the leaderboard only"}
+        else:
+            metrics = aggregate(rows)
+        metrics["split"] = self.split
+        return metrics
+
+    def tables(self, metrics: dict[str, Any]) -> list[Table]:
+        return niah_tables(metrics)
+
+    def running(self, records: Sequence[dict[str, Any]]) -> str:
+        scored = [r["score"] for r in records if r.get("score") is not None]
+        return f"micro acc {100 * sum(scored) / len(scored):.1f}" if scored else ""
+
+    def export(
+        self, run_dir: Path, samples: Sequence[NiahSample], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+    ) -> list[Path]:
+        from needlepoint.benchmarks.mm_niah.heatmap import draw_all
+        from needlepoint.benchmarks.mm_niah.leaderboard import write_leaderboard
+        from needlepoint.config import model_slug
+
+        rows = leaderboard_rows(samples, {r["id"]: r for r in records})
+        paths = write_leaderboard(run_dir / "leaderboard", model_slug(model), self.split, rows)
+        if metrics.get("tasks"):
+            paths += draw_all(metrics, run_dir / "heatmaps")
+        return paths
+
+    def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
+        """Metrics of leaderboard files (a folder, one model or several, or one file)."""
+        from needlepoint.benchmarks.mm_niah.leaderboard import read_leaderboard_dir, score_leaderboard
+
+        folder = predictions / "leaderboard" if (predictions / "leaderboard").is_dir() else predictions
+        by_model = read_leaderboard_dir(folder)
+        if len(by_model) == 1:
+            return score_leaderboard(next(iter(by_model.values())))
+        return {"models": {m: score_leaderboard(rows) for m, rows in by_model.items()}}

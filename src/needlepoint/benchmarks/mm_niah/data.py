@@ -1,0 +1,148 @@
+"""MM-NIAH release files: one JSONL per task and split, an images folder; prompts built as the
+authors' `get_input` builds them (specs/mm-niah.md)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from needlepoint.benchmarks.base import DataError
+from needlepoint.benchmarks.mm_niah.aggregate import TASKS
+from needlepoint.conversation import ImageRef
+from needlepoint.images import safe_path
+
+PLACEHOLDER = "<image>"
+OPTION_SENTENCE = "\nAnswer with the option's letter from the given choices directly."
+OPEN_SENTENCE = "\nAnswer the question using a single word or phrase."
+SPLITS = ("val", "test")
+
+
+@dataclass
+class NiahSample:
+    """One MM-NIAH row, ready to prompt: the full text and its images in placeholder order."""
+
+    id: str
+    task: str
+    row_id: Any
+    question: str
+    text: str
+    images: list[ImageRef]
+    answer: Any
+    context_length: float
+    placed_depth: Any
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def split_folder(data: Path, split: str) -> Path:
+    """The `mm_niah_{split}` folder: `data` itself, or its child of that name."""
+    if split not in SPLITS:
+        raise DataError(f"--split must be val or test, not {split!r}")
+    if (data / "annotations").is_dir():
+        return data
+    child = data / f"mm_niah_{split}"
+    if (child / "annotations").is_dir():
+        return child
+    raise DataError(
+        f"{data} is not an MM-NIAH release folder: expected {child}/annotations/ or {data}/annotations/; "
+        "point --data at the folder holding mm_niah_val/ and mm_niah_test/"
+    )
+
+
+def full_text(row: dict[str, Any]) -> tuple[str, list[str]]:
+    """The authors' prompt for a row (context, newline, question with options and instruction)
+    and the image paths in the order of its placeholders."""
+    meta = row.get("meta") or {}
+    question = str(row["question"])
+    images = list(row.get("images_list") or [])
+    letters = [chr(ord("A") + i) for i in range(26)]
+    if meta.get("choices"):
+        for letter, choice in zip(letters, meta["choices"]):
+            question += f"\n{letter}. {choice}"
+        question += OPTION_SENTENCE
+    elif meta.get("choices_image_path"):
+        for letter, _ in zip(letters, meta["choices_image_path"]):
+            question += f"\n{letter}. {PLACEHOLDER}"
+        images += list(meta["choices_image_path"])
+        question += OPTION_SENTENCE
+    else:
+        question += OPEN_SENTENCE
+    return f"{row['context']}\n{question}", images
+
+
+def load_task(path: Path, task: str, images_root: Path) -> tuple[list[NiahSample], list[tuple[str, str]]]:
+    """Samples of one task file, and (sample id, reason) for rows that cannot be sent."""
+    samples: list[NiahSample] = []
+    skipped: list[tuple[str, str]] = []
+    try:
+        fh = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"cannot read {path} ({exc.strerror}); check --data") from None
+    with fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path} line {lineno}"
+            try:
+                row = json.loads(line)
+            except ValueError:
+                raise DataError(f"{where} is not valid JSON; fix or remove that line") from None
+            missing = [k for k in ("id", "context", "question", "meta") if k not in row]
+            if missing or "context_length" not in (row.get("meta") or {}):
+                raise DataError(f"{where} lacks {', '.join(missing or ['meta.context_length'])}; is this an MM-NIAH file?")
+            sid = f"{task}/{row['id']}"
+            text, names = full_text(row)
+            count = text.count(PLACEHOLDER)
+            if count != len(names):
+                skipped.append((sid, f"{count} <image> placeholders but {len(names)} images"))
+                continue
+            try:
+                paths = [safe_path(images_root, n, where) for n in names]
+            except DataError as exc:
+                skipped.append((sid, str(exc)))
+                continue
+            absent = next((p for p in paths if not p.is_file()), None)
+            if absent is not None:
+                skipped.append((sid, f"image {absent} does not exist"))
+                continue
+            meta = row["meta"]
+            samples.append(
+                NiahSample(
+                    id=sid,
+                    task=task,
+                    row_id=row["id"],
+                    question=str(row["question"]),
+                    text=text,
+                    images=[ImageRef(key=n, path=p) for n, p in zip(names, paths)],
+                    answer=row.get("answer"),
+                    context_length=float(meta["context_length"]),
+                    placed_depth=meta.get("placed_depth", 0.0),
+                    meta={k: meta.get(k) for k in ("num_images", "context_length_text", "context_length_image")},
+                )
+            )
+    return samples, skipped
+
+
+def load_release(data: Path, split: str, tasks: list[str]) -> tuple[list[NiahSample], list[tuple[str, str]]]:
+    """All requested tasks of a split, shortest context first; and the rows skipped."""
+    folder = split_folder(data, split)
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise DataError(f"unknown task(s) {', '.join(unknown)}; use {', '.join(TASKS)}")
+    images_root = folder / "images"
+    samples: list[NiahSample] = []
+    skipped: list[tuple[str, str]] = []
+    found = False
+    for task in tasks:
+        path = folder / "annotations" / f"{task}.jsonl"
+        if not path.is_file():
+            continue
+        found = True
+        got, bad = load_task(path, task, images_root)
+        samples += got
+        skipped += bad
+    if not found:
+        raise DataError(f"{folder / 'annotations'} holds none of the task files {', '.join(t + '.jsonl' for t in tasks)}")
+    samples.sort(key=lambda s: s.context_length)
+    return samples, skipped

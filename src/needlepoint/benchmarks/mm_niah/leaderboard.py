@@ -1,0 +1,161 @@
+"""The MM-NIAH leaderboard format: one JSONL per task and split, `{model}_{task}-{split}.jsonl`.
+
+We write exactly what the leaderboard takes and read it back, so published response files can be
+re-scored with the official judge and aggregation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from needlepoint.benchmarks.base import DataError
+from needlepoint.benchmarks.mm_niah.aggregate import TASKS, aggregate
+from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
+
+FIELDS = ("question_id", "question", "answer", "response", "context_length", "placed_depth")
+# Longest first: 'rag-val' must win over 'val' (the authors' own order).
+SPLITS = ("rag-val", "val", "rag-test", "test")
+_NEEDED = ("context_length", "placed_depth", "response")
+
+
+def file_name(model: str, task: str, split: str) -> str:
+    """`{model}_{task}-{split}.jsonl`, after checking the parts can be read back."""
+    if not model or any(sep in model for sep in ("/", "\\", os.sep)):
+        raise DataError(f"Model name {model!r} cannot be used in a file name; give a name without slashes.")
+    if task not in TASKS:
+        raise DataError(f"Task {task!r} is not an MM-NIAH task; use one of {', '.join(TASKS)}.")
+    if split not in SPLITS:
+        raise DataError(f"Split {split!r} is not one of {', '.join(SPLITS)}; pass val or test.")
+    return f"{model}_{task}-{split}.jsonl"
+
+
+def parse_file_name(path: Path) -> tuple[str, str, str]:
+    """(model, task, split) from a leaderboard file name; DataError naming the file otherwise."""
+    name = path.name
+    model, _, rest = name[: -len(".jsonl")].rpartition("_") if name.endswith(".jsonl") else ("", "", "")
+    for split in SPLITS:
+        task = rest[: -len(split) - 1]
+        if model and rest.endswith(f"-{split}") and task in TASKS:
+            return model, task, split
+    raise DataError(
+        f"{path} does not fit the leaderboard naming '{{model}}_{{task}}-{{split}}.jsonl' (task one of "
+        f"{', '.join(TASKS)}; split val or test, e.g. mymodel_counting-image-test.jsonl); rename or move it."
+    )
+
+
+def write_leaderboard(
+    out_dir: Path, model: str, split: str, rows_by_task: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> list[Path]:
+    """Write one leaderboard file per task; rows keep exactly the six leaderboard fields."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for task, rows in rows_by_task.items():
+        path = out_dir / file_name(model, task, split)
+        lines = []
+        for index, row in enumerate(rows):
+            absent = [key for key in FIELDS if key not in row]
+            if absent:
+                raise DataError(
+                    f"Row {index} of {task} lacks {', '.join(absent)}; every leaderboard row needs {', '.join(FIELDS)}."
+                )
+            lines.append(json.dumps({key: row[key] for key in FIELDS}, ensure_ascii=False))
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def read_leaderboard_file(path: Path) -> list[dict[str, Any]]:
+    """The rows of one leaderboard file, in file order (order matters for the official sums)."""
+    rows = []
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path} cannot be read as UTF-8 text ({exc}); check the file.") from None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            raise DataError(f"Line {number} of {path} is not valid JSON; fix or remove that line.") from None
+        if not isinstance(row, dict):
+            raise DataError(
+                f"Line {number} of {path} is not a JSON object; each line must be one row object."
+            )
+        absent = [key for key in _NEEDED if key not in row]
+        if absent:
+            raise DataError(
+                f"Line {number} of {path} lacks {', '.join(absent)}; leaderboard rows carry {', '.join(FIELDS)}."
+            )
+        rows.append(row)
+    return rows
+
+
+def read_leaderboard_dir(path: Path, split: str | None = None) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """{model: {task: rows}} from a folder of leaderboard files (or one such file).
+
+    Files not ending in .jsonl and sub-folders are skipped; a .jsonl file whose name does not fit
+    is an error. Without `split` the folder must hold a single split. Files are read in directory
+    order, as the authors' script does (it fixes the order tasks enter the overall mean).
+    """
+    path = Path(path)
+    if path.is_file():
+        files = [path]
+    elif path.is_dir():
+        files = [
+            path / name for name in os.listdir(path) if name.endswith(".jsonl") and (path / name).is_file()
+        ]
+    else:
+        raise DataError(
+            f"{path} does not exist; give a leaderboard folder or a {{model}}_{{task}}-{{split}}.jsonl file."
+        )
+    named = [(file, *parse_file_name(file)) for file in files]
+    if split is not None:
+        named = [item for item in named if item[3] == split]
+    found = sorted({item[3] for item in named})
+    if not named:
+        raise DataError(
+            f"{path} holds no leaderboard files{f' of split {split}' if split else ''}; expected {{model}}_{{task}}-{{split}}.jsonl files."
+        )
+    if len(found) > 1:
+        raise DataError(
+            f"{path} holds the splits {', '.join(found)}; choose one with split=... to score them apart."
+        )
+    result: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for file, model, task, _ in named:
+        result.setdefault(model, {})[task] = read_leaderboard_file(file)
+    return result
+
+
+def score_leaderboard(rows_by_task: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """Official metrics for one model's leaderboard rows ({task: rows}), via judge and aggregate.
+
+    Rows without an answer (the test split: its answers are not public) cannot be scored.
+    """
+    scored = []
+    for task, rows in rows_by_task.items():
+        if task not in TASKS:
+            raise DataError(f"Task {task!r} is not an MM-NIAH task; use one of {', '.join(TASKS)}.")
+        unanswered = sum(1 for row in rows if row.get("answer") is None)
+        if unanswered:
+            raise DataError(
+                f"{unanswered} of the {len(rows)} {task} rows have no answer (test-split answers are not "
+                "public), so they cannot be scored here; submit them to the leaderboard or score the val split."
+            )
+        for row in rows:
+            verdict = judge(row.get("response"), official_answer(task, row["answer"]))
+            scored.append(
+                {
+                    "task": task,
+                    "context_length": row.get("context_length"),
+                    "placed_depth": row.get("placed_depth"),
+                    "score": verdict.score,
+                    "crash": verdict.crash,
+                }
+            )
+    return aggregate(scored)
