@@ -48,6 +48,8 @@ def _generation(bench: Benchmark, overrides: dict[str, Any]) -> Generation:
 
 def _resolve_run_dir(config: RunConfig, run_hash: str) -> Path:
     if config.out is not None:
+        if config.fresh and RunStore.read_header(config.out) is not None:
+            raise DataError(f"{config.out} already holds a run; to start over, name a new folder with --out")
         return config.out
     parent = RUNS_ROOT / config.benchmark / model_slug(config.model)
     if not config.fresh and parent.is_dir():
@@ -84,7 +86,7 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     if not samples:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")
     generation = _generation(bench, config.generation)
-    ident = identity(config, bench.identity(), generation, dataset_fingerprint([s.id for s in samples]))
+    ident = identity(config, bench.identity(), generation, dataset_fingerprint(samples))
     run_hash = hash_identity(ident)
     if config.limit:
         samples = samples[: config.limit]
@@ -97,11 +99,12 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "status": "running",
     }
-    store = RunStore.open(run_dir, header)
+    advice = "choose another --out folder, or drop --out and pass --fresh" if config.out else "pass --fresh for a new run folder"
+    store = RunStore.open(run_dir, header, advice)
     store.update_header(status="running", last_started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), config=config.public())
 
     from needlepoint.models.openai_compat import OpenAICompatModel, RetryPolicy
-    from needlepoint.runner import RunOptions, run
+    from needlepoint.runner import RunOptions, pending, run
 
     model = OpenAICompatModel(
         config.model,
@@ -115,6 +118,8 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
 
     async def go() -> dict[str, dict[str, Any]]:
         try:
+            if pending(samples, store.records(), config.retry_failed):
+                await model.check_reachable()
             return await run(bench, samples, model, store, generation, options)
         finally:
             await model.aclose()
@@ -124,7 +129,8 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     complete = len(records) == len(samples) and not result.failed
     store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     if config.report:
-        result.exports.extend(write_report(run_dir))
+        answered = [s for s in samples if s.id in records]
+        result.exports.extend(write_report(run_dir, bench, answered, [records[s.id] for s in answered], result.metrics))
     return result
 
 
@@ -148,13 +154,12 @@ def finish(bench: Benchmark, samples: list[Any], records: dict[str, dict[str, An
     return RunResult(run_dir=run_dir, metrics=metrics, benchmark=bench, failed=failed, exports=list(exports))
 
 
-def write_report(run_dir: Path) -> list[Path]:
-    """The HTML report of a run folder, where the report module is available."""
-    try:
-        from needlepoint.report.html import write_run_report
-    except ImportError:
-        return []
-    return [write_run_report(run_dir)]
+def write_report(run_dir: Path, bench: Benchmark, samples: list[Any], records: list[dict[str, Any]], metrics: dict[str, Any]) -> list[Path]:
+    """The HTML report of a run (`<run>/report/index.html`)."""
+    from needlepoint.report.html import write_run_report
+
+    header = RunStore.read_header(run_dir) or {}
+    return [write_run_report(run_dir, bench, samples, records, metrics, header)]
 
 
 def score(benchmark: str, predictions: Path, data: Path | None = None, **options: Any) -> tuple[Benchmark, dict[str, Any]]:

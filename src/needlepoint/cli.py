@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--styles", help="comma-separated prompt styles (mc_bench)")
 
     rp = sub.add_parser("report", help="one leaderboard over several run folders")
-    rp.add_argument("runs", nargs="+", type=Path)
-    rp.add_argument("--out", type=Path, help="folder for leaderboard.md/.csv/.html")
+    rp.add_argument("runs", nargs="+", type=Path, help="run folders, or model folders (each stands for its newest finished run)")
+    rp.add_argument("--out", type=Path, help="folder for leaderboard.md, leaderboard.html and leaderboard_<board>.csv (default ./leaderboard)")
     rp.add_argument("--with-published", action="store_true", help="add the papers' published rows")
 
     dm = sub.add_parser("demo", help="all benchmarks on bundled samples against a simulated model, offline")

@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,9 +80,14 @@ def hash_identity(ident: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def dataset_fingerprint(sample_ids: list[str]) -> str:
-    """A hash of the selected samples' ids, independent of where the data lives."""
-    return hashlib.sha256("\n".join(sample_ids).encode()).hexdigest()[:16] + f"/{len(sample_ids)}"
+def dataset_fingerprint(samples: Sequence[Any]) -> str:
+    """A hash of the samples' content (each sample's `fingerprint()`), independent of where the
+    data lives: the same release moved resumes, another release of the same length does not."""
+    digest = hashlib.sha256()
+    for s in samples:
+        digest.update(s.fingerprint().encode())
+        digest.update(b"\n")
+    return digest.hexdigest()[:16] + f"/{len(samples)}"
 
 
 def model_slug(model: str) -> str:

@@ -102,3 +102,15 @@ def iou_matrix(a: np.ndarray | Sequence, b: np.ndarray | Sequence, fmt: Literal[
 def iou(a: Sequence[float], b: Sequence[float]) -> float:
     """IoU of two xyxy boxes (see iou_matrix)."""
     return float(iou_matrix([a], [b])[0, 0])
+
+
+def require_box_format(box_format: BoxFormat | None, benchmark: str) -> BoxFormat:
+    """The run's box format; a run must state it (it belongs to the model family, never guessed)."""
+    if box_format is None:
+        from needlepoint.errors import DataError
+
+        raise DataError(
+            f"--box-format is required for {benchmark}: the box convention of the model family "
+            "(abs_xyxy, norm_1000_xyxy or norm_1_xyxy; e.g. Qwen2.5-VL abs_xyxy, Qwen3-VL norm_1000_xyxy)"
+        )
+    return box_format

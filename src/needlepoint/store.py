@@ -63,8 +63,9 @@ class RunStore:
             raise DataError(f"{path} is not valid JSON; move the run folder aside and start fresh") from None
 
     @classmethod
-    def open(cls, run_dir: Path, header: dict[str, Any]) -> RunStore:
-        """Create or reopen a run folder whose identity must equal `header["identity"]`."""
+    def open(cls, run_dir: Path, header: dict[str, Any], advice: str = "pass --fresh for a new run folder") -> RunStore:
+        """Create or reopen a run folder whose identity must equal `header["identity"]`; `advice`
+        ends the refusal message (how to start fresh)."""
         existing = cls.read_header(run_dir)
         if existing is not None and existing.get("hash") != header["hash"]:
             diff = sorted(
@@ -74,7 +75,7 @@ class RunStore:
             )
             raise DataError(
                 f"{run_dir} holds a run with a different configuration ({', '.join(diff) or 'version'} differ); "
-                "answers will not be mixed: pass --fresh for a new run folder, or --out with another folder"
+                f"answers will not be mixed: {advice}"
             )
         run_dir.mkdir(parents=True, exist_ok=True)
         store = cls(run_dir)

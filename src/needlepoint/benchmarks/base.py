@@ -14,13 +14,17 @@ from typing import Any, Protocol
 from needlepoint.conversation import Conversation, Generation
 from needlepoint.errors import DataError
 
-__all__ = ["Benchmark", "DataError", "Parsed", "SampleLike", "Table"]
+__all__ = ["Benchmark", "DataError", "Parsed", "ReportBox", "ReportImage", "ReportItem", "SampleLike", "Table", "replies_text"]
 
 
 class SampleLike(Protocol):
-    """A benchmark's own sample type; the runner only needs its id."""
+    """A benchmark's own sample type; the runner only needs its id and a content fingerprint."""
 
     id: str
+
+    def fingerprint(self) -> str:
+        """What identifies the sample's content (not its location), for the run identity."""
+        ...
 
 
 @dataclass
@@ -38,6 +42,53 @@ class Table:
     title: str
     columns: list[str]
     rows: list[list[Any]] = field(default_factory=list)
+
+
+@dataclass
+class ReportBox:
+    """A box to draw on a report image: absolute xyxy pixels of that image."""
+
+    box: list[float]
+    kind: str  # "gt" or "pred"
+    group: int = 1
+    label: str = ""
+
+
+@dataclass
+class ReportImage:
+    """One image of a sample, with the boxes to draw on it."""
+
+    image: Any  # an ImageRef
+    boxes: list[ReportBox] = field(default_factory=list)
+
+
+@dataclass
+class ReportItem:
+    """One sample as the HTML report shows it.
+
+    `prompt` and `answer` are shown as text (always escaped); `fields` are shown as a small table;
+    `filters` name the values the page can filter on (e.g. {"style": "Reasoning"}); `correct`
+    drives the "wrong only" filter (None: not applicable); `sort_value` orders by IoU or score.
+    """
+
+    id: str
+    prompt: str
+    answer: str
+    images: list[ReportImage] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+    filters: dict[str, str] = field(default_factory=dict)
+    correct: bool | None = None
+    parse_error: str | None = None
+    sort_value: float | None = None
+
+
+def replies_text(record: dict[str, Any]) -> str:
+    """The model's replies of a record, the repair turn marked, or the error that stood in."""
+    turns = record.get("turns") or []
+    texts = [t.get("reply") or (f"[{t['error']}]" if t.get("error") else "") for t in turns]
+    if record.get("status") == "input_error":
+        texts.append(f"[not sent: {record.get('error')}]")
+    return "\n--- repair turn ---\n".join(texts)
 
 
 class Benchmark(Protocol):
@@ -83,6 +134,10 @@ class Benchmark(Protocol):
 
     def running(self, records: Sequence[dict[str, Any]]) -> str:
         """A short running figure for the progress bar."""
+        ...
+
+    def report_items(self, samples: Sequence[Any], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
+        """The samples as the HTML report shows them (only answered samples)."""
         ...
 
     def export(

@@ -15,9 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import DataError, Parsed, Table
+from needlepoint.benchmarks.base import DataError, Parsed, ReportBox, ReportImage, ReportItem, Table, replies_text
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message
-from needlepoint.geometry import Box, BoxFormat, check_box_format, dedupe, iou, to_absolute
+from needlepoint.geometry import (
+    Box,
+    BoxFormat,
+    check_box_format,
+    dedupe,
+    iou,
+    require_box_format,
+    to_absolute,
+)
 from needlepoint.jsonfind import find_json
 
 PROMPTS = {
@@ -130,6 +138,9 @@ class RefAdvSample:
     image_source: str = ""
     human_authored: bool = False
     use_negation: bool = False
+
+    def fingerprint(self) -> str:
+        return f"{self.id}|{self.caption}|{list(self.gt)}|{self.width}x{self.height}|{self.file_name}|{self.distractors}"
 
 
 def _box(value: Any, where: str) -> Box:
@@ -322,14 +333,14 @@ class RefAdv:
 
     def __init__(
         self,
-        box_format: str = "abs_xyxy",
+        box_format: str | None = None,
         prompt_mode: str = "direct",
         repair_on_length_only: bool = False,
         images: str | Path | None = None,
         max_image_side: int | None = None,
     ) -> None:
         try:
-            self.box_format = check_box_format(box_format)
+            self.box_format = check_box_format(box_format) if box_format is not None else None
         except ValueError as exc:
             raise DataError(f"--box-format: {exc}") from None
         if prompt_mode not in PROMPTS:
@@ -348,6 +359,7 @@ class RefAdv:
         }
 
     def load(self, data: Path, limit: int | None = None) -> list[RefAdvSample]:
+        require_box_format(self.box_format, self.name)
         if data.is_file() and data.suffix == ".jsonl":
             samples = load_jsonl(data, self.images_dir)
         elif data.is_file() and data.suffix == ".parquet":
@@ -445,6 +457,31 @@ class RefAdv:
                 }  # fmt: skip
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
         return [path]
+
+    def report_items(self, samples: Sequence[RefAdvSample], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
+        by_id = {s.id: s for s in samples}
+        items = []
+        for rec in records:
+            s = by_id[rec["id"]]
+            boxes = [ReportBox(list(s.gt), "gt", label="target")]
+            if rec.get("answer"):
+                boxes.append(ReportBox(list(rec["answer"][0]), "pred", label="first box"))
+            label = next((b for b, lo, hi in BINS if s.distractors >= lo and (hi is None or s.distractors <= hi)), "<2")
+            items.append(
+                ReportItem(
+                    id=s.id,
+                    prompt=s.caption,
+                    answer=replies_text(rec),
+                    images=[ReportImage(s.image, boxes)],
+                    fields={"IoU": round(rec.get("iou", 0.0), 4), "distractors": s.distractors, "negation": s.use_negation,
+                            "human authored": s.human_authored, "source": s.image_source, "repair turn": rec.get("repair_used", False)},
+                    filters={"bin": label, "negation": str(s.use_negation).lower(), "source": s.image_source},
+                    correct=bool(rec.get("hit")),
+                    parse_error=rec.get("parse_error"),
+                    sort_value=rec.get("iou", 0.0),
+                )
+            )  # fmt: skip
+        return items
 
     def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
         """Metrics of a prediction file: the authors' schema, or a run's records.jsonl."""

@@ -29,9 +29,12 @@ FILLER = (
 IMAGE_TOKENS = 256
 
 
-def _image(folder: Path, name: str, rng: random.Random, colour: str | None = None, count: int | None = None, size: int = 224) -> str:
+def _image(folder: Path, name: str, colour: str | None = None, count: int | None = None, size: int = 224) -> str:
+    """Write a shapes image once; its drawing depends only on its name, so rebuilding a set that
+    is already on disk gives the same documents."""
     path = folder / name
     if not path.exists():
+        rng = random.Random(name)
         n = count if count is not None else rng.randint(2, 5)
         boxes = place_boxes(rng, size, size, n, 16, 40)
         shapes = [(b, colour or rng.choice(list(COLOURS)), "circle" if colour else rng.choice(("square", "circle"))) for b in boxes]
@@ -55,7 +58,7 @@ def make_rows(task: str, count: int, images: Path, seed: int = 11, real_length: 
     """Rows of one task in the release's fields; images are written into `images`."""
     rng = random.Random(f"{seed}-{task}")
     rows = []
-    pool = [_image(images, f"filler_{i}.jpg", random.Random(i)) for i in range(8)]
+    pool = [_image(images, f"filler_{i}.jpg") for i in range(8)]
     for i in range(count):
         length = LENGTHS[i % len(LENGTHS)] + rng.randint(0, 300)
         depth = DEPTHS[(i // len(LENGTHS)) % len(DEPTHS)]
@@ -81,14 +84,14 @@ def make_rows(task: str, count: int, images: Path, seed: int = 11, real_length: 
             answer = counts
         elif task == "counting-image":
             counts = [rng.randint(1, 4) for _ in doc_images]
-            doc_images = [_image(images, f"count_{task}_{i}_{j}.jpg", rng, "red", c) for j, c in enumerate(counts)]
+            doc_images = [_image(images, f"count_{task}_{i}_{j}.jpg", "red", c) for j, c in enumerate(counts)]
             question = "List, in order, how many red circles each image of the document holds, as a JSON list."
             answer = counts
         elif task == "retrieval-image":
             colour = rng.choice(list(COLOURS))
-            needle = _image(images, f"needle_{i}.jpg", rng, colour, 1)
+            needle = _image(images, f"needle_{i}.jpg", colour, 1)
             doc_images.insert(round(depth * len(doc_images)), needle)
-            options = [needle] + [_image(images, f"option_{i}_{k}.jpg", rng, c, 1) for k, c in enumerate(rng.sample([c for c in COLOURS if c != colour], 3))]
+            options = [needle] + [_image(images, f"option_{i}_{k}.jpg", c, 1) for k, c in enumerate(rng.sample([c for c in COLOURS if c != colour], 3))]
             rng.shuffle(options)
             meta["choices_image_path"] = options
             question, answer = "Which of the following images appears in the document?", options.index(needle)

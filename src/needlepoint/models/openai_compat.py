@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 
 from needlepoint.conversation import Conversation, Generation, Reply
+from needlepoint.errors import DataError
 from needlepoint.images import DataUrlCache
 
 
@@ -123,19 +124,29 @@ class OpenAICompatModel:
             await self._session.close()
             self._session = None
 
+    async def check_reachable(self, timeout_s: float = 10.0) -> None:
+        """Raise DataError when an endpoint cannot be connected to at all (any HTTP answer will do)."""
+        session = await self._client()
+        for url in self._urls:
+            base = url.removesuffix("/chat/completions")
+            try:
+                async with session.get(base + "/models", timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+                    await resp.read()
+            except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+                reason = exc.__class__.__name__ if isinstance(exc, asyncio.TimeoutError) else str(exc) or exc.__class__.__name__
+                raise DataError(f"cannot reach {base} ({reason}); start the server or fix --api-url") from None
+
     async def complete(self, conversation: Conversation, generation: Generation) -> Reply:
         """Send one conversation, retrying as the policy says; errors come back in Reply.error.
 
-        Image problems raise DataError (an input fault, not the server's).
+        Image problems and requests over the byte budget raise DataError: input faults, not sent.
         """
         loop = asyncio.get_running_loop()
         body = await loop.run_in_executor(None, request_body, self.name, conversation, generation, self.images)
         if self.max_request_bytes is not None and len(body) > self.max_request_bytes:
-            return Reply(
-                error=f"request_too_large: {len(body)} bytes > budget {self.max_request_bytes}; "
-                "lower --max-image-side or raise --max-request-bytes",
-                request_bytes=len(body),
-                attempts=0,
+            raise DataError(
+                f"request_too_large: {len(body)} bytes exceed --max-request-bytes {self.max_request_bytes}; "
+                "not sent: downscale with --max-image-side or raise the budget"
             )
         session = await self._client()
         start = time.perf_counter()

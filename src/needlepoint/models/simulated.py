@@ -89,12 +89,14 @@ class SimulatedServer:
         return self
 
     def stop(self) -> None:
-        """Stop serving and join the thread."""
-        if self._loop is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-            self._loop.call_soon_threadsafe(self._loop.stop)
+        """Stop serving and join the thread (a second call does nothing)."""
+        loop, self._loop = self._loop, None
+        if loop is not None and not loop.is_closed():
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop).result(10)
+            loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(10)
+            self._thread = None
 
     def __enter__(self) -> SimulatedServer:
         return self.start()
@@ -117,7 +119,7 @@ class SimulatedServer:
         app = web.Application(client_max_size=1 << 30)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()

@@ -11,7 +11,8 @@ def _cell(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1 and value != 0 else f"{value:g}"
+        text = f"{value:.6g}"
+        return text if any(c in text for c in ".en") else text + ".0"
     return str(value)
 
 

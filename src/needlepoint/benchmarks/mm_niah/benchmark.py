@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import DataError, Parsed, Table
-from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS, aggregate
+from needlepoint.benchmarks.base import DataError, Parsed, ReportItem, Table, replies_text
+from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS, aggregate, context_bin
 from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, load_release
 from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
@@ -78,7 +79,7 @@ class MmNiah:
     name = "mm_niah"
     generation_defaults = {"temperature": 0.0, "top_p": None, "max_tokens": None, "seed": None}
 
-    def __init__(self, split: str = "val", tasks: str | Sequence[str] | None = None, max_image_side: int | None = None) -> None:
+    def __init__(self, split: str | None = None, tasks: str | Sequence[str] | None = None, max_image_side: int | None = None) -> None:
         self.split = split
         if isinstance(tasks, str):
             tasks = [t.strip() for t in tasks.split(",") if t.strip()]
@@ -92,7 +93,7 @@ class MmNiah:
     def load(self, data: Path, limit: int | None = None) -> list[NiahSample]:
         if not data.exists():
             raise DataError(f"--data {data} does not exist; download MM-NIAH and point --data at it")
-        samples, self.skipped = load_release(data, self.split, self.tasks)
+        samples, self.skipped, self.split = load_release(data, self.split, self.tasks)
         if self.max_image_side:
             for s in samples:
                 s.images = [replace(im, max_side=self.max_image_side) for im in s.images]
@@ -158,6 +159,29 @@ class MmNiah:
         if metrics.get("tasks"):
             paths += draw_all(metrics, run_dir / "heatmaps")
         return paths
+
+    def report_items(self, samples: Sequence[NiahSample], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
+        by_id = {s.id: s for s in samples}
+        items = []
+        for rec in records:
+            s = by_id[rec["id"]]
+            b = context_bin(s.context_length)
+            label = CONTEXT_RANGES[b - 1] if b > 0 else "<1k"
+            score = rec.get("score")
+            items.append(
+                ReportItem(
+                    id=s.id,
+                    prompt=s.question,
+                    answer=replies_text(rec),
+                    fields={"answer": json.dumps(s.answer), "score": score, "context length": int(s.context_length),
+                            "depth": s.placed_depth, "images": len(s.images), "task": s.task},
+                    filters={"task": s.task, "range": label},
+                    correct=None if score is None else score >= 1.0,
+                    parse_error=rec.get("parse_error"),
+                    sort_value=score,
+                )
+            )  # fmt: skip
+        return items
 
     def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
         """Metrics of leaderboard files (a folder, one model or several, or one file)."""

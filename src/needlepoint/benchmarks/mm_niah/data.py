@@ -34,16 +34,25 @@ class NiahSample:
     placed_depth: Any
     meta: dict[str, Any] = field(default_factory=dict)
 
+    def fingerprint(self) -> str:
+        keys = ",".join(im.key for im in self.images)
+        return f"{self.id}|{len(self.text)}|{self.text[:200]}|{self.text[-200:]}|{self.answer}|{self.context_length}|{self.placed_depth}|{keys}"
 
-def split_folder(data: Path, split: str) -> Path:
-    """The `mm_niah_{split}` folder: `data` itself, or its child of that name."""
-    if split not in SPLITS:
+
+def split_folder(data: Path, split: str | None) -> tuple[Path, str]:
+    """The `mm_niah_{split}` folder and its split: `data` itself (its name tells the split), or
+    its child `mm_niah_{split}` (split default val)."""
+    if split is not None and split not in SPLITS:
         raise DataError(f"--split must be val or test, not {split!r}")
     if (data / "annotations").is_dir():
-        return data
+        named = next((s for s in SPLITS if data.name == f"mm_niah_{s}"), None)
+        if split is not None and named is not None and named != split:
+            raise DataError(f"--data {data} is the {named} split but --split says {split}; drop --split or point --data elsewhere")
+        return data, split or named or "val"
+    split = split or "val"
     child = data / f"mm_niah_{split}"
     if (child / "annotations").is_dir():
-        return child
+        return child, split
     raise DataError(
         f"{data} is not an MM-NIAH release folder: expected {child}/annotations/ or {data}/annotations/; "
         "point --data at the folder holding mm_niah_val/ and mm_niah_test/"
@@ -124,9 +133,9 @@ def load_task(path: Path, task: str, images_root: Path) -> tuple[list[NiahSample
     return samples, skipped
 
 
-def load_release(data: Path, split: str, tasks: list[str]) -> tuple[list[NiahSample], list[tuple[str, str]]]:
-    """All requested tasks of a split, shortest context first; and the rows skipped."""
-    folder = split_folder(data, split)
+def load_release(data: Path, split: str | None, tasks: list[str]) -> tuple[list[NiahSample], list[tuple[str, str]], str]:
+    """All requested tasks of a split, shortest context first; the rows skipped; the split."""
+    folder, split = split_folder(data, split)
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise DataError(f"unknown task(s) {', '.join(unknown)}; use {', '.join(TASKS)}")
@@ -145,4 +154,4 @@ def load_release(data: Path, split: str, tasks: list[str]) -> tuple[list[NiahSam
     if not found:
         raise DataError(f"{folder / 'annotations'} holds none of the task files {', '.join(t + '.jsonl' for t in tasks)}")
     samples.sort(key=lambda s: s.context_length)
-    return samples, skipped
+    return samples, skipped, split

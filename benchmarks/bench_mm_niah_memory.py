@@ -1,0 +1,365 @@
+"""Peak memory of `needlepoint eval mm_niah` on long interleaved documents, by sample count.
+
+    python benchmarks/bench_mm_niah_memory.py [--sizes 50,200] [--tokens 30000] [--images-per-doc 20]
+                                              [--concurrency 16] [--work /tmp/np-bench-mm-niah] [--profile]
+
+Writes MM-NIAH release folders of N samples (documents of about --tokens tokens of real text,
+4 characters a token, spread evenly over 2k..58k, with --images-per-doc 448x448 noisy JPEGs of
+50-100 KB each, distinct per document, plus 4 option images on retrieval-image rows), serves the
+simulated model in its own process (one fixed reply, no delay), runs
+
+    python -m needlepoint.cli eval mm_niah --data DIR --split val --model bench --api-url URL
+        --out RUN --concurrency 16 --no-progress --no-report
+
+as a child process for each N, and prints a Markdown table: peak RSS of that child (wait4
+ru_maxrss), wall time, samples/s, mean request bytes, and the time spent loading, answering and
+finishing (scoring, leaderboard files, heatmaps). Target: peak RSS under 1.5 GB, flat in N.
+
+--profile additionally loads the largest set in this process under tracemalloc and prints where
+the memory held by the loaded samples is allocated (the part that grows with N).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+TASKS = ("retrieval-text", "retrieval-image", "counting-text", "counting-image", "reasoning-text", "reasoning-image")
+IMAGE_TOKENS = 256
+SIDE = 448
+WORDS = (
+    "the of and to in a is that for it as was with be by on not he this are or his from at which but have an they "
+    "you were her she there been one all we their has would when if so no will more about can its into than them "
+    "only other new some could time these two may then first any my now such like our over man me even most made "
+    "after also did many before must through back years where much your way well down should because each just "
+    "those people how too little state good very make world still own see men work long get here between both life "
+    "being under never day same another know while last might us great old year off come since against go came "
+    "right used take three harbour river market library committee bakery morning evening village council bridge "
+    "winter summer lantern garden window street station letter museum farmer teacher doctor engineer painter"
+).split()
+
+
+# --- data --------------------------------------------------------------------------------------------
+
+
+def _image(args: tuple[Path, int]) -> int:
+    """A 448x448 JPEG: a gradient with noise, 50-100 KB, different for every seed."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    path, seed = args
+    if path.exists():
+        return path.stat().st_size
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:SIDE, 0:SIDE]
+    a, b, c = rng.uniform(0.2, 0.8, 3)
+    base = np.stack([(xx * a + seed) % 256, (yy * b + 3 * seed) % 256, ((xx + yy) * c) % 256], -1)
+    arr = np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(arr).save(out, format="JPEG", quality=90)
+    path.write_bytes(out.getvalue())
+    return len(out.getvalue())
+
+
+def _text(rng: random.Random, chars: int) -> list[str]:
+    """Sentences of common words adding up to about `chars` characters."""
+    sentences, total = [], 0
+    while total < chars:
+        words = rng.choices(WORDS, k=rng.randint(8, 22))
+        sentence = " ".join(words).capitalize() + ". "
+        sentences.append(sentence)
+        total += len(sentence)
+    return sentences
+
+
+def _row(i: int, n: int, rng: random.Random, images_per_doc: int, tokens: int) -> tuple[str, dict[str, Any]]:
+    task = TASKS[i % len(TASKS)]
+    doc = i % 200  # documents past 200 reuse the images of an earlier one (the pool holds 200 docs)
+    # Lengths spread evenly over [2k, 58k] tokens of text (mean `tokens` when tokens=30000), shuffled.
+    spread = (i * 7919) % n / max(1, n - 1)
+    text_tokens = int(tokens - 28000 + 56000 * spread) if tokens >= 28000 else int(tokens * (0.1 + 1.8 * spread))
+    images = [f"doc{doc:03d}/img{k:02d}.jpg" for k in range(images_per_doc)]
+    sentences = _text(rng, 4 * text_tokens)
+    step = max(1, len(sentences) // (len(images) + 1))
+    for k in range(len(images)):
+        at = min(len(sentences) - 1, (k + 1) * step)
+        sentences[at] = "<image>" + sentences[at]
+    depth = round(rng.random(), 3)
+    needle = f"The secret word of the archive is {rng.choice(WORDS)}. "
+    sentences.insert(int(depth * len(sentences)), needle)
+    meta: dict[str, Any] = {"placed_depth": depth, "choices": None, "choices_image_path": None}
+    question, answer = "What is the secret word of the archive?", "x"
+    if task == "retrieval-image":
+        meta["choices_image_path"] = [f"doc{doc:03d}/opt{k}.jpg" for k in range(4)]
+        question, answer = "Which of the following images appears in the document?", 1
+    elif task == "reasoning-image":
+        meta["choices"] = ["The camera is moving left.", "The camera is moving right."]
+        question, answer = "Which way is the camera moving?", 0
+    elif task.startswith("counting"):
+        meta["placed_depth"] = [depth, min(1.0, depth + 0.1)]
+        question, answer = "How many needles did the penguin count in each statement?", [1, 2]
+    meta.update(
+        context_length=text_tokens + IMAGE_TOKENS * len(images),
+        context_length_text=text_tokens,
+        context_length_image=IMAGE_TOKENS * len(images),
+        num_images=len(images),
+        needles=[needle.strip()],
+    )
+    row = {"id": i, "images_list": images, "context": "".join(sentences), "question": question, "answer": answer, "meta": meta}
+    return task, row
+
+
+def write_images(pool: Path, images_per_doc: int, docs: int = 200) -> tuple[int, int]:
+    """The shared images folder: `docs` documents of distinct images (+4 options each)."""
+    jobs = []
+    for d in range(docs):
+        (pool / f"doc{d:03d}").mkdir(parents=True, exist_ok=True)
+        jobs += [(pool / f"doc{d:03d}" / f"img{k:02d}.jpg", d * 100 + k) for k in range(images_per_doc)]
+        jobs += [(pool / f"doc{d:03d}" / f"opt{k}.jpg", d * 100 + 90 + k) for k in range(4)]
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
+        sizes = list(ex.map(_image, jobs, chunksize=64))
+    return len(sizes), sum(sizes)
+
+
+def write_release(root: Path, n: int, pool: Path, images_per_doc: int, tokens: int) -> dict[str, float]:
+    """`root/mm_niah_val/` with n rows over the six tasks; images/ links to the shared pool."""
+    folder = root / "mm_niah_val"
+    (folder / "annotations").mkdir(parents=True, exist_ok=True)
+    link = folder / "images"
+    if not link.exists():
+        link.symlink_to(pool.resolve(), target_is_directory=True)
+    rng = random.Random(f"bench-{n}")
+    files = {t: (folder / "annotations" / f"{t}.jsonl").open("w", encoding="utf-8") for t in TASKS}
+    lengths, chars = [], 0
+    try:
+        for i in range(n):
+            task, row = _row(i, n, rng, images_per_doc, tokens)
+            files[task].write(json.dumps(row) + "\n")
+            lengths.append(row["meta"]["context_length_text"])
+            chars += len(row["context"])
+    finally:
+        for fh in files.values():
+            fh.close()
+    return {"mean_text_tokens": sum(lengths) / n, "text_mb": chars / 1e6}
+
+
+# --- the server --------------------------------------------------------------------------------------
+
+
+def serve() -> int:
+    """Serve the simulated model (reply 'A' to everything) until SIGTERM; print the URL first."""
+    from needlepoint.models.simulated import SimulatedServer
+
+    class NoLog(list):
+        def append(self, item: object) -> None:
+            pass
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    server = SimulatedServer(default="A")
+    server.log = NoLog()  # the log would keep every document's text
+    server.start()
+    print(server.url, flush=True)
+    while not stop.wait(1):
+        pass
+    server.stop()
+    return 0
+
+
+# --- one measured run --------------------------------------------------------------------------------
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _lines(path: Path) -> int:
+    try:
+        with path.open("rb") as fh:
+            return sum(1 for _ in fh)
+    except OSError:
+        return 0
+
+
+def measure(data: Path, n: int, url: str, run_dir: Path, concurrency: int) -> dict[str, Any]:
+    """Run the eval as a child process; its peak RSS, phase times, request sizes."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "needlepoint.cli",
+        "eval",
+        "mm_niah",
+        "--data",
+        str(data),
+        "--split",
+        "val",
+        "--model",
+        "bench",
+        "--api-url",
+        url,
+        "--out",
+        str(run_dir),
+        "--concurrency",
+        str(concurrency),
+        "--no-progress",
+        "--no-report",
+    ]
+    log = run_dir.with_suffix(".log")
+    t0 = time.perf_counter()
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+    marks: dict[str, float] = {}
+    rss_trace: list[tuple[float, int]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            now = time.perf_counter() - t0
+            rss_trace.append((now, _rss_kb(proc.pid)))
+            if "loaded" not in marks and (run_dir / "run.json").exists():
+                marks["loaded"] = now
+            if "answered" not in marks and _lines(run_dir / "records.jsonl") >= n:
+                marks["answered"] = now
+            done.wait(0.1)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    done.set()
+    watcher.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"eval failed with exit code {proc.returncode}; see {log}")
+    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines()]
+    sizes = [r["turns"][0]["request_bytes"] for r in records if r.get("turns")]
+    loaded = marks.get("loaded", 0.0)
+    answered = marks.get("answered", wall)
+    rss_at_load = max((kb for t, kb in rss_trace if t <= loaded), default=0)
+    peak_at = max(rss_trace, key=lambda item: item[1], default=(0.0, 0))[0]
+    phase = "load" if peak_at <= loaded else "answer" if peak_at <= answered else "finish"
+    return {
+        "samples": n,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+        "rss_after_load_mb": rss_at_load / 1024,
+        "peak_phase": phase,
+        "wall_s": wall,
+        "samples_per_s": n / wall,
+        "answer_rate": n / max(answered - loaded, 1e-9),
+        "load_s": loaded,
+        "answer_s": answered - loaded,
+        "finish_s": wall - answered,
+        "mean_request_mb": sum(sizes) / len(sizes) / 1e6,
+        "max_request_mb": max(sizes) / 1e6,
+        "failed": sum(1 for r in records if r.get("status") != "done"),
+        "command": " ".join(cmd),
+    }
+
+
+def profile_load(data: Path, top: int = 8) -> None:
+    """Where the memory of the loaded samples comes from (tracemalloc, by line)."""
+    import tracemalloc
+
+    from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
+
+    tracemalloc.start(5)
+    base = tracemalloc.take_snapshot()
+    samples = MmNiah(split="val").load(data)
+    snap = tracemalloc.take_snapshot()
+    current, peak = tracemalloc.get_traced_memory()
+    print(f"\ntracemalloc, loading {len(samples)} samples: held {current / 1e6:.1f} MB, peak {peak / 1e6:.1f} MB")
+    print(f"text held by samples: {sum(len(s.text) for s in samples) / 1e6:.1f} MB of characters")
+    for stat in snap.compare_to(base, "lineno")[:top]:
+        print(f"  {stat.size_diff / 1e6:8.1f} MB  {stat.traceback[0]}")
+    del samples
+    tracemalloc.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="50,200", help="comma-separated sample counts (default 50,200)")
+    parser.add_argument("--tokens", type=int, default=30000, help="mean tokens of text per document (default 30000)")
+    parser.add_argument("--images-per-doc", type=int, default=20)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/np-bench-mm-niah"), help="data and run folders")
+    parser.add_argument("--profile", action="store_true", help="tracemalloc the loading of the largest set")
+    parser.add_argument("--json", type=Path, help="also write the results here as JSON")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    ns = parser.parse_args(argv)
+    if ns.serve:
+        return serve()
+
+    sizes = [int(s) for s in ns.sizes.split(",") if s.strip()]
+    work = ns.work
+    pool = work / f"images-{ns.images_per_doc}"
+    t = time.perf_counter()
+    count, total = write_images(pool, ns.images_per_doc)
+    print(f"images: {count} files, mean {total / count / 1024:.0f} KB ({time.perf_counter() - t:.0f} s)", file=sys.stderr)
+    sets = {}
+    for n in sizes:
+        root = work / f"data-{n}-{ns.tokens}-{ns.images_per_doc}"
+        sets[n] = (root, write_release(root, n, pool, ns.images_per_doc, ns.tokens))
+
+    server = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True)
+    try:
+        url = (server.stdout.readline() if server.stdout else "").strip()
+        if not url.startswith("http"):
+            raise SystemExit("the simulated server did not start")
+        results = []
+        for n in sizes:
+            root, shape = sets[n]
+            run_dir = work / "runs" / f"run-{n}-{time.strftime('%H%M%S')}"
+            run_dir.parent.mkdir(parents=True, exist_ok=True)
+            print(f"running {n} samples ...", file=sys.stderr)
+            res = measure(root, n, url, run_dir, ns.concurrency)
+            res.update(shape)
+            results.append(res)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(10)
+
+    print(
+        f"\n{time.strftime('%Y-%m-%d')}, {platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{ns.images_per_doc} images of {SIDE}x{SIDE} per document, concurrency {ns.concurrency}\n"
+    )
+    print(
+        "| samples | mean text tokens | document text (MB) | peak RSS (MB) | peak in | RSS after load (MB) | "
+        "wall (s) | samples/s | answering (samples/s) | load / answer / finish (s) | mean request (MB) | failed |"
+    )
+    print("|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---:|---:|")
+    for r in results:
+        print(
+            f"| {r['samples']} | {r['mean_text_tokens']:.0f} | {r['text_mb']:.0f} | {r['peak_rss_mb']:.0f} | "
+            f"{r['peak_phase']} | {r['rss_after_load_mb']:.0f} | "
+            f"{r['wall_s']:.1f} | {r['samples_per_s']:.1f} | {r['answer_rate']:.1f} | "
+            f"{r['load_s']:.1f} / {r['answer_s']:.1f} / {r['finish_s']:.1f} | {r['mean_request_mb']:.2f} | {r['failed']} |"
+        )
+    print(f"\ncommand: {results[-1]['command']}")
+    if ns.json:
+        ns.json.write_text(json.dumps(results, indent=2) + "\n")
+    if ns.profile:
+        profile_load(sets[max(sizes)][0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

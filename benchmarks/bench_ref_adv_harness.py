@@ -1,0 +1,472 @@
+"""Harness speed on Ref-Adv-s: needlepoint against EvalScope on the same data and the same server.
+
+    python benchmarks/bench_ref_adv_harness.py [--evalscope /tmp/evalscope-venv/bin/evalscope] [--runs 5]
+
+What it does, all offline:
+
+1. Writes synthetic releases of 400 and 1600 samples in the Hugging Face parquet layout of
+   Ref-Adv-s (data/train-00000-of-00001.parquet, row groups of 100 rows): 640x480 textured JPEGs of
+   about 85 KB (quality 85), plus the release's metadata columns. `distractors` is an int and a
+   `row_idx` column is present, because EvalScope's adapter needs both (needlepoint ignores row_idx).
+2. Starts benchmarks/serve_simulated.py twice, in its own processes: one answering at once (0 ms),
+   one after 100 ms. Every request gets the same valid JSON box, so no repair turns happen.
+3. Measures, with the tools interleaved run by run so that the machine's noise hits both alike:
+   (a) whole-command wall time at 0 ms, 400 samples, concurrency 64, --runs times each (median);
+   (b) start-up: `needlepoint --help` and `python -c "import needlepoint.cli"` (and EvalScope's);
+   (c) samples/s while serving at 100 ms: from the server's side, requests / (last request's
+       arrival - first request's arrival + 0.1 s), for 400 and 1600 samples, against the ideal
+       N / (ceil(N / 64) * 0.1 s) for a pipeline that keeps 64 requests in flight;
+   (d) run-folder size after the 400-sample run;
+   (e) peak RSS of the command (os.wait4 on the child) for 400 and 1600 samples.
+4. Prints a Markdown table with the figures and the needlepoint/EvalScope ratios of this session.
+
+Without --evalscope only needlepoint is measured. EvalScope runs with HF_HUB_OFFLINE=1 and its
+caches in the temporary folder, so nothing reaches the network and nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CONCURRENCY = 64
+DELAY_MS = 100
+MODEL = "bench-model"
+W, H = 640, 480
+ROW_GROUP = 100
+
+
+# --------------------------------------------------------------------------------------------- data
+
+
+def _image(rng, index: int) -> bytes:
+    """A 640x480 JPEG of about 85 KB: colour gradients, a few boxes, and 2x2-pixel noise."""
+    import numpy as np
+    from PIL import Image
+
+    y, x = np.mgrid[0:H, 0:W].astype(np.float32)
+    phase = index * 0.37
+    base = np.stack(
+        [
+            128 + 100 * np.sin(x / 90 + phase),
+            128 + 100 * np.cos(y / 70 + phase),
+            (x + y) * 255 / (W + H),
+        ],
+        axis=-1,
+    )
+    for _ in range(4):
+        x1, y1 = int(rng.integers(0, W - 120)), int(rng.integers(0, H - 120))
+        base[y1 : y1 + int(rng.integers(40, 120)), x1 : x1 + int(rng.integers(40, 120))] = rng.integers(0, 255, 3)
+    noise = rng.normal(0, 12.0, (H // 2, W // 2, 3)).astype(np.float32).repeat(2, 0).repeat(2, 1)
+    arr = np.clip(base + noise, 0, 255).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(arr).save(out, format="JPEG", quality=85)
+    return out.getvalue()
+
+
+def make_release(folder: Path, n: int, seed: int = 0) -> tuple[Path, float]:
+    """Write n samples as data/train-00000-of-00001.parquet in row groups of 100; returns the folder
+    and the mean JPEG size in bytes."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    data = folder / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    writer = None
+    total = 0
+    sources = ("coco_val2017", "openimages_v7_val")
+    try:
+        for start in range(0, n, ROW_GROUP):
+            rows = []
+            for i in range(start, min(n, start + ROW_GROUP)):
+                jpeg = _image(rng, i)
+                total += len(jpeg)
+                x1, y1 = int(rng.integers(0, W - 200)), int(rng.integers(0, H - 150))
+                negation = i % 3 == 0
+                rows.append(
+                    {
+                        "image": {"bytes": jpeg, "path": f"{i:012d}.jpg"},
+                        "row_idx": i,
+                        "file_name": f"{i:012d}.jpg",
+                        "normal_caption": (
+                            f"the person on the left holding a red umbrella, not the one near the bench (case {i})"
+                            if negation
+                            else f"the second cup from the right on the wooden table next to the laptop (case {i})"
+                        ),
+                        "solution": [float(x1), float(y1), float(x1 + 180), float(y1 + 140)],
+                        "width": W,
+                        "height": H,
+                        "image_source": sources[i % 2],
+                        "human_authored": i % 4 != 0,
+                        "use_negation": negation,
+                        "distractors": 2 + i % 7,
+                    }
+                )
+            table = pa.Table.from_pylist(rows)
+            if writer is None:
+                writer = pq.ParquetWriter(data / "train-00000-of-00001.parquet", table.schema)
+            writer.write_table(table, row_group_size=ROW_GROUP)
+    finally:
+        if writer is not None:
+            writer.close()
+    return folder, total / n
+
+
+# ------------------------------------------------------------------------------------------ servers
+
+
+@dataclass
+class Server:
+    """benchmarks/serve_simulated.py in its own process."""
+
+    delay_ms: int
+    workdir: Path
+    proc: subprocess.Popen | None = None
+    url: str = ""
+
+    @property
+    def stats_path(self) -> Path:
+        return self.workdir / f"server-{self.delay_ms}ms.stats.json"
+
+    def start(self) -> Server:
+        cmd = [sys.executable, str(HERE / "serve_simulated.py"), "--delay-ms", str(self.delay_ms), "--stats", str(self.stats_path)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+        if not self.url.startswith("http://"):
+            raise RuntimeError(f"serve_simulated.py did not print its URL (got {self.url!r})")
+        return self
+
+    def stats(self) -> dict:
+        """Requests and arrival times since the previous call (the server's counters restart)."""
+        assert self.proc is not None
+        self.stats_path.unlink(missing_ok=True)
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 10
+        while not self.stats_path.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the simulated server did not write its stats")
+            time.sleep(0.005)
+        return json.loads(self.stats_path.read_text())
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# ------------------------------------------------------------------------------------------ running
+
+
+@dataclass
+class Run:
+    """One command: wall time, peak RSS, exit code, and (when a server was watched) its stats."""
+
+    wall_s: float
+    maxrss_mb: float
+    rc: int
+    started: float
+    stats: dict = field(default_factory=dict)
+    folder_mb: float | None = None
+
+    @property
+    def first_request_s(self) -> float | None:
+        """Launch to the first request's arrival at the server."""
+        return self.stats["first"] - self.started if self.stats.get("first") else None
+
+    def rate(self, delay_s: float) -> float | None:
+        """Samples/s while serving: requests / (last arrival - first arrival + one delay)."""
+        s = self.stats
+        if not s.get("requests"):
+            return None
+        return s["requests"] / (s["last"] - s["first"] + delay_s)
+
+
+def timed(argv: list[str], log: Path, env: dict | None = None, cwd: Path | None = None) -> Run:
+    """Run argv to completion; wall time, and the child's own peak RSS from os.wait4."""
+    with log.open("wb") as fh:
+        started = time.time()
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return Run(wall_s=wall, maxrss_mb=usage.ru_maxrss / 1024, rc=proc.returncode, started=started)
+
+
+def folder_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
+
+
+@dataclass
+class Tool:
+    """How to launch one harness on the work."""
+
+    name: str
+    exe: Path
+    workdir: Path
+    env: dict
+    counter: int = 0
+
+    def fresh(self) -> Path:
+        self.counter += 1
+        return self.workdir / f"{self.name}-run-{self.counter:03d}"
+
+    def argv(self, data: Path, url: str, out: Path) -> list[str]:
+        if self.name == "needlepoint":
+            return [
+                str(self.exe), "eval", "ref_adv_s", "--data", str(data), "--model", MODEL, "--api-url", url,
+                "--concurrency", str(CONCURRENCY), "--out", str(out), "--no-progress", "--no-report",
+                "--box-format", "abs_xyxy",
+            ]  # fmt: skip
+        args = {"ref_adv_s": {"dataset_id": str(data), "extra_params": {"pred_box_format": "abs_xyxy"}}}
+        return [
+            str(self.exe), "eval", "--datasets", "ref_adv_s", "--dataset-args", json.dumps(args),
+            "--eval-type", "openai_api", "--api-url", url, "--api-key", "EMPTY", "--model", MODEL,
+            "--eval-batch-size", str(CONCURRENCY), "--work-dir", str(out), "--no-timestamp",
+        ]  # fmt: skip
+
+    def eval(self, data: Path, server: Server, keep_size: bool = False) -> Run:
+        out = self.fresh()
+        server.stats()  # restart the server's counters
+        run = timed(self.argv(data, server.url, out), out.with_suffix(".log"), env=self.env, cwd=self.workdir)
+        run.stats = server.stats()
+        if run.rc != 0:
+            tail = out.with_suffix(".log").read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{self.name} failed (exit {run.rc}):\n{tail}")
+        if keep_size:
+            run.folder_mb = folder_mb(out)
+        shutil.rmtree(out, ignore_errors=True)
+        return run
+
+    def startup(self) -> dict[str, Run]:
+        python = sys.executable if self.name == "needlepoint" else str(self.exe.parent / "python")
+        module = "needlepoint.cli" if self.name == "needlepoint" else "evalscope.cli.cli"
+        log = self.workdir / f"{self.name}-startup.log"
+        return {
+            "help": timed([str(self.exe), "--help"], log, env=self.env, cwd=self.workdir),
+            "import": timed([python, "-c", f"import {module}"], log, env=self.env, cwd=self.workdir),
+        }
+
+
+def needlepoint_exe() -> Path:
+    """The console script next to this interpreter (not a pyenv shim, which adds its own start-up)."""
+    here = Path(sys.executable).parent / "needlepoint"
+    if here.exists():
+        return here
+    found = shutil.which("needlepoint")
+    if not found:
+        raise SystemExit("needlepoint is not installed for this interpreter; pip install -e . first")
+    return Path(found)
+
+
+# ------------------------------------------------------------------------------------------ report
+
+
+def med(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def fmt(value: float | None, unit: str = "", digits: int = 2) -> str:
+    if value is None:
+        return "not run"
+    return f"{value:.{digits}f}{unit}"
+
+
+def ratio(a: float | None, b: float | None, digits: int = 2) -> str:
+    if a is None or b is None or b == 0:
+        return ""
+    return f"{a / b:.{digits}f}"
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f", {kb / 1024 / 1024:.0f} GiB RAM"
+    except (OSError, ValueError, IndexError):
+        pass
+    return f"{os.cpu_count()} cores ({cpu}){mem}, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def ideal_rate(n: int) -> float:
+    """Samples/s of a perfect pipeline keeping CONCURRENCY requests of DELAY_MS in flight."""
+    return n / (math.ceil(n / CONCURRENCY) * DELAY_MS / 1000)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="needlepoint vs EvalScope on Ref-Adv-s (see the module docstring)")
+    parser.add_argument("--evalscope", type=Path, help="the evalscope executable (e.g. /tmp/evalscope-venv/bin/evalscope)")
+    parser.add_argument("--runs", type=int, default=5, help="timed runs of each measurement (default 5)")
+    parser.add_argument("--samples", type=int, default=400, help="samples of the main work (default 400)")
+    parser.add_argument("--big", type=int, default=1600, help="samples of the memory-growth work (default 1600)")
+    parser.add_argument("--raw", type=Path, help="also write every run's figures to this JSON file")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder (data, logs)")
+    ns = parser.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-ref-adv-"))
+    servers: list[Server] = []
+    try:
+        return _bench(ns, tmp, servers)
+    finally:
+        for server in servers:
+            server.stop()
+        if ns.keep:
+            print(f"\nkept {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _bench(ns: argparse.Namespace, tmp: Path, servers: list[Server]) -> int:
+    say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    started = time.strftime("%Y-%m-%d %H:%M %Z")
+    t0 = time.perf_counter()
+    small, jpeg_small = make_release(tmp / f"ref-adv-s-{ns.samples}", ns.samples, seed=0)
+    big, jpeg_big = make_release(tmp / f"ref-adv-s-{ns.big}", ns.big, seed=1)
+    say(f"data: {ns.samples} and {ns.big} samples, mean JPEG {jpeg_small / 1000:.1f} KB, in {time.perf_counter() - t0:.1f} s")
+
+    fast = Server(0, tmp).start()
+    servers.append(fast)
+    slow = Server(DELAY_MS, tmp).start()
+    servers.append(slow)
+
+    base_env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    tools = [Tool("needlepoint", needlepoint_exe(), tmp, dict(base_env, OPENAI_API_KEY="EMPTY"))]
+    if ns.evalscope:
+        es_env = dict(
+            base_env,
+            HF_HUB_OFFLINE="1",
+            HF_DATASETS_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            MODELSCOPE_OFFLINE="1",
+            HF_HOME=str(tmp / "hf"),
+            MODELSCOPE_CACHE=str(tmp / "modelscope"),
+            EVALSCOPE_CACHE=str(tmp / "evalscope-cache"),
+            MPLCONFIGDIR=str(tmp / "matplotlib"),
+        )
+        tools.append(Tool("evalscope", ns.evalscope, tmp, es_env))
+
+    # Warm-up, untimed: the OS file cache, and EvalScope's one-off Arrow cache of each parquet file.
+    for tool in tools:
+        for data in (small, big):
+            tool.eval(data, fast)
+        say(f"warm-up done: {tool.name}")
+
+    runs: dict[str, dict[str, list[Run]]] = {t.name: {} for t in tools}
+
+    def record(tool: Tool, key: str, run: Run) -> None:
+        runs[tool.name].setdefault(key, []).append(run)
+
+    for i in range(ns.runs):
+        for tool in tools:  # interleaved: every round runs each tool once on each measurement
+            for key, run in tool.startup().items():
+                record(tool, key, run)
+            record(tool, "fast", tool.eval(small, fast, keep_size=True))
+            record(tool, "fast_big", tool.eval(big, fast))
+            record(tool, "slow", tool.eval(small, slow))
+            record(tool, "slow_big", tool.eval(big, slow))
+            last = runs[tool.name]["fast"][-1]
+            say(f"round {i + 1}/{ns.runs} {tool.name}: 0 ms wall {last.wall_s:.2f} s, 100 ms rate "
+                f"{fmt(runs[tool.name]['slow_big'][-1].rate(DELAY_MS / 1000), '/s', 0)}")  # fmt: skip
+
+    table = report(ns, runs, tools, jpeg_small)
+    print(f"Measured {started} on {machine()}.\n")
+    print(f"Command: `python benchmarks/bench_ref_adv_harness.py{' --evalscope ' + str(ns.evalscope) if ns.evalscope else ''} --runs {ns.runs}`\n")
+    print(table)
+    if ns.raw:
+        raw = {
+            tool: {key: [{**r.__dict__, "first_request_s": r.first_request_s} for r in rs] for key, rs in by_key.items()}
+            for tool, by_key in runs.items()
+        }
+        ns.raw.write_text(json.dumps(raw, indent=2))
+    return 0
+
+
+def report(ns: argparse.Namespace, runs: dict, tools: list[Tool], jpeg: float) -> str:
+    n, big = ns.samples, ns.big
+    np_runs = runs["needlepoint"]
+    es_runs = runs.get("evalscope", {})
+
+    def m(which: dict, key: str, attr: str) -> float | None:
+        values = []
+        for r in which.get(key, []):
+            v = getattr(r, attr)
+            values.append(v(DELAY_MS / 1000) if callable(v) else v)
+        return med(values)
+
+    rows: list[tuple[str, str, str, str, str]] = []
+
+    def add(label: str, a: float | None, b: float | None, unit: str, digits: int, target: str = "", show_ratio: bool = True) -> None:
+        rows.append((label, fmt(a, unit, digits), fmt(b, unit, digits) if es_runs else "not run",
+                     ratio(a, b) if show_ratio else "", target))  # fmt: skip
+
+    wall_np, wall_es = m(np_runs, "fast", "wall_s"), m(es_runs, "fast", "wall_s")
+    add(f"(a) whole command, {n} samples, 0 ms server: median wall", wall_np, wall_es, " s", 2, "ratio <= 0.33")
+    add("(b) `--help`: median wall", m(np_runs, "help", "wall_s"), m(es_runs, "help", "wall_s"), " s", 3, "needlepoint < 0.5 s")
+    add("(b) `python -c \"import <cli module>\"`: median wall", m(np_runs, "import", "wall_s"), m(es_runs, "import", "wall_s"), " s", 3,
+        "needlepoint < 0.5 s")  # fmt: skip
+    add(f"(b') launch to first request at the server, {n} samples, 0 ms", m(np_runs, "fast", "first_request_s"),
+        m(es_runs, "fast", "first_request_s"), " s", 2)  # fmt: skip
+    for key, count in (("slow", n), ("slow_big", big)):
+        ideal = ideal_rate(count)
+        add(f"(c) samples/s while serving, 100 ms server, {count} samples (ideal {ideal:.0f}/s)",
+            m(np_runs, key, "rate"), m(es_runs, key, "rate"), "/s", 0,
+            f">= 90% of 640/s = 576/s" if count % CONCURRENCY == 0 else "")  # fmt: skip
+        wall_np_s, wall_es_s = m(np_runs, key, "wall_s"), m(es_runs, key, "wall_s")
+        add(f"(c') {count} samples / whole-command wall, 100 ms server", count / wall_np_s if wall_np_s else None,
+            count / wall_es_s if wall_es_s else None, "/s", 0)  # fmt: skip
+    add(f"(d) run folder, {n} samples", m(np_runs, "fast", "folder_mb"), m(es_runs, "fast", "folder_mb"), " MB", 2, "needlepoint < 5 MB")
+    rss_np, rss_es = m(np_runs, "fast", "maxrss_mb"), m(es_runs, "fast", "maxrss_mb")
+    rss_np_big, rss_es_big = m(np_runs, "fast_big", "maxrss_mb"), m(es_runs, "fast_big", "maxrss_mb")
+    add(f"(e) peak RSS, {n} samples, 0 ms", rss_np, rss_es, " MB", 0)
+    add(f"(e) peak RSS, {big} samples, 0 ms", rss_np_big, rss_es_big, " MB", 0)
+    grow = lambda a, b: (b - a) if a is not None and b is not None else None  # noqa: E731
+    add(f"(e) peak RSS growth {n} -> {big} samples", grow(rss_np, rss_np_big), grow(rss_es, rss_es_big), " MB", 0, "flat", show_ratio=False)
+    add(f"(e') whole command, {big} samples, 0 ms: median wall", m(np_runs, "fast_big", "wall_s"), m(es_runs, "fast_big", "wall_s"), " s", 2)
+
+    head = "| measure | needlepoint | EvalScope 1.14.1 | needlepoint / EvalScope | target |\n|---|---:|---:|---:|---|\n"
+    body = "\n".join(f"| {' | '.join(r)} |" for r in rows)
+    notes = (
+        f"\n\nMedians of {ns.runs} runs per cell; the tools ran interleaved in one session, after one untimed warm-up"
+        f" run each (which also builds EvalScope's Arrow cache of the parquet files). Data: synthetic Ref-Adv-s parquet,"
+        f" 640x480 JPEGs of {jpeg / 1000:.1f} KB mean, row groups of {ROW_GROUP}; concurrency {CONCURRENCY}"
+        " (EvalScope: --eval-batch-size 64). (c) is measured at the server: requests / (last arrival - first"
+        " arrival + 0.1 s); the ideal is N / (ceil(N / 64) x 0.1 s), so 400 samples (7 waves) cannot exceed"
+        " 571/s and only the 1600-sample row (25 full waves) can reach 640/s. (c') divides by the whole"
+        " command's wall time instead, start-up, loading and scoring included. Peak RSS is the command's"
+        " own process (ru_maxrss from os.wait4)."
+    )
+    return head + body + notes
+
+
+if __name__ == "__main__":
+    sys.exit(main())

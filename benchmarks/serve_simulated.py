@@ -1,0 +1,88 @@
+"""Serve needlepoint's simulated OpenAI-compatible model in its own process, for benchmarks.
+
+    python benchmarks/serve_simulated.py [--delay-ms 100] [--port 0] [--reply TEXT] [--stats FILE]
+
+Prints the base URL (e.g. http://127.0.0.1:41234/v1) as the first line on stdout, then serves
+until killed (SIGTERM or Ctrl-C). Every request gets the same reply after --delay-ms; the default
+reply is a box in the JSON schema the Ref-Adv-s prompt asks for, so no repair turn is triggered.
+
+With --stats FILE, SIGUSR1 writes {"requests": n, "first": t0, "last": t1} to FILE (atomically):
+the number of chat requests received since the previous SIGUSR1 and the arrival times (time.time(),
+taken once the body is read, just before the delay) of the first and the last of them; the counters
+then start again. A benchmark sends SIGUSR1 before a run (to reset) and after it (to read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+from needlepoint.models.simulated import SimulatedServer
+
+DEFAULT_REPLY = '```json\n{"bboxes": [[100, 100, 300, 260]]}\n```'
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--delay-ms", type=float, default=0.0, help="answer each request after this many ms (default 0)")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
+    parser.add_argument("--reply", default=DEFAULT_REPLY, help="the reply text for every request")
+    parser.add_argument("--stats", help="file that SIGUSR1 writes the request count and arrival times to")
+    ns = parser.parse_args(argv)
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+
+    server = SimulatedServer(default=ns.reply, delay_s=ns.delay_ms / 1000.0, port=ns.port)
+    log = _ArrivalLog()
+    server.log = log  # counts and times requests instead of keeping them all
+    if ns.stats:
+        signal.signal(signal.SIGUSR1, lambda *_: log.dump(ns.stats))
+    server.start()
+    print(server.url, flush=True)
+    try:
+        while not stop.wait(3600):
+            pass
+    finally:
+        server.stop()
+    return 0
+
+
+class _ArrivalLog(list):
+    """A request log that keeps only the count and the first and last arrival times."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.count, self.first, self.last = 0, None, None
+
+    def append(self, item: object) -> None:  # noqa: D102 - called by the server per request
+        now = time.time()
+        with self._lock:
+            self.count += 1
+            if self.first is None:
+                self.first = now
+            self.last = now
+
+    def dump(self, path: str) -> None:
+        """Write the counters to `path` atomically and start again."""
+        with self._lock:
+            stats = {"requests": self.count, "first": self.first, "last": self.last}
+            self._reset()
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(stats, fh)
+        os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

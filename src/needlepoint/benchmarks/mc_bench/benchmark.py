@@ -1,0 +1,319 @@
+"""MC-Bench: box every instance a prompt refers to across an image pair (specs/mc-bench.md).
+
+This module is the runner-facing side: samples from the release layout, prompts in both input
+modes, parsing into COCO results. Scoring lives in `scoring` (official and corrected protocols).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from needlepoint.benchmarks.base import DataError, Parsed, ReportBox, ReportImage, ReportItem, Table, replies_text
+from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth, load_groundtruth
+from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer
+from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
+from needlepoint.geometry import check_box_format, iou_matrix, require_box_format, xywh_to_xyxy, xyxy_to_xywh
+
+RELEASE_FILE = "mc-bench_v0.2_val.json"
+IMAGES_DIR = "mc-bench_images"
+RESULTS_FILE = "results_coco.json"
+BAND = 20
+
+COORDINATES = {
+    "abs_xyxy": "in pixels of {of} (x to the right, y down, origin at the top-left corner)",
+    "norm_1000_xyxy": "with each coordinate normalised to 0-1000 over the width and height of {of}",
+    "norm_1_xyxy": "with each coordinate normalised to 0-1 over the width and height of {of}",
+}
+SEQUENCE_PROMPT = """Description: "{text}"
+Find every object in Image 1 and Image 2 that the description refers to. It may refer to objects in one image, in both, or in neither. When it asks for several kinds of object (for example pairs of the same colour), number the kinds as groups 1, 2, 3, ...; otherwise put every box in group 1.
+Give each box as [x1, y1, x2, y2] {coordinates}.
+Answer with JSON only, one list per image and an empty list for an image with no match:
+{"image_1": [{"group": 1, "bbox_2d": [x1, y1, x2, y2]}], "image_2": []}"""
+MERGED_PROMPT = """The picture shows two images side by side with a white band between them: Image 1 on the left, Image 2 on the right.
+Description: "{text}"
+Find every object in the two images that the description refers to. It may refer to objects in one image, in both, or in neither. When it asks for several kinds of object (for example pairs of the same colour), number the kinds as groups 1, 2, 3, ...; otherwise put every box in group 1.
+Give each box as [x1, y1, x2, y2] {coordinates}.
+Answer with JSON only, and an empty list when nothing matches:
+{"boxes": [{"group": 1, "bbox_2d": [x1, y1, x2, y2]}]}"""
+REPAIR_TEXT = (
+    "Your previous answer did not contain a valid JSON answer. Reply with ONLY one JSON code block in the schema "
+    "asked for, with an empty list for an image with no match, and no other text."
+)
+
+
+@dataclass
+class McSample:
+    """One description with its image pair."""
+
+    id: str
+    text: str
+    style: str | None
+    image_ids: tuple[int, int]
+    images: tuple[ImageRef, ImageRef]
+    geometry: PairGeometry
+
+    def fingerprint(self) -> str:
+        return f"{self.id}|{self.text}|{self.style}|{self.image_ids}|{self.images[0].key}|{self.images[1].key}|{self.geometry.sizes}"
+
+
+def _merged_loader(left: ImageRef, right: ImageRef, band: int) -> bytes:
+    from needlepoint.images import merge_pair
+
+    return merge_pair(left.read_bytes(), right.read_bytes(), band)[0]
+
+
+def results_from_records(samples: Sequence[McSample], records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """COCO results `{image_id, category_id, bbox: [x, y, w, h], score}` of every parsed box."""
+    by_id = {s.id: s for s in samples}
+    out = []
+    for rec in records:
+        sample = by_id[rec["id"]]
+        for box in rec.get("answer") or []:
+            out.append(
+                {
+                    "image_id": sample.image_ids[box["image"]],
+                    "category_id": box["group"],
+                    "bbox": xyxy_to_xywh(box["bbox"]),
+                    "score": box.get("score", 1.0),
+                }
+            )
+    return out
+
+
+def _split_styles(styles: str | Sequence[str] | None) -> list[str] | None:
+    if styles is None:
+        return None
+    names = [s.strip() for s in styles.split(",")] if isinstance(styles, str) else list(styles)
+    by_lower = {s.lower(): s for s in STYLES}
+    wrong = [s for s in names if s.lower() not in by_lower]
+    if wrong:
+        raise DataError(f"--styles: unknown style {wrong[0]!r}; use {', '.join(STYLES)}")
+    return [by_lower[s.lower()] for s in names if s]
+
+
+def annotation_path(data: Path) -> Path:
+    """The annotation file of a release folder (or the file itself)."""
+    if data.is_file():
+        return data
+    for name in (RELEASE_FILE, "MC-Bench_coco_format.json"):
+        if (data / name).is_file():
+            return data / name
+    raise DataError(f"{data} holds no {RELEASE_FILE}; point --data at the MC-Bench release folder")
+
+
+class McBench:
+    """The MC-Bench benchmark."""
+
+    name = "mc_bench"
+
+    def __init__(
+        self,
+        box_format: str | None = None,
+        input_mode: str = "sequence",
+        prompt_file: str | Path | None = None,
+        styles: str | Sequence[str] | None = None,
+        max_image_side: int | None = None,
+    ) -> None:
+        try:
+            self.box_format = check_box_format(box_format) if box_format is not None else None
+        except ValueError as exc:
+            raise DataError(f"--box-format: {exc}") from None
+        if input_mode not in ("sequence", "merged"):
+            raise DataError(f"--input-mode must be sequence or merged, not {input_mode!r}")
+        self.input_mode = input_mode
+        self.template = MERGED_PROMPT if input_mode == "merged" else SEQUENCE_PROMPT
+        if prompt_file is not None:
+            try:
+                self.template = Path(prompt_file).expanduser().read_text(encoding="utf-8")
+            except OSError as exc:
+                raise DataError(f"--prompt-file {prompt_file} cannot be read ({exc.strerror})") from None
+            if "{text}" not in self.template:
+                raise DataError(f"--prompt-file {prompt_file} has no {{text}} placeholder for the description")
+        self.styles = _split_styles(styles)
+        self.max_image_side = max_image_side
+        self.gt: GroundTruth | None = None
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "box_format": self.box_format,
+            "input_mode": self.input_mode,
+            "template": self.template,
+            "styles": self.styles,
+            "max_image_side": self.max_image_side,
+        }
+
+    def _ground_truth(self, data: Path) -> tuple[GroundTruth, list[str] | None]:
+        """The whole annotation file, and the ids of the samples of the chosen styles (None: all)."""
+        gt = load_groundtruth(annotation_path(data))
+        if not self.styles:
+            return gt, None
+        if any(s.style is None for s in gt.samples):
+            raise DataError("--styles needs the release file (mc-bench_v0.2_val.json), which names each style")
+        ids = [s.id for s in gt.samples if s.style in self.styles]
+        if not ids:
+            raise DataError(f"no sample has the style(s) {', '.join(self.styles)}")
+        return gt, ids
+
+    def load(self, data: Path, limit: int | None = None) -> list[McSample]:
+        from needlepoint.images import safe_path
+
+        require_box_format(self.box_format, self.name)
+        if not data.exists():
+            raise DataError(f"--data {data} does not exist; download MC-Bench and point --data at the release folder")
+        gt, ids = self._ground_truth(data)
+        self.gt = gt
+        wanted = set(ids) if ids is not None else None
+        folder = data if data.is_dir() else data.parent
+        images_root = folder / IMAGES_DIR
+        if not images_root.is_dir():
+            raise DataError(f"{images_root} does not exist; the release layout is {RELEASE_FILE} beside {IMAGES_DIR}/")
+        samples = []
+        for s in gt.samples:
+            if wanted is not None and s.id not in wanted:
+                continue
+            refs = []
+            for image_id in s.image_ids:
+                im = gt.image_by_id[image_id]
+                path = safe_path(images_root, im.file_name, f"image {image_id}")
+                if not path.is_file():
+                    raise DataError(f"image {path} (image id {image_id}) does not exist; check the {IMAGES_DIR} download")
+                refs.append(ImageRef(key=im.file_name, path=path, max_side=self.max_image_side))
+            sizes = tuple((float(gt.image_by_id[i].width), float(gt.image_by_id[i].height)) for i in s.image_ids)
+            samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), PairGeometry(sizes, BAND)))  # type: ignore[arg-type]
+        return samples[:limit] if limit else samples
+
+    def generation(self, sample: McSample, base: Generation) -> Generation:
+        return base
+
+    def _instruction(self, sample: McSample) -> str:
+        of = "the whole picture" if self.input_mode == "merged" else "its own image"
+        coords = COORDINATES[self.box_format].format(of=of)
+        return self.template.replace("{text}", sample.text).replace("{coordinates}", coords)
+
+    def prompt(self, sample: McSample) -> Conversation:
+        text = self._instruction(sample)
+        if self.input_mode == "merged":
+            left, right = sample.images
+            canvas = ImageRef(
+                key=f"merged:{left.key}+{right.key}",
+                loader=functools.partial(_merged_loader, left, right, BAND),
+                max_side=self.max_image_side,
+            )
+            parts: list[Part] = [canvas, "\n" + text]
+        else:
+            parts = ["Image 1:", sample.images[0], "\nImage 2:", sample.images[1], "\n" + text]
+        return Conversation([Message("user", parts)])
+
+    def parse(self, sample: McSample, text: str) -> Parsed:
+        return parse_answer(text, sample.geometry, self.box_format, self.input_mode == "merged")
+
+    def followup(self, sample: McSample, parsed: Parsed, finish_reason: str | None) -> str | None:
+        return REPAIR_TEXT
+
+    def judge(self, sample: McSample, parsed: Parsed) -> dict[str, Any]:
+        boxes = parsed.answer or []
+        return {"boxes": len(boxes), "groups": len({b["group"] for b in boxes})}
+
+    def score(self, samples: Sequence[McSample], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        from needlepoint.benchmarks.mc_bench.scoring import score_results
+
+        if self.gt is None:
+            raise DataError("mc_bench: load the data before scoring")
+        results = results_from_records(samples, records)
+        metrics = score_results(self.gt, results, [s.id for s in samples])
+        metrics["parse_errors"] = _count_errors(records)
+        if not results:
+            metrics["notes"] = ["no boxes were predicted: no results file is written (the authors' evaluator crashes on an empty one)"]
+        return metrics
+
+    def tables(self, metrics: dict[str, Any]) -> list[Table]:
+        from needlepoint.benchmarks.mc_bench.tables import mc_tables
+
+        return mc_tables(metrics)
+
+    def running(self, records: Sequence[dict[str, Any]]) -> str:
+        if not records:
+            return ""
+        fails = sum(bool(r.get("parse_error")) for r in records)
+        boxes = sum(r.get("boxes", 0) for r in records)
+        return f"boxes/sample {boxes / len(records):.2f}  parse fail {fails}"
+
+    def report_items(self, samples: Sequence[McSample], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
+        if self.gt is None:
+            return []
+        gt_boxes: dict[int, list[ReportBox]] = {}
+        for b in self.gt.boxes:
+            gt_boxes.setdefault(b.image_id, []).append(ReportBox(xywh_to_xyxy(b.bbox), "gt", b.category_id, f"GT group {b.category_id}"))
+        by_id = {s.id: s for s in samples}
+        items = []
+        for rec in records:
+            s = by_id[rec["id"]]
+            images = []
+            for position, image_id in enumerate(s.image_ids):
+                preds = [ReportBox(b["bbox"], "pred", b["group"], f"group {b['group']}") for b in rec.get("answer") or [] if b["image"] == position]
+                images.append(ReportImage(s.images[position], gt_boxes.get(image_id, []) + preds))
+            items.append(
+                ReportItem(
+                    id=s.id,
+                    prompt=s.text,
+                    answer=replies_text(rec),
+                    images=images,
+                    fields={"style": s.style, "GT boxes": sum(len(gt_boxes.get(i, [])) for i in s.image_ids),
+                            "predicted boxes": rec.get("boxes", 0), "predicted groups": rec.get("groups", 0)},
+                    filters={"style": s.style or "unknown"},
+                    correct=sample_correct(images),
+                    parse_error=rec.get("parse_error"),
+                )
+            )  # fmt: skip
+        return items
+
+    def export(
+        self, run_dir: Path, samples: Sequence[McSample], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+    ) -> list[Path]:
+        from needlepoint.benchmarks.mc_bench.scoring import write_results
+
+        results = results_from_records(samples, records)
+        if not results:
+            return []
+        path = run_dir / RESULTS_FILE
+        write_results(path, results)
+        return [path]
+
+    def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
+        """Metrics of a COCO results file (the authors' format) or a run folder; needs only the
+        annotation file, not the images."""
+        from needlepoint.benchmarks.mc_bench.scoring import read_results, score_results
+
+        if data is None:
+            raise DataError("scoring mc_bench needs --data: the release folder or its annotation file (images not needed)")
+        if predictions.is_dir():
+            predictions = predictions / RESULTS_FILE
+        gt, ids = self._ground_truth(data)
+        results = read_results(predictions)
+        return score_results(gt, results, ids)
+
+
+def sample_correct(images: Sequence[ReportImage]) -> bool:
+    """A per-sample verdict for the report's "wrong only" filter: in each image, as many predicted as
+    GT boxes, and every GT box covered by a prediction at IoU >= 0.5 (groups ignored)."""
+    for image in images:
+        gt = [b.box for b in image.boxes if b.kind == "gt"]
+        pred = [b.box for b in image.boxes if b.kind == "pred"]
+        if len(gt) != len(pred):
+            return False
+        if gt and not (iou_matrix(gt, pred) >= 0.5).any(axis=1).all():
+            return False
+    return True
+
+
+def _count_errors(records: Sequence[dict[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in records:
+        if r.get("parse_error"):
+            out[r["parse_error"]] = out.get(r["parse_error"], 0) + 1
+    return dict(sorted(out.items()))
+

@@ -1,0 +1,136 @@
+"""MC-Bench scoring entry point: COCO results in, official + corrected metrics and analyses out.
+
+Also reads and writes COCO results files (`[{image_id, category_id, bbox, score}]`), the format
+the authors' `eval_mc_bench.py` accepts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from needlepoint.benchmarks.base import DataError
+from needlepoint.benchmarks.mc_bench.cocoeval import Detections
+from needlepoint.benchmarks.mc_bench.corrected import evaluate_corrected
+from needlepoint.benchmarks.mc_bench.groundtruth import GroundTruth, is_number
+from needlepoint.benchmarks.mc_bench.official import score_official
+
+
+def score_results(gt: GroundTruth, results: list[dict], sample_ids: Iterable[str] | None = None) -> dict[str, Any]:
+    """Score COCO results against the ground truth, optionally on a subset of samples.
+
+    With `sample_ids` (description ids as strings) the ground truth is cut to those samples, as if
+    the authors' evaluator were given an annotation file of those samples only, and predictions
+    on the other images are left out. Returns JSON-ready
+    `{"official": {...}, "corrected": {...}, "analyses": {...}, "counts": {...}}`.
+    """
+    dt = detections(results, gt)
+    if sample_ids is not None:
+        gt = gt.subset(sample_ids)
+        dt = dt.take(np.isin(dt.image_id, [im.id for im in gt.images]))
+    corrected = evaluate_corrected(gt, dt)
+    groups = {c for c, _ in gt.categories}
+    with_gt = {b.image_id for b in gt.boxes}
+    positive = sum(1 for s in gt.samples if s.image_ids[0] in with_gt or s.image_ids[1] in with_gt)
+    return {
+        "official": score_official(gt, dt),
+        "corrected": {**corrected.scores(), "unassigned_groups": corrected.unassigned_groups},
+        "analyses": corrected.analyses(),
+        "counts": {
+            "samples": len(gt.samples),
+            "positive_samples": positive,
+            "negative_samples": len(gt.samples) - positive,
+            "images": len(gt.images),
+            "gt_boxes": len(gt.boxes),
+            "predictions": len(dt),
+            "predictions_outside_groups": int(np.count_nonzero(~np.isin(dt.category_id, list(groups)))),
+        },
+    }
+
+
+def detections(results: Sequence[dict], gt: GroundTruth) -> Detections:
+    """Validated results as columns; every image id must be one of the ground truth's."""
+    checked = check_results(results)
+    n = len(checked)
+    dt = Detections(
+        image_id=np.fromiter((r["image_id"] for r in checked), np.int64, n),
+        category_id=np.fromiter((r["category_id"] for r in checked), np.int64, n),
+        bbox=np.array([r["bbox"] for r in checked], dtype=np.float64).reshape(n, 4),
+        score=np.fromiter((r["score"] for r in checked), np.float64, n),
+    )
+    known = np.isin(dt.image_id, [im.id for im in gt.images])
+    if not known.all():
+        i = int(np.flatnonzero(~known)[0])
+        raise DataError(
+            f"prediction {i} names image id {int(dt.image_id[i])}, which is not in the ground truth "
+            f"({gt.source}); predictions must use the image ids of that annotation file"
+        )
+    return dt
+
+
+def check_results(results: Any, source: str = "the results") -> list[dict[str, Any]]:
+    """Validated copies of COCO results entries (score defaults to 1.0); DataError on a bad one."""
+    if not isinstance(results, list):
+        raise DataError(f"{source} is not a JSON list of predictions; write [{{image_id, category_id, bbox, score}}, ...]")
+    out = []
+    for i, r in enumerate(results):
+        where = f"prediction {i} in {source}"
+        if not isinstance(r, dict):
+            raise DataError(f"{where} is not a JSON object; each entry needs image_id, category_id and bbox")
+        for key in ("image_id", "category_id"):
+            if key not in r or not _is_int(r[key]):
+                raise DataError(f"{where} has {key} {r.get(key)!r}, which is not an integer; fix or drop that entry")
+        bbox = r.get("bbox")
+        if not isinstance(bbox, (list, tuple)) or len(bbox) != 4 or not all(is_number(v) for v in bbox):
+            raise DataError(f"{where} has bbox {bbox!r}, which is not four finite numbers [x, y, w, h]; fix or drop that entry")
+        score = r.get("score", 1.0)
+        if not is_number(score):
+            raise DataError(f"{where} has score {score!r}, which is not a finite number; fix it or leave it out (1.0)")
+        out.append({
+            "image_id": int(r["image_id"]), "category_id": int(r["category_id"]),
+            "bbox": [_plain(v) for v in bbox], "score": _plain(score),
+        })
+    return out
+
+
+def read_results(path: str | Path) -> list[dict[str, Any]]:
+    """Read and validate a COCO results JSON file."""
+    path = Path(path)
+    try:
+        with path.open(encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise DataError(f"{path} does not exist; give the path of a COCO results JSON file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(f"{path} could not be read as JSON ({e}); give a COCO results JSON file") from None
+    return check_results(data, str(path))
+
+
+def write_results(path: str | Path, results: Sequence[dict[str, Any]]) -> None:
+    """Write COCO results that the authors' eval_mc_bench.py accepts.
+
+    That script cannot read an empty list (it looks at the first entry), so a run without a single
+    box raises DataError instead of writing a file that would crash it.
+    """
+    checked = check_results(list(results), str(path))
+    if not checked:
+        raise DataError(
+            f"no results file written to {path}: the run has no boxes at all, and the authors' "
+            "eval_mc_bench.py cannot read an empty results list"
+        )
+    Path(path).write_text(json.dumps(checked), encoding="utf-8")
+
+
+def _plain(v: Any) -> int | float:
+    """A JSON-writable Python number (numpy scalars unwrapped, type kept)."""
+    return v.item() if isinstance(v, (np.integer, np.floating)) else v
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and -(2**63) <= v < 2**63
+
+

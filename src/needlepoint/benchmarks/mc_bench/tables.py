@@ -1,0 +1,61 @@
+"""MC-Bench metrics laid out for people: the paper's Table 2 columns, official and corrected,
+then the section 4.4 analyses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from needlepoint.benchmarks.base import Table
+
+STYLE_KEYS = (("ref", "Referring"), ("com", "Comparison"), ("rea", "Reasoning"))
+
+
+def _pct(v: Any) -> Any:
+    return None if v is None else round(100 * v, 1)
+
+
+def table2_row(block: dict[str, Any]) -> list[Any]:
+    """Acc^ref, Acc^com, Acc^rea, Acc, AP50^ref, AP50^com, AP50^rea, AP50 of one protocol (%)."""
+    styles = block.get("by_style", {})
+    acc = [_pct(styles.get(name, {}).get("acc")) for _, name in STYLE_KEYS]
+    ap = [_pct(styles.get(name, {}).get("ap50")) for _, name in STYLE_KEYS]
+    return [*acc, _pct(block.get("acc")), *ap, _pct(block.get("ap50"))]
+
+
+TABLE2_COLUMNS = ["Acc^ref", "Acc^com", "Acc^rea", "Acc", "AP50^ref", "AP50^com", "AP50^rea", "AP50"]
+
+
+def mc_tables(metrics: dict[str, Any]) -> list[Table]:
+    """The headline table (official and corrected) and the analyses."""
+    main = Table("MC-Bench (%, paper's Table 2 columns)", ["protocol", *TABLE2_COLUMNS])
+    official = dict(metrics.get("official", {}))
+    corrected = dict(metrics.get("corrected", {}))
+    corrected.setdefault("by_style", metrics.get("analyses", {}).get("by_style", {}))
+    main.rows.append(["official (eval_mc_bench.py)", *table2_row(official)])
+    main.rows.append(["corrected", *table2_row(corrected)])
+    a = metrics.get("analyses", {})
+    sizes = a.get("ap50_by_size", {})
+    extra = Table(
+        "MC-Bench analyses (corrected protocol)",
+        ["group-agnostic AP50 %", "AP50 small %", "AP50 medium %", "AP50 large %", "groups / positive", "boxes / sample", "boxes / negative"],
+        [[
+            _pct(a.get("group_agnostic_ap50")), _pct(sizes.get("small")), _pct(sizes.get("medium")), _pct(sizes.get("large")),
+            _round(a.get("mean_groups_per_positive_sample")), _round(a.get("mean_boxes_per_sample")),
+            _round(a.get("mean_boxes_per_negative_sample")),
+        ]],
+    )  # fmt: skip
+    tables = [main, extra]
+    regrouping = official.get("regrouping")
+    notes = []
+    if regrouping == "none":
+        notes.append("official regrouping: none (no image with a group-2 box; the authors' script would crash here)")
+    notes += metrics.get("notes", [])
+    for key, value in metrics.get("parse_errors", {}).items():
+        notes.append(f"parse errors {key}: {value}")
+    if notes:
+        tables.append(Table("MC-Bench notes", ["note"], [[n] for n in notes]))
+    return tables
+
+
+def _round(v: Any) -> Any:
+    return None if v is None else round(v, 3)

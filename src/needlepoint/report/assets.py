@@ -1,0 +1,299 @@
+"""The CSS and JavaScript of the HTML reports, inlined into every page (the pages work offline).
+
+The script renders sample cards from the page's JSON blob with DOM calls and `textContent` only:
+no data ever passes through `innerHTML`.
+"""
+
+from __future__ import annotations
+
+CSS = """
+:root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --bg:#ffffff; --panel:#f6f8fa; --accent:#0969da;
+  --ok:#1a7f37; --bad:#cf222e; --warn:#9a6700; --gt:#1fbf4a; --pred:#e0218a; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+  color: var(--fg); background: var(--bg); }
+header.top { padding: 14px 24px; border-bottom: 1px solid var(--line); background: var(--panel); }
+header.top h1 { margin: 0; font-size: 20px; }
+header.top .sub { color: var(--muted); margin-top: 2px; }
+nav.toc { margin-top: 6px; }
+nav.toc a { margin-right: 14px; }
+main { padding: 8px 24px 40px; max-width: 1500px; }
+h2 { font-size: 17px; margin: 22px 0 8px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
+h3 { font-size: 14px; margin: 14px 0 6px; }
+a { color: var(--accent); text-decoration: none; }
+a:hover { text-decoration: underline; }
+table.metrics, table.board { border-collapse: collapse; margin: 4px 0 12px; }
+table.metrics th, table.metrics td, table.board th, table.board td {
+  border: 1px solid var(--line); padding: 3px 8px; }
+table.metrics th, table.board th { background: var(--panel); font-weight: 600; }
+table.metrics td.num, table.board td.num { text-align: right; font-variant-numeric: tabular-nums; }
+table.board tr.published td { color: var(--muted); font-style: italic; }
+table.board th.sortable { cursor: pointer; }
+dl.config { display: grid; grid-template-columns: repeat(auto-fill, minmax(260px, 1fr)); gap: 6px 18px; margin: 4px 0 8px; }
+dl.config div { min-width: 0; }
+dl.config dt { color: var(--muted); font-size: 11px; text-transform: uppercase; letter-spacing: .04em; }
+dl.config dd { margin: 0; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12px; word-break: break-all; }
+details summary { cursor: pointer; color: var(--accent); }
+pre.json { background: var(--panel); padding: 8px; overflow: auto; max-height: 360px; font-size: 12px; }
+.note { color: var(--muted); }
+.heatmaps { display: flex; flex-wrap: wrap; gap: 12px; }
+.heatmaps figure { margin: 0; }
+.heatmaps figure.main img { max-width: min(100%, 1100px); }
+.heatmaps figure.small { flex: 0 1 calc(50% - 6px); min-width: 420px; }
+.heatmaps figure.small img { width: 100%; }
+.heatmaps figcaption { color: var(--muted); font-size: 12px; }
+.controls { display: flex; flex-wrap: wrap; gap: 10px 18px; align-items: center; padding: 10px 12px;
+  background: var(--panel); border: 1px solid var(--line); border-radius: 6px; position: sticky; top: 0; z-index: 2; }
+.controls label { white-space: nowrap; }
+.controls input[type=search] { width: 260px; padding: 3px 6px; }
+.controls select { padding: 2px 4px; }
+.countline { margin: 10px 0 6px; display: flex; gap: 16px; align-items: center; flex-wrap: wrap; }
+#np-count { font-weight: 600; }
+.legend { display: flex; gap: 14px; flex-wrap: wrap; color: var(--muted); font-size: 12px; }
+.legend .sw { display: inline-block; width: 22px; height: 0; border-top: 3px solid; vertical-align: middle; margin-right: 4px; }
+.legend .sw.dashed { border-top-style: dashed; }
+.pager { display: flex; gap: 8px; align-items: center; margin: 10px 0; }
+.pager button { padding: 2px 10px; }
+.cards { display: flex; flex-direction: column; gap: 10px; }
+.cards.compact { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); }
+.card { display: flex; gap: 14px; border: 1px solid var(--line); border-radius: 6px; padding: 10px; background: var(--bg); }
+.card .imgs { display: flex; gap: 6px; flex: 0 0 auto; }
+.card .imgs figure { margin: 0; }
+.card .imgs img { display: block; max-width: 320px; max-height: 300px; width: auto; height: auto; background: var(--panel); border: 1px solid var(--line); }
+.card .imgs figcaption { color: var(--muted); font-size: 11px; }
+.card .body { flex: 1 1 auto; min-width: 0; }
+.card .head { display: flex; gap: 10px; align-items: baseline; flex-wrap: wrap; margin-bottom: 4px; }
+.card .sid { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-weight: 600; }
+.badge { display: inline-block; padding: 0 7px; border-radius: 10px; font-size: 12px; color: #fff; }
+.badge.ok { background: var(--ok); } .badge.bad { background: var(--bad); } .badge.err { background: var(--warn); }
+.badge.na { background: var(--muted); }
+.card .lbl { color: var(--muted); font-size: 11px; text-transform: uppercase; letter-spacing: .04em; margin-top: 6px; }
+.card .prompt { margin: 2px 0; white-space: pre-wrap; word-break: break-word; }
+.card pre.answer { margin: 2px 0; padding: 6px 8px; background: var(--panel); border-radius: 4px; white-space: pre-wrap;
+  word-break: break-word; max-height: 220px; overflow: auto; font-size: 12px; }
+.card table.fields { border-collapse: collapse; margin-top: 6px; font-size: 12px; }
+.card table.fields td { border: 1px solid var(--line); padding: 1px 6px; }
+.card table.fields td:first-child { color: var(--muted); }
+.runs { display: flex; flex-direction: column; gap: 14px; }
+.run { border: 1px solid var(--line); border-radius: 6px; padding: 8px 14px; }
+.run h2 { border: 0; margin: 6px 0; }
+.run img.heat { max-width: min(100%, 900px); }
+"""
+
+# The sample browser. Reads the JSON blob in #np-data; builds everything with createElement and
+# textContent. Counts are exposed on #np-count (data-count, data-total) for people and tests.
+JS = r"""
+(function () {
+  "use strict";
+  var blob = document.getElementById("np-data");
+  if (!blob) { return; }
+  var data = JSON.parse(blob.textContent);
+  var items = data.items;
+  var PAGE = data.page_size || 50;
+  var hay = items.map(function (it) { return (it.id + "\n" + it.p + "\n" + it.a).toLowerCase(); });
+  var state = { wrong: false, errors: false, q: "", sort: "run", sel: {}, page: 0 };
+  var shown = [];
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) { e.className = cls; }
+    if (text !== undefined && text !== null) { e.textContent = String(text); }
+    return e;
+  }
+  function byId(id) { return document.getElementById(id); }
+
+  // Filter selects, one per filter key.
+  var selects = byId("np-selects");
+  data.filters.forEach(function (f) {
+    var lab = el("label", null, f.key + " ");
+    var s = el("select");
+    s.setAttribute("data-filter", f.key);
+    var all = el("option", null, "all");
+    all.value = "";
+    s.appendChild(all);
+    f.values.forEach(function (v) {
+      var o = el("option", null, v[0] + " (" + v[1] + ")");
+      o.value = v[0];
+      s.appendChild(o);
+    });
+    s.addEventListener("change", function () { state.sel[f.key] = s.value; state.page = 0; update(); });
+    lab.appendChild(s);
+    selects.appendChild(lab);
+  });
+  var sortSel = byId("np-sort");
+  if (data.sort_label) {
+    [["up", data.sort_label + " low to high"], ["down", data.sort_label + " high to low"]].forEach(function (o) {
+      var opt = el("option", null, o[1]);
+      opt.value = o[0];
+      sortSel.appendChild(opt);
+    });
+  }
+
+  function matches(i) {
+    var it = items[i];
+    if (state.wrong && it.c !== false) { return false; }
+    if (state.errors && !it.e) { return false; }
+    for (var k in state.sel) {
+      if (state.sel[k] && (it.k[k] === undefined || it.k[k] !== state.sel[k])) { return false; }
+    }
+    if (state.q && hay[i].indexOf(state.q) < 0) { return false; }
+    return true;
+  }
+
+  function order(list) {
+    if (state.sort === "run") { return list; }
+    var sign = state.sort === "up" ? 1 : -1;
+    return list.slice().sort(function (a, b) {
+      var x = items[a].s, y = items[b].s;
+      if (x === null && y === null) { return a - b; }
+      if (x === null) { return 1; }
+      if (y === null) { return -1; }
+      return (x - y) * sign || a - b;
+    });
+  }
+
+  function badge(it) {
+    if (it.e) { return el("span", "badge err", "parse error: " + it.e); }
+    if (it.c === true) { return el("span", "badge ok", "correct"); }
+    if (it.c === false) { return el("span", "badge bad", "wrong"); }
+    return el("span", "badge na", "not scored");
+  }
+
+  function card(it) {
+    var c = el("article", "card");
+    c.setAttribute("data-id", it.id);
+    if (it.im.length) {
+      var imgs = el("div", "imgs");
+      it.im.forEach(function (t) {
+        var fig = el("figure");
+        if (t[0]) {
+          var img = el("img");
+          img.loading = "lazy";
+          img.decoding = "async";
+          img.width = t[1];
+          img.height = t[2];
+          img.alt = t[3];
+          img.src = t[0];
+          fig.appendChild(img);
+        } else {
+          fig.appendChild(el("div", "note", "image unavailable"));
+        }
+        if (it.im.length > 1) { fig.appendChild(el("figcaption", null, t[3])); }
+        imgs.appendChild(fig);
+      });
+      c.appendChild(imgs);
+    }
+    var body = el("div", "body");
+    var head = el("div", "head");
+    head.appendChild(el("span", "sid", "#" + it.id));
+    head.appendChild(badge(it));
+    if (data.sort_label && it.s !== null) {
+      head.appendChild(el("span", "note", data.sort_label + " " + (Math.round(it.s * 10000) / 10000)));
+    }
+    var shownFields = {};
+    it.f.forEach(function (kv) { shownFields[kv[0]] = true; });
+    Object.keys(it.k).forEach(function (k) {
+      if (!shownFields[k]) { head.appendChild(el("span", "note", k + ": " + it.k[k])); }
+    });
+    body.appendChild(head);
+    body.appendChild(el("div", "lbl", data.prompt_label));
+    body.appendChild(el("div", "prompt", it.p));
+    body.appendChild(el("div", "lbl", "model answer"));
+    body.appendChild(el("pre", "answer", it.a));
+    if (it.f.length) {
+      var t = el("table", "fields");
+      var row = el("tr");
+      it.f.forEach(function (kv, n) {
+        if (n && n % 4 === 0) { t.appendChild(row); row = el("tr"); }
+        row.appendChild(el("td", null, kv[0]));
+        row.appendChild(el("td", null, kv[1]));
+      });
+      t.appendChild(row);
+      body.appendChild(t);
+    }
+    c.appendChild(body);
+    return c;
+  }
+
+  function render() {
+    var box = byId("np-cards");
+    while (box.firstChild) { box.removeChild(box.firstChild); }
+    var pages = Math.max(1, Math.ceil(shown.length / PAGE));
+    if (state.page >= pages) { state.page = pages - 1; }
+    var start = state.page * PAGE;
+    var frag = document.createDocumentFragment();
+    shown.slice(start, start + PAGE).forEach(function (i) { frag.appendChild(card(items[i])); });
+    box.appendChild(frag);
+    ["np-pageinfo", "np-pageinfo2"].forEach(function (id) {
+      byId(id).textContent = "page " + (state.page + 1) + " of " + pages;
+    });
+    document.querySelectorAll("button[data-page]").forEach(function (b) {
+      var d = b.getAttribute("data-page");
+      b.disabled = (d === "prev" || d === "first") ? state.page === 0 : state.page >= pages - 1;
+    });
+  }
+
+  function update() {
+    var list = [];
+    for (var i = 0; i < items.length; i++) { if (matches(i)) { list.push(i); } }
+    shown = order(list);
+    var count = byId("np-count");
+    count.textContent = shown.length + " of " + items.length + " samples";
+    count.setAttribute("data-count", String(shown.length));
+    count.setAttribute("data-total", String(items.length));
+    render();
+  }
+
+  byId("np-wrong").addEventListener("change", function (e) { state.wrong = e.target.checked; state.page = 0; update(); });
+  byId("np-errors").addEventListener("change", function (e) { state.errors = e.target.checked; state.page = 0; update(); });
+  sortSel.addEventListener("change", function () { state.sort = sortSel.value; state.page = 0; update(); });
+  var timer = null;
+  byId("np-search").addEventListener("input", function (e) {
+    clearTimeout(timer);
+    var v = e.target.value;
+    timer = setTimeout(function () { state.q = v.trim().toLowerCase(); state.page = 0; update(); }, 120);
+  });
+  document.querySelectorAll("button[data-page]").forEach(function (b) {
+    b.addEventListener("click", function () {
+      var d = b.getAttribute("data-page");
+      var pages = Math.max(1, Math.ceil(shown.length / PAGE));
+      state.page = d === "first" ? 0 : d === "last" ? pages - 1 : d === "prev" ? Math.max(0, state.page - 1)
+        : Math.min(pages - 1, state.page + 1);
+      render();
+      if (b.getAttribute("data-scroll")) { byId("samples").scrollIntoView(); }
+    });
+  });
+  update();
+  document.body.setAttribute("data-ready", "1");
+})();
+"""
+
+# Click a leaderboard column header to sort by it (numbers descending, text ascending).
+BOARD_JS = r"""
+(function () {
+  "use strict";
+  document.querySelectorAll("table.board").forEach(function (table) {
+    var heads = table.querySelectorAll("thead th");
+    heads.forEach(function (th, col) {
+      th.classList.add("sortable");
+      th.title = "sort by this column";
+      th.addEventListener("click", function () {
+        var body = table.tBodies[0];
+        var rows = Array.prototype.slice.call(body.rows);
+        var desc = th.getAttribute("data-dir") !== "desc";
+        heads.forEach(function (h) { h.removeAttribute("data-dir"); });
+        th.setAttribute("data-dir", desc ? "desc" : "asc");
+        rows.sort(function (a, b) {
+          var x = a.cells[col].textContent, y = b.cells[col].textContent;
+          var nx = parseFloat(x), ny = parseFloat(y);
+          if (x === "" && y !== "") { return 1; }
+          if (y === "" && x !== "") { return -1; }
+          if (!isNaN(nx) && !isNaN(ny)) { return desc ? ny - nx : nx - ny; }
+          return desc ? y.localeCompare(x) : x.localeCompare(y);
+        });
+        rows.forEach(function (r) { body.appendChild(r); });
+      });
+    });
+  });
+})();
+"""

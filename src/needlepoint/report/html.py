@@ -1,0 +1,522 @@
+"""The static HTML report of a run (`<run>/report/index.html`) and the demo's index page.
+
+One self-contained page per run that works offline: the run's configuration (secrets removed),
+the metric tables, MM-NIAH's heatmaps, and a sample browser. The samples travel as one JSON blob
+in a `<script type="application/json">` element and are rendered in pages of 50 by a small inline
+script that writes text with `textContent` only. Images become thumbnails under `report/thumbs/`
+(JPEG, at most 480 px, boxes drawn in with Pillow), written once and loaded lazily, so a report of
+thousands of samples opens at once.
+
+Everything shown is escaped: `html.escape` in the page, `textContent` in the script, and `<`, `>`
+and `&` written as `\\u003c`-style escapes inside the JSON blob. A Content-Security-Policy allows
+only the page's own script (by hash) and no network at all.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import io
+import json
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from needlepoint.benchmarks.base import Benchmark, ReportImage, ReportItem, Table, replies_text
+from needlepoint.errors import DataError
+from needlepoint.report.assets import CSS, JS
+
+__all__ = ["BENCH_TITLES", "public_config", "write_index", "write_run_report"]
+
+BENCH_TITLES = {"ref_adv_s": "Ref-Adv-s", "mc_bench": "MC-Bench", "mm_niah": "MM-NIAH"}
+PROMPT_LABELS = {"ref_adv_s": "expression", "mc_bench": "prompt", "mm_niah": "question"}
+SORT_LABELS = {"ref_adv_s": "IoU", "mm_niah": "score", "mc_bench": "score"}
+REPORT_DIR = "report"
+THUMBS_DIR = "thumbs"
+HEATMAPS_DIR = "heatmaps"
+THUMB_MAX = 480
+THUMB_QUALITY = 82
+THUMB_VERSION = "1"
+PAGE_SIZE = 50
+MAX_TEXT = 20_000
+GT_COLOUR = "#1fbf4a"
+PRED_COLOUR = "#e0218a"
+GROUP_COLOURS = ("#22c55e", "#2f6fed", "#f59e0b", "#ef4444", "#a855f7", "#06b6d4", "#ec4899")
+NO_SCRIPT = "'none'"
+SECRET = re.compile(r"key|token|secret|password|passwd|authori[sz]ation|credential|cookie|bearer", re.I)
+
+
+# --- small helpers -------------------------------------------------------------------------------
+
+
+def esc(value: Any) -> str:
+    """Text for HTML content or a quoted attribute."""
+    return html.escape(str(value), quote=True)
+
+
+def cell_text(value: Any) -> str:
+    """A table cell as text: floats compact, None as a dash."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1 and value != 0 else f"{value:g}"
+    return str(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def table_html(table: Table, cls: str = "metrics") -> str:
+    """A Table as an HTML table (every cell escaped)."""
+    head = "".join(f"<th>{esc(c)}</th>" for c in table.columns)
+    rows = []
+    for row in table.rows:
+        cells = "".join(
+            f'<td class="num">{esc(cell_text(v))}</td>' if _is_number(v) else f"<td>{esc(cell_text(v))}</td>" for v in row
+        )
+        rows.append(f"<tr>{cells}</tr>")
+    return (
+        f'<h3>{esc(table.title)}</h3>\n<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    )
+
+
+def script_json(obj: Any) -> str:
+    """JSON safe inside a <script> element: `<`, `>` and `&` escaped, so `</script>` cannot occur."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _csp(scripts: Sequence[str]) -> str:
+    hashes = " ".join("'sha256-" + base64.b64encode(hashlib.sha256(s.encode()).digest()).decode() + "'" for s in scripts)
+    return (
+        "default-src 'none'; img-src 'self' file: data:; style-src 'unsafe-inline'; "
+        f"script-src {hashes or NO_SCRIPT}; base-uri 'none'; form-action 'none'"
+    )
+
+
+def page(title: str, body: str, scripts: Sequence[str] = (), data: Any = None) -> str:
+    """A complete HTML page: inline CSS, an optional JSON blob (#np-data), inline scripts."""
+    blob = f'<script type="application/json" id="np-data">{script_json(data)}</script>\n' if data is not None else ""
+    code = "".join(f"<script>{s}</script>\n" for s in scripts)
+    return (
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(_csp(scripts))}">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n{blob}{code}</body>\n</html>\n"
+    )
+
+
+def _write_text(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def href(target: Path, start: Path) -> str:
+    """A relative URL from folder `start` to `target` (percent-encoded)."""
+    rel = os.path.relpath(os.path.abspath(target), os.path.abspath(start))
+    return "/".join(quote(part) for part in Path(rel).parts)
+
+
+# --- configuration without secrets ---------------------------------------------------------------
+
+
+def redact_url(url: str) -> str:
+    """A URL without user info or query string (either may carry a credential)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "[unparseable URL]"
+    netloc = parts.netloc.rsplit("@", 1)[-1] if "@" in parts.netloc else parts.netloc
+    query = "[redacted]" if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def _scrub(value: Any, key: str = "") -> Any:
+    if key and SECRET.search(key):
+        return "[redacted]"
+    if isinstance(value, dict):
+        return {k: _scrub(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, key) for v in value]
+    if isinstance(value, str) and "://" in value:
+        return redact_url(value)
+    return value
+
+
+def public_config(header: dict[str, Any]) -> dict[str, Any]:
+    """The run header as a report may show it: no key-like fields, URLs without credentials."""
+    return _scrub(dict(header))
+
+
+# --- thumbnails ----------------------------------------------------------------------------------
+
+
+def _grouped(items: Sequence[ReportItem], bench_name: str) -> bool:
+    return bench_name == "mc_bench" or any(b.group != 1 for it in items for im in it.images for b in im.boxes)
+
+
+def _thumb_name(image: ReportImage, grouped: bool) -> str:
+    boxes = [[round(float(v), 2) for v in b.box] + [b.kind, b.group] for b in image.boxes]
+    key = json.dumps([THUMB_VERSION, THUMB_MAX, grouped, str(image.image.key), boxes])
+    return hashlib.sha1(key.encode()).hexdigest()[:20] + ".jpg"
+
+
+def _box_colour(kind: str, group: int, grouped: bool) -> str:
+    if grouped:
+        return GROUP_COLOURS[(max(int(group), 1) - 1) % len(GROUP_COLOURS)]
+    return GT_COLOUR if kind == "gt" else PRED_COLOUR
+
+
+def _dashed_rect(draw: Any, box: Sequence[float], colour: str, width: int, dash: int = 9, gap: int = 6) -> None:
+    x1, y1, x2, y2 = box
+    for a, b, fixed, horizontal in ((x1, x2, y1, True), (x1, x2, y2, True), (y1, y2, x1, False), (y1, y2, x2, False)):
+        pos = a
+        while pos < b:
+            end = min(pos + dash, b)
+            line = [(pos, fixed), (end, fixed)] if horizontal else [(fixed, pos), (fixed, end)]
+            draw.line(line, fill=colour, width=width)
+            pos = end + gap
+
+
+def draw_thumbnail(data: bytes, image: ReportImage, grouped: bool, dest: Path) -> tuple[int, int]:
+    """Write a downscaled JPEG of `data` with the image's boxes drawn in; return its size."""
+    from PIL import Image, ImageDraw
+
+    im = Image.open(io.BytesIO(data))
+    width, height = im.size
+    scale = min(1.0, THUMB_MAX / max(width, height, 1))
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    if im.format == "JPEG":
+        im.draft("RGB", size)  # decode at a reduced scale: much faster for large photos
+    im = im.convert("RGB")
+    if im.size != size:
+        im = im.resize(size, Image.Resampling.LANCZOS)
+    draw = ImageDraw.Draw(im)
+    line = max(2, round(max(size) / 160))
+    # Ground truth first, predictions on top.
+    for b in sorted(image.boxes, key=lambda b: b.kind != "gt"):
+        x1, y1, x2, y2 = (float(v) * scale for v in b.box)
+        x1, x2 = sorted((x1, x2))
+        y1, y2 = sorted((y1, y2))
+        colour = _box_colour(b.kind, b.group, grouped)
+        if b.kind == "gt":
+            draw.rectangle((x1, y1, x2, y2), outline=colour, width=line)
+        else:
+            _dashed_rect(draw, (x1, y1, x2, y2), colour, line)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".tmp")
+    im.save(tmp, format="JPEG", quality=THUMB_QUALITY, optimize=True)
+    os.replace(tmp, dest)
+    return size
+
+
+def _make_thumb(image: ReportImage, grouped: bool, dest: Path) -> tuple[int, int] | None:
+    from PIL import Image
+
+    try:
+        if dest.exists():
+            with Image.open(dest) as done:
+                return done.size
+        return draw_thumbnail(image.image.read_bytes(), image, grouped, dest)
+    except Exception:  # an unreadable image must not cost the whole report; the page says so
+        return None
+
+
+def write_thumbnails(items: Sequence[ReportItem], folder: Path, grouped: bool) -> dict[str, tuple[int, int] | None]:
+    """Thumbnails of every item image (existing ones kept); file name -> size, None if unreadable.
+    Thumbnails no item uses any more are removed."""
+    wanted: dict[str, ReportImage] = {}
+    for it in items:
+        for im in it.images:
+            wanted.setdefault(_thumb_name(im, grouped), im)
+    if wanted:
+        folder.mkdir(parents=True, exist_ok=True)
+    workers = max(1, min(8, os.cpu_count() or 1))
+    names = list(wanted)
+    with ThreadPoolExecutor(workers) as pool:
+        sizes = list(pool.map(lambda n: _make_thumb(wanted[n], grouped, folder / n), names))
+    for old in folder.glob("*.jpg") if folder.is_dir() else ():
+        if old.name not in wanted:
+            old.unlink()
+    return dict(zip(names, sizes))
+
+
+# --- the run report ------------------------------------------------------------------------------
+
+
+def _fallback_items(samples: Sequence[Any], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
+    by_id = {str(s.id): s for s in samples}
+    items = []
+    for rec in records:
+        s = by_id.get(str(rec["id"]))
+        prompt = next((str(getattr(s, a)) for a in ("text", "question", "caption", "prompt") if getattr(s, a, None)), "")
+        items.append(ReportItem(id=str(rec["id"]), prompt=prompt, answer=replies_text(rec), parse_error=rec.get("parse_error")))
+    return items
+
+
+def _clip(text: Any) -> str:
+    text = "" if text is None else str(text)
+    if len(text) > MAX_TEXT:
+        return text[:MAX_TEXT] + f"\n[... {len(text) - MAX_TEXT} more characters; the full text is in records.jsonl]"
+    return text
+
+
+def _field(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return "–" if value is None else str(value)
+
+
+def _natural(values: Sequence[str]) -> list[str]:
+    def key(v: str) -> tuple[float, int, str]:
+        m = re.search(r"\d+", v)
+        rank = 0 if v.startswith("<") else 2 if v.startswith(">") else 1
+        return (int(m.group()) if m else float("inf"), rank, v)
+
+    return sorted(values, key=key) if all(re.search(r"\d", v) for v in values) else sorted(values)
+
+
+def _sort_value(value: Any) -> float | None:
+    if not _is_number(value) or value != value or value in (float("inf"), float("-inf")):
+        return None
+    return float(value)
+
+
+def sample_blob(
+    bench_name: str, items: Sequence[ReportItem], thumbs: dict[str, tuple[int, int] | None], grouped: bool
+) -> dict[str, Any]:
+    """The JSON the page's script renders (short keys: 2,000 samples stay a few MB at most)."""
+    rows = []
+    counts: dict[str, dict[str, int]] = {}
+    for it in items:
+        ims = []
+        for n, im in enumerate(it.images, 1):
+            name = _thumb_name(im, grouped)
+            size = thumbs.get(name)
+            caption = f"Image {n}" if len(it.images) > 1 else "image"
+            ims.append([f"{THUMBS_DIR}/{name}", size[0], size[1], caption] if size else ["", 0, 0, caption])
+        filters = {str(k): str(v) for k, v in it.filters.items()}
+        for k, v in filters.items():
+            counts.setdefault(k, {})
+            counts[k][v] = counts[k].get(v, 0) + 1
+        rows.append(
+            {
+                "id": str(it.id),
+                "p": _clip(it.prompt),
+                "a": _clip(it.answer),
+                "f": [[str(k), _clip(_field(v))] for k, v in it.fields.items()],
+                "k": filters,
+                "c": it.correct if it.correct is None else bool(it.correct),
+                "e": it.parse_error or None,
+                "s": _sort_value(it.sort_value),
+                "im": ims,
+            }
+        )
+    has_sort = any(r["s"] is not None for r in rows)
+    return {
+        "items": rows,
+        "filters": [{"key": k, "values": [[v, c[v]] for v in _natural(list(c))]} for k, c in counts.items() if len(c) > 1],
+        "sort_label": SORT_LABELS.get(bench_name, "score") if has_sort else None,
+        "prompt_label": PROMPT_LABELS.get(bench_name, "prompt"),
+        "page_size": PAGE_SIZE,
+    }
+
+
+def _legend(items: Sequence[ReportItem], grouped: bool) -> str:
+    if not any(im.boxes for it in items for im in it.images):
+        return ""
+    if grouped:
+        groups = sorted({max(int(b.group), 1) for it in items for im in it.images for b in im.boxes})
+        parts = [
+            f'<span><span class="sw" style="border-color:{_box_colour("gt", g, True)}"></span>group {g}</span>' for g in groups
+        ]
+        parts += ['<span><span class="sw" style="border-color:#59636e"></span>solid: ground truth</span>',
+                  '<span><span class="sw dashed" style="border-color:#59636e"></span>dashed: prediction</span>']  # fmt: skip
+    else:
+        parts = [f'<span><span class="sw" style="border-color:{GT_COLOUR}"></span>ground truth</span>',
+                 f'<span><span class="sw dashed" style="border-color:{PRED_COLOUR}"></span>prediction (first box)</span>']  # fmt: skip
+    return '<div class="legend">' + "".join(parts) + "</div>"
+
+
+def _config_section(header: dict[str, Any], metrics: dict[str, Any]) -> str:
+    head = public_config(header)
+    config = head.get("config", {}) if isinstance(head.get("config"), dict) else {}
+    rows: list[tuple[str, Any]] = [
+        ("benchmark", config.get("benchmark")),
+        ("model", config.get("model")),
+        ("status", head.get("status")),
+        ("created", head.get("created")),
+        ("finished", head.get("finished")),
+        ("run hash", head.get("hash")),
+        ("needlepoint", head.get("needlepoint")),
+    ]
+    rows += [(k, v) for k, v in config.items() if k not in ("benchmark", "model")]
+    run = metrics.get("run") if isinstance(metrics.get("run"), dict) else {}
+    if run:
+        rows.append(("samples", f"{run.get('answered')} answered of {run.get('samples')}; {run.get('failed')} failed"))
+    cells = []
+    for k, v in rows:
+        if v is None or v == {} or v == []:
+            continue
+        text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+        cells.append(f"<div><dt>{esc(k)}</dt><dd>{esc(text)}</dd></div>")
+    ident = json.dumps(head.get("identity", {}), indent=2, ensure_ascii=False)
+    return (
+        '<h2 id="config">Configuration</h2>\n<dl class="config">' + "".join(cells) + "</dl>\n"
+        f'<details><summary>run identity (what must match for a run to resume)</summary><pre class="json">{esc(ident)}</pre></details>'
+    )
+
+
+def _heatmap_order(name: str) -> tuple[int, str]:
+    from needlepoint.benchmarks.mm_niah.aggregate import TASKS
+
+    return (0 if name == "overall" else 1 + (TASKS.index(name) if name in TASKS else len(TASKS)), name)
+
+
+def copy_heatmaps(run_dir: Path, report_dir: Path) -> list[Path]:
+    """The run's heatmaps (PNG and SVG) copied beside the report; the PNGs, overall first."""
+    source = run_dir / HEATMAPS_DIR
+    if not source.is_dir():
+        return []
+    target = report_dir / HEATMAPS_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    pngs = []
+    for path in sorted(source.iterdir()):
+        if path.suffix.lower() in (".png", ".svg") and path.is_file():
+            shutil.copyfile(path, target / path.name)
+            if path.suffix.lower() == ".png":
+                pngs.append(target / path.name)
+    return sorted(pngs, key=lambda p: _heatmap_order(p.stem))
+
+
+def _heatmap_section(pngs: Sequence[Path], report_dir: Path) -> str:
+    if not pngs:
+        return ""
+    figs = []
+    for p in pngs:
+        cls = "main" if p.stem == "overall" else "small"
+        svg = p.with_suffix(".svg")
+        link = href(svg if svg.exists() else p, report_dir)
+        figs.append(
+            f'<figure class="{cls}"><a href="{esc(link)}"><img src="{esc(href(p, report_dir))}" alt="heatmap {esc(p.stem)}" '
+            f'loading="lazy"></a><figcaption>{esc(p.stem)}</figcaption></figure>'
+        )
+    return '<h2 id="heatmaps">Heatmaps</h2>\n<p class="note">needle depth by context length; click for the SVG</p>\n' + (
+        '<div class="heatmaps">' + "".join(figs) + "</div>"
+    )
+
+
+SAMPLES_HTML = """<h2 id="samples">Samples</h2>
+<div class="controls">
+<label><input type="checkbox" id="np-wrong"> wrong only</label>
+<label><input type="checkbox" id="np-errors"> parse errors only</label>
+<span id="np-selects" style="display:contents"></span>
+<label>search <input type="search" id="np-search" placeholder="prompt or answer text"></label>
+<label>sort <select id="np-sort"><option value="run">run order</option></select></label>
+</div>
+<div class="countline"><span id="np-count" data-count="" data-total=""></span>{legend}</div>
+<div class="pager"><button data-page="first">first</button><button data-page="prev">previous</button>
+<span id="np-pageinfo"></span><button data-page="next">next</button><button data-page="last">last</button></div>
+<div class="cards{compact}" id="np-cards"></div>
+<div class="pager"><button data-page="prev" data-scroll="1">previous</button><span id="np-pageinfo2"></span>
+<button data-page="next" data-scroll="1">next</button></div>
+<noscript><p class="note">The sample browser needs JavaScript.</p></noscript>"""
+
+
+def _samples_html(items: Sequence[ReportItem], grouped: bool) -> str:
+    compact = "" if any(it.images for it in items) else " compact"
+    return SAMPLES_HTML.replace("{legend}", _legend(items, grouped)).replace("{compact}", compact)
+
+
+def write_run_report(
+    run_dir: Path,
+    bench: Benchmark,
+    samples: Sequence[Any],
+    records: Sequence[dict[str, Any]],
+    metrics: dict[str, Any],
+    header: dict[str, Any],
+) -> Path:
+    """Write `<run>/report/index.html` (with thumbs/ and heatmaps/ beside it); return its path."""
+    run_dir = Path(run_dir)
+    report_dir = run_dir / REPORT_DIR
+    report_dir.mkdir(parents=True, exist_ok=True)
+    name = getattr(bench, "name", "") or str(header.get("config", {}).get("benchmark", ""))
+    make_items = getattr(bench, "report_items", None)
+    items = list(make_items(samples, records)) if make_items is not None else _fallback_items(samples, records)
+    grouped = _grouped(items, name)
+    thumbs = write_thumbnails(items, report_dir / THUMBS_DIR, grouped)
+    blob = sample_blob(name, items, thumbs, grouped)
+
+    title = BENCH_TITLES.get(name, name)
+    model = str(header.get("config", {}).get("model", "") or header.get("identity", {}).get("model", ""))
+    tables = "\n".join(table_html(t) for t in bench.tables(metrics))
+    heatmaps = _heatmap_section(copy_heatmaps(run_dir, report_dir), report_dir)
+    nav = ['<a href="#config">configuration</a>', '<a href="#metrics">metrics</a>']
+    if heatmaps:
+        nav.append('<a href="#heatmaps">heatmaps</a>')
+    nav.append('<a href="#samples">samples</a>')
+    body = (
+        f'<header class="top"><h1>{esc(title)} · {esc(model)}</h1>'
+        f'<div class="sub">{esc(run_dir.name)} · {esc(header.get("status", ""))} · {len(items)} samples</div>'
+        f'<nav class="toc">{"".join(nav)}</nav></header>\n<main>\n'
+        f"{_config_section(header, metrics)}\n"
+        f'<h2 id="metrics">Metrics</h2>\n{tables}\n{heatmaps}\n'
+        f"{_samples_html(items, grouped)}\n</main>"
+    )
+    return _write_text(report_dir / "index.html", page(f"{title} · {model} · needlepoint", body, [JS], blob))
+
+
+# --- the demo's index ----------------------------------------------------------------------------
+
+
+def write_index(out: Path, run_dirs: Sequence[Path]) -> Path:
+    """`out/report/index.html`: each run's headline numbers, linking to its own report."""
+    from needlepoint.benchmarks import make
+    from needlepoint.report.leaderboard import read_run
+
+    out = Path(out)
+    report_dir = out / REPORT_DIR
+    report_dir.mkdir(parents=True, exist_ok=True)
+    blocks = []
+    for run_dir in run_dirs:
+        run = read_run(Path(run_dir))
+        try:
+            bench = make(run.benchmark, **(run.config.get("options") or {}))
+        except DataError:  # e.g. a --prompt-file that has moved since; the tables do not need it
+            bench = make(run.benchmark)
+        tables = bench.tables(run.metrics)
+        title = BENCH_TITLES.get(run.benchmark, run.benchmark)
+        own = run.dir / REPORT_DIR / "index.html"
+        link = f'<a href="{esc(href(own, report_dir))}">open the {esc(title)} report</a>' if own.exists() else ""
+        heat = run.dir / REPORT_DIR / HEATMAPS_DIR / "overall.png"
+        if not heat.exists():
+            heat = run.dir / HEATMAPS_DIR / "overall.png"
+        image = (
+            f'<img class="heat" src="{esc(href(heat, report_dir))}" alt="overall heatmap" loading="lazy">'
+            if heat.exists()
+            else ""
+        )
+        blocks.append(
+            f'<section class="run"><h2>{esc(title)} · {esc(run.model)}</h2>'
+            f'<div class="note">{esc(run.dir)} · {esc(run.header.get("status", ""))}</div>'
+            f"<p>{link}</p>{table_html(tables[0]) if tables else ''}{image}</section>"
+        )
+    body = (
+        '<header class="top"><h1>needlepoint report</h1>'
+        f'<div class="sub">{len(blocks)} run(s)</div></header>\n<main><div class="runs">{"".join(blocks)}</div></main>'
+    )
+    return _write_text(report_dir / "index.html", page("needlepoint report", body))

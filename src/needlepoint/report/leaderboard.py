@@ -1,0 +1,389 @@
+"""`needlepoint report RUN...`: one leaderboard per benchmark over any set of run folders, in the
+layout of the paper's table, as a terminal table, Markdown, CSV and HTML.
+
+Every cell is read from the run's metrics.json: a rate is shown as 100 times the stored value
+(one decimal in the terminal, Markdown and HTML; unrounded in the CSV), a count as stored.
+`--with-published` adds the papers' rows (report/published.py), with the cells they do not give
+left empty.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from argparse import Namespace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from needlepoint.errors import DataError
+from needlepoint.store import HEADER, METRICS, RunStore
+
+__all__ = ["Board", "BoardRow", "Run", "build_boards", "find_run", "main", "read_run", "write_leaderboard"]
+
+DEFAULT_OUT = Path("leaderboard")
+STYLES = (("ref", "Referring"), ("com", "Comparison"), ("rea", "Reasoning"))
+REF_BINS = ("2-3", "4-6", ">=7")
+NIAH_TASKS = ("retrieval-text", "retrieval-image", "counting-text", "counting-image", "reasoning-text", "reasoning-image")
+NIAH_RANGES = ("1k", "2k", "4k", "8k", "12k", "16k", "24k", "32k", "40k", "48k", "64k")
+
+
+# --- run folders ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """A finished run folder: its header (run.json) and metrics (metrics.json)."""
+
+    dir: Path
+    header: dict[str, Any]
+    metrics: dict[str, Any]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        config = self.header.get("config")
+        return config if isinstance(config, dict) else {}
+
+    @property
+    def benchmark(self) -> str:
+        return str(self.config.get("benchmark") or self.header.get("identity", {}).get("benchmark") or "")
+
+    @property
+    def model(self) -> str:
+        return str(self.config.get("model") or self.header.get("identity", {}).get("model") or "?")
+
+    def option(self, name: str) -> Any:
+        """A benchmark option as the run used it (identity first: it holds the defaults too)."""
+        ident = self.header.get("identity", {})
+        if f"option.{name}" in ident:
+            return ident[f"option.{name}"]
+        return (self.config.get("options") or {}).get(name)
+
+
+def _created(run_dir: Path) -> tuple[str, str]:
+    header = RunStore.read_header(run_dir) or {}
+    return (str(header.get("created") or ""), run_dir.name)
+
+
+def find_run(path: Path) -> Path:
+    """`path` if it is a run folder; for a folder of run folders (runs/<bench>/<model>), the newest
+    one that has metrics; DataError otherwise."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path} does not exist; pass run folders written by `needlepoint eval`")
+    if not path.is_dir():
+        raise DataError(f"{path} is not a run folder; pass run folders written by `needlepoint eval` (they hold {HEADER})")
+    if (path / HEADER).is_file():
+        return path
+    inner = [p for p in path.iterdir() if p.is_dir() and (p / HEADER).is_file()]
+    if not inner:
+        raise DataError(
+            f"{path} is not a run folder (it holds no {HEADER}, nor do its subfolders); "
+            "pass run folders written by `needlepoint eval`, e.g. runs/mc_bench/<model>/<timestamp>"
+        )
+    scored = [p for p in inner if (p / METRICS).is_file()]
+    return max(scored or inner, key=_created)
+
+
+def read_run(path: Path) -> Run:
+    """The run in `path` (see `find_run`), with its metrics; DataError names what is missing."""
+    run_dir = find_run(path)
+    header = RunStore.read_header(run_dir) or {}
+    metrics_path = run_dir / METRICS
+    if not metrics_path.is_file():
+        raise DataError(f"{run_dir} has no {METRICS}: the run never finished; rerun its `needlepoint eval` command to resume it")
+    try:
+        metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    except ValueError:
+        raise DataError(f"{metrics_path} is not valid JSON; rescore the run with `needlepoint eval` (it resumes)") from None
+    run = Run(run_dir, header, metrics)
+    if run.benchmark not in BUILDERS:
+        raise DataError(
+            f"{run_dir / HEADER} names benchmark {run.benchmark!r}, which has no leaderboard; use {', '.join(BUILDERS)}"
+        )
+    return run
+
+
+# --- boards --------------------------------------------------------------------------------------
+
+
+@dataclass
+class BoardRow:
+    """One leaderboard line: labels (model, setting, ...), value cells, where it comes from."""
+
+    labels: list[str]
+    values: list[float | int | None]
+    source: str
+    published: bool = False
+
+
+@dataclass
+class Board:
+    """One leaderboard table. Values are percentages (100 x metric) except the `counts` columns."""
+
+    key: str
+    title: str
+    label_columns: list[str]
+    columns: list[str]
+    rows: list[BoardRow] = field(default_factory=list)
+    counts: frozenset[str] = frozenset()
+    note: str = ""
+
+    @property
+    def header(self) -> list[str]:
+        return [*self.label_columns, *self.columns, "source"]
+
+    def cell(self, column: str, value: float | int | None) -> str:
+        """A value as shown to people: one decimal for rates, integers for counts, empty for none."""
+        if value is None:
+            return ""
+        if column in self.counts:
+            return str(int(value))
+        return f"{value:.1f}"
+
+    def display_rows(self) -> list[list[str]]:
+        return [[*r.labels, *(self.cell(c, v) for c, v in zip(self.columns, r.values)), r.source] for r in self.rows]
+
+
+def pct(value: Any) -> float | None:
+    """100 x a stored rate; None stays None."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return 100 * value
+
+
+def _get(d: Any, *keys: Any) -> Any:
+    for k in keys:
+        if isinstance(d, dict):
+            d = d.get(k)
+        elif isinstance(d, list) and isinstance(k, int) and -len(d) <= k < len(d):
+            d = d[k]
+        else:
+            return None
+    return d
+
+
+def _count(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _ref_adv(runs: Sequence[Run]) -> list[Board]:
+    board = Board(
+        "ref_adv_s",
+        "Ref-Adv-s (Acc %, first box; bins: Acc@0.5 by distractor count)",
+        ["model", "prompt"],
+        ["n", "Acc@0.5", "Acc@0.75", "Acc@0.9", *REF_BINS, "parse fail"],
+        counts=frozenset({"n", "parse fail"}),
+    )
+    for run in sorted(runs, key=lambda r: -(pct(r.metrics.get("acc@0.5")) or -1)):
+        m = run.metrics
+        values = [
+            _count(m.get("n")),
+            *(pct(m.get(f"acc@{t}")) for t in ("0.5", "0.75", "0.9")),
+            *(pct(_get(m, "bins", b, "acc@0.5")) for b in REF_BINS),
+            _count(m.get("parse_fail")),
+        ]
+        board.rows.append(BoardRow([run.model, str(run.option("prompt_mode") or "")], values, str(run.dir)))
+    return [board]
+
+
+def mc_values(block: dict[str, Any], by_style: dict[str, Any]) -> list[float | None]:
+    """Acc^ref, Acc^com, Acc^rea, Acc, AP50^ref, AP50^com, AP50^rea, AP50 of one protocol (%)."""
+    acc = [pct(_get(by_style, name, "acc")) for _, name in STYLES]
+    ap = [pct(_get(by_style, name, "ap50")) for _, name in STYLES]
+    return [*acc, pct(block.get("acc")), *ap, pct(block.get("ap50"))]
+
+
+def _mc_bench(runs: Sequence[Run]) -> list[Board]:
+    columns = [*(f"Acc^{k}" for k, _ in STYLES), "Acc", *(f"AP50^{k}" for k, _ in STYLES), "AP50"]
+    board = Board(
+        "mc_bench",
+        "MC-Bench (%, the paper's Table 2 columns; per-style cells use the corrected protocol)",
+        ["model", "input", "protocol"],
+        columns,
+        note="official: the authors' eval_mc_bench.py to the last digit; corrected: per-sample optimal group assignment",
+    )
+    for run in sorted(runs, key=lambda r: -(pct(_get(r.metrics, "official", "ap50")) or -1)):
+        m = run.metrics
+        official = m.get("official") if isinstance(m.get("official"), dict) else {}
+        corrected = m.get("corrected") if isinstance(m.get("corrected"), dict) else {}
+        corrected_styles = corrected.get("by_style") or _get(m, "analyses", "by_style") or {}
+        setting = str(run.option("input_mode") or "")
+        board.rows.append(
+            BoardRow([run.model, setting, "official"], mc_values(official, official.get("by_style") or {}), str(run.dir))
+        )
+        board.rows.append(BoardRow([run.model, setting, "corrected"], mc_values(corrected, corrected_styles), str(run.dir)))
+    return [board]
+
+
+def _mm_niah(runs: Sequence[Run]) -> list[Board]:
+    ranges = Board(
+        "mm_niah_ranges",
+        "MM-NIAH by context range (%, mean of the six tasks; official aggregate)",
+        ["model", "split"],
+        [*NIAH_RANGES, "overall"],
+    )
+    tasks = Board(
+        "mm_niah_tasks",
+        "MM-NIAH by task (%, mean over the context ranges; official aggregate)",
+        ["model", "split"],
+        [*NIAH_TASKS, "overall"],
+    )
+    for run in sorted(runs, key=lambda r: -(pct(_get(r.metrics, "overall", "overall")) or -1)):
+        m = run.metrics
+        labels = [run.model, str(m.get("split") or run.option("split") or "")]
+        overall = m.get("overall") if isinstance(m.get("overall"), dict) else {}
+        scores = overall.get("scores") or []
+        range_names = m.get("context_ranges") or list(NIAH_RANGES)
+        ranges.rows.append(
+            BoardRow(labels, [*(pct(scores[range_names.index(r)]) if r in range_names and range_names.index(r) < len(scores) else None
+                                for r in NIAH_RANGES), pct(overall.get("overall"))], str(run.dir))
+        )  # fmt: skip
+        tasks.rows.append(
+            BoardRow(
+                labels, [*(pct(_get(m, "tasks", t, "overall")) for t in NIAH_TASKS), pct(overall.get("overall"))], str(run.dir)
+            )
+        )
+    return [ranges, tasks]
+
+
+BUILDERS: dict[str, Callable[[Sequence[Run]], list[Board]]] = {
+    "ref_adv_s": _ref_adv,
+    "mc_bench": _mc_bench,
+    "mm_niah": _mm_niah,
+}
+
+
+def _add_published(board: Board, benchmark: str) -> None:
+    from needlepoint.report.published import published_rows
+
+    for p in published_rows(benchmark):
+        labels = [p.model, p.setting, "paper"][: len(board.label_columns)]
+        board.rows.append(BoardRow(labels, [p.values.get(c) for c in board.columns], f"published: {p.source}", published=True))
+
+
+def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Board]:
+    """The leaderboards of these runs: one per benchmark (MM-NIAH: by range and by task)."""
+    boards: list[Board] = []
+    for benchmark, builder in BUILDERS.items():
+        mine = [r for r in runs if r.benchmark == benchmark]
+        if not mine:
+            continue
+        for board in builder(mine):
+            if with_published:
+                _add_published(board, benchmark)
+            boards.append(board)
+    return boards
+
+
+# --- outputs -------------------------------------------------------------------------------------
+
+
+def print_boards(boards: Sequence[Board]) -> None:
+    """The boards as rich tables on stdout (published rows dimmed)."""
+    from rich.console import Console
+    from rich.table import Table as RichTable
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)
+    for b in boards:
+        t = RichTable(title=b.title, title_justify="left")
+        for c in b.label_columns:
+            t.add_column(c, justify="left")
+        for c in b.columns:
+            t.add_column(c, justify="right")
+        for row, cells in zip(b.rows, b.display_rows()):
+            t.add_row(*cells[:-1], style="dim italic" if row.published else None)
+        console.print(t)
+        if any(r.published for r in b.rows):
+            console.print("[dim]italic rows: published numbers from the papers; empty cells: not published[/dim]")
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(boards: Sequence[Board]) -> str:
+    """All boards as Markdown tables."""
+    out = ["# Leaderboard", ""]
+    for b in boards:
+        out += [f"## {b.title}", ""]
+        if b.note:
+            out += [b.note, ""]
+        out.append("| " + " | ".join(_md_cell(c) for c in b.header) + " |")
+        out.append("|" + "|".join("---" if i < len(b.label_columns) else "---:" for i in range(len(b.header) - 1)) + "|---|")
+        for row, cells in zip(b.rows, b.display_rows()):
+            shown = [f"*{c}*" if row.published and c else c for c in cells[:-1]] + [cells[-1]]
+            out.append("| " + " | ".join(_md_cell(c) for c in shown) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _csv_value(value: float | int | None) -> str:
+    return "" if value is None else repr(value)
+
+
+def write_csv(board: Board, path: Path) -> Path:
+    """One board as CSV: unrounded values (percentages as 100 x the stored rate)."""
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(board.header)
+        for r in board.rows:
+            w.writerow([*r.labels, *(_csv_value(v) for v in r.values), r.source])
+    return path
+
+
+def html_page(boards: Sequence[Board]) -> str:
+    """All boards as one offline HTML page (cells escaped; click a header to sort)."""
+    from needlepoint.report.assets import BOARD_JS
+    from needlepoint.report.html import esc, page
+
+    parts = ['<header class="top"><h1>needlepoint leaderboard</h1></header><main>']
+    for b in boards:
+        parts.append(f"<h2>{esc(b.title)}</h2>")
+        if b.note:
+            parts.append(f'<p class="note">{esc(b.note)}</p>')
+        head = "".join(f"<th>{esc(c)}</th>" for c in b.header)
+        body = []
+        for row, cells in zip(b.rows, b.display_rows()):
+            tds = [f"<td>{esc(c)}</td>" for c in cells[: len(b.label_columns)]]
+            tds += [f'<td class="num">{esc(c)}</td>' for c in cells[len(b.label_columns) : -1]]
+            tds.append(f'<td class="note">{esc(cells[-1])}</td>')
+            body.append(f"<tr{' class=published' if row.published else ''}>{''.join(tds)}</tr>")
+        parts.append(f'<table class="board"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>')
+        if any(r.published for r in b.rows):
+            parts.append('<p class="note">Italic rows: published numbers from the papers; empty cells are not published.</p>')
+    parts.append("</main>")
+    return page("needlepoint leaderboard", "\n".join(parts), [BOARD_JS])
+
+
+def write_leaderboard(boards: Sequence[Board], out: Path) -> list[Path]:
+    """leaderboard.md and leaderboard.html (all boards), and leaderboard_<board>.csv per board."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    md = out / "leaderboard.md"
+    md.write_text(markdown(boards), encoding="utf-8")
+    page_path = out / "leaderboard.html"
+    page_path.write_text(html_page(boards), encoding="utf-8")
+    csvs = [write_csv(b, out / f"leaderboard_{b.key}.csv") for b in boards]
+    return [md, *csvs, page_path]
+
+
+def main(ns: Namespace) -> int:
+    """`needlepoint report`: read the runs, print the boards, write them to --out."""
+    runs: list[Run] = []
+    seen: set[Path] = set()
+    for p in ns.runs:
+        run = read_run(Path(p))
+        if run.dir.resolve() not in seen:
+            seen.add(run.dir.resolve())
+            runs.append(run)
+    boards = build_boards(runs, with_published=bool(getattr(ns, "with_published", False)))
+    print_boards(boards)
+    out = getattr(ns, "out", None) or DEFAULT_OUT
+    paths = write_leaderboard(boards, out)
+    print(f"leaderboard written: {', '.join(str(p) for p in paths)}", file=sys.stderr)
+    return 0

@@ -1,0 +1,91 @@
+"""Shared fixtures: release folders on disk, simulated model servers on 127.0.0.1, CLI runners."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.demo.draw import render
+from needlepoint.demo.ref_adv import make_rows, write_release
+from needlepoint.models.simulated import SimulatedServer
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+REF_ADV_PREDICTIONS = SHARED_DATA / "ref-adv-s" / "qwen25a72b_direct_predictions.jsonl"
+
+
+class RecordingServer(SimulatedServer):
+    """The simulated model, also keeping each request's headers and JSON body (in arrival order)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.requests: list[tuple[dict[str, str], dict[str, Any]]] = []
+
+    async def _chat(self, request: Any) -> Any:
+        body = await request.json()  # aiohttp caches the body, so the parent reads it again
+        self.requests.append((dict(request.headers), body))
+        return await super()._chat(request)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., RecordingServer]]:
+    """Start RecordingServers (SimulatedServer keywords); every one is stopped after the test."""
+    started: list[RecordingServer] = []
+
+    def start(**kwargs: Any) -> RecordingServer:
+        server = RecordingServer(**kwargs).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def prompt_key(sample: Any, bench: RefAdv | None = None) -> str:
+    """The text the simulated server looks a sample's answers up by."""
+    return (bench or RefAdv(box_format="abs_xyxy")).prompt(sample).messages[0].text
+
+
+@pytest.fixture(scope="session")
+def ref_release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    """A 12-row Ref-Adv-s release in the Hugging Face parquet layout, and its rows."""
+    rows = make_rows(12)
+    folder = write_release(tmp_path_factory.mktemp("ref_release"), rows)
+    return folder, rows
+
+
+def write_jsonl_release(folder: Path, rows: list[dict[str, Any]], fmt: str = "PNG") -> Path:
+    """The JSONL + images folder layout of the same rows; images re-rendered in `fmt`."""
+    images = folder / "images"
+    images.mkdir(parents=True, exist_ok=True)
+    with (folder / "data.jsonl").open("w", encoding="utf-8") as fh:
+        for r in rows:
+            name = r["file_name"].rsplit(".", 1)[0] + "." + fmt.lower()
+            shapes = [(b, "red", "square") for b in r["_boxes"]]
+            (images / name).write_bytes(render(int(r["width"]), int(r["height"]), shapes, fmt=fmt))
+            public = {k: v for k, v in r.items() if not k.startswith("_") and k != "image"}
+            fh.write(json.dumps({**public, "image": name}) + "\n")
+    return folder
+
+
+def run_cli(
+    args: list[str], cwd: Path = REPO, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    """`python -m needlepoint.cli ARGS` as a separate process."""
+    return subprocess.run(
+        [sys.executable, "-m", "needlepoint.cli", *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

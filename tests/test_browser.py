@@ -1,0 +1,231 @@
+"""The run reports in a real browser: Debian's Chromium driven by Playwright, offline.
+
+Makes the demo's runs (`needlepoint demo`), opens their reports, and checks that the page has no
+console errors, that "wrong only", "parse errors only", a filter select and the search show the
+counts that records.jsonl and the page's data give, that thumbnails load, and that hostile answers
+render as text without running. Saves screenshots to artifacts/ (git-ignored).
+
+Chromium is required: CI installs it (`apt-get install chromium`); without it this test fails
+and says so, rather than skipping.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from needlepoint.benchmarks import make
+from needlepoint.cli import main as cli_main
+from needlepoint.report.html import write_run_report
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "artifacts"
+HOSTILE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "\"quotes\" 'and' </script> &amp;"]
+
+
+def records(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def page_data(page_path: Path) -> dict[str, Any]:
+    """The JSON blob the page renders from (read here with Python, independently of the page)."""
+    text = page_path.read_text(encoding="utf-8")
+    start = text.index('<script type="application/json" id="np-data">') + len('<script type="application/json" id="np-data">')
+    return json.loads(text[start : text.index("</script>", start)])
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("demo")
+    assert cli_main(["demo", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser(demo: Path) -> Iterator[Any]:
+    """Chromium, started after the demo ran (Playwright's sync API keeps an event loop running,
+    and the demo's runner needs its own)."""
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's Chromium (`apt-get install chromium`, as .ci/run does) to run the browser test"
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("the playwright Python package is missing: pip install -e '.[test]'")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class Page:
+    """A report opened in a fresh page, collecting console errors, page errors and dialogs."""
+
+    def __init__(self, browser: Any, path: Path, samples: bool = True) -> None:
+        self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url}"))
+
+        def dialog(d: Any) -> None:
+            self.dialogs.append(d.message)
+            d.dismiss()
+
+        self.page.on("dialog", dialog)
+        self.page.goto(path.resolve().as_uri())
+        if samples:  # the sample browser marks the body once it has rendered
+            self.page.wait_for_selector("body[data-ready='1']", state="attached", timeout=10_000)
+        else:
+            self.page.wait_for_load_state("load")
+
+    def count(self) -> int:
+        self.page.wait_for_timeout(200)  # the search box waits 120 ms before filtering
+        return int(self.page.locator("#np-count").get_attribute("data-count"))
+
+    def total(self) -> int:
+        return int(self.page.locator("#np-count").get_attribute("data-total"))
+
+    def close(self) -> None:
+        self.page.close()
+
+
+def search_count(data: dict[str, Any], term: str) -> int:
+    term = term.lower()
+    return sum(term in f"{it['id']}\n{it['p']}\n{it['a']}".lower() for it in data["items"])
+
+
+def test_ref_adv_report_filters(browser: Any, demo: Path) -> None:
+    run = demo / "runs" / "ref_adv_s"
+    path = run / "report" / "index.html"
+    recs = records(run)
+    data = page_data(path)
+    p = Page(browser, path)
+    try:
+        assert p.count() == p.total() == len(recs)
+        cards = p.page.locator("#np-cards .card")
+        assert cards.count() == min(len(recs), 50)
+        # Thumbnails of the first cards load from report/thumbs/.
+        p.page.locator("#np-cards img").first.scroll_into_view_if_needed()
+        p.page.wait_for_function("document.querySelector('#np-cards img').complete")
+        assert p.page.evaluate("document.querySelector('#np-cards img').naturalWidth") > 0
+
+        wrong = sum(not r.get("hit") for r in recs)
+        assert 0 < wrong < len(recs)
+        p.page.check("#np-wrong")
+        assert p.count() == wrong == cards.count()
+        assert all(b == "wrong" or b.startswith("parse error") for b in p.page.locator("#np-cards .badge").all_text_contents())
+        ARTIFACTS.mkdir(exist_ok=True)
+        p.page.screenshot(path=str(ARTIFACTS / "report_ref_adv_wrong_only.png"), full_page=False)
+        p.page.uncheck("#np-wrong")
+
+        parse_errors = sum(bool(r.get("parse_error")) for r in recs)
+        p.page.check("#np-errors")
+        assert p.count() == parse_errors
+        p.page.uncheck("#np-errors")
+
+        term = "leftmost"
+        want = search_count(data, term)
+        assert 0 < want < len(recs)
+        p.page.fill("#np-search", term)
+        assert p.count() == want
+        p.page.check("#np-wrong")
+        assert p.count() == sum(it["c"] is False and term in f"{it['id']}\n{it['p']}\n{it['a']}".lower() for it in data["items"])
+        p.page.uncheck("#np-wrong")
+        p.page.fill("#np-search", "")
+        assert p.count() == len(recs)
+
+        bins = next(f for f in data["filters"] if f["key"] == "bin")
+        value, n = bins["values"][0]
+        p.page.select_option("select[data-filter='bin']", value)
+        assert p.count() == n == sum(it["k"]["bin"] == value for it in data["items"])
+        p.page.select_option("select[data-filter='bin']", "")
+
+        # Sorting by IoU, low to high: the first card has the smallest IoU.
+        p.page.select_option("#np-sort", "up")
+        first_id = p.page.locator("#np-cards .card").first.get_attribute("data-id")
+        assert min(r["iou"] for r in recs) == next(r["iou"] for r in recs if r["id"] == first_id)
+        p.page.screenshot(path=str(ARTIFACTS / "report_ref_adv.png"), full_page=False)
+        assert p.errors == []
+    finally:
+        p.close()
+
+
+def test_mm_niah_and_mc_bench_reports(browser: Any, demo: Path) -> None:
+    run = demo / "runs" / "mm_niah"
+    recs = records(run)
+    p = Page(browser, run / "report" / "index.html")
+    try:
+        assert p.count() == len(recs)
+        p.page.check("#np-wrong")
+        assert p.count() == sum(r.get("score") is not None and r["score"] < 1.0 for r in recs)
+        heat = p.page.locator("#heatmaps ~ .heatmaps img").first
+        heat.scroll_into_view_if_needed()
+        p.page.wait_for_function("Array.from(document.querySelectorAll('.heatmaps img')).every(i => i.complete)")
+        assert heat.evaluate("i => i.naturalWidth") > 0
+        # Pages of 50: the next page shows the next cards.
+        p.page.uncheck("#np-wrong")
+        first = p.page.locator("#np-cards .card").first.get_attribute("data-id")
+        p.page.locator("button[data-page='next']").first.click()
+        assert p.page.locator("#np-cards .card").first.get_attribute("data-id") != first
+        assert p.errors == []
+    finally:
+        p.close()
+
+    p = Page(browser, demo / "runs" / "mc_bench" / "report" / "index.html")
+    try:
+        assert p.count() == len(records(demo / "runs" / "mc_bench"))
+        assert p.page.locator("#np-cards .card").first.locator("img").count() == 2
+        p.page.locator("#samples").scroll_into_view_if_needed()
+        p.page.wait_for_timeout(300)
+        ARTIFACTS.mkdir(exist_ok=True)
+        p.page.screenshot(path=str(ARTIFACTS / "report_mc_bench.png"), full_page=False)
+        assert p.errors == []
+    finally:
+        p.close()
+
+    p = Page(browser, demo / "report" / "index.html", samples=False)
+    try:
+        assert p.page.locator("a[href$='report/index.html']").count() == 3
+        assert p.errors == []
+    finally:
+        p.close()
+
+
+def test_hostile_answers_render_as_text(browser: Any, demo: Path, tmp_path: Path) -> None:
+    src = demo / "runs" / "ref_adv_s"
+    run = tmp_path / "run"
+    shutil.copytree(src, run)
+    header = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    bench = make("ref_adv_s", **header["config"]["options"])
+    samples = bench.load(Path(header["config"]["data"]))
+    recs = {r["id"]: r for r in records(run)}
+    ordered = [recs[s.id] for s in samples if s.id in recs]
+    for rec, text in zip(ordered, HOSTILE):
+        rec["turns"] = [{"reply": text}]
+    header["config"]["model"] = "<img src=y onerror=alert(2)>"
+    path = write_run_report(run, bench, samples, ordered, bench.score(samples, ordered), header)
+    p = Page(browser, path)
+    try:
+        p.page.wait_for_timeout(300)
+        answers = p.page.locator("#np-cards pre.answer").all_text_contents()
+        assert answers[: len(HOSTILE)] == HOSTILE
+        assert p.page.locator("#np-cards img[src='x'], img[src='y']").count() == 0
+        assert "<img src=y onerror=alert(2)>" in p.page.locator("h1").text_content()
+        p.page.fill("#np-search", "onerror")
+        assert p.count() == 1
+        assert p.dialogs == [] and p.errors == []
+    finally:
+        p.close()

@@ -1,0 +1,280 @@
+"""The command line: re-scoring published predictions, bad input as one sentence, demo, exports."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import REF_ADV_PREDICTIONS, REPO, prompt_key, run_cli, write_jsonl_release
+
+from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.cli import main
+from needlepoint.demo.ref_adv import answers_for, make_rows, write_release
+from needlepoint.geometry import iou
+
+needs_shared = pytest.mark.skipif(
+    not REF_ADV_PREDICTIONS.is_file(),
+    reason=f"reference data {REF_ADV_PREDICTIONS} is absent (../shared/data beside the checkout)",
+)
+
+AUTHORS_FIELDS = {
+    "row_idx", "file_name", "normal_caption", "image_source", "human_authored", "use_negation",
+    "distractor_count", "gt_bbox_xyxy", "pred_box_xyxy_first", "first_iou", "first_hit", "parse_error",
+    "retry_followup_used", "model_full_name", "prompt_id", "pred_box_expected_format",
+}  # fmt: skip
+
+
+# --- re-scoring the authors' published predictions
+
+
+def _check_published_row(metrics: dict[str, Any]) -> None:
+    assert metrics["n"] == 1142
+    assert (metrics["hits@0.5"], metrics["hits@0.75"], metrics["hits@0.9"]) == (617, 458, 206)
+    assert metrics["acc@0.5"] == 617 / 1142
+    assert metrics["acc@0.75"] == 458 / 1142
+    assert metrics["acc@0.9"] == 206 / 1142
+    assert [round(100 * metrics[f"acc@{t}"], 1) for t in (0.5, 0.75, 0.9)] == [54.0, 40.1, 18.0]
+    bins = metrics["bins"]
+    assert [bins[b]["n"] for b in ("2-3", "4-6", ">=7")] == [698, 315, 129]
+    assert [round(100 * bins[b]["acc@0.5"], 1) for b in ("2-3", "4-6", ">=7")] == [57.0, 52.7, 41.1]
+    assert metrics["parse_fail"] == 8
+    assert metrics["backend_errors"] == 0
+
+
+@needs_shared
+def test_score_published_predictions(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["score", "ref_adv_s", "--predictions", str(REF_ADV_PREDICTIONS), "--json"]) == 0
+    _check_published_row(json.loads(capsys.readouterr().out))
+
+
+@needs_shared
+def test_score_published_predictions_subprocess() -> None:
+    relative = os.path.relpath(REF_ADV_PREDICTIONS, REPO)  # ../shared/data/ref-adv-s/... from the checkout
+    done = run_cli(["score", "ref_adv_s", "--predictions", relative, "--json"], cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    _check_published_row(json.loads(done.stdout))
+
+
+@needs_shared
+def test_score_table_shows_the_published_row(capsys: pytest.CaptureFixture[str]) -> None:
+    """The terminal table reads like the paper's row: percentages with one decimal."""
+    assert main(["score", "ref_adv_s", "--predictions", str(REF_ADV_PREDICTIONS)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "1142" in line)
+    assert re.findall(r"\d+(?:\.\d+)?", row) == ["1142", "54.0", "40.1", "18.0", "57.0", "52.7", "41.1", "8", "8", "0"]
+
+
+# --- bad input: one sentence, exit 2, nothing sent
+
+
+def _parquet_without_solution(tmp: Path) -> Path:
+    rows = [{k: v for k, v in r.items() if not k.startswith("_") and k != "solution"} for r in make_rows(2)]
+    (tmp / "data").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), tmp / "data" / "train-00000-of-00001.parquet")
+    return tmp
+
+
+def _jsonl(tmp: Path, mutate: Callable[[list[str]], None]) -> Path:
+    folder = write_jsonl_release(tmp, make_rows(3), fmt="JPEG")
+    lines = (folder / "data.jsonl").read_text().splitlines()
+    mutate(lines)
+    (folder / "data.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def _set_image(name: str) -> Callable[[list[str]], None]:
+    def mutate(lines: list[str]) -> None:
+        row = json.loads(lines[1])
+        row["image"] = name
+        lines[1] = json.dumps(row)
+
+    return mutate
+
+
+def _bad_line(lines: list[str]) -> None:
+    lines[1] = lines[1][:40]
+
+
+BAD_INPUT: list[tuple[str, Callable[[Path], tuple[Path, list[str]]], str]] = [
+    ("missing_data", lambda t: (t / "nowhere", []), "does not exist"),
+    ("empty_folder", lambda t: (t, []), "no parquet"),
+    ("parquet_without_solution", lambda t: (_parquet_without_solution(t), []), "solution"),
+    ("jsonl_bad_line", lambda t: (_jsonl(t, _bad_line), []), "line 2"),
+    ("image_path_leaves_folder", lambda t: (_jsonl(t, _set_image("../escape.jpg")), []), "../escape.jpg"),
+    ("absolute_image_path", lambda t: (_jsonl(t, _set_image("/etc/passwd")), []), "/etc/passwd"),
+    ("missing_image", lambda t: (_jsonl(t, _set_image("missing.jpg")), []), "missing.jpg"),
+    ("extra_body_not_json", lambda t: (t, ["--extra-body", "{top_k: 1}"]), "--extra-body"),
+    ("extra_body_not_object", lambda t: (t, ["--extra-body", "[1, 2]"]), "--extra-body"),
+    ("option_of_another_benchmark", lambda t: (t, ["--input-mode", "merged"]), "--input-mode"),
+    ("unknown_box_format", lambda t: (t, ["--box-format", "xywh"]), "--box-format"),
+    ("unknown_prompt_mode", lambda t: (t, ["--prompt-mode", "fancy"]), "--prompt-mode"),
+    ("concurrency_zero", lambda t: (t, ["--concurrency", "0"]), "--concurrency"),
+]
+
+
+@pytest.mark.parametrize(("make", "needle"), [c[1:] for c in BAD_INPUT], ids=[c[0] for c in BAD_INPUT])
+def test_bad_input_is_one_sentence(
+    make: Callable[[Path], tuple[Path, list[str]]], needle: str, serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = serve()
+    data, extra = make(_mkdir(tmp_path / "case"))
+    args = ["eval", "ref_adv_s", "--data", str(data), "--model", "m", "--api-url", server.url,
+            "--out", str(tmp_path / "run"), "--no-progress", "--no-report"]  # fmt: skip
+    if "--box-format" not in extra:
+        args += ["--box-format", "abs_xyxy"]
+    assert main(args + extra) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("needlepoint: error: ")
+    assert needle in lines[0]
+    assert server.log == []
+    assert not (tmp_path / "run" / "records.jsonl").exists()
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def test_bad_input_subprocess_has_no_traceback(tmp_path: Path) -> None:
+    done = run_cli(["eval", "ref_adv_s", "--data", str(tmp_path / "nowhere"), "--model", "m",
+                    "--api-url", "http://127.0.0.1:9/v1", "--box-format", "abs_xyxy", "--no-progress"])  # fmt: skip
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("needlepoint: error: ")
+    assert str(tmp_path / "nowhere") in lines[0]
+
+
+def test_unreachable_endpoint_is_one_sentence(tmp_path: Path, ref_release: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """An endpoint nobody listens on is a user's fault to fix, not a run of backend errors scored as zeros."""
+    folder, _ = ref_release
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    args = ["eval", "ref_adv_s", "--data", str(folder), "--model", "m", "--api-url", url, "--out", str(tmp_path / "run"),
+            "--box-format", "abs_xyxy", "--max-retries", "0", "--no-progress", "--no-report"]  # fmt: skip
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("needlepoint: error: ")
+    assert f"127.0.0.1:{port}" in lines[0]
+
+
+def test_box_format_is_required_for_eval(
+    ref_release: Any, serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The box format belongs to the model family and is stated by the user, never assumed."""
+    folder, _ = ref_release
+    server = serve()
+    args = ["eval", "ref_adv_s", "--data", str(folder), "--model", "m", "--api-url", server.url,
+            "--out", str(tmp_path / "run"), "--no-progress", "--no-report"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("needlepoint: error: ") and err.count("\n") == 1
+    assert "--box-format" in err
+    assert server.log == []
+
+
+def test_score_missing_predictions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["score", "ref_adv_s", "--predictions", str(tmp_path / "none.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("needlepoint: error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_score_file_in_another_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "preds.jsonl"
+    path.write_text('{"id": 1, "answer": "x"}\n')
+    assert main(["score", "ref_adv_s", "--predictions", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("needlepoint: error: ") and "line 1" in err and err.count("\n") == 1
+
+
+# --- the demo
+
+
+def test_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--benchmarks", "ref_adv_s", "--out", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    assert "Ref-Adv-s" in out and "Acc@0.5" in out and "parse fail" in out
+    metrics = json.loads((tmp_path / "demo" / "runs" / "ref_adv_s" / "metrics.json").read_text())
+    assert metrics["n"] == 30
+    assert metrics["repair_used"] == 6  # the malformed and the prose-only cases
+    assert metrics["parse_fail"] == 0 and metrics["backend_errors"] == 0
+    assert 0 < metrics["hits@0.5"] < 30
+
+
+# --- a run through the CLI: exports in the authors' schema, re-scored to the same metrics
+
+
+def test_export_rescores_to_run_metrics(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = make_rows(20)
+    data = write_release(tmp_path / "data", rows)
+    samples = RefAdv(box_format="abs_xyxy").load(data)
+    keys = [prompt_key(s) for s in samples]
+    script = {k: answers_for(r, i) for i, (k, r) in enumerate(zip(keys, rows))}
+    script[keys[0]] = ["I cannot tell.", "Still cannot tell."]  # a parse failure after repair
+    server = serve(script=script, default=None, faults={keys[1]: ["400"]})  # a backend error
+    run = tmp_path / "run"
+    args = ["eval", "ref_adv_s", "--data", str(data), "--model", "org/sim-model", "--api-url", server.url,
+            "--out", str(run), "--box-format", "abs_xyxy", "--no-progress", "--no-report", "--json",
+            "--max-retries", "0"]  # fmt: skip
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    printed = json.loads(captured.out)
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert printed == metrics
+    assert metrics["n"] == 20 and metrics["backend_errors"] == 1
+    assert metrics["parse_errors"] == {"backend_error": 1, "no_bbox_found": 1}
+    assert "--retry-failed" in captured.err
+
+    exported = [json.loads(line) for line in (run / "predictions_ref_adv.jsonl").read_text().splitlines()]
+    assert len(exported) == 20
+    for s, row in zip(samples, exported):
+        assert set(row) == AUTHORS_FIELDS
+        assert row["row_idx"] == s.row_idx and row["normal_caption"] == s.caption
+        assert row["gt_bbox_xyxy"] == list(s.gt)
+        assert row["distractor_count"] == s.distractors
+        assert row["model_full_name"] == "org/sim-model"
+        assert (row["prompt_id"], row["pred_box_expected_format"]) == ("direct", "abs_xyxy")
+        assert isinstance(row["parse_error"], str)
+        expected_iou = iou(row["pred_box_xyxy_first"], row["gt_bbox_xyxy"]) if row["pred_box_xyxy_first"] else 0.0
+        assert row["first_iou"] == pytest.approx(expected_iou, abs=1e-12)
+        assert row["first_hit"] == (row["first_iou"] >= 0.5)
+    assert exported[0]["parse_error"] == "no_bbox_found" and exported[0]["pred_box_xyxy_first"] == []
+    assert exported[0]["retry_followup_used"] is True
+    assert exported[1]["parse_error"] == "backend_error"
+
+    assert main(["score", "ref_adv_s", "--predictions", str(run), "--json"]) == 0
+    rescored = json.loads(capsys.readouterr().out)
+    assert rescored == {k: v for k, v in metrics.items() if k != "run"}
+
+
+def test_api_key_from_environment_never_written(
+    serve: Any, ref_release: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, _ = ref_release
+    server = serve()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-test")
+    run = tmp_path / "run"
+    assert main(["eval", "ref_adv_s", "--data", str(folder), "--model", "m", "--api-url", server.url, "--out", str(run),
+                 "--box-format", "abs_xyxy", "--limit", "2", "--no-progress", "--no-report"]) == 0  # fmt: skip
+    captured = capsys.readouterr()
+    assert [h.get("Authorization") for h, _ in server.requests] == ["Bearer sk-secret-test"] * 2
+    assert "sk-secret-test" not in captured.out + captured.err
+    for p in run.rglob("*"):
+        if p.is_file():
+            assert b"sk-secret-test" not in p.read_bytes(), p

@@ -1,0 +1,361 @@
+"""The OpenAI-compatible client and whole runs against a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import importlib.util
+import io
+import json
+from collections import Counter
+from email.utils import formatdate
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import RecordingServer, prompt_key, write_jsonl_release
+from PIL import Image
+
+from needlepoint.api import evaluate
+from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.config import RunConfig
+from needlepoint.conversation import Conversation, Generation, Message
+from needlepoint.models.openai_compat import OpenAICompatModel, RetryPolicy, _retry_after
+from needlepoint.store import read_records
+
+FENCE = "```"
+REPAIR = (
+    "Your previous answer did not end with a valid JSON bbox output.\\nNow output ONLY one complete JSON code "
+    'block.\\nUse this exact schema:\\n```json\\n{"bboxes": [[x1, y1, x2, y2]]}\\n```\\nDo not output any extra text.'
+)
+
+
+def _ask(server: Any, text: str = "hi", retries: int = 2, timeout_s: float = 0.5, **model_kw: Any) -> Any:
+    async def go() -> Any:
+        model = OpenAICompatModel("sim-model", [server.url], retry=RetryPolicy(max_retries=retries, base_s=0.01), **model_kw)
+        try:
+            return await model.complete(Conversation([Message("user", [text])]), Generation(timeout_s=timeout_s))
+        finally:
+            await model.aclose()
+
+    return asyncio.run(go())
+
+
+# --- the client on its own
+
+
+def test_success_and_request_body(serve: Any) -> None:
+    server = serve(script={"hi": ['{"bbox": [1, 2, 3, 4]}']})
+    reply = _ask(server)
+    assert reply.error is None
+    assert reply.text == '{"bbox": [1, 2, 3, 4]}'
+    assert reply.finish_reason == "stop"
+    assert reply.attempts == 1
+    assert reply.request_bytes > 0
+    headers, body = server.requests[0]
+    assert body["model"] == "sim-model"
+    assert body["messages"] == [{"role": "user", "content": "hi"}]
+    assert (body["temperature"], body["top_p"], body["max_tokens"], body["seed"]) == (0.0, 1.0, 1024, 7)
+    assert "Authorization" not in headers
+
+
+def test_generation_none_is_left_out_and_extra_merged(serve: Any) -> None:
+    server = serve()
+
+    async def go() -> Any:
+        model = OpenAICompatModel("m", [server.url])
+        try:
+            gen = Generation(temperature=None, seed=None, extra={"top_k": 1, "repetition_penalty": 1.05})
+            return await model.complete(Conversation([Message("user", ["x"])]), gen)
+        finally:
+            await model.aclose()
+
+    assert asyncio.run(go()).error is None
+    body = server.requests[0][1]
+    assert "temperature" not in body and "seed" not in body
+    assert body["top_k"] == 1 and body["repetition_penalty"] == 1.05
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "close", "badjson", "hang"])
+def test_retryable_fault_then_success(serve: Any, fault: str) -> None:
+    server = serve(faults={"hi": [fault]}, script={"hi": ["ok"]})
+    reply = _ask(server)
+    assert reply.error is None
+    assert reply.text == "ok"
+    assert reply.attempts == 2
+    assert server.log == [("hi", 0), ("hi", 0)]
+
+
+@pytest.mark.parametrize(
+    ("fault", "error_start"),
+    [("500", "http_500"), ("badjson", "invalid_response"), ("close", "connection"), ("hang", "timeout")],
+)
+def test_retries_exhausted(serve: Any, fault: str, error_start: str) -> None:
+    server = serve(faults={"hi": [fault] * 3})
+    reply = _ask(server, retries=2)
+    assert reply.error is not None
+    assert reply.error.startswith(error_start), reply.error
+    assert "gave up after 3 attempts" in reply.error
+    assert reply.attempts == 3
+    assert reply.text == ""
+    assert len(server.log) == 3
+
+
+def test_400_is_not_retried(serve: Any) -> None:
+    server = serve(faults={"hi": ["400"]}, script={"hi": ["ok"]})
+    reply = _ask(server, retries=5)
+    assert reply.error is not None and reply.error.startswith("http_400")
+    assert "simulated 400" in reply.error
+    assert reply.attempts == 1
+    assert server.log == [("hi", 0)]
+
+
+def test_404_is_not_retried(serve: Any) -> None:
+    server = serve(default=None)
+    reply = _ask(server, text="unknown", retries=5)
+    assert reply.error is not None and reply.error.startswith("http_404")
+    assert len(server.log) == 1
+
+
+def test_server_stops_after_hang_fault() -> None:
+    """A hung request the client gave up on must not keep the simulated server from stopping."""
+    server = RecordingServer(faults={"hi": ["hang"] * 2}).start()
+    try:
+        reply = _ask(server, retries=1, timeout_s=0.2)
+        assert reply.error is not None and reply.error.startswith("timeout")
+    finally:
+        server.stop()  # raises TimeoutError when the hung handler blocks the shutdown
+
+
+def test_api_key_header(serve: Any) -> None:
+    server = serve()
+    assert _ask(server, api_key="sk-secret-test").error is None
+    assert server.requests[0][0]["Authorization"] == "Bearer sk-secret-test"
+
+
+def test_retry_after_parsing() -> None:
+    assert _retry_after(None) is None
+    assert _retry_after("") is None
+    assert _retry_after("2.5") == 2.5
+    assert _retry_after("-3") == 0.0
+    assert _retry_after("soon") is None
+    future = _retry_after(formatdate(timeval=None, usegmt=True))  # an HTTP date: now
+    assert future is not None and 0.0 <= future < 5.0
+
+
+def test_retry_policy_delay_honours_retry_after() -> None:
+    policy = RetryPolicy(max_retries=3, base_s=0.01, cap_s=0.02)
+    for attempt in range(6):
+        assert 0.0 <= policy.delay(attempt, None) <= 0.02
+        assert policy.delay(attempt, 1.5) >= 1.5
+
+
+# --- whole runs
+
+
+def _good(row: dict[str, Any]) -> str:
+    return f"{FENCE}json\n" + json.dumps([{"bbox_2d": row["solution"], "label": "target"}]) + f"\n{FENCE}"
+
+
+def _config(data: Path, urls: list[str], out: Path, **kw: Any) -> RunConfig:
+    settings: dict[str, Any] = {
+        "benchmark": "ref_adv_s",
+        "data": data,
+        "model": "sim-model",
+        "api_urls": urls,
+        "options": {"box_format": "abs_xyxy"},
+        "generation": {"timeout_s": 0.5},
+        "concurrency": 4,
+        "out": out,
+        "max_retries": 2,
+        "backoff_base_s": 0.01,
+        "show_progress": False,
+        "report": False,
+    }
+    settings.update(kw)
+    return RunConfig(**settings)
+
+
+def test_run_with_faults_then_retry_failed(serve: Any, ref_release: Any, tmp_path: Path) -> None:
+    folder, rows = ref_release
+    samples = RefAdv(box_format="abs_xyxy").load(folder)
+    keys = [prompt_key(s) for s in samples]
+    assert len(set(keys)) == len(samples) == 12
+    prose = "The target is the leftmost shape in the picture."
+    script: dict[str, list[Any]] = {k: [_good(r)] for k, r in zip(keys, rows)}
+    script[keys[1]] = [prose, _good(rows[1])]  # repaired by the second turn
+    script[keys[9]] = [prose, "Still no JSON, sorry."]  # fails even after the repair turn
+    script[keys[11]] = ["", _good(rows[11])]  # an empty first answer is repaired too
+    faults = {
+        keys[2]: ["429"],
+        keys[3]: ["500"],
+        keys[4]: ["hang"] * 3,  # every attempt times out: backend_error
+        keys[5]: ["close"],
+        keys[6]: ["badjson"],
+        keys[7]: ["400"],  # not retried: backend_error
+        keys[8]: ["500"] * 3,  # retries exhausted: backend_error
+    }
+    server = serve(script=script, faults=faults, default=None)
+    out = tmp_path / "run"
+    result = evaluate(_config(folder, [server.url], out))
+
+    records = read_records(out / "records.jsonl")
+    assert sorted(records, key=int) == [s.id for s in samples]
+    by_index = [records[s.id] for s in samples]
+    status = [r["status"] for r in by_index]
+    assert status == ["done"] * 4 + ["backend_error"] + ["done"] * 2 + ["backend_error"] * 2 + ["done"] * 3
+    assert sorted(result.failed, key=int) == [samples[i].id for i in (4, 7, 8)]
+
+    hang, bad_request, server_error = by_index[4], by_index[7], by_index[8]
+    assert hang["error"].startswith("timeout") and "gave up after 3 attempts" in hang["error"]
+    assert bad_request["error"].startswith("http_400")
+    assert server_error["error"].startswith("http_500") and "gave up after 3 attempts" in server_error["error"]
+    for rec in (hang, bad_request, server_error):
+        assert rec["parse_error"] == "backend_error"
+        assert rec["iou"] == 0.0 and rec["hit"] is False
+        assert len(rec["turns"]) == 1 and rec["repair_used"] is False
+    assert bad_request["turns"][0]["attempts"] == 1
+    for i in (2, 3, 5, 6):
+        assert by_index[i]["turns"][0]["attempts"] == 2
+        assert by_index[i]["iou"] == pytest.approx(1.0)
+
+    repaired = by_index[1]
+    assert repaired["repair_used"] is True and len(repaired["turns"]) == 2
+    assert repaired["turns"][0]["reply"] == prose
+    assert repaired["parse_error"] is None and repaired["hit"] is True
+    still_bad = by_index[9]
+    assert still_bad["repair_used"] is True and len(still_bad["turns"]) == 2
+    assert still_bad["parse_error"] == "no_bbox_found" and still_bad["status"] == "done"
+    assert by_index[11]["repair_used"] is True and by_index[11]["hit"] is True
+    assert by_index[0]["repair_used"] is False and len(by_index[0]["turns"]) == 1
+
+    requests = Counter(server.log)
+    expected = {0: 1, 1: 1, 2: 2, 3: 2, 4: 3, 5: 2, 6: 2, 7: 1, 8: 3, 9: 1, 10: 1, 11: 1}
+    for i, n in expected.items():
+        assert requests[(keys[i], 0)] == n, f"sample {i}"
+    for i in (1, 9, 11):
+        assert requests[(keys[i], 1)] == 1
+    assert sum(requests.values()) == sum(expected.values()) + 3
+
+    # the repair turn: same conversation, first answer, then the literal repair text
+    repair_bodies = [b for _, b in server.requests if len(b["messages"]) == 3 and b["messages"][1]["content"] == prose]
+    assert len(repair_bodies) == 2
+    msgs = repair_bodies[0]["messages"]
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user"]
+    assert msgs[0]["content"][0]["type"] == "text" and msgs[0]["content"][1]["type"] == "image_url"
+    assert msgs[2]["content"] == REPAIR
+
+    metrics = result.metrics
+    assert metrics["n"] == 12
+    assert metrics["backend_errors"] == 3
+    assert metrics["parse_errors"] == {"backend_error": 3, "no_bbox_found": 1}
+    assert metrics["parse_fail"] == 4
+    assert metrics["repair_used"] == 3
+    assert metrics["hits@0.5"] == 8
+    assert metrics["run"]["failed"] == 3
+    assert json.loads((out / "metrics.json").read_text()) == json.loads(json.dumps(metrics))
+    assert json.loads((out / "run.json").read_text())["status"] != "complete"
+
+    # --retry-failed asks again for the three failed samples only
+    before = len(server.log)
+    again = evaluate(_config(folder, [server.url], out, retry_failed=True))
+    assert sorted(server.log[before:]) == sorted((keys[i], 0) for i in (4, 7, 8))
+    assert again.failed == []
+    assert again.metrics["backend_errors"] == 0
+    assert again.metrics["hits@0.5"] == 11
+    assert again.metrics["n"] == 12
+    final = read_records(out / "records.jsonl")
+    assert all(final[samples[i].id]["status"] == "done" for i in (4, 7, 8))
+    assert len((out / "records.jsonl").read_text().splitlines()) == 15  # 12 + 3 superseding records
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
+
+    # a plain rerun of a complete run asks nothing
+    before = len(server.log)
+    evaluate(_config(folder, [server.url], out))
+    assert len(server.log) == before
+
+
+def test_repair_on_length_only_end_to_end(serve: Any, ref_release: Any, tmp_path: Path) -> None:
+    folder, rows = ref_release
+    samples = RefAdv(box_format="abs_xyxy").load(folder)
+    keys = [prompt_key(s) for s in samples]
+    script = {
+        keys[0]: [{"text": "No JSON here.", "finish_reason": "stop"}, _good(rows[0])],
+        keys[1]: [{"text": '{"bbox_2d": [1, 2', "finish_reason": "length"}, _good(rows[1])],
+    }
+    server = serve(script=script, default=None)
+    result = evaluate(
+        _config(folder, [server.url], tmp_path / "run", limit=2,
+                options={"box_format": "abs_xyxy", "repair_on_length_only": True})
+    )  # fmt: skip
+    records = read_records(tmp_path / "run" / "records.jsonl")
+    first, second = records[samples[0].id], records[samples[1].id]
+    assert first["repair_used"] is False and len(first["turns"]) == 1
+    assert first["parse_error"] == "no_bbox_found"
+    assert second["repair_used"] is True and len(second["turns"]) == 2
+    assert second["turns"][0]["finish_reason"] == "length"
+    assert second["hit"] is True
+    assert Counter(server.log) == {(keys[0], 0): 1, (keys[1], 0): 1, (keys[1], 1): 1}
+    assert result.metrics["parse_fail"] == 1
+
+
+def test_requests_spread_over_several_endpoints(serve: Any, ref_release: Any, tmp_path: Path) -> None:
+    folder, _ = ref_release
+    one, two = serve(delay_s=0.05), serve(delay_s=0.05)
+    result = evaluate(_config(folder, [one.url, two.url], tmp_path / "run"))
+    assert result.metrics["n"] == 12 and result.failed == []
+    assert len(one.log) > 0 and len(two.log) > 0
+    assert len(one.log) + len(two.log) == 12
+    assert {k for k, _ in one.log}.isdisjoint({k for k, _ in two.log})
+
+
+def test_api_key_sent_but_never_stored(serve: Any, ref_release: Any, tmp_path: Path) -> None:
+    folder, _ = ref_release
+    server = serve(faults={}, script={})
+    out = tmp_path / "run"
+    # the HTML report is checked too where this build has it
+    with_report = importlib.util.find_spec("needlepoint.report.html") is not None
+    evaluate(_config(folder, [server.url], out, api_key="sk-secret-test", report=with_report, limit=4))
+    assert len(server.requests) == 4
+    assert all(h.get("Authorization") == "Bearer sk-secret-test" for h, _ in server.requests)
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert {p.name for p in files} >= {"run.json", "records.jsonl", "metrics.json"}
+    for p in files:
+        assert b"sk-secret-test" not in p.read_bytes(), p
+    header = json.loads((out / "run.json").read_text())
+    assert "api_key" not in header["config"]
+
+
+def test_images_sent_as_jpeg_after_the_text(serve: Any, ref_release: Any, tmp_path: Path) -> None:
+    folder, rows = ref_release
+    server = serve()
+    evaluate(_config(folder, [server.url], tmp_path / "parquet", limit=3, concurrency=1))
+    sent = {}
+    for _, body in server.requests:
+        content = body["messages"][0]["content"]
+        assert [p["type"] for p in content] == ["text", "image_url"]
+        assert content[0]["text"].startswith("<image>\nLocate every object that matches the description")
+        url = content[1]["image_url"]["url"]
+        assert url.startswith("data:image/jpeg;base64,")
+        sent[content[0]["text"]] = base64.b64decode(url.split(",", 1)[1])
+    samples = RefAdv(box_format="abs_xyxy").load(folder)
+    for s, r in zip(samples[:3], rows):
+        # an RGB JPEG source needing no resize goes out as its own bytes
+        assert sent[prompt_key(s)] == r["image"]["bytes"]
+
+    # PNG sources (JSONL + images layout) are converted to RGB JPEG
+    jsonl = write_jsonl_release(tmp_path / "jsonl", rows[:3], fmt="PNG")
+    server2 = serve()
+    evaluate(_config(jsonl, [server2.url], tmp_path / "jsonl_run", concurrency=1))
+    assert len(server2.requests) == 3
+    for _, body in server2.requests:
+        url = body["messages"][0]["content"][1]["image_url"]["url"]
+        im = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+        assert (im.format, im.mode, im.size) == ("JPEG", "RGB", (400, 300))
+
+    # --max-image-side downscales
+    server3 = serve()
+    evaluate(_config(folder, [server3.url], tmp_path / "small", limit=1,
+                     options={"box_format": "abs_xyxy", "max_image_side": 200}))  # fmt: skip
+    url = server3.requests[0][1]["messages"][0]["content"][1]["image_url"]["url"]
+    assert Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size == (200, 150)

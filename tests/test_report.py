@@ -1,0 +1,471 @@
+"""The HTML run report, the demo index and the leaderboard (`needlepoint report`).
+
+Runs the offline demo once (all three benchmarks, simulated model) and checks the pages and the
+leaderboard against the runs' own files: every leaderboard cell against metrics.json, the
+"wrong only" data against records.jsonl, hostile answers and prompts never reaching the page
+unescaped, no secret in the page, thumbnails written once.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from argparse import Namespace
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from needlepoint.benchmarks.base import ReportBox, ReportImage
+from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.cli import main as cli_main
+from needlepoint.conversation import ImageRef
+from needlepoint.demo.ref_adv import make_rows, write_release
+from needlepoint.errors import DataError
+from needlepoint.report import html as report_html
+from needlepoint.report import leaderboard as lb
+from needlepoint.report.published import PUBLISHED
+
+HOSTILE = [
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "\"quoted\" and 'single' </script><b onclick=alert(1)>x</b> &amp; </",
+]
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+class PageParser(HTMLParser):
+    """Every start tag with its attributes, and the text of each <script>."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.scripts: list[tuple[dict[str, str | None], str]] = []
+        self._in_script: dict[str, str | None] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if tag == "script":
+            self._in_script = dict(attrs)
+            self.scripts.append((self._in_script, ""))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self._in_script = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script is not None:
+            attrs, text = self.scripts[-1]
+            self.scripts[-1] = (attrs, text + data)
+
+
+def parse_page(path: Path) -> PageParser:
+    parser = PageParser()
+    parser.feed(path.read_text(encoding="utf-8"))
+    return parser
+
+
+def blob(path: Path) -> dict[str, Any]:
+    """The sample data the page's script renders."""
+    scripts = [text for attrs, text in parse_page(path).scripts if attrs.get("id") == "np-data"]
+    assert len(scripts) == 1
+    return json.loads(scripts[0])
+
+
+def records(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def metrics(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`needlepoint demo` output: runs/<bench> with reports, and report/index.html."""
+    out = tmp_path_factory.mktemp("demo")
+    assert cli_main(["demo", "--out", str(out)]) == 0
+    return out
+
+
+def hostile_run(
+    tmp_path: Path, header_extra: dict[str, Any] | None = None
+) -> tuple[Path, RefAdv, list[Any], list[dict[str, Any]], dict[str, Any]]:
+    """A small Ref-Adv-s run whose captions and answers are hostile strings."""
+    rows = make_rows(4)
+    for row, text in zip(rows, HOSTILE):
+        row["normal_caption"] = "caption " + text
+    data = write_release(tmp_path / "data", rows)
+    bench = RefAdv(box_format="abs_xyxy")
+    samples = bench.load(data)
+    recs = []
+    for s, text in zip(samples, [*HOSTILE, "fine"]):
+        box = [1.0, 2.0, 30.0, 40.0]
+        recs.append({"id": s.id, "status": "done", "turns": [{"reply": "answer " + text}], "repair_used": False,
+                     "answer": [box], "parse_error": "no_bbox_found" if text == HOSTILE[1] else None, "iou": 0.0, "hit": False})  # fmt: skip
+    header = {
+        "config": {"benchmark": "ref_adv_s", "model": "<script>alert('model')</script>", "api_key": "sk-SECRET-123",
+                   "api_urls": ["https://alice:hunter2@api.example.com/v1?key=QUERYSECRET"],
+                   "generation": {"extra": {"Authorization": "Bearer TOKENSECRET"}}},
+        "identity": {"model": "x"},
+        "status": "complete",
+        **(header_extra or {}),
+    }  # fmt: skip
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    return run_dir, bench, samples, recs, header
+
+
+# --- escaping and secrets ------------------------------------------------------------------------
+
+
+def test_script_json_cannot_close_the_script() -> None:
+    text = report_html.script_json({"a": "</script><!-- & >"})
+    assert "</" not in text and "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == {"a": "</script><!-- & >"}
+
+
+def test_hostile_answers_and_prompts_are_escaped(tmp_path: Path) -> None:
+    run_dir, bench, samples, recs, header = hostile_run(tmp_path)
+    page = report_html.write_run_report(run_dir, bench, samples, recs, bench.score(samples, recs), header)
+    text = page.read_text(encoding="utf-8")
+    for raw in [*HOSTILE, "<script>alert('model')</script>", "onerror=alert(1)>", "</script><b"]:
+        assert raw not in text
+    parsed = parse_page(page)
+    # No inline event handler anywhere, and no element that the data could have made.
+    for tag, attrs in parsed.tags:
+        assert not [a for a in attrs if a.lower().startswith("on")], (tag, attrs)
+        assert not (tag == "img" and attrs.get("src") == "x")
+        assert tag not in ("b", "iframe", "object", "embed")
+    # Exactly our two scripts: the JSON blob and the page's code.
+    assert [a.get("type") for a, _ in parsed.scripts] == ["application/json", None]
+    # The data arrives intact (so the page shows it literally, via textContent).
+    data = blob(page)
+    assert {it["a"] for it in data["items"]} >= {"answer " + h for h in HOSTILE}
+    assert {it["p"] for it in data["items"]} >= {"caption " + h for h in HOSTILE}
+    # The page's code never writes HTML from data.
+    code = parsed.scripts[1][1]
+    assert (
+        "innerHTML" not in code and "outerHTML" not in code and "insertAdjacentHTML" not in code and "document.write" not in code
+    )
+    # The CSP allows only the page's own script.
+    csp = next(a["content"] for t, a in parsed.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    assert "script-src 'sha256-" in csp and "unsafe-inline" not in csp.split("script-src")[1].split(";")[0]
+
+
+def test_report_holds_no_secret(tmp_path: Path) -> None:
+    run_dir, bench, samples, recs, header = hostile_run(tmp_path)
+    page = report_html.write_run_report(run_dir, bench, samples, recs, bench.score(samples, recs), header)
+    text = page.read_text(encoding="utf-8")
+    for secret in ("sk-SECRET-123", "hunter2", "QUERYSECRET", "TOKENSECRET", "alice"):
+        assert secret not in text
+    assert "api.example.com/v1" in text
+
+
+def test_public_config_redacts_keys_and_url_credentials() -> None:
+    out = report_html.public_config(
+        {"config": {"api_key": "k", "api_urls": ["http://u:p@h:1/v1?token=t"], "model": "m", "extra": {"x-api-token": "t"}}}
+    )
+    assert out["config"]["api_key"] == "[redacted]"
+    assert out["config"]["extra"]["x-api-token"] == "[redacted]"
+    assert out["config"]["api_urls"] == ["http://h:1/v1?[redacted]"]
+    assert out["config"]["model"] == "m"
+
+
+# --- thumbnails ----------------------------------------------------------------------------------
+
+
+def _png(width: int, height: int) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    Image.new("RGB", (width, height), "white").save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_thumbnail_is_small_jpeg_with_boxes(tmp_path: Path) -> None:
+    data = _png(960, 480)
+    image = ReportImage(
+        ImageRef("x", loader=lambda: data), [ReportBox([100, 100, 300, 200], "gt"), ReportBox([500, 100, 900, 300], "pred")]
+    )
+    dest = tmp_path / "t.jpg"
+    assert report_html.draw_thumbnail(data, image, False, dest) == (480, 240)
+    im = Image.open(dest)
+    assert im.format == "JPEG" and im.size == (480, 240)
+    px = im.convert("RGB")
+    r, g, b = px.getpixel((100, 50))  # top edge of the ground truth (scaled by 0.5)
+    assert g > 150 and r < 120 and b < 150
+    edge = [px.getpixel((x, 50)) for x in range(252, 448)]  # top edge of the dashed prediction
+    magenta = [p for p in edge if p[0] > 170 and p[1] < 110 and p[2] > 100]
+    white = [p for p in edge if min(p) > 230]
+    assert magenta and white  # dashes and gaps
+
+
+def test_thumbnails_written_once_and_stale_ones_removed(tmp_path: Path) -> None:
+    run_dir, bench, samples, recs, header = hostile_run(tmp_path)
+    m = bench.score(samples, recs)
+    report_html.write_run_report(run_dir, bench, samples, recs, m, header)
+    thumbs = sorted((run_dir / "report" / "thumbs").glob("*.jpg"))
+    assert len(thumbs) == len(recs)
+    assert all(max(Image.open(t).size) <= report_html.THUMB_MAX for t in thumbs)
+    stamps = {t.name: t.stat().st_mtime_ns for t in thumbs}
+    (run_dir / "report" / "thumbs" / "stale.jpg").write_bytes(b"x")
+    report_html.write_run_report(run_dir, bench, samples, recs, m, header)
+    assert {t.name: t.stat().st_mtime_ns for t in (run_dir / "report" / "thumbs").glob("*.jpg")} == stamps
+    # A new prediction is a new thumbnail.
+    recs[0] = {**recs[0], "answer": [[5.0, 5.0, 60.0, 60.0]]}
+    report_html.write_run_report(run_dir, bench, samples, recs, m, header)
+    assert len(set(p.name for p in (run_dir / "report" / "thumbs").glob("*.jpg")) - set(stamps)) == 1
+
+
+def test_unreadable_image_does_not_break_the_report(tmp_path: Path) -> None:
+    run_dir, bench, samples, recs, header = hostile_run(tmp_path)
+    samples[0].image = ImageRef("broken", loader=lambda: b"not an image")
+    page = report_html.write_run_report(run_dir, bench, samples, recs, bench.score(samples, recs), header)
+    first = blob(page)["items"][0]
+    assert first["im"][0][0] == ""
+
+
+# --- the demo's run reports ----------------------------------------------------------------------
+
+
+def test_every_demo_run_has_a_report(demo: Path) -> None:
+    for name in ("ref_adv_s", "mc_bench", "mm_niah"):
+        page = demo / "runs" / name / "report" / "index.html"
+        assert page.is_file()
+        data = blob(page)
+        assert len(data["items"]) == len(records(demo / "runs" / name))
+        text = page.read_text(encoding="utf-8")
+        assert 'id="np-count"' in text and 'id="np-wrong"' in text and 'id="np-search"' in text
+        for item in data["items"]:
+            for src, *_ in item["im"]:
+                assert src and (page.parent / src).is_file()
+
+
+def test_ref_adv_report_data_matches_records(demo: Path) -> None:
+    run = demo / "runs" / "ref_adv_s"
+    data = blob(run / "report" / "index.html")
+    recs = {r["id"]: r for r in records(run)}
+    assert {it["id"] for it in data["items"]} == set(recs)
+    for it in data["items"]:
+        rec = recs[it["id"]]
+        assert it["c"] is bool(rec["hit"])
+        assert it["e"] == rec.get("parse_error")
+        assert it["s"] == pytest.approx(rec["iou"])
+    keys = {f["key"] for f in data["filters"]}
+    assert {"bin", "source"} <= keys
+    bins = next(f for f in data["filters"] if f["key"] == "bin")
+    assert [v for v, _ in bins["values"]] == [v for v in ("<2", "2-3", "4-6", ">=7") if v in {v for v, _ in bins["values"]}]
+    assert data["sort_label"] == "IoU"
+
+
+def test_mc_bench_report_colours_groups(demo: Path) -> None:
+    page = demo / "runs" / "mc_bench" / "report" / "index.html"
+    text = page.read_text(encoding="utf-8")
+    assert "group 1" in text and "dashed: prediction" in text
+    data = blob(page)
+    assert all(len(it["im"]) == 2 for it in data["items"])
+    assert "style" in {f["key"] for f in data["filters"]}
+
+
+def test_mm_niah_report_shows_heatmaps(demo: Path) -> None:
+    run = demo / "runs" / "mm_niah"
+    page = run / "report" / "index.html"
+    text = page.read_text(encoding="utf-8")
+    for png in (run / "heatmaps").glob("*.png"):
+        assert (run / "report" / "heatmaps" / png.name).read_bytes() == png.read_bytes()
+        assert f'src="heatmaps/{png.name}"' in text
+    data = blob(page)
+    assert {"task", "range"} <= {f["key"] for f in data["filters"]}
+    fields = dict(map(tuple, data["items"][0]["f"]))
+    assert {"answer", "context length", "depth", "images"} <= set(fields)
+    assert not (run / "report" / "thumbs").exists()
+
+
+def test_demo_index_links_every_run(demo: Path) -> None:
+    index = demo / "report" / "index.html"
+    parsed = parse_page(index)
+    links = [a["href"] for t, a in parsed.tags if t == "a" and a.get("href")]
+    targets = {(index.parent / h).resolve() for h in links}
+    for name in ("ref_adv_s", "mc_bench", "mm_niah"):
+        assert (demo / "runs" / name / "report" / "index.html").resolve() in targets
+    text = index.read_text(encoding="utf-8")
+    assert "Acc@0.5" in text and "AP50" in text and "overall" in text
+    images = [a["src"] for t, a in parsed.tags if t == "img"]
+    assert images and all((index.parent / s).is_file() for s in images)
+
+
+# --- the leaderboard -----------------------------------------------------------------------------
+
+REF_PATHS = {
+    "n": ("n",), "Acc@0.5": ("acc@0.5",), "Acc@0.75": ("acc@0.75",), "Acc@0.9": ("acc@0.9",),
+    "2-3": ("bins", "2-3", "acc@0.5"), "4-6": ("bins", "4-6", "acc@0.5"), ">=7": ("bins", ">=7", "acc@0.5"),
+    "parse fail": ("parse_fail",),
+}  # fmt: skip
+STYLE = {"ref": "Referring", "com": "Comparison", "rea": "Reasoning"}
+COUNTS = {"n", "parse fail"}
+
+
+def _dig(d: Any, path: tuple[Any, ...]) -> Any:
+    for k in path:
+        if d is None:
+            return None
+        d = d[k] if isinstance(d, list) else d.get(k)
+    return d
+
+
+def expected_path(board: str, column: str, protocol: str | None, m: dict[str, Any]) -> tuple[Any, ...]:
+    """Where in metrics.json a leaderboard cell comes from (written out independently of the code)."""
+    if board == "ref_adv_s":
+        return REF_PATHS[column]
+    if board == "mc_bench":
+        metric = "acc" if column.startswith("Acc") else "ap50"
+        if "^" not in column:
+            return (protocol, metric)
+        style = STYLE[column.split("^")[1]]
+        return (protocol, "by_style", style, metric) if protocol == "official" else ("analyses", "by_style", style, metric)
+    if board == "mm_niah_ranges":
+        return ("overall", "overall") if column == "overall" else ("overall", "scores", m["context_ranges"].index(column))
+    return ("overall", "overall") if column == "overall" else ("tasks", column, "overall")
+
+
+@pytest.fixture(scope="module")
+def many_runs(demo: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The demo runs plus a second 'model' per benchmark, with changed metrics."""
+    root = tmp_path_factory.mktemp("runs")
+    dirs = []
+    for name in ("ref_adv_s", "mc_bench", "mm_niah"):
+        src = demo / "runs" / name
+        a = root / name / "model-a"
+        shutil.copytree(src, a)
+        b = root / name / "model-b" / "20260101-000000"
+        shutil.copytree(src, b)
+        header = json.loads((b / "run.json").read_text())
+        header["config"]["model"] = "org/Model-B"
+        header["created"] = "2027-01-01T00:00:00+0000"
+        (b / "run.json").write_text(json.dumps(header))
+        old = root / name / "model-b" / "20250101-000000"  # an older run of the same model: not taken
+        shutil.copytree(src, old)
+        (old / "run.json").write_text(json.dumps({**header, "created": "2020-01-01T00:00:00+0000"}))
+        (old / "metrics.json").write_text("{}")
+        m = metrics(b)
+        if name == "ref_adv_s":
+            m["acc@0.5"], m["bins"]["4-6"]["acc@0.5"], m["parse_fail"] = 0.123456789, 0.0285, 7
+        elif name == "mc_bench":
+            m["official"]["ap50"], m["corrected"]["acc"] = 0.99072033335085, 0.1445
+        else:
+            m["overall"]["scores"][3], m["tasks"]["counting-image"]["overall"] = 0.333333, 0.987654
+        (b / "metrics.json").write_text(json.dumps(m))
+        dirs += [a, b.parent]  # the second as a model folder: its newest run is taken
+    return dirs
+
+
+def test_leaderboard_cells_equal_metrics(many_runs: list[Path], tmp_path: Path) -> None:
+    out = tmp_path / "lb"
+    assert cli_main(["report", *map(str, many_runs), "--out", str(out)]) == 0
+    md = (out / "leaderboard.md").read_text(encoding="utf-8")
+    checked = 0
+    for key in ("ref_adv_s", "mc_bench", "mm_niah_ranges", "mm_niah_tasks"):
+        with (out / f"leaderboard_{key}.csv").open(encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+        assert len(rows) == (4 if key == "mc_bench" else 2)
+        for row in rows:
+            m = metrics(Path(row["source"]))
+            header = json.loads((Path(row["source"]) / "run.json").read_text())
+            assert row["model"] == header["config"]["model"]
+            value_columns = [c for c in row if c not in ("model", "prompt", "input", "protocol", "split", "source")]
+            md_cells = []
+            for column in value_columns:
+                want = _dig(m, expected_path(key, column, row.get("protocol"), m))
+                if want is None:
+                    assert row[column] == ""
+                    md_cells.append("")
+                elif column in COUNTS:
+                    assert int(row[column]) == want
+                    md_cells.append(str(want))
+                else:
+                    assert float(row[column]) == 100 * want
+                    md_cells.append(f"{100 * want:.1f}")
+                checked += 1
+            labels = [row[c] for c in ("model", "prompt", "input", "protocol", "split") if c in row]
+            assert "| " + " | ".join([*labels, *md_cells, row["source"]]) + " |" in md
+    assert checked > 60
+
+
+def test_leaderboard_sorts_by_headline_and_takes_newest_run(many_runs: list[Path]) -> None:
+    runs = [lb.read_run(p) for p in many_runs]
+    assert {r.model for r in runs} == {"needlepoint-simulated", "org/Model-B"}
+    boards = {b.key: b for b in lb.build_boards(runs)}
+    ref = boards["ref_adv_s"]
+    acc = [r.values[ref.columns.index("Acc@0.5")] for r in ref.rows]
+    assert acc == sorted(acc, reverse=True)
+    assert all(r.dir.name != "20250101-000000" for r in runs)
+    assert sum(r.dir.name == "20260101-000000" for r in runs) == 3
+
+
+def test_leaderboard_with_published(many_runs: list[Path], tmp_path: Path) -> None:
+    runs = [lb.read_run(p) for p in many_runs]
+    boards = lb.build_boards(runs, with_published=True)
+    for board in boards:
+        bench = "mm_niah" if board.key.startswith("mm_niah") else board.key
+        published = [p for p in PUBLISHED if p.benchmark == bench]
+        rows = [r for r in board.rows if r.published]
+        assert [r.labels[0] for r in rows] == [p.model for p in published]
+        for row, p in zip(rows, published):
+            assert dict(zip(board.columns, row.values)) == {c: p.values.get(c) for c in board.columns}
+            assert set(p.values) <= set(board.columns)  # nothing published is dropped
+    ref = next(b for b in boards if b.key == "ref_adv_s")
+    row = next(r for r in ref.rows if r.published)
+    assert row.values == [1142, 54.0, 40.1, 18.0, 57.0, 52.7, 41.1, 8]
+    mc = next(b for b in boards if b.key == "mc_bench")
+    qwen = next(r for r in mc.rows if r.published and r.labels[0] == "Qwen2-VL-72B")
+    assert [c for c, v in zip(mc.columns, qwen.values) if v is not None] == ["Acc", "AP50"]
+    assert [b.key for b in boards] == ["ref_adv_s", "mc_bench", "mm_niah_ranges", "mm_niah_tasks"]
+    lb.write_leaderboard(boards, tmp_path)
+    html_text = (tmp_path / "leaderboard.html").read_text(encoding="utf-8")
+    assert "Gemini-1.5" in html_text and "class=published" in html_text
+
+
+def test_leaderboard_main_writes_to_out(many_runs: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ns = Namespace(runs=many_runs[:2], out=tmp_path / "o", with_published=False)
+    assert lb.main(ns) == 0
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
+        "leaderboard.html",
+        "leaderboard.md",
+        "leaderboard_ref_adv_s.csv",
+    ]
+    assert "Acc@0.5" in capsys.readouterr().out
+
+
+def test_leaderboard_escapes_model_names(many_runs: list[Path], tmp_path: Path) -> None:
+    run = tmp_path / "evil"
+    shutil.copytree(many_runs[0], run)
+    header = json.loads((run / "run.json").read_text())
+    header["config"]["model"] = "<img src=x onerror=alert(1)>"
+    (run / "run.json").write_text(json.dumps(header))
+    lb.write_leaderboard(lb.build_boards([lb.read_run(run)]), tmp_path / "o")
+    page = tmp_path / "o" / "leaderboard.html"
+    assert "<img src=x" not in page.read_text(encoding="utf-8")
+    assert all(not any(a.startswith("on") for a in attrs) for _, attrs in parse_page(page).tags)
+
+
+def test_not_a_run_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DataError, match="is not a run folder"):
+        lb.read_run(empty)
+    with pytest.raises(DataError, match="does not exist"):
+        lb.read_run(tmp_path / "missing")
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "run.json").write_text(json.dumps({"config": {"benchmark": "ref_adv_s", "model": "m"}}))
+    with pytest.raises(DataError, match="no metrics.json"):
+        lb.read_run(unfinished)
+    assert cli_main(["report", str(empty), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "is not a run folder" in err and "Traceback" not in err

@@ -1,0 +1,175 @@
+"""Interrupting a run (SIGKILL, torn last line) and rerunning it: nothing lost, nothing asked twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, prompt_key, run_cli
+
+from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.cli import main
+from needlepoint.demo.ref_adv import make_rows, write_release
+from needlepoint.store import read_records
+
+N = 40
+
+
+def _eval_args(data: Path, url: str, out: Path, box_format: str = "abs_xyxy") -> list[str]:
+    return [
+        "eval", "ref_adv_s", "--data", str(data), "--model", "sim-model", "--api-url", url, "--out", str(out),
+        "--concurrency", "4", "--no-progress", "--no-report", "--box-format", box_format, "--max-retries", "0",
+    ]  # fmt: skip
+
+
+def _complete_lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def _one_error_line(stderr: str) -> str:
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("needlepoint: error:")
+    return lines[0]
+
+
+@pytest.fixture
+def killed_run(serve: Any, tmp_path: Path) -> dict[str, Any]:
+    """A run killed with SIGKILL about half way, with a torn half line appended to its records."""
+    data = write_release(tmp_path / "data", make_rows(N))
+    samples = RefAdv(box_format="abs_xyxy").load(data)
+    keys = {s.id: prompt_key(s) for s in samples}
+    server = serve(delay_s=0.15)
+    out = tmp_path / "run"
+    records = out / "records.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "needlepoint.cli", *_eval_args(data, server.url, out)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while _complete_lines(records) < N // 2:
+            assert proc.poll() is None, f"the run ended before it could be killed: {proc.communicate()}"
+            assert time.monotonic() < deadline, "the run made no progress"
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.communicate()
+    finished = set(read_records(records))
+    assert N // 2 <= len(finished) < N
+    unfinished = sorted(set(keys) - finished, key=int)
+    with records.open("ab") as fh:
+        fh.write(b'{"id": "' + unfinished[-1].encode() + b'", "status": "done", "tur')
+    return {"data": data, "server": server, "out": out, "keys": keys, "finished": finished, "log_at_kill": len(server.log)}
+
+
+def test_resume_after_kill(killed_run: dict[str, Any]) -> None:
+    data, server, out, keys = killed_run["data"], killed_run["server"], killed_run["out"], killed_run["keys"]
+    finished = killed_run["finished"]
+
+    rerun = run_cli(_eval_args(data, server.url, out))
+    assert rerun.returncode == 0, rerun.stderr
+    assert "Traceback" not in rerun.stderr
+
+    # every sample exactly once, every line whole
+    lines = (out / "records.jsonl").read_bytes().splitlines(keepends=True)
+    assert all(line.endswith(b"\n") for line in lines)
+    ids = [json.loads(line)["id"] for line in lines]
+    assert Counter(ids) == Counter(list(keys))
+    assert set(read_records(out / "records.jsonl")) == set(keys)
+
+    # no sample finished before the kill was asked again; all others were
+    requests = Counter(server.log)
+    for sample_id in finished:
+        assert requests[(keys[sample_id], 0)] == 1, f"sample {sample_id} was requested again"
+    asked_after = {k for k, _ in server.log[killed_run["log_at_kill"] :]}
+    assert asked_after == {keys[i] for i in set(keys) - finished}
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["n"] == N
+    assert metrics["run"]["answered"] == N
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
+
+
+def _finished_run(serve: Any, tmp_path: Path, n: int = 6, seed: int = 7) -> tuple[Path, Any, Path]:
+    """A complete run made in this process: its data, server and run folder."""
+    data = write_release(tmp_path / f"data{seed}", make_rows(n, seed=seed))
+    server = serve()
+    out = tmp_path / "run"
+    assert main(_eval_args(data, server.url, out)) == 0
+    return data, server, out
+
+
+def test_changed_configuration_is_refused(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data, server, out = _finished_run(serve, tmp_path)
+    capsys.readouterr()
+    before = len(server.log)
+    records_before = (out / "records.jsonl").read_bytes()
+    header_before = (out / "run.json").read_bytes()
+
+    refused = run_cli(_eval_args(data, server.url, out, box_format="norm_1000_xyxy"))
+    assert refused.returncode == 2
+    line = _one_error_line(refused.stderr)
+    assert "--fresh" in line
+    assert "box_format" in line
+    assert refused.stdout == ""
+    assert len(server.log) == before
+    assert (out / "records.jsonl").read_bytes() == records_before
+    assert (out / "run.json").read_bytes() == header_before
+
+
+def test_fresh_as_advised_does_not_refuse_again(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Following the refusal's advice (`--fresh`) must not end in the same refusal, nor mix answers."""
+    data, server, out = _finished_run(serve, tmp_path)
+    capsys.readouterr()
+    code = main([*_eval_args(data, server.url, out, box_format="norm_1000_xyxy"), "--fresh"])
+    err = capsys.readouterr().err
+    if code == 2:
+        line = _one_error_line(err)
+        assert "--fresh" not in line, "the message advises --fresh, which was given and cannot help"
+        return
+    assert code == 0, err
+    run_line = [line for line in err.splitlines() if line.startswith("run folder: ")]
+    assert len(run_line) == 1
+    run_dir = Path(run_line[0].removeprefix("run folder: "))
+    header = json.loads((run_dir / "run.json").read_text())
+    assert header["identity"]["option.box_format"] == "norm_1000_xyxy"
+    assert len((run_dir / "records.jsonl").read_bytes().splitlines()) == 6  # no answers of the old configuration
+
+
+def test_other_data_in_the_same_run_folder_is_refused(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two releases of the same length but different content are different datasets: never mixed."""
+    _, server, out = _finished_run(serve, tmp_path, seed=7)
+    second = write_release(tmp_path / "second", make_rows(6, seed=8))
+    capsys.readouterr()
+    records_before = (out / "records.jsonl").read_bytes()
+    before = len(server.log)
+
+    code = main(_eval_args(second, server.url, out))
+    err = capsys.readouterr().err
+    assert code == 2, "answers to one dataset were reused for another"
+    line = _one_error_line(err)
+    assert "dataset" in line and "--fresh" in line
+    assert len(server.log) == before
+    assert (out / "records.jsonl").read_bytes() == records_before
+
+
+def test_moved_data_resumes(serve: Any, tmp_path: Path) -> None:
+    """The same release in another place is the same dataset: a rerun resumes and asks nothing."""
+    _, server, out = _finished_run(serve, tmp_path)
+    moved = write_release(tmp_path / "moved", make_rows(6))
+    before = len(server.log)
+    assert main(_eval_args(moved, server.url, out)) == 0
+    assert len(server.log) == before

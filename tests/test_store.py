@@ -1,0 +1,143 @@
+"""The run folder: append-only records, torn-tail repair, last record wins, identity check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from needlepoint.errors import DataError
+from needlepoint.store import HEADER, RECORDS, RunStore, read_records
+
+
+def _header(box_format: str = "abs_xyxy", model: str = "m") -> dict:
+    ident = {
+        "version": 1,
+        "benchmark": "ref_adv_s",
+        "model": model,
+        "option.box_format": box_format,
+        "option.prompt_mode": "direct",
+    }
+    return {"hash": f"{model}-{box_format}", "identity": ident, "status": "running"}
+
+
+def _lines(path: Path) -> list[dict]:
+    raw = path.read_bytes()
+    assert raw.endswith(b"\n")
+    return [json.loads(line) for line in raw.splitlines()]
+
+
+def test_append_then_reopen(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    store = RunStore.open(run, _header())
+    for i in range(3):
+        store.append({"id": str(i), "status": "done", "iou": i / 10})
+    store.close()
+    assert json.loads((run / HEADER).read_text())["hash"] == "m-abs_xyxy"
+    assert [r["id"] for r in _lines(run / RECORDS)] == ["0", "1", "2"]
+    again = RunStore.open(run, _header())
+    assert set(again.records()) == {"0", "1", "2"}
+    assert again.records()["2"]["iou"] == 0.2
+
+
+def test_torn_tail_is_cut_on_open(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    store = RunStore.open(run, _header())
+    for i in range(3):
+        store.append({"id": str(i), "status": "done"})
+    store.close()
+    good = (run / RECORDS).read_bytes()
+    with (run / RECORDS).open("ab") as fh:
+        fh.write(b'{"id": "3", "status": "do')
+    # the read view ignores the torn line without touching the file
+    assert set(read_records(run / RECORDS)) == {"0", "1", "2"}
+    reopened = RunStore.open(run, _header())
+    assert (run / RECORDS).read_bytes() == good
+    reopened.append({"id": "3", "status": "done"})
+    reopened.close()
+    assert [r["id"] for r in _lines(run / RECORDS)] == ["0", "1", "2", "3"]
+
+
+def test_torn_tail_longer_than_a_read_chunk(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    store = RunStore.open(run, _header())
+    store.append({"id": "0", "status": "done"})
+    store.close()
+    good = (run / RECORDS).read_bytes()
+    with (run / RECORDS).open("ab") as fh:
+        fh.write(b'{"id": "1", "turns": [{"reply": "' + b"x" * 10_000)
+    RunStore.open(run, _header())
+    assert (run / RECORDS).read_bytes() == good
+
+
+def test_torn_only_line_is_cut_to_empty(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    RunStore.open(run, _header()).close()
+    (run / RECORDS).write_bytes(b'{"id": "0", "sta')
+    store = RunStore.open(run, _header())
+    assert (run / RECORDS).read_bytes() == b""
+    assert store.records() == {}
+
+
+def test_last_record_wins(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    store = RunStore.open(run, _header())
+    store.append({"id": "7", "status": "backend_error", "error": "http_500"})
+    store.append({"id": "8", "status": "done"})
+    store.append({"id": "7", "status": "done", "iou": 0.9})
+    store.close()
+    records = RunStore.open(run, _header()).records()
+    assert list(records) == ["7", "8"]
+    assert records["7"] == {"id": "7", "status": "done", "iou": 0.9}
+
+
+def test_corrupt_complete_line_is_a_clear_error(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    RunStore.open(run, _header()).close()
+    (run / RECORDS).write_text('{"id": "0"}\nnot json\n{"id": "1"}\n')
+    with pytest.raises(DataError, match="corrupt line"):
+        read_records(run / RECORDS)
+
+
+def test_identity_mismatch_is_refused_and_names_the_difference(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    store = RunStore.open(run, _header("abs_xyxy"))
+    store.append({"id": "0", "status": "done"})
+    store.close()
+    header_before = (run / HEADER).read_bytes()
+    records_before = (run / RECORDS).read_bytes()
+    with pytest.raises(DataError) as info:
+        RunStore.open(run, _header("norm_1000_xyxy"))
+    message = str(info.value)
+    assert "option.box_format" in message
+    assert "--fresh" in message
+    assert str(run) in message
+    assert "\n" not in message
+    assert "option.prompt_mode" not in message  # only what differs is named
+    # nothing was touched
+    assert (run / HEADER).read_bytes() == header_before
+    assert (run / RECORDS).read_bytes() == records_before
+
+
+def test_same_identity_keeps_the_original_header(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    first = _header()
+    first["created"] = "yesterday"
+    RunStore.open(run, first).close()
+    second = _header()
+    second["created"] = "today"
+    store = RunStore.open(run, second)
+    assert json.loads((run / HEADER).read_text())["created"] == "yesterday"
+    store.update_header(status="complete")
+    header = json.loads((run / HEADER).read_text())
+    assert header["status"] == "complete" and header["created"] == "yesterday"
+    assert not list(run.glob("*.tmp"))
+
+
+def test_unreadable_header_is_a_clear_error(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / HEADER).write_text("{not json")
+    with pytest.raises(DataError, match="not valid JSON"):
+        RunStore.open(run, _header())
