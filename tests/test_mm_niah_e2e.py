@@ -671,3 +671,13 @@ def test_wrong_data_folder_is_one_sentence_and_exit_2(
     assert len(lines) == 1 and lines[0].startswith("needlepoint: error:"), err
     assert "Traceback" not in err and out == ""
     assert server.bodies == []
+
+
+def test_demo_release_is_the_same_when_rebuilt_over_itself(tmp_path: Path) -> None:
+    """Rebuilding the generated set in place (images already on disk) must give the same rows, or a
+    rerun of `needlepoint demo` meets its own run folder as 'a different configuration'."""
+    write_release(tmp_path, per_task=4)
+    annotations = tmp_path / "mm_niah_val" / "annotations"
+    first = {p.name: p.read_text() for p in annotations.iterdir()}
+    write_release(tmp_path, per_task=4)
+    assert {p.name: p.read_text() for p in annotations.iterdir()} == first

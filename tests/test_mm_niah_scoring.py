@@ -419,5 +419,5 @@ def test_test_split_without_answers_cannot_be_scored() -> None:
 def test_bad_leaderboard_line_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "m_retrieval-text-val.jsonl"
     path.write_text('{"context_length": 1000, "placed_depth": 0.0, "response": "x"}\n{oops\n')
-    with pytest.raises(DataError, match=r"Line 2 of .*m_retrieval-text-val\.jsonl"):
+    with pytest.raises(DataError, match=r"m_retrieval-text-val\.jsonl line 2 "):
         read_leaderboard_dir(tmp_path)

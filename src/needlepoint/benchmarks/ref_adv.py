@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from needlepoint.geometry import (
     to_absolute,
 )
 from needlepoint.jsonfind import find_json
+from needlepoint.jsonl import read_jsonl
 
 PROMPTS = {
     "direct": '<image>\nLocate every object that matches the description "{ref_sentence}" in the image. '
@@ -205,23 +206,15 @@ def load_jsonl(path: Path, images_dir: Path | None) -> list[RefAdvSample]:
     if not images_root.is_dir():
         raise DataError(f"images folder {images_root} does not exist; pass --images DIR")
     samples: list[RefAdvSample] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path} line {lineno}"
-            try:
-                row = json.loads(line)
-            except ValueError:
-                raise DataError(f"{where} is not valid JSON; fix or remove that line") from None
-            _check_columns(list(row), where, REQUIRED)
-            name = row.get("image") if isinstance(row.get("image"), str) else row.get("file_name")
-            if not name:
-                raise DataError(f"{where} names no image (`image` or `file_name`); fix the data file")
-            image_path = safe_path(images_root, name, where)
-            if not image_path.is_file():
-                raise DataError(f"{where}: image {image_path} does not exist; check --images")
-            samples.append(_sample(row, len(samples), ImageRef(key=name, path=image_path), where))
+    for where, row in read_jsonl(path, "check --data"):
+        _check_columns(list(row), where, REQUIRED)
+        name = row.get("image") if isinstance(row.get("image"), str) else row.get("file_name")
+        if not name:
+            raise DataError(f"{where} names no image (`image` or `file_name`); fix the data file")
+        image_path = safe_path(images_root, name, where)
+        if not image_path.is_file():
+            raise DataError(f"{where}: image {image_path} does not exist; check --images")
+        samples.append(_sample(row, len(samples), ImageRef(key=name, path=image_path), where))
     return samples
 
 
@@ -288,12 +281,7 @@ def read_authors_predictions(path: Path) -> list[dict[str, Any]]:
     `first_iou` is recomputed from `gt_bbox_xyxy` and `pred_box_xyxy_first`.
     """
     rows: list[dict[str, Any]] = []
-    for lineno, line in _lines(path):
-        where = f"{path} line {lineno}"
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            raise DataError(f"{where} is not valid JSON; fix or remove that line") from None
+    for where, rec in read_jsonl(path):
         missing = [k for k in ("gt_bbox_xyxy", "pred_box_xyxy_first", "distractor_count", "parse_error") if k not in rec]
         if missing:
             raise DataError(f"{where} lacks {', '.join(missing)}; is this a Ref-Adv prediction file?")
@@ -313,17 +301,6 @@ def read_authors_predictions(path: Path) -> list[dict[str, Any]]:
     if not rows:
         raise DataError(f"{path} holds no predictions")
     return rows
-
-
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    try:
-        fh = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"cannot read {path} ({exc.strerror}); check the path") from None
-    with fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                yield lineno, line
 
 
 class RefAdv:

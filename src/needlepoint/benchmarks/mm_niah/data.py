@@ -3,7 +3,6 @@ authors' `get_input` builds them (specs/mm-niah.md)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mm_niah.aggregate import TASKS
 from needlepoint.conversation import ImageRef
 from needlepoint.images import safe_path
+from needlepoint.jsonl import read_jsonl
 
 PLACEHOLDER = "<image>"
 OPTION_SENTENCE = "\nAnswer with the option's letter from the given choices directly."
@@ -84,52 +84,40 @@ def load_task(path: Path, task: str, images_root: Path) -> tuple[list[NiahSample
     """Samples of one task file, and (sample id, reason) for rows that cannot be sent."""
     samples: list[NiahSample] = []
     skipped: list[tuple[str, str]] = []
-    try:
-        fh = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"cannot read {path} ({exc.strerror}); check --data") from None
-    with fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path} line {lineno}"
-            try:
-                row = json.loads(line)
-            except ValueError:
-                raise DataError(f"{where} is not valid JSON; fix or remove that line") from None
-            missing = [k for k in ("id", "context", "question", "meta") if k not in row]
-            if missing or "context_length" not in (row.get("meta") or {}):
-                raise DataError(f"{where} lacks {', '.join(missing or ['meta.context_length'])}; is this an MM-NIAH file?")
-            sid = f"{task}/{row['id']}"
-            text, names = full_text(row)
-            count = text.count(PLACEHOLDER)
-            if count != len(names):
-                skipped.append((sid, f"{count} <image> placeholders but {len(names)} images"))
-                continue
-            try:
-                paths = [safe_path(images_root, n, where) for n in names]
-            except DataError as exc:
-                skipped.append((sid, str(exc)))
-                continue
-            absent = next((p for p in paths if not p.is_file()), None)
-            if absent is not None:
-                skipped.append((sid, f"image {absent} does not exist"))
-                continue
-            meta = row["meta"]
-            samples.append(
-                NiahSample(
-                    id=sid,
-                    task=task,
-                    row_id=row["id"],
-                    question=str(row["question"]),
-                    text=text,
-                    images=[ImageRef(key=n, path=p) for n, p in zip(names, paths)],
-                    answer=row.get("answer"),
-                    context_length=float(meta["context_length"]),
-                    placed_depth=meta.get("placed_depth", 0.0),
-                    meta={k: meta.get(k) for k in ("num_images", "context_length_text", "context_length_image")},
-                )
+    for where, row in read_jsonl(path, "check --data"):
+        missing = [k for k in ("id", "context", "question", "meta") if k not in row]
+        if missing or "context_length" not in (row.get("meta") or {}):
+            raise DataError(f"{where} lacks {', '.join(missing or ['meta.context_length'])}; is this an MM-NIAH file?")
+        sid = f"{task}/{row['id']}"
+        text, names = full_text(row)
+        count = text.count(PLACEHOLDER)
+        if count != len(names):
+            skipped.append((sid, f"{count} <image> placeholders but {len(names)} images"))
+            continue
+        try:
+            paths = [safe_path(images_root, n, where) for n in names]
+        except DataError as exc:
+            skipped.append((sid, str(exc)))
+            continue
+        absent = next((p for p in paths if not p.is_file()), None)
+        if absent is not None:
+            skipped.append((sid, f"image {absent} does not exist"))
+            continue
+        meta = row["meta"]
+        samples.append(
+            NiahSample(
+                id=sid,
+                task=task,
+                row_id=row["id"],
+                question=str(row["question"]),
+                text=text,
+                images=[ImageRef(key=n, path=p) for n, p in zip(names, paths)],
+                answer=row.get("answer"),
+                context_length=float(meta["context_length"]),
+                placed_depth=meta.get("placed_depth", 0.0),
+                meta={k: meta.get(k) for k in ("num_images", "context_length_text", "context_length_image")},
             )
+        )
     return samples, skipped
 
 

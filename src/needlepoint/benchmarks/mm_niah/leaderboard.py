@@ -15,6 +15,7 @@ from typing import Any
 from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mm_niah.aggregate import TASKS, aggregate
 from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
+from needlepoint.jsonl import read_jsonl
 
 FIELDS = ("question_id", "question", "answer", "response", "context_length", "placed_depth")
 # Longest first: 'rag-val' must win over 'val' (the authors' own order).
@@ -72,25 +73,11 @@ def write_leaderboard(
 def read_leaderboard_file(path: Path) -> list[dict[str, Any]]:
     """The rows of one leaderboard file, in file order (order matters for the official sums)."""
     rows = []
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path} cannot be read as UTF-8 text ({exc}); check the file.") from None
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            raise DataError(f"Line {number} of {path} is not valid JSON; fix or remove that line.") from None
-        if not isinstance(row, dict):
-            raise DataError(
-                f"Line {number} of {path} is not a JSON object; each line must be one row object."
-            )
+    for where, row in read_jsonl(Path(path)):
         absent = [key for key in _NEEDED if key not in row]
         if absent:
             raise DataError(
-                f"Line {number} of {path} lacks {', '.join(absent)}; leaderboard rows carry {', '.join(FIELDS)}."
+                f"{where} lacks {', '.join(absent)}; leaderboard rows carry {', '.join(FIELDS)}."
             )
         rows.append(row)
     return rows
