@@ -16,7 +16,7 @@ import numpy as np
 from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mc_bench.cocoeval import Detections
 from needlepoint.benchmarks.mc_bench.corrected import evaluate_corrected
-from needlepoint.benchmarks.mc_bench.groundtruth import GroundTruth, is_number
+from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth, is_number
 from needlepoint.benchmarks.mc_bench.official import score_official
 
 
@@ -25,19 +25,25 @@ def score_results(gt: GroundTruth, results: list[dict], sample_ids: Iterable[str
 
     With `sample_ids` (description ids as strings) the ground truth is cut to those samples, as if
     the authors' evaluator were given an annotation file of those samples only, and predictions
-    on the other images are left out. Returns JSON-ready
+    on the other images are left out. The official protocol is also run on each prompt style's
+    samples alone (the paper's per-style columns). Returns JSON-ready
     `{"official": {...}, "corrected": {...}, "analyses": {...}, "counts": {...}}`.
     """
     dt = detections(results, gt)
     if sample_ids is not None:
-        gt = gt.subset(sample_ids)
-        dt = dt.take(np.isin(dt.image_id, [im.id for im in gt.images]))
+        gt, dt = _restrict(gt, dt, sample_ids)
     corrected = evaluate_corrected(gt, dt)
+    official = score_official(gt, dt)
+    official["by_style"] = {}
+    for style in STYLES:
+        ids = [s.id for s in gt.samples if s.style == style]
+        if ids:
+            official["by_style"][style] = {"samples": len(ids), **_headline(score_official(*_restrict(gt, dt, ids)))}
     groups = {c for c, _ in gt.categories}
     with_gt = {b.image_id for b in gt.boxes}
     positive = sum(1 for s in gt.samples if s.image_ids[0] in with_gt or s.image_ids[1] in with_gt)
     return {
-        "official": score_official(gt, dt),
+        "official": official,
         "corrected": {**corrected.scores(), "unassigned_groups": corrected.unassigned_groups},
         "analyses": corrected.analyses(),
         "counts": {
@@ -50,6 +56,17 @@ def score_results(gt: GroundTruth, results: list[dict], sample_ids: Iterable[str
             "predictions_outside_groups": int(np.count_nonzero(~np.isin(dt.category_id, list(groups)))),
         },
     }
+
+
+def _restrict(gt: GroundTruth, dt: Detections, sample_ids: Iterable[str]) -> tuple[GroundTruth, Detections]:
+    """The ground truth of some samples and the detections on their images: what the authors'
+    evaluator sees when given an annotation file of those samples only."""
+    gt = gt.subset(sample_ids)
+    return gt, dt.take(np.isin(dt.image_id, [im.id for im in gt.images]))
+
+
+def _headline(official: dict[str, Any]) -> dict[str, Any]:
+    return {"acc": official["acc"], "ap50": official["ap50"], "regrouping": official["regrouping"]}
 
 
 def detections(results: Sequence[dict], gt: GroundTruth) -> Detections:
