@@ -200,7 +200,7 @@ def _mc_bench(runs: Sequence[Run]) -> list[Board]:
     columns = [*(f"Acc^{k}" for k, _ in STYLES), "Acc", *(f"AP50^{k}" for k, _ in STYLES), "AP50"]
     board = Board(
         "mc_bench",
-        "MC-Bench (%, the paper's Table 2 columns; per-style cells use the corrected protocol)",
+        "MC-Bench (%, the paper's Table 2 columns)",
         ["model", "input", "protocol"],
         columns,
         note="official: the authors' eval_mc_bench.py to the last digit; corrected: per-sample optimal group assignment",
