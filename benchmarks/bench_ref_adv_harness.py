@@ -492,8 +492,9 @@ def report(ns: argparse.Namespace, runs: dict, tools: list[Tool], jpeg: float) -
         f" parquet files). Data: synthetic Ref-Adv-s parquet, 640x480 JPEGs of {jpeg / 1000:.1f} KB mean, row groups of"
         f" {ROW_GROUP}; concurrency {CONCURRENCY} (EvalScope: --eval-batch-size 64); every reply is a valid box, so each"
         " tool sends exactly one request per sample (checked). (c) is measured at the server: requests / (last arrival -"
-        " first arrival + 0.1 s); the ideal is N / (ceil(N / 64) x 0.1 s), so 400 samples (7 waves) cannot exceed 571/s"
-        " and only the 1600-sample row (25 full waves) can reach 640/s. (c') divides by the whole command's wall time"
+        f" first arrival + 0.1 s); the ideal is N / (ceil(N / 64) x 0.1 s): {n} samples ({math.ceil(n / CONCURRENCY)} waves)"
+        f" cannot exceed {ideal_rate(n):.0f}/s, {big} samples ({math.ceil(big / CONCURRENCY)} waves) {ideal_rate(big):.0f}/s,"
+        " and only a multiple of 64 samples can reach 640/s. (c') divides by the whole command's wall time"
         " instead, start-up, loading and scoring included. Peak RSS is the command's own process (ru_maxrss from"
         " os.wait4). needlepoint is launched through the console script next to the interpreter, not a pyenv shim."
     )

@@ -72,6 +72,12 @@ class DataUrlCache:
         self._lock = threading.Lock()
         self.reencode = reencode
 
+    def clear(self) -> None:
+        """Forget every cached image."""
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
     def get(self, ref: ImageRef) -> str:
         """The data URL for `ref`, encoding it on a miss."""
         key = (ref.key, ref.max_side)

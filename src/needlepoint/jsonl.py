@@ -10,25 +10,43 @@ from typing import Any
 from needlepoint.errors import DataError
 
 
-def read_jsonl(path: Path, hint: str = "check the path") -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield ("FILE line N", object) for each non-blank line; DataError on an unreadable file, a
-    line that is not JSON, or a line that is not a JSON object. `hint` ends the missing-file message."""
+def read_jsonl_offsets(path: Path, hint: str = "check the path") -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """Yield ("FILE line N", byte offset, object) for each non-blank line; DataError on an unreadable
+    file, a line that is not JSON, or a line that is not a JSON object. `hint` ends the
+    missing-file message. The offset lets a caller re-read one line later (`read_line_at`)."""
     try:
-        fh = path.open(encoding="utf-8")
+        fh = path.open("rb")
     except OSError as exc:
         raise DataError(f"cannot read {path} ({exc.strerror or exc}); {hint}") from None
     with fh:
-        try:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                where = f"{path} line {lineno}"
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    raise DataError(f"{where} is not valid JSON; fix or remove that line") from None
-                if not isinstance(row, dict):
-                    raise DataError(f"{where} is not a JSON object; each line must hold one object")
-                yield where, row
-        except UnicodeDecodeError:
-            raise DataError(f"{path} is not UTF-8 text; check the file") from None
+        offset = 0
+        for lineno, line in enumerate(fh, 1):
+            start, offset = offset, offset + len(line)
+            if not line.strip():
+                continue
+            where = f"{path} line {lineno}"
+            try:
+                row = json.loads(line)
+            except UnicodeDecodeError:
+                raise DataError(f"{where} is not UTF-8 text; check the file") from None
+            except ValueError:
+                raise DataError(f"{where} is not valid JSON; fix or remove that line") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{where} is not a JSON object; each line must hold one object")
+            yield where, start, row
+
+
+def read_jsonl(path: Path, hint: str = "check the path") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield ("FILE line N", object) for each non-blank line (see read_jsonl_offsets)."""
+    for where, _, row in read_jsonl_offsets(path, hint):
+        yield where, row
+
+
+def read_line_at(path: Path, offset: int) -> dict[str, Any]:
+    """The JSON object on the line that starts at `offset` (found by read_jsonl_offsets)."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            return json.loads(fh.readline())
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path} changed or became unreadable during the run ({exc}); rerun to resume") from None

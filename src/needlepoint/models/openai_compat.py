@@ -119,7 +119,8 @@ class OpenAICompatModel:
         return self._session
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pool and drop the image cache."""
+        self.images.clear()
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -105,7 +105,7 @@ class MmNiah:
         return base
 
     def prompt(self, sample: NiahSample) -> Conversation:
-        return Conversation([Message("user", _parts(sample.text, sample.images))])
+        return Conversation([Message("user", _parts(sample.text(), sample.images))])
 
     def parse(self, sample: NiahSample, text: str) -> Parsed:
         return Parsed(answer=text)

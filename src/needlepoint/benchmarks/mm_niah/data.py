@@ -3,6 +3,7 @@ authors' `get_input` builds them (specs/mm-niah.md)."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mm_niah.aggregate import TASKS
 from needlepoint.conversation import ImageRef
 from needlepoint.images import safe_path
-from needlepoint.jsonl import read_jsonl
+from needlepoint.jsonl import read_jsonl_offsets, read_line_at
 
 PLACEHOLDER = "<image>"
 OPTION_SENTENCE = "\nAnswer with the option's letter from the given choices directly."
@@ -21,22 +22,29 @@ SPLITS = ("val", "test")
 
 @dataclass
 class NiahSample:
-    """One MM-NIAH row, ready to prompt: the full text and its images in placeholder order."""
+    """One MM-NIAH row: its small fields and images in placeholder order. The document text is not
+    held (it is most of a long run's memory): `text()` re-reads the row from its file."""
 
     id: str
     task: str
     row_id: Any
     question: str
-    text: str
     images: list[ImageRef]
     answer: Any
     context_length: float
     placed_depth: Any
+    source: Path
+    offset: int
+    digest: str
     meta: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        """The full prompt text (context, newline, question with options and instruction)."""
+        return full_text(read_line_at(self.source, self.offset))[0]
 
     def fingerprint(self) -> str:
         keys = ",".join(im.key for im in self.images)
-        return f"{self.id}|{len(self.text)}|{self.text[:200]}|{self.text[-200:]}|{self.answer}|{self.context_length}|{self.placed_depth}|{keys}"
+        return f"{self.id}|{self.digest}|{self.answer}|{self.context_length}|{self.placed_depth}|{keys}"
 
 
 def split_folder(data: Path, split: str | None) -> tuple[Path, str]:
@@ -77,14 +85,16 @@ def full_text(row: dict[str, Any]) -> tuple[str, list[str]]:
         question += OPTION_SENTENCE
     else:
         question += OPEN_SENTENCE
-    return f"{row['context']}\n{question}", images
+    # The authors' runner drops tokenizer end-of-sequence marks left in the haystack.
+    context = str(row["context"]).replace("</s>", "")
+    return f"{context}\n{question}", images
 
 
 def load_task(path: Path, task: str, images_root: Path) -> tuple[list[NiahSample], list[tuple[str, str]]]:
     """Samples of one task file, and (sample id, reason) for rows that cannot be sent."""
     samples: list[NiahSample] = []
     skipped: list[tuple[str, str]] = []
-    for where, row in read_jsonl(path, "check --data"):
+    for where, offset, row in read_jsonl_offsets(path, "check --data"):
         missing = [k for k in ("id", "context", "question", "meta") if k not in row]
         if missing or "context_length" not in (row.get("meta") or {}):
             raise DataError(f"{where} lacks {', '.join(missing or ['meta.context_length'])}; is this an MM-NIAH file?")
@@ -110,11 +120,13 @@ def load_task(path: Path, task: str, images_root: Path) -> tuple[list[NiahSample
                 task=task,
                 row_id=row["id"],
                 question=str(row["question"]),
-                text=text,
                 images=[ImageRef(key=n, path=p) for n, p in zip(names, paths)],
                 answer=row.get("answer"),
                 context_length=float(meta["context_length"]),
                 placed_depth=meta.get("placed_depth", 0.0),
+                source=path,
+                offset=offset,
+                digest=hashlib.sha1(text.encode()).hexdigest()[:16],
                 meta={k: meta.get(k) for k in ("num_images", "context_length_text", "context_length_image")},
             )
         )
