@@ -41,19 +41,28 @@ def _open(data: bytes, key: str):
         raise DataError(f"image {key} cannot be read ({exc.__class__.__name__}: {exc}); replace or remove it") from None
 
 
-def encode_jpeg(ref: ImageRef, reencode: bool = False) -> bytes:
-    """The JPEG bytes to send for an image (see the module docstring for the rule)."""
+def read_image(ref: ImageRef) -> bytes:
+    """The image's bytes as stored; DataError when they cannot be read."""
     try:
-        data = ref.read_bytes()
+        return ref.read_bytes()
     except OSError as exc:
         raise DataError(f"image {ref.key} cannot be read ({exc.strerror or exc}); check the images folder") from None
+
+
+def passes_through(data: bytes, ref: ImageRef, reencode: bool = False) -> bool:
+    """True when the stored bytes can be sent as they are: an RGB JPEG within `ref.max_side`.
+    Reads only the header, so it is cheap enough for the event loop."""
     im = _open(data, ref.key)
     too_big = ref.max_side is not None and max(im.size) > ref.max_side
-    if im.format == "JPEG" and im.mode == "RGB" and not too_big and not reencode:
-        return data
+    return im.format == "JPEG" and im.mode == "RGB" and not too_big and not reencode
+
+
+def transcode_jpeg(data: bytes, ref: ImageRef) -> bytes:
+    """Stored bytes converted to RGB, shrunk to `ref.max_side`, and encoded as JPEG at quality 95."""
+    im = _open(data, ref.key)
     try:
         im = im.convert("RGB")
-        if too_big:
+        if ref.max_side is not None and max(im.size) > ref.max_side:
             im.thumbnail((ref.max_side, ref.max_side))
         out = io.BytesIO()
         im.save(out, format="JPEG", quality=JPEG_QUALITY)
@@ -62,39 +71,62 @@ def encode_jpeg(ref: ImageRef, reencode: bool = False) -> bytes:
     return out.getvalue()
 
 
-class DataUrlCache:
-    """Base64 data URLs of recently sent images, bounded in bytes (images shared by samples)."""
+def encode_jpeg(ref: ImageRef, reencode: bool = False) -> bytes:
+    """The JPEG bytes to send for an image (see the module docstring for the rule)."""
+    data = read_image(ref)
+    return data if passes_through(data, ref, reencode) else transcode_jpeg(data, ref)
 
-    def __init__(self, max_bytes: int = 64 << 20, reencode: bool = False) -> None:
-        self._items: OrderedDict[tuple[str, int | None], str] = OrderedDict()
+
+class ImageCache:
+    """Base64 of images sent more than once (MM-NIAH option images, shared fillers), bounded in
+    bytes. An image is kept only from its second use, so a data set that never repeats an image
+    (Ref-Adv-s, MC-Bench) holds nothing here and memory stays flat."""
+
+    def __init__(self, max_bytes: int = 32 << 20, seen_keys: int = 65536) -> None:
+        self._items: OrderedDict[tuple[str, int | None], bytes] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, int | None], None] = OrderedDict()
         self._bytes = 0
         self._max = max_bytes
+        self._max_seen = seen_keys
         self._lock = threading.Lock()
-        self.reencode = reencode
 
     def clear(self) -> None:
         """Forget every cached image."""
         with self._lock:
             self._items.clear()
+            self._seen.clear()
             self._bytes = 0
 
-    def get(self, ref: ImageRef) -> str:
-        """The data URL for `ref`, encoding it on a miss."""
+    def get(self, ref: ImageRef) -> bytes | None:
+        """The cached base64 of `ref`, or None."""
         key = (ref.key, ref.max_side)
         with self._lock:
-            url = self._items.get(key)
-            if url is not None:
+            b64 = self._items.get(key)
+            if b64 is not None:
                 self._items.move_to_end(key)
-                return url
-        url = "data:image/jpeg;base64," + base64.b64encode(encode_jpeg(ref, self.reencode)).decode("ascii")
-        if len(url) <= self._max // 8:
-            with self._lock:
-                self._items[key] = url
-                self._bytes += len(url)
-                while self._bytes > self._max:
-                    _, old = self._items.popitem(last=False)
-                    self._bytes -= len(old)
-        return url
+            return b64
+
+    def put(self, ref: ImageRef, b64: bytes) -> None:
+        """Offer an image's base64; it is kept from the second offer of the same image on."""
+        key = (ref.key, ref.max_side)
+        with self._lock:
+            if key not in self._seen:
+                self._seen[key] = None
+                if len(self._seen) > self._max_seen:
+                    self._seen.popitem(last=False)
+                return
+            if key in self._items or len(b64) > self._max // 8:
+                return
+            self._items[key] = b64
+            self._bytes += len(b64)
+            while self._bytes > self._max:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= len(old)
+
+
+def base64_jpeg(ref: ImageRef, reencode: bool = False) -> bytes:
+    """Base64 (ASCII bytes) of the JPEG to send for an image, with no cache."""
+    return base64.b64encode(encode_jpeg(ref, reencode))
 
 
 def merge_pair(left: bytes, right: bytes, band: int = 20) -> tuple[bytes, int]:

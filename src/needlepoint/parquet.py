@@ -1,13 +1,16 @@
 """Reading Hugging Face parquet releases without holding their images in memory.
 
 Metadata columns are read at load time; an image's bytes are read when its request is built, one
-row group at a time with a small cache, so memory is bounded by a row group, not by the data set.
+row group at a time with a small cache, so memory is bounded by a few row groups, not by the data
+set. The next row group is read ahead in a background thread, so a run walking through the file
+in order rarely waits for a read.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +25,7 @@ def parquet_files(folder: Path) -> list[Path]:
 class ParquetTable:
     """One parquet file: its metadata rows, and lazy access to one binary-image column."""
 
-    def __init__(self, path: Path, image_column: str = "image", cached_groups: int = 2) -> None:
+    def __init__(self, path: Path, image_column: str = "image", cached_groups: int = 3) -> None:
         import pyarrow.parquet as pq
 
         self.path = path
@@ -39,14 +42,32 @@ class ParquetTable:
             self._starts.append(start)
             start += meta.row_group(g).num_rows
         self.num_rows = start
-        self._cache: OrderedDict[int, Any] = OrderedDict()
+        self._groups: OrderedDict[int, Future[Any]] = OrderedDict()
         self._cached_groups = cached_groups
         self._lock = threading.Lock()
+        self._reader: ThreadPoolExecutor | None = None
 
     def rows(self, columns: list[str]) -> list[dict[str, Any]]:
         """The given columns (those present) as Python dicts, one per row."""
         present = [c for c in columns if c in self.columns]
         return self._file.read(columns=present).to_pylist()
+
+    def _read_group(self, group: int) -> Any:
+        return self._file.read_row_group(group, columns=[self.image_column]).column(0)
+
+    def _group(self, group: int) -> Future[Any]:
+        """The (pending or done) read of a row group's image column; call with the lock held."""
+        future = self._groups.get(group)
+        if future is None:
+            if self._reader is None:
+                self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-read")
+            future = self._reader.submit(self._read_group, group)
+            self._groups[group] = future
+            while len(self._groups) > self._cached_groups:
+                self._groups.popitem(last=False)
+        else:
+            self._groups.move_to_end(group)
+        return future
 
     def image_bytes(self, row: int) -> bytes:
         """The encoded image bytes stored in `row` (a struct with `bytes`, or plain binary)."""
@@ -54,14 +75,10 @@ class ParquetTable:
 
         group = bisect.bisect_right(self._starts, row) - 1
         with self._lock:
-            column = self._cache.get(group)
-            if column is None:
-                column = self._file.read_row_group(group, columns=[self.image_column]).column(0)
-                self._cache[group] = column
-                while len(self._cache) > self._cached_groups:
-                    self._cache.popitem(last=False)
-            else:
-                self._cache.move_to_end(group)
+            future = self._group(group)
+            if group + 1 < len(self._starts):
+                self._group(group + 1)
+        column = future.result()
         value = column[row - self._starts[group]].as_py()
         if isinstance(value, dict):
             value = value.get("bytes")

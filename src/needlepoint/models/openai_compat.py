@@ -9,18 +9,22 @@ the fewest requests in flight.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import random
+import re
+import secrets
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import aiohttp
 
-from needlepoint.conversation import Conversation, Generation, Reply
+from needlepoint.conversation import Conversation, Generation, ImageRef, Reply
 from needlepoint.errors import DataError
-from needlepoint.images import DataUrlCache
+from needlepoint.images import ImageCache, passes_through, read_image, transcode_jpeg
 
 
 @dataclass(frozen=True)
@@ -60,31 +64,50 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-def message_payload(conversation: Conversation, images: DataUrlCache) -> list[dict[str, Any]]:
-    """The `messages` array of a chat request; images become data URLs."""
+_TOKEN = secrets.token_hex(8)
+_SLOT = re.compile(rb"@@np-image-" + _TOKEN.encode() + rb"-(\d+)@@")
+DATA_URL_PREFIX = b"data:image/jpeg;base64,"
+
+
+def message_payload(conversation: Conversation, url_for: Callable[[ImageRef, int], str]) -> list[dict[str, Any]]:
+    """The `messages` array of a chat request; `url_for(image, i)` gives the i-th image's URL."""
     out: list[dict[str, Any]] = []
+    index = 0
     for m in conversation.messages:
         if m.role != "user" or all(isinstance(p, str) for p in m.parts):
             out.append({"role": m.role, "content": m.text})
             continue
-        content = [
-            {"type": "text", "text": p} if isinstance(p, str) else {"type": "image_url", "image_url": {"url": images.get(p)}}
-            for p in m.parts
-            if not (isinstance(p, str) and p == "")
-        ]
+        content = []
+        for p in m.parts:
+            if isinstance(p, str):
+                if p:
+                    content.append({"type": "text", "text": p})
+            else:
+                content.append({"type": "image_url", "image_url": {"url": url_for(p, index)}})
+                index += 1
         out.append({"role": m.role, "content": content})
     return out
 
 
-def request_body(model: str, conversation: Conversation, generation: Generation, images: DataUrlCache) -> bytes:
-    """The JSON body of one chat-completions request."""
-    body: dict[str, Any] = {"model": model, "messages": message_payload(conversation, images)}
+def request_body(model: str, conversation: Conversation, generation: Generation, images_b64: Sequence[bytes]) -> bytes:
+    """The JSON body of one chat-completions request, images given as base64 in order.
+
+    The base64 is spliced in as bytes after the rest is serialised: it never needs JSON escaping,
+    and scanning megabytes of it in json.dumps would be most of the cost of a request.
+    """
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": message_payload(conversation, lambda _, i: f"@@np-image-{_TOKEN}-{i}@@"),
+    }
     for key in ("temperature", "top_p", "max_tokens", "seed"):
         value = getattr(generation, key)
         if value is not None:
             body[key] = value
     body.update(generation.extra)
-    return json.dumps(body, ensure_ascii=False).encode("utf-8")
+    pieces = _SLOT.split(json.dumps(body, ensure_ascii=False).encode("utf-8"))
+    for i in range(1, len(pieces), 2):
+        pieces[i] = DATA_URL_PREFIX + images_b64[int(pieces[i])]
+    return b"".join(pieces)
 
 
 class OpenAICompatModel:
@@ -106,7 +129,8 @@ class OpenAICompatModel:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self.retry = retry or RetryPolicy()
-        self.images = DataUrlCache(reencode=reencode_images)
+        self.images = ImageCache()
+        self.reencode_images = reencode_images
         self.max_request_bytes = max_request_bytes
         self._session: aiohttp.ClientSession | None = None
 
@@ -125,6 +149,23 @@ class OpenAICompatModel:
             await self._session.close()
             self._session = None
 
+    async def _encode_images(self, conversation: Conversation) -> list[bytes]:
+        """Base64 of each image in order. Stored bytes are read and checked on the event loop (cheap:
+        a header); computed images and those that need transcoding go to a worker thread."""
+        loop = asyncio.get_running_loop()
+        out = []
+        for ref in (im for m in conversation.messages for im in m.images):
+            b64 = self.images.get(ref)
+            if b64 is None:
+                data = await loop.run_in_executor(None, read_image, ref) if ref.costly else read_image(ref)
+                if passes_through(data, ref, self.reencode_images):
+                    b64 = base64.b64encode(data)
+                else:
+                    b64 = await loop.run_in_executor(None, lambda d=data, r=ref: base64.b64encode(transcode_jpeg(d, r)))
+                self.images.put(ref, b64)
+            out.append(b64)
+        return out
+
     async def check_reachable(self, timeout_s: float = 10.0) -> None:
         """Raise DataError when an endpoint cannot be connected to at all (any HTTP answer will do)."""
         session = await self._client()
@@ -142,8 +183,7 @@ class OpenAICompatModel:
 
         Image problems and requests over the byte budget raise DataError: input faults, not sent.
         """
-        loop = asyncio.get_running_loop()
-        body = await loop.run_in_executor(None, request_body, self.name, conversation, generation, self.images)
+        body = request_body(self.name, conversation, generation, await self._encode_images(conversation))
         if self.max_request_bytes is not None and len(body) > self.max_request_bytes:
             raise DataError(
                 f"request_too_large: {len(body)} bytes exceed --max-request-bytes {self.max_request_bytes}; "

@@ -47,10 +47,10 @@ def request_key(messages: list[dict[str, Any]]) -> str:
 
 def script_key(conversation: Conversation) -> str:
     """The key under which the server finds its answer to `conversation` (see request_key)."""
-    from needlepoint.images import DataUrlCache
-    from needlepoint.models.openai_compat import message_payload
+    from needlepoint.images import base64_jpeg
+    from needlepoint.models.openai_compat import DATA_URL_PREFIX, message_payload
 
-    return request_key(message_payload(conversation, DataUrlCache()))
+    return request_key(message_payload(conversation, lambda ref, _: (DATA_URL_PREFIX + base64_jpeg(ref)).decode("ascii")))
 
 
 @dataclass

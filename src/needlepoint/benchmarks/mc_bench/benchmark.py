@@ -202,6 +202,7 @@ class McBench:
                 key=f"merged:{left.key}+{right.key}",
                 loader=functools.partial(_merged_loader, left, right, BAND),
                 max_side=self.max_image_side,
+                costly=True,
             )
             parts: list[Part] = [canvas, "\n" + text]
         else:
