@@ -145,7 +145,14 @@ class Server:
         return self.workdir / f"server-{self.delay_ms}ms.stats.json"
 
     def start(self) -> Server:
-        cmd = [sys.executable, str(HERE / "serve_simulated.py"), "--delay-ms", str(self.delay_ms), "--stats", str(self.stats_path)]
+        cmd = [
+            sys.executable,
+            str(HERE / "serve_simulated.py"),
+            "--delay-ms",
+            str(self.delay_ms),
+            "--stats",
+            str(self.stats_path),
+        ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip()
@@ -255,7 +262,9 @@ class Tool:
             tail = out.with_suffix(".log").read_text(errors="replace")[-3000:]
             raise RuntimeError(f"{self.name} failed (exit {run.rc}):\n{tail}")
         if run.stats.get("requests") != n:  # one request per sample: no failures, no repair turns
-            raise RuntimeError(f"{self.name} sent {run.stats.get('requests')} requests for {n} samples; see {out.with_suffix('.log')}")
+            raise RuntimeError(
+                f"{self.name} sent {run.stats.get('requests')} requests for {n} samples; see {out.with_suffix('.log')}"
+            )
         if keep_size:
             run.folder_mb = folder_mb(out)
         shutil.rmtree(out, ignore_errors=True)
@@ -338,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-ref-adv-"))
     servers: list[Server] = []
     try:
-        return _bench(ns, tmp, servers)
+        return _bench(ns, tmp, servers, argv)
     finally:
         for server in servers:
             server.stop()
@@ -348,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _bench(ns: argparse.Namespace, tmp: Path, servers: list[Server]) -> int:
+def _bench(ns: argparse.Namespace, tmp: Path, servers: list[Server], argv: list[str] | None) -> int:
     say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     started = time.strftime("%Y-%m-%d %H:%M %Z")
     t0 = time.perf_counter()
@@ -403,9 +412,11 @@ def _bench(ns: argparse.Namespace, tmp: Path, servers: list[Server]) -> int:
 
     load_after = os.getloadavg()
     table = report(ns, runs, tools, jpeg_small)
-    print(f"Measured {started} on {machine()}; 1-minute load average {load_before[0]:.1f} before the timed runs,"
-          f" {load_after[0]:.1f} after (this includes the benchmark's own processes).\n")
-    print(f"Command: `python benchmarks/bench_ref_adv_harness.py{' --evalscope ' + str(ns.evalscope) if ns.evalscope else ''} --runs {ns.runs}`\n")
+    print(
+        f"Measured {started} on {machine()}; 1-minute load average {load_before[0]:.1f} before the timed runs,"
+        f" {load_after[0]:.1f} after (this includes the benchmark's own processes).\n"
+    )
+    print(f"Command: `python benchmarks/bench_ref_adv_harness.py {' '.join(argv if argv is not None else sys.argv[1:])}`\n")
     print(table)
     if ns.raw:
         raw = {

@@ -132,3 +132,29 @@ def test_check_box_format() -> None:
     assert check_box_format("norm_1000_xyxy") == "norm_1000_xyxy"
     with pytest.raises(ValueError, match="abs_xyxy, norm_1000_xyxy, norm_1_xyxy"):
         check_box_format("xywh")
+
+
+def test_fitted_size_is_the_size_pillow_sends() -> None:
+    """Boxes from a downscaled image are mapped back with fitted_size: it must be Pillow's size."""
+    import random
+
+    from PIL import Image
+
+    from needlepoint.geometry import fitted_size
+
+    rng = random.Random(3)
+    for _ in range(200):
+        w, h, side = rng.randint(1, 2500), rng.randint(1, 2500), rng.randint(8, 1200)
+        im = Image.new("L", (w, h))
+        im.thumbnail((side, side))
+        assert fitted_size(w, h, side) == im.size
+    assert fitted_size(640, 480, None) == (640, 480)
+
+
+def test_pixel_boxes_on_a_downscaled_image_map_back() -> None:
+    from needlepoint.geometry import to_absolute
+
+    # A 1000x500 image sent at 500x250: the model's pixel box is in the small image.
+    assert to_absolute([50, 25, 100, 50], "abs_xyxy", 1000, 500, seen=(500, 250)) == (100.0, 50.0, 200.0, 100.0)
+    # Normalised boxes do not depend on the size shown.
+    assert to_absolute([100, 100, 200, 200], "norm_1000_xyxy", 1000, 500, seen=(500, 250)) == (100.0, 50.0, 200.0, 100.0)

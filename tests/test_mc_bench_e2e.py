@@ -5,8 +5,8 @@ and the command line's refusals; then `needlepoint score mc_bench` on what the r
 The release folder is the real `mc-bench_v0.2_val.json` with stand-in images of the annotated
 sizes for the first N_SAMPLES descriptions only (the loader does not need the other images to
 exist: a missing file only fails its own sample). Each stand-in is one flat colour that encodes
-its file's number (the release shares files between samples: 525 file names serve 1,180 image
-ids), so the requests of different samples hash differently and a decoded request tells which
+its file's number (samples share files: 525 file names are used by more than one image id, 1,180
+ids in all), so the requests of different samples hash differently and a decoded request tells which
 file it carries.
 """
 
@@ -40,6 +40,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 Script = dict[str, list[Any]]
+FILE_NUMBERS: dict[str, int] = {}  # file name -> the number its stand-in's colour encodes (set by `release`)
 
 
 # --- the release folder and the simulated model's answers ---------------------------------------
@@ -65,18 +66,20 @@ def file_numbers(images: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def file_number(gt: GroundTruth, image_id: int) -> int:
-    return file_numbers([{"file_name": im.file_name} for im in gt.images])[gt.image_by_id[image_id].file_name]
+    """The number whose colour the stand-in of `image_id` has."""
+    return FILE_NUMBERS[gt.image_by_id[image_id].file_name]
 
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real release file, with stand-in images for the first N_SAMPLES descriptions (in the
-    format their file names say; JPEGs also carry the id in a comment)."""
+    format their file names say; JPEGs also carry the number in a comment)."""
     folder = tmp_path_factory.mktemp("mc_release")
     shutil.copy(RELEASE, folder / RELEASE.name)
     data = json.loads(RELEASE.read_text(encoding="utf-8"))
     wanted = {i for d in data["descriptions"][:N_SAMPLES] for i in d["images_id"]}
     numbers = file_numbers(data["images"])
+    FILE_NUMBERS.update(numbers)
     for im in data["images"]:
         if im["id"] not in wanted or (folder / "mc-bench_images" / im["file_name"]).exists():
             continue
@@ -147,13 +150,9 @@ def sequence_script(gt: GroundTruth, release: Path) -> tuple[Script, dict[str, G
     return scripted(gt, McBench(box_format="norm_1000_xyxy", input_mode="sequence"), release, N_SAMPLES)
 
 
-def key_of(script_by_key: dict[str, GtSample], sample_id: str) -> str:
-    return next(k for k, s in script_by_key.items() if s.id == sample_id)
-
-
-def eval_args(data: Path, url: str, run: Path, *extra: str) -> list[str]:
+def eval_args(data: Path, url: str, run: Path, *extra: str, report: bool = False) -> list[str]:
     return ["eval", "mc_bench", "--data", str(data), "--model", "sim/mc-bench", "--api-url", url, "--out", str(run),
-            "--no-progress", "--no-report", "--max-retries", "0", *extra]  # fmt: skip
+            "--no-progress", "--max-retries", "0", *([] if report else ["--no-report"]), *extra]  # fmt: skip
 
 
 def records_of(run: Path) -> dict[str, dict[str, Any]]:
@@ -163,7 +162,11 @@ def records_of(run: Path) -> dict[str, dict[str, Any]]:
 def gt_results(gt: GroundTruth, sample_ids: list[str]) -> list[dict[str, Any]]:
     """Every GT box of the samples as its own prediction, own group, score 1.0."""
     images = {i for s in sample_ids for i in gt.sample_by_id[s].image_ids}
-    return [{"image_id": b.image_id, "category_id": b.category_id, "bbox": list(b.bbox), "score": 1.0} for b in gt.boxes if b.image_id in images]
+    return [
+        {"image_id": b.image_id, "category_id": b.category_id, "bbox": list(b.bbox), "score": 1.0}
+        for b in gt.boxes
+        if b.image_id in images
+    ]
 
 
 def assert_same_results(got: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
@@ -230,7 +233,9 @@ def test_sequence_mode_perfect_answers(
         assert "normalised to 0-1000" in content[4]["text"]
         images = decoded_images(body)
         assert [im.size for im in images] == [size(gt, i) for i in sample.image_ids]
-        assert [number_of_colour(im.getpixel((im.width // 2, im.height // 2))) for im in images] == [file_number(gt, i) for i in sample.image_ids]
+        assert [number_of_colour(im.getpixel((im.width // 2, im.height // 2))) for im in images] == [
+            file_number(gt, i) for i in sample.image_ids
+        ]
 
     # the records: every answer parsed on the first turn, every GT box back
     records = records_of(run)
@@ -258,10 +263,12 @@ def test_sequence_mode_perfect_answers(
     for block in ("official", "corrected", "analyses", "counts"):
         assert_scores_equal(metrics[block], rescored[block])
 
-    # `needlepoint score` on the run folder prints the numbers of metrics.json (the run's samples)
+    # `needlepoint score` on the run folder prints the numbers of metrics.json: it must score the
+    # run's samples (here --limit 300), not all 2,000 of the annotation file
     done = run_cli(["score", "mc_bench", "--predictions", str(run), "--data", str(release), "--json"])
     assert done.returncode == 0, done.stderr
     scored = json.loads(done.stdout)
+    assert scored["counts"]["samples"] == N_SAMPLES, "score on a run folder scored other samples than the run's"
     assert_scores_equal(scored["official"], metrics["official"])
     assert_scores_equal(scored["corrected"], metrics["corrected"])
 
@@ -276,7 +283,9 @@ def test_merged_mode_perfect_answers(
     script, by_key = scripted(gt, bench, release, N_SAMPLES)
     server = serve(script=script, default=None)
     run = tmp_path / "run"
-    args = eval_args(release, server.url, run, "--box-format", "abs_xyxy", "--input-mode", "merged", "--limit", str(N_SAMPLES), "--json")
+    args = eval_args(
+        release, server.url, run, "--box-format", "abs_xyxy", "--input-mode", "merged", "--limit", str(N_SAMPLES), "--json"
+    )
     assert main(args) == 0
     metrics = json.loads(capsys.readouterr().out)
 
@@ -357,10 +366,13 @@ def test_mistakes_in_merged_mode(
 
     server = serve(script=script, default=None)
     run = tmp_path / "run"
-    args = eval_args(release, server.url, run, "--box-format", "abs_xyxy", "--input-mode", "merged", "--limit", str(limit), "--json")
-    assert main(args) == 0
+    options = ["--box-format", "abs_xyxy", "--input-mode", "merged", "--limit", str(limit), "--json"]
+    assert main(eval_args(release, server.url, run, *options, report=True)) == 0  # with the HTML report
     metrics = json.loads(capsys.readouterr().out)
     records = records_of(run)
+    page = (run / "report" / "index.html").read_text(encoding="utf-8")  # the HTML report of the run
+    assert gt.sample_by_id["3"].text in page or json.dumps(gt.sample_by_id["3"].text)[1:-1] in page
+    assert len(list((run / "report" / "thumbs").glob("*.jpg"))) >= limit
 
     # the records
     for sid in ids:
@@ -371,7 +383,9 @@ def test_mistakes_in_merged_mode(
             assert (p, g) == (ep, eg) and b == pytest.approx(eb, abs=1e-9), sid
     assert records["6"]["repair_used"] is True and records["6"]["parse_error"] is None
     assert [t["reply"] for t in records["6"]["turns"]][0] == prose
-    repair_request = next(body for _, body in server.requests if request_key(body["messages"]) == key["6"] and len(body["messages"]) == 3)
+    repair_request = next(
+        body for _, body in server.requests if request_key(body["messages"]) == key["6"] and len(body["messages"]) == 3
+    )
     assert [m["role"] for m in repair_request["messages"]] == ["user", "assistant", "user"]
     assert repair_request["messages"][1]["content"] == prose and repair_request["messages"][2]["content"] == REPAIR_TEXT
     assert records["8"]["parse_error"] is None and records["8"]["answer"] == [] and not records["8"]["repair_used"]
@@ -399,9 +413,7 @@ def test_mistakes_in_merged_mode(
     assert metrics["corrected"]["ap50"] < 1.0 and metrics["official"]["ap50"] < perfect["official"]["ap50"]
     assert metrics["corrected"]["ap50_per_group"]["2"] == pytest.approx(1.0, abs=1e-12)
     assert metrics["official"]["ap50_per_group"]["2"] < 1.0
-    unswapped = [r for r in want if r["image_id"] not in sample["3"].image_ids] + [
-        r for r in gt_results(gt, ["3"])
-    ]  # fmt: skip
+    unswapped = [r for r in want if r["image_id"] not in sample["3"].image_ids] + gt_results(gt, ["3"])
     assert score_results(gt, unswapped, ids)["corrected"]["ap50"] == pytest.approx(metrics["corrected"]["ap50"], abs=1e-12)
     assert metrics["analyses"]["mean_boxes_per_sample"] == pytest.approx(len(want) / limit)
 
@@ -417,7 +429,9 @@ def test_styles_referring_evaluates_only_referring(
     server = serve(script=script, default=None)
     run = tmp_path / "run"
     limit = 20
-    args = eval_args(release, server.url, run, "--box-format", "norm_1000_xyxy", "--styles", "Referring", "--limit", str(limit), "--json")
+    args = eval_args(
+        release, server.url, run, "--box-format", "norm_1000_xyxy", "--styles", "Referring", "--limit", str(limit), "--json"
+    )
     assert main(args) == 0
     metrics = json.loads(capsys.readouterr().out)
     referring = [s.id for s in gt.samples if s.style == "Referring"][:limit]
@@ -446,10 +460,91 @@ def test_subset_without_group_2_reports_regrouping_none(
     assert metrics["corrected"]["acc"] == 1.0
 
 
+def test_missing_image_fails_only_its_sample(
+    serve: Callable[..., Any], release: Path, gt: GroundTruth, sequence_script: tuple[Script, dict[str, GtSample]],
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Only the first N_SAMPLES descriptions have images: the 45th Referring sample (318) has none.
+    The run loads (no image is opened up front), that sample alone is an input error, the rest go on."""
+    server = serve(script=sequence_script[0], default=None)
+    run = tmp_path / "run"
+    referring = [s.id for s in gt.samples if s.style == "Referring"][:45]
+    assert int(referring[-2]) < N_SAMPLES <= int(referring[-1])
+    args = eval_args(
+        release, server.url, run, "--box-format", "norm_1000_xyxy", "--styles", "Referring", "--limit", "45", "--json"
+    )
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    metrics = json.loads(captured.out)
+    assert "--retry-failed" in captured.err
+    assert len(server.requests) == 44
+    rec = records_of(run)[referring[-1]]
+    assert (rec["status"], rec["parse_error"], rec["boxes"]) == ("input_error", "input_error", 0)
+    assert gt.image_by_id[gt.sample_by_id[referring[-1]].image_ids[0]].file_name in rec["error"]
+    assert metrics["run"]["failed_ids"] == [referring[-1]] and metrics["counts"]["samples"] == 45
+
+
+def thumbnail_size(width: float, height: float, side: int) -> tuple[int, int]:
+    """The size Pillow's `thumbnail((side, side))` gives an image (what --max-image-side sends)."""
+    im = Image.new("1", (int(width), int(height)))
+    im.thumbnail((side, side))
+    return im.size
+
+
+@pytest.mark.parametrize("mode", ["sequence", "merged"])
+def test_downscaled_images_abs_boxes_map_back(
+    serve: Callable[..., Any], release: Path, gt: GroundTruth, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    """--max-image-side with abs_xyxy: the model sees the downscaled images and can only answer in
+    their pixels; the parser must scale those boxes back to the annotated size (norm_* formats need
+    no scaling)."""
+    limit, side = 12, 256
+    bench = McBench(box_format="abs_xyxy", input_mode=mode, max_image_side=side)
+    script, sent = {}, {}
+    for s in bench.load(release, limit=limit):
+        sample = gt.sample_by_id[s.id]
+        key = script_key(bench.prompt(s))
+        if mode == "sequence":  # each image in its own sent pixels
+            sent[key] = [thumbnail_size(*size(gt, i), side) for i in sample.image_ids]
+            answer: dict[str, list[Any]] = {"image_1": [], "image_2": []}
+            for p, g, (x1, y1, x2, y2) in gt_items(gt, sample):
+                (w, h), (sw, sh) = size(gt, sample.image_ids[p]), sent[key][p]
+                answer[f"image_{p + 1}"].append({"group": g, "bbox_2d": [x1 * sw / w, y1 * sh / h, x2 * sw / w, y2 * sh / h]})
+            text = json.dumps(answer)
+        else:  # in the sent canvas's pixels
+            (cw, ch) = canvas_size(gt, sample)
+            sent[key] = [thumbnail_size(cw, ch, side)]
+            (sw, sh) = sent[key][0]
+            boxes = json.loads(merged_answer(gt, sample))["boxes"]
+            for box in boxes:
+                x1, y1, x2, y2 = box["bbox_2d"]
+                box["bbox_2d"] = [x1 * sw / cw, y1 * sh / ch, x2 * sw / cw, y2 * sh / ch]
+            text = json.dumps({"boxes": boxes})
+        script[key] = [text]
+    server = serve(script=script, default=None)
+    run = tmp_path / mode
+    args = eval_args(release, server.url, run, "--box-format", "abs_xyxy", "--input-mode", mode,
+                     "--max-image-side", str(side), "--limit", str(limit), "--json")  # fmt: skip
+    assert main(args) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert len(server.requests) == limit
+    for _, body in server.requests:  # the model saw the sizes its answers assume
+        assert [im.size for im in decoded_images(body)] == sent[request_key(body["messages"])]
+    assert metrics["corrected"]["ap50"] == pytest.approx(1.0, abs=1e-9), mode
+    assert metrics["corrected"]["acc"] == 1.0
+
+
+def canvas_size(gt: GroundTruth, sample: GtSample) -> tuple[float, float]:
+    (w1, h1), (w2, h2) = (size(gt, i) for i in sample.image_ids)
+    return w1 + BAND + w2, max(h1, h2)
+
+
 # --- scoring files ----------------------------------------------------------------------------------
 
 
-def test_score_results_with_unknown_image_id_is_one_sentence(tmp_path: Path, release: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_score_results_with_unknown_image_id_is_one_sentence(
+    tmp_path: Path, release: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "results.json"
     bad.write_text(json.dumps([{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5},
                                {"image_id": 99999, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}]))  # fmt: skip
@@ -476,7 +571,9 @@ def test_score_empty_results_list(tmp_path: Path, release: Path, gt: GroundTruth
 # --- prompt file and refusals -----------------------------------------------------------------------
 
 
-def test_prompt_file_is_used_verbatim(serve: Callable[..., Any], release: Path, gt: GroundTruth, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_prompt_file_is_used_verbatim(
+    serve: Callable[..., Any], release: Path, gt: GroundTruth, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     template = 'Custom instruction. Find: <<{text}>>\nReply like {"image_1": [], "image_2": []} and keep {braces} as they are.'
     prompt = tmp_path / "prompt.txt"
     prompt.write_text(template, encoding="utf-8")
@@ -493,11 +590,15 @@ def test_prompt_file_is_used_verbatim(serve: Callable[..., Any], release: Path, 
     assert any("no boxes" in n for n in metrics["notes"])
 
 
-def test_refusals_are_one_sentence(serve: Callable[..., Any], release: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_refusals_are_one_sentence(
+    serve: Callable[..., Any], release: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     server = serve(default='{"image_1": [], "image_2": []}')
     no_text = tmp_path / "prompt.txt"
     no_text.write_text("Box the objects as JSON.", encoding="utf-8")
-    args = eval_args(release, server.url, tmp_path / "r1", "--box-format", "abs_xyxy", "--prompt-file", str(no_text), "--limit", "1")
+    args = eval_args(
+        release, server.url, tmp_path / "r1", "--box-format", "abs_xyxy", "--prompt-file", str(no_text), "--limit", "1"
+    )
     assert main(args) == 2
     one_sentence_error(capsys, "{text}")
 

@@ -6,6 +6,7 @@ every metric goes through it, so a convention is decided once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -26,17 +27,41 @@ def check_box_format(name: str) -> BoxFormat:
     return name  # type: ignore[return-value]
 
 
-def to_absolute(box: Sequence[float], box_format: BoxFormat, width: float, height: float) -> Box:
+def fitted_size(width: int, height: int, max_side: int | None) -> tuple[int, int]:
+    """The size an image of `width` x `height` is sent at when no side may exceed `max_side`:
+    Pillow's `thumbnail` arithmetic (aspect kept, each side rounded to the nearer aspect)."""
+    if max_side is None or (width <= max_side and height <= max_side):
+        return width, height
+    aspect = width / height
+    x = y = max_side
+    if x / y >= aspect:
+        x = _nearest_aspect(y * aspect, lambda n: abs(aspect - n / y))
+    else:
+        y = _nearest_aspect(x / aspect, lambda n: 0 if n == 0 else abs(aspect - x / n))
+    return x, y
+
+
+def _nearest_aspect(number: float, key) -> int:  # type: ignore[no-untyped-def]
+    return max(min(math.floor(number), math.ceil(number), key=key), 1)
+
+
+def to_absolute(
+    box: Sequence[float], box_format: BoxFormat, width: float, height: float, seen: tuple[float, float] | None = None
+) -> Box:
     """Convert one model box to absolute pixel xyxy: scale, sort each pair, clip to the image.
 
-    A box left with zero width or height is returned as is: it matches nothing but is still a
-    prediction.
+    `seen` is the size the model was shown when it differs from (width, height), e.g. after
+    downscaling: pixel boxes are then scaled back to the annotated size. A box left with zero
+    width or height is returned as is: it matches nothing but is still a prediction.
     """
     x1, y1, x2, y2 = (float(v) for v in box)
     scale = _SCALE[box_format]
     if scale is not None:
         x1, x2 = x1 / scale * width, x2 / scale * width
         y1, y2 = y1 / scale * height, y2 / scale * height
+    elif seen is not None and tuple(seen) != (width, height):
+        sx, sy = width / seen[0], height / seen[1]
+        x1, x2, y1, y2 = x1 * sx, x2 * sx, y1 * sy, y2 * sy
     if x1 > x2:
         x1, x2 = x2, x1
     if y1 > y2:

@@ -17,15 +17,7 @@ from typing import Any
 
 from needlepoint.benchmarks.base import DataError, Parsed, ReportBox, ReportImage, ReportItem, Table, replies_text
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message
-from needlepoint.geometry import (
-    Box,
-    BoxFormat,
-    check_box_format,
-    dedupe,
-    iou,
-    require_box_format,
-    to_absolute,
-)
+from needlepoint.geometry import Box, BoxFormat, check_box_format, dedupe, fitted_size, iou, require_box_format, to_absolute
 from needlepoint.jsonfind import find_json
 from needlepoint.jsonl import read_jsonl
 
@@ -109,8 +101,9 @@ def collect_boxes(value: Any) -> list[list[float]]:
     return out[:MAX_BOXES]
 
 
-def parse_boxes(text: str, box_format: BoxFormat, width: float, height: float) -> Parsed:
-    """A reply into absolute xyxy boxes, or `empty_response` / `no_bbox_found`."""
+def parse_boxes(text: str, box_format: BoxFormat, width: float, height: float, seen: tuple[float, float] | None = None) -> Parsed:
+    """A reply into absolute xyxy boxes, or `empty_response` / `no_bbox_found`; `seen` is the
+    size the image was sent at when it was downscaled."""
     if not text or not text.strip():
         return Parsed(error="empty_response")
     try:
@@ -120,7 +113,7 @@ def parse_boxes(text: str, box_format: BoxFormat, width: float, height: float) -
     raw = collect_boxes(value)
     if not raw:
         return Parsed(error="no_bbox_found")
-    return Parsed(answer=[list(b) for b in dedupe([to_absolute(b, box_format, width, height) for b in raw])])
+    return Parsed(answer=[list(b) for b in dedupe([to_absolute(b, box_format, width, height, seen) for b in raw])])
 
 
 @dataclass
@@ -369,7 +362,8 @@ class RefAdv:
         return Conversation([Message("user", [text, sample.image])])
 
     def parse(self, sample: RefAdvSample, text: str) -> Parsed:
-        return parse_boxes(text, self.box_format, sample.width, sample.height)
+        seen = fitted_size(int(sample.width), int(sample.height), self.max_image_side) if self.max_image_side else None
+        return parse_boxes(text, self.box_format, sample.width, sample.height, seen)
 
     def followup(self, sample: RefAdvSample, parsed: Parsed, finish_reason: str | None) -> str | None:
         if self.repair_on_length_only and finish_reason != "length":

@@ -17,6 +17,7 @@ from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth, loa
 from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
 from needlepoint.geometry import check_box_format, iou_matrix, require_box_format, xywh_to_xyxy, xyxy_to_xywh
+from needlepoint.store import RECORDS, read_records
 
 RELEASE_FILE = "mc-bench_v0.2_val.json"
 IMAGES_DIR = "mc-bench_images"
@@ -183,7 +184,7 @@ class McBench:
                 path = safe_path(images_root, im.file_name, f"image {image_id}")
                 refs.append(ImageRef(key=im.file_name, path=path, max_side=self.max_image_side))
             sizes = tuple((float(gt.image_by_id[i].width), float(gt.image_by_id[i].height)) for i in s.image_ids)
-            samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), PairGeometry(sizes, BAND)))  # type: ignore[arg-type]
+            samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), PairGeometry(sizes, BAND, self.max_image_side)))  # type: ignore[arg-type]
         return samples[:limit] if limit else samples
 
     def generation(self, sample: McSample, base: Generation) -> Generation:
@@ -291,10 +292,17 @@ class McBench:
 
         if data is None:
             raise DataError("scoring mc_bench needs --data: the release folder or its annotation file (images not needed)")
-        if predictions.is_dir():
-            predictions = predictions / RESULTS_FILE
         gt, ids = self._ground_truth(data)
-        results = read_results(predictions)
+        if predictions.is_dir():
+            # A run folder: score the samples that run answered, as its metrics.json does.
+            answered = read_records(predictions / RECORDS)
+            if not answered:
+                raise DataError(f"{predictions} holds no answered samples; is it a run folder of mc_bench?")
+            ids = [s.id for s in gt.samples if s.id in answered and (ids is None or s.id in ids)]
+            predictions = predictions / RESULTS_FILE
+            results = read_results(predictions) if predictions.exists() else []
+        else:
+            results = read_results(predictions)
         return score_results(gt, results, ids)
 
 

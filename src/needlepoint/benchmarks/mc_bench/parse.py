@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from needlepoint.benchmarks.base import Parsed
-from needlepoint.geometry import BoxFormat, to_absolute
+from needlepoint.geometry import BoxFormat, fitted_size, to_absolute
 from needlepoint.jsonfind import find_json
 
 BOX_KEYS = ("bbox_2d", "bbox", "box", "bbox_xyxy", "coordinates")
@@ -26,6 +26,11 @@ class PairGeometry:
 
     sizes: tuple[tuple[float, float], tuple[float, float]]  # (width, height) per image
     band: int = 20
+    max_side: int | None = None  # images (or the canvas) were downscaled to this before sending
+
+    def seen(self, size: tuple[float, float]) -> tuple[float, float] | None:
+        """The size an image of `size` was shown at, when downscaled."""
+        return fitted_size(int(size[0]), int(size[1]), self.max_side) if self.max_side else None
 
     @property
     def offset(self) -> float:
@@ -134,7 +139,7 @@ def parse_answer(text: str, geometry: PairGeometry, box_format: BoxFormat, merge
     for image, group, raw, score in items:
         if merged:
             cw, ch = geometry.canvas
-            x1, y1, x2, y2 = to_absolute(raw, box_format, cw, ch)
+            x1, y1, x2, y2 = to_absolute(raw, box_format, cw, ch, geometry.seen((cw, ch)))
             image = _owner((x1 + x2) / 2, geometry)
             dx = 0.0 if image == 0 else geometry.offset
             w, h = geometry.sizes[image]
@@ -143,7 +148,7 @@ def parse_answer(text: str, geometry: PairGeometry, box_format: BoxFormat, merge
             if image is None:
                 return Parsed(error="image_not_given")
             w, h = geometry.sizes[image]
-            box = list(to_absolute(raw, box_format, w, h))
+            box = list(to_absolute(raw, box_format, w, h, geometry.seen((w, h))))
         out.append({"image": image, "group": group, "bbox": box, "score": score})
     return Parsed(answer=out)
 
