@@ -287,7 +287,6 @@ def profile_load(data: Path, top: int = 8) -> None:
     snap = tracemalloc.take_snapshot()
     current, peak = tracemalloc.get_traced_memory()
     print(f"\ntracemalloc, loading {len(samples)} samples: held {current / 1e6:.1f} MB, peak {peak / 1e6:.1f} MB")
-    print(f"text held by samples: {sum(len(s.text) for s in samples) / 1e6:.1f} MB of characters")
     for stat in snap.compare_to(base, "lineno")[:top]:
         print(f"  {stat.size_diff / 1e6:8.1f} MB  {stat.traceback[0]}")
     del samples
