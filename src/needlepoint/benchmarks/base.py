@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from needlepoint.conversation import Conversation, Generation
 from needlepoint.errors import DataError
 
-__all__ = ["Benchmark", "DataError", "Parsed", "ReportBox", "ReportImage", "ReportItem", "SampleLike", "Table", "replies_text"]
+__all__ = ["Benchmark", "DataError", "Parsed", "ReportBox", "ReportImage", "ReportItem", "SampleLike", "Table", "format_cell", "replies_text"]
 
 
 class SampleLike(Protocol):
@@ -42,6 +42,19 @@ class Table:
     title: str
     columns: list[str]
     rows: list[list[Any]] = field(default_factory=list)
+
+
+def format_cell(value: Any) -> str:
+    """A Table cell as people read it, the same in the terminal and the HTML report: None as a
+    dash, booleans as yes/no, floats short but never losing a trailing ".0" (54.0, not 54)."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        text = f"{value:.6g}"
+        return text if any(c in text for c in ".en") else text + ".0"
+    return str(value)
 
 
 @dataclass

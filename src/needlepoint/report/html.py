@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from needlepoint.benchmarks.base import Benchmark, ReportImage, ReportItem, Table, replies_text
+from needlepoint.benchmarks.base import Benchmark, ReportImage, ReportItem, Table, format_cell, replies_text
 from needlepoint.errors import DataError
 from needlepoint.report.assets import CSS, JS
 
@@ -60,17 +60,6 @@ def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def cell_text(value: Any) -> str:
-    """A table cell as text: floats compact, None as a dash."""
-    if value is None:
-        return "–"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1 and value != 0 else f"{value:g}"
-    return str(value)
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -81,7 +70,7 @@ def table_html(table: Table, cls: str = "metrics") -> str:
     rows = []
     for row in table.rows:
         cells = "".join(
-            f'<td class="num">{esc(cell_text(v))}</td>' if _is_number(v) else f"<td>{esc(cell_text(v))}</td>" for v in row
+            f'<td class="num">{esc(format_cell(v))}</td>' if _is_number(v) else f"<td>{esc(format_cell(v))}</td>" for v in row
         )
         rows.append(f"<tr>{cells}</tr>")
     return (

@@ -4,16 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from needlepoint.benchmarks.base import Table
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        text = f"{value:.6g}"
-        return text if any(c in text for c in ".en") else text + ".0"
-    return str(value)
+from needlepoint.benchmarks.base import Table, format_cell
 
 
 def print_tables(tables: Sequence[Table], stderr: bool = False) -> None:
@@ -29,5 +20,5 @@ def print_tables(tables: Sequence[Table], stderr: bool = False) -> None:
         for c in t.columns:
             rt.add_column(c, justify="right")
         for row in t.rows:
-            rt.add_row(*(_cell(v) for v in row))
+            rt.add_row(*(format_cell(v) for v in row))
         console.print(rt)
