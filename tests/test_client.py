@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import importlib.util
 import io
 import json
 from collections import Counter
@@ -313,9 +312,8 @@ def test_api_key_sent_but_never_stored(serve: Any, ref_release: Any, tmp_path: P
     folder, _ = ref_release
     server = serve(faults={}, script={})
     out = tmp_path / "run"
-    # the HTML report is checked too where this build has it
-    with_report = importlib.util.find_spec("needlepoint.report.html") is not None
-    evaluate(_config(folder, [server.url], out, api_key="sk-secret-test", report=with_report, limit=4))
+    # the HTML report is written too: the key must not reach it either
+    evaluate(_config(folder, [server.url], out, api_key="sk-secret-test", report=True, limit=4))
     assert len(server.requests) == 4
     assert all(h.get("Authorization") == "Bearer sk-secret-test" for h, _ in server.requests)
     files = [p for p in out.rglob("*") if p.is_file()]
@@ -324,6 +322,19 @@ def test_api_key_sent_but_never_stored(serve: Any, ref_release: Any, tmp_path: P
         assert b"sk-secret-test" not in p.read_bytes(), p
     header = json.loads((out / "run.json").read_text())
     assert "api_key" not in header["config"]
+    assert (out / "report" / "index.html").is_file()
+
+
+def test_credentials_in_urls_are_not_stored(serve: Any, ref_release: Any, tmp_path: Path) -> None:
+    """A key passed in an endpoint's user info or query string stays out of the run folder."""
+    folder, _ = ref_release
+    server = serve(faults={}, script={})
+    out = tmp_path / "run"
+    url = server.url.replace("http://", "http://user:sk-in-url@") + "?api-key=sk-in-query"
+    evaluate(_config(folder, [url], out, limit=2))
+    for p in (q for q in out.rglob("*") if q.is_file()):
+        data = p.read_bytes()
+        assert b"sk-in-url" not in data and b"sk-in-query" not in data, p
 
 
 def test_images_sent_as_jpeg_after_the_text(serve: Any, ref_release: Any, tmp_path: Path) -> None:

@@ -83,6 +83,8 @@ def test_sequence_mode(name, text, fmt, expected):
         ('{"answer": 42}', "bad_schema"),
         ("[[1, 2, 3, 4]]", "image_not_given"),
         ('[{"bbox_2d": [1, 2, 3, 4]}]', "image_not_given"),
+        ('{"image_1": [{"bbox_2d": [NaN, 1, 2, 3]}], "image_2": []}', "bad_schema"),
+        ('{"image_1": [[1, 2, Infinity, 4]], "image_2": []}', "bad_schema"),
     ],
 )
 def test_sequence_errors(text, error):

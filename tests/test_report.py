@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from needlepoint.benchmarks.base import ReportBox, ReportImage
+from needlepoint.benchmarks import NAMES
+from needlepoint.benchmarks.base import ReportBox, ReportImage, ReportItem, format_cell
+from needlepoint.benchmarks.mc_bench.tables import table2_row
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.cli import main as cli_main
 from needlepoint.conversation import ImageRef
@@ -235,7 +237,7 @@ def test_unreadable_image_does_not_break_the_report(tmp_path: Path) -> None:
 
 
 def test_every_demo_run_has_a_report(demo: Path) -> None:
-    for name in ("ref_adv_s", "mc_bench", "mm_niah"):
+    for name in NAMES:
         page = demo / "runs" / name / "report" / "index.html"
         assert page.is_file()
         data = blob(page)
@@ -284,6 +286,9 @@ def test_mm_niah_report_shows_heatmaps(demo: Path) -> None:
     assert {"task", "range"} <= {f["key"] for f in data["filters"]}
     fields = dict(map(tuple, data["items"][0]["f"]))
     assert {"answer", "context length", "depth", "images"} <= set(fields)
+    # Fields read like the terminal's table cells (one formatter for both).
+    recs = {r["id"]: r for r in records(run)}
+    assert all(dict(map(tuple, it["f"]))["score"] == format_cell(recs[it["id"]].get("score")) for it in data["items"])
     assert not (run / "report" / "thumbs").exists()
 
 
@@ -292,7 +297,7 @@ def test_demo_index_links_every_run(demo: Path) -> None:
     parsed = parse_page(index)
     links = [a["href"] for t, a in parsed.tags if t == "a" and a.get("href")]
     targets = {(index.parent / h).resolve() for h in links}
-    for name in ("ref_adv_s", "mc_bench", "mm_niah"):
+    for name in NAMES:
         assert (demo / "runs" / name / "report" / "index.html").resolve() in targets
     text = index.read_text(encoding="utf-8")
     assert "Acc@0.5" in text and "AP50" in text and "overall" in text
@@ -339,7 +344,7 @@ def many_runs(demo: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path
     """The demo runs plus a second 'model' per benchmark, with changed metrics."""
     root = tmp_path_factory.mktemp("runs")
     dirs = []
-    for name in ("ref_adv_s", "mc_bench", "mm_niah"):
+    for name in NAMES:
         src = demo / "runs" / name
         a = root / name / "model-a"
         shutil.copytree(src, a)
@@ -469,3 +474,102 @@ def test_not_a_run_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture
     assert cli_main(["report", str(empty), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "is not a run folder" in err and "Traceback" not in err
+
+
+def _write_run(folder: Path, header: Any, metrics_value: Any) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps(header), encoding="utf-8")
+    if metrics_value is not None:
+        (folder / "metrics.json").write_text(json.dumps(metrics_value), encoding="utf-8")
+    return folder
+
+
+GOOD_HEADER = {"config": {"benchmark": "ref_adv_s", "model": "m"}, "created": "2026-01-01T00:00:00+0000"}
+
+
+@pytest.mark.parametrize("bad", [[], [1, 2], "text", 3, None, True])
+def test_run_files_that_are_not_objects_are_one_sentence(bad: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    header_bad = _write_run(tmp_path / "header_bad", bad, {"n": 1})
+    metrics_bad = _write_run(tmp_path / "metrics_bad", GOOD_HEADER, None)
+    (metrics_bad / "metrics.json").write_text(json.dumps(bad), encoding="utf-8")
+    # A model folder whose runs' headers are compared by their creation time.
+    model_folder = tmp_path / "model"
+    _write_run(model_folder / "a", GOOD_HEADER, {"n": 1})
+    _write_run(model_folder / "b", bad, {"n": 1})
+    for run, name in ((header_bad, "run.json"), (metrics_bad, "metrics.json"), (model_folder, "run.json")):
+        with pytest.raises(DataError, match=f"{name} holds a JSON .*, not an object"):
+            lb.read_run(run)
+        assert cli_main(["report", str(run), "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "not an object" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_unreadable_or_malformed_run_files_are_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken_header = _write_run(tmp_path / "broken_header", GOOD_HEADER, {"n": 1})
+    (broken_header / "run.json").write_text("{not json", encoding="utf-8")
+    broken_metrics = _write_run(tmp_path / "broken_metrics", GOOD_HEADER, None)
+    (broken_metrics / "metrics.json").write_text("{not json", encoding="utf-8")
+    metrics_dir = _write_run(tmp_path / "metrics_dir", GOOD_HEADER, None)
+    (metrics_dir / "metrics.json").mkdir()
+    unknown = _write_run(tmp_path / "unknown", {"config": {"benchmark": "nope"}}, {"n": 1})
+    cases = [(broken_header, "is not valid JSON"), (broken_metrics, "is not valid JSON"),
+             (metrics_dir, "cannot be read"), (unknown, "which has no leaderboard")]  # fmt: skip
+    for run, message in cases:
+        with pytest.raises(DataError, match=message):
+            lb.read_run(run)
+        assert cli_main(["report", str(run), "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and message in err and "Traceback" not in err
+
+
+def test_odd_but_object_metrics_give_empty_cells(tmp_path: Path) -> None:
+    """Objects of the wrong shape inside metrics.json leave cells empty instead of crashing."""
+    odd = {"bins": [], "acc@0.5": "high", "official": [], "corrected": {"by_style": 3}, "overall": {"scores": 7},
+           "context_ranges": {"1k": 0}, "tasks": "x", "n": True}  # fmt: skip
+    runs = []
+    for name in NAMES:
+        header = {"config": {"benchmark": name, "model": "m", "options": []}, "identity": []}
+        runs.append(lb.read_run(_write_run(tmp_path / name, header, odd)))
+    boards = lb.build_boards(runs)
+    assert [b.key for b in boards] == ["ref_adv_s", "mc_bench", "mm_niah_ranges", "mm_niah_tasks"]
+    assert all(v is None for b in boards for r in b.rows for v in r.values)
+    lb.write_leaderboard(boards, tmp_path / "o")
+
+
+def test_every_benchmark_has_a_leaderboard() -> None:
+    assert set(lb.BUILDERS) == set(NAMES)
+
+
+def test_mc_bench_cells_are_table2_unrounded(many_runs: list[Path]) -> None:
+    """The leaderboard's MC-Bench row is the terminal's Table 2 row before rounding."""
+    run = lb.read_run(next(p for p in many_runs if p.parent.name == "mc_bench"))
+    official = run.metrics["official"]
+    values = lb.mc_values(official, official["by_style"])
+    assert [None if v is None else round(v, 1) for v in values] == table2_row(official)
+
+
+def _item(*boxes: ReportBox) -> ReportItem:
+    return ReportItem("1", "p", "a", images=[ReportImage(ImageRef("x", loader=lambda: b""), list(boxes))])
+
+
+def test_legend_follows_the_boxes() -> None:
+    plain = [_item(ReportBox([0, 0, 1, 1], "gt"), ReportBox([0, 0, 1, 1], "pred", label="first box"))]
+    assert not report_html._grouped(plain)
+    legend = report_html._legend(plain, False)
+    assert "ground truth" in legend and "prediction (first box)" in legend and "group" not in legend
+    grouped = [_item(ReportBox([0, 0, 1, 1], "gt", 1), ReportBox([0, 0, 1, 1], "pred", 2))]
+    assert report_html._grouped(grouped)
+    legend = report_html._legend(grouped, True)
+    assert "group 1" in legend and "group 2" in legend and "dashed: prediction" in legend
+    assert report_html._legend([_item()], False) == ""
+    only_gt = report_html._legend([_item(ReportBox([0, 0, 1, 1], "gt"))], False)
+    assert "ground truth" in only_gt and "prediction" not in only_gt
+
+
+def test_write_atomic_leaves_no_temporary_file(tmp_path: Path) -> None:
+    path = report_html.write_atomic(tmp_path / "a" / "b.txt", "é")
+    assert path.read_text(encoding="utf-8") == "é"
+    report_html.write_atomic(path, b"\x00\x01")
+    assert path.read_bytes() == b"\x00\x01"
+    assert [p.name for p in path.parent.iterdir()] == ["b.txt"]

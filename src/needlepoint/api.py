@@ -42,7 +42,7 @@ def _generation(bench: Benchmark, overrides: dict[str, Any]) -> Generation:
     wrong = [k for k in overrides if k not in known]
     if wrong:
         raise DataError(f"unknown generation setting(s) {', '.join(wrong)}; use {', '.join(sorted(known))}")
-    defaults = dict(getattr(bench, "generation_defaults", {}))
+    defaults = dict(bench.generation_defaults)
     return Generation(**{**defaults, **{k: v for k, v in overrides.items() if v is not None}})
 
 
@@ -77,8 +77,6 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
         if isinstance(settings.get("api_urls"), str):
             settings["api_urls"] = [settings["api_urls"]]
         config = RunConfig(**settings)
-    if config.concurrency < 1:
-        raise DataError("--concurrency must be at least 1")
     if not config.api_urls:
         raise DataError("no --api-url given; pass the base URL of an OpenAI-compatible server, e.g. http://localhost:8000/v1")
     bench = make(config.benchmark, **config.options)
@@ -101,11 +99,18 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     }
     advice = "choose another --out folder, or drop --out and pass --fresh" if config.out else "pass --fresh for a new run folder"
     store = RunStore.open(run_dir, header, advice)
-    store.update_header(status="running", last_started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), config=config.public())
+    try:
+        return _run(config, bench, samples, generation, store)
+    finally:
+        store.close()
 
+
+def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Generation, store: RunStore) -> RunResult:
+    """Answer the pending samples into an open run folder, then score, export and report."""
     from needlepoint.models.openai_compat import OpenAICompatModel, RetryPolicy
     from needlepoint.runner import RunOptions, pending, run
 
+    store.update_header(status="running", last_started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), config=config.public())
     model = OpenAICompatModel(
         config.model,
         config.api_urls,
@@ -125,12 +130,12 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
             await model.aclose()
 
     records = asyncio.run(go())
-    result = finish(bench, samples, records, run_dir, config.model)
+    result = finish(bench, samples, records, store.dir, config.model)
     complete = len(records) == len(samples) and not result.failed
     store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     if config.report:
         answered = [s for s in samples if s.id in records]
-        result.exports.extend(write_report(run_dir, bench, answered, [records[s.id] for s in answered], result.metrics))
+        result.exports.extend(write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics))
     return result
 
 
@@ -147,7 +152,7 @@ def finish(bench: Benchmark, samples: list[Any], records: dict[str, dict[str, An
         "answered": len(ordered),
         "failed": len(failed),
         "failed_ids": failed[:1000],
-        "skipped": [{"id": i, "reason": r} for i, r in getattr(bench, "skipped", [])],
+        "skipped": [{"id": i, "reason": r} for i, r in bench.skipped],
     }
     write_json(run_dir / METRICS, metrics)
     exports = bench.export(run_dir, samples, ordered, model, metrics)
@@ -167,4 +172,4 @@ def score(benchmark: str, predictions: Path, data: Path | None = None, **options
     bench = make(benchmark, **options)
     if not predictions.exists():
         raise DataError(f"--predictions {predictions} does not exist")
-    return bench, bench.score_file(predictions, data)  # type: ignore[attr-defined]
+    return bench, bench.score_file(predictions, data)

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from needlepoint import __version__
+from needlepoint.benchmarks import NAMES
 from needlepoint.errors import DataError
-
-BENCHMARK_NAMES = ("ref_adv_s", "mc_bench", "mm_niah")
 
 
 def _bench_options(p: argparse.ArgumentParser) -> None:
@@ -40,11 +40,11 @@ def _options(ns: argparse.Namespace) -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for the docs and tests)."""
     parser = argparse.ArgumentParser(prog="needlepoint", description="Evaluate multimodal models on finding things.")
-    parser.add_argument("--version", action="version", version="needlepoint 0.1.0")
+    parser.add_argument("--version", action="version", version=f"needlepoint {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     ev = sub.add_parser("eval", help="evaluate a served model on a benchmark (resumes an interrupted run)")
-    ev.add_argument("benchmark", choices=BENCHMARK_NAMES)
+    ev.add_argument("benchmark", choices=NAMES)
     ev.add_argument("--data", required=True, help="the benchmark's release folder (or file)")
     ev.add_argument("--model", required=True, help="the model name the server expects")
     ev.add_argument("--api-url", action="append", required=True, help="base URL such as http://localhost:8000/v1; repeat to spread requests")
@@ -69,11 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     _bench_options(ev)
 
     sc = sub.add_parser("score", help="score saved predictions (authors' formats or a run folder) without a model")
-    sc.add_argument("benchmark", choices=BENCHMARK_NAMES)
+    sc.add_argument("benchmark", choices=NAMES)
     sc.add_argument("--predictions", required=True, type=Path)
     sc.add_argument("--data", type=Path, help="the release folder, where scoring needs the annotations (mc_bench)")
     sc.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
     sc.add_argument("--styles", help="comma-separated prompt styles (mc_bench)")
+    sc.add_argument("--split", help="the split to score when a folder holds several: val or test (mm_niah)")
 
     rp = sub.add_parser("report", help="one leaderboard over several run folders")
     rp.add_argument("runs", nargs="+", type=Path, help="run folders, or model folders (each stands for its newest finished run)")
@@ -82,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     dm = sub.add_parser("demo", help="all benchmarks on bundled samples against a simulated model, offline")
     dm.add_argument("--out", type=Path, default=Path("runs/demo"), help="where the demo's data and runs go")
-    dm.add_argument("--benchmarks", default=",".join(BENCHMARK_NAMES), help="comma-separated subset")
+    dm.add_argument("--benchmarks", default=",".join(NAMES), help="comma-separated subset")
     return parser
 
 
@@ -157,17 +158,15 @@ def cmd_eval(ns: argparse.Namespace) -> int:
 def cmd_score(ns: argparse.Namespace) -> int:
     from needlepoint.api import score
 
-    options = {"styles": ns.styles} if ns.styles else {}
+    options = {"styles": ns.styles, "split": ns.split}
     bench, metrics = score(ns.benchmark, ns.predictions, ns.data, **options)
     _print_metrics(bench, metrics, ns.json)
     return 0
 
 
 def cmd_report(ns: argparse.Namespace) -> int:
-    try:
-        from needlepoint.report.leaderboard import main as leaderboard_main
-    except ImportError:
-        raise DataError("the leaderboard report is not available in this build") from None
+    from needlepoint.report.leaderboard import main as leaderboard_main
+
     return leaderboard_main(ns)
 
 

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from needlepoint.conversation import Generation
+from needlepoint.errors import DataError
 
 IDENTITY_VERSION = 1
 
@@ -43,13 +45,32 @@ class RunConfig:
     show_progress: bool = True
     report: bool = True
 
+    def __post_init__(self) -> None:
+        """Check the numbers and URLs a user typed, each in one sentence."""
+        checks = [
+            (self.limit is None or self.limit >= 1, "--limit must be a positive number of samples"),
+            (self.concurrency >= 1, "--concurrency must be at least 1"),
+            (self.max_retries >= 0, "--max-retries must be 0 or more"),
+            (self.max_request_bytes is None or self.max_request_bytes > 0, "--max-request-bytes must be positive"),
+            (self.options.get("max_image_side") is None or self.options["max_image_side"] > 0, "--max-image-side must be positive"),
+            (self.generation.get("timeout_s") is None or self.generation["timeout_s"] > 0, "--timeout must be positive"),
+            (self.generation.get("max_tokens") is None or self.generation["max_tokens"] > 0, "--max-tokens must be positive"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise DataError(message)
+        for url in self.api_urls:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise DataError(f"--api-url {redact_url(url)} is not an http(s) URL; use e.g. http://localhost:8000/v1")
+
     def public(self) -> dict[str, Any]:
         """The configuration as written to the run folder: no API key."""
         return {
             "benchmark": self.benchmark,
             "data": str(self.data),
             "model": self.model,
-            "api_urls": self.api_urls,
+            "api_urls": [redact_url(u) for u in self.api_urls],
             "options": self.options,
             "generation": self.generation,
             "limit": self.limit,
@@ -58,6 +79,16 @@ class RunConfig:
             "reencode_images": self.reencode_images,
             "max_request_bytes": self.max_request_bytes,
         }
+
+
+def redact_url(url: str) -> str:
+    """A URL without user info or query string, either of which may carry a credential."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "[unparseable URL]"
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, netloc, parts.path, "[redacted]" if parts.query else "", ""))
 
 
 def identity(config: RunConfig, bench_identity: dict[str, Any], generation: Generation, fingerprint: str) -> dict[str, Any]:

@@ -19,15 +19,13 @@ class ImageRef:
     """An image to send: a file on disk, or a loader that returns encoded bytes (parquet rows).
 
     `key` identifies the image for caching and for the run record; `max_side` asks the encoder to
-    downscale so that neither side exceeds it; `costly` marks a loader that computes its image
-    (a merged pair), which the client then runs off the event loop.
+    downscale so that neither side exceeds it.
     """
 
     key: str
     path: Path | None = None
     loader: Callable[[], bytes] | None = field(default=None, compare=False, repr=False)
     max_side: int | None = None
-    costly: bool = False
 
     def read_bytes(self) -> bytes:
         """The image file's bytes as stored."""

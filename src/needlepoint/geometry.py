@@ -12,6 +12,8 @@ from typing import Literal
 
 import numpy as np
 
+from needlepoint.errors import DataError
+
 BoxFormat = Literal["abs_xyxy", "norm_1000_xyxy", "norm_1_xyxy"]
 BOX_FORMATS: tuple[str, ...] = ("abs_xyxy", "norm_1000_xyxy", "norm_1_xyxy")
 
@@ -20,10 +22,12 @@ Box = tuple[float, float, float, float]
 _SCALE = {"abs_xyxy": None, "norm_1000_xyxy": 1000.0, "norm_1_xyxy": 1.0}
 
 
-def check_box_format(name: str) -> BoxFormat:
-    """Return `name` as a BoxFormat, or raise ValueError naming the valid ones."""
+def check_box_format(name: str | None) -> BoxFormat | None:
+    """`name` as a BoxFormat (None stays None: not stated yet); DataError naming the valid ones."""
+    if name is None:
+        return None
     if name not in _SCALE:
-        raise ValueError(f"unknown box format {name!r}; use one of {', '.join(BOX_FORMATS)}")
+        raise DataError(f"--box-format {name!r} is unknown; use one of {', '.join(BOX_FORMATS)}")
     return name  # type: ignore[return-value]
 
 
@@ -132,8 +136,6 @@ def iou(a: Sequence[float], b: Sequence[float]) -> float:
 def require_box_format(box_format: BoxFormat | None, benchmark: str) -> BoxFormat:
     """The run's box format; a run must state it (it belongs to the model family, never guessed)."""
     if box_format is None:
-        from needlepoint.errors import DataError
-
         raise DataError(
             f"--box-format is required for {benchmark}: the box convention of the model family "
             "(abs_xyxy, norm_1000_xyxy or norm_1_xyxy; e.g. Qwen2.5-VL abs_xyxy, Qwen3-VL norm_1000_xyxy)"

@@ -50,10 +50,16 @@ class ParquetTable:
     def rows(self, columns: list[str]) -> list[dict[str, Any]]:
         """The given columns (those present) as Python dicts, one per row."""
         present = [c for c in columns if c in self.columns]
-        return self._file.read(columns=present).to_pylist()
+        try:
+            return self._file.read(columns=present).to_pylist()
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for damaged files
+            raise DataError(f"{self.path} cannot be read ({exc}); re-download the release") from None
 
     def _read_group(self, group: int) -> Any:
-        return self._file.read_row_group(group, columns=[self.image_column]).column(0)
+        try:
+            return self._file.read_row_group(group, columns=[self.image_column]).column(0)
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for damaged files
+            raise DataError(f"row group {group} of {self.path} cannot be read ({exc}); re-download the release") from None
 
     def _group(self, group: int) -> Future[Any]:
         """The (pending or done) read of a row group's image column; call with the lock held."""

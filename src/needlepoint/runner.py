@@ -54,7 +54,9 @@ def _turn(reply: Reply) -> dict[str, Any]:
 
 
 async def solve(benchmark: Benchmark, model: Model, sample: Any, base: Generation) -> dict[str, Any]:
-    """One sample from prompt to record (never raises for model or input faults)."""
+    """One sample from prompt to record. Never raises for model or input faults: a request that
+    fails is a backend error, and an input the benchmark cannot handle (an unreadable image, or a
+    parse or judge fault) is an input error that keeps whatever replies had already arrived."""
     started = time.time()
     record: dict[str, Any] = {"id": sample.id, "status": "done", "turns": [], "repair_used": False}
     try:
@@ -71,19 +73,26 @@ async def solve(benchmark: Benchmark, model: Model, sample: Any, base: Generatio
                 second = await model.complete(conversation.with_turn(reply.text, repair), generation)
                 record["turns"].append(_turn(second))
                 parsed = Parsed(error=BACKEND_ERROR) if second.error else benchmark.parse(sample, second.text)
+        if parsed.error == BACKEND_ERROR:
+            record["status"] = BACKEND_ERROR
+            record["error"] = record["turns"][-1]["error"]
+        record["answer"] = parsed.answer
+        record["parse_error"] = parsed.error
+        record.update(benchmark.judge(sample, parsed))
     except DataError as exc:
-        record.update(status=INPUT_ERROR, error=str(exc), answer=None, parse_error=INPUT_ERROR)
-        record.update(benchmark.judge(sample, Parsed(error=INPUT_ERROR)))
-        record["elapsed_s"] = round(time.time() - started, 4)
-        return record
-    if parsed.error == BACKEND_ERROR:
-        record["status"] = BACKEND_ERROR
-        record["error"] = record["turns"][-1]["error"]
-    record["answer"] = parsed.answer
-    record["parse_error"] = parsed.error
-    record.update(benchmark.judge(sample, parsed))
+        _input_error(benchmark, sample, record, str(exc))
+    except Exception as exc:  # noqa: BLE001 - a fault after a reply arrived must not lose the reply
+        _input_error(benchmark, sample, record, f"{exc.__class__.__name__}: {exc}")
     record["elapsed_s"] = round(time.time() - started, 4)
     return record
+
+
+def _input_error(benchmark: Benchmark, sample: Any, record: dict[str, Any], message: str) -> None:
+    record.update(status=INPUT_ERROR, error=message, answer=None, parse_error=INPUT_ERROR)
+    try:
+        record.update(benchmark.judge(sample, Parsed(error=INPUT_ERROR)))
+    except Exception:  # noqa: BLE001 - the record is kept as it is
+        pass
 
 
 class _Progress:
@@ -139,7 +148,8 @@ async def run(
     base: Generation,
     options: RunOptions,
 ) -> dict[str, dict[str, Any]]:
-    """Answer every pending sample, storing each record as it finishes; return all records."""
+    """Answer every pending sample, storing each record as it finishes; return all records.
+    The caller owns `store` (and closes it)."""
     done = store.records()
     todo = pending(samples, done, options.retry_failed)
     todo_ids = {s.id for s in todo}
@@ -155,9 +165,14 @@ async def run(
             finished.append(record)
             progress.advance()
 
+    tasks = [asyncio.ensure_future(worker()) for _ in range(max(1, min(options.concurrency, len(todo))))]
     try:
-        await asyncio.gather(*(worker() for _ in range(max(1, min(options.concurrency, len(todo))))))
+        done_tasks, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done_tasks:
+            task.result()  # re-raise the first failure (e.g. the disk is full)
     finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         progress.close()
-        store.close()
     return {s.id: done[s.id] for s in samples if s.id in done}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from needlepoint.errors import DataError
 
@@ -38,7 +38,9 @@ def read_records(path: Path) -> dict[str, dict[str, Any]]:
             try:
                 rec = json.loads(line)
             except ValueError:
-                raise DataError(f"{path} has a corrupt line; move the run folder aside and start fresh") from None
+                rec = None
+            if not isinstance(rec, dict) or "id" not in rec:
+                raise DataError(f"{path} has a corrupt line; move the run folder aside and start fresh")
             out[str(rec["id"])] = rec
     return out
 
@@ -49,7 +51,8 @@ class RunStore:
     def __init__(self, run_dir: Path) -> None:
         self.dir = run_dir
         self.records_path = run_dir / RECORDS
-        self._fh: Any = None
+        self._fh: IO[str] | None = None
+        self._lock_fh: IO[str] | None = None
 
     @staticmethod
     def read_header(run_dir: Path) -> dict[str, Any] | None:
@@ -58,9 +61,12 @@ class RunStore:
         if not path.exists():
             return None
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            header = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
-            raise DataError(f"{path} is not valid JSON; move the run folder aside and start fresh") from None
+            header = None
+        if not isinstance(header, dict):
+            raise DataError(f"{path} is not valid JSON of a run header; move the run folder aside and start fresh")
+        return header
 
     @classmethod
     def open(cls, run_dir: Path, header: dict[str, Any], advice: str = "pass --fresh for a new run folder") -> RunStore:
@@ -77,12 +83,27 @@ class RunStore:
                 f"{run_dir} holds a run with a different configuration ({', '.join(diff) or 'version'} differ); "
                 f"answers will not be mixed: {advice}"
             )
+        if existing is None and (run_dir / RECORDS).exists():
+            raise DataError(f"{run_dir} holds records but no {HEADER}; answers will not be mixed: choose another --out folder")
         run_dir.mkdir(parents=True, exist_ok=True)
         store = cls(run_dir)
+        store._lock()
         if existing is None:
             write_json(run_dir / HEADER, header)
         store._truncate_torn_tail()
         return store
+
+    def _lock(self) -> None:
+        """Hold an exclusive lock on the run folder for this process's lifetime, so that two runs
+        never append to (or repair) the same records file."""
+        import fcntl
+
+        self._lock_fh = (self.dir / ".lock").open("a")
+        try:
+            fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock_fh.close()
+            raise DataError(f"{self.dir} is in use by another needlepoint process; wait for it or choose another --out") from None
 
     def _truncate_torn_tail(self) -> None:
         if not self.records_path.exists():
@@ -127,7 +148,10 @@ class RunStore:
         write_json(self.dir / HEADER, header)
 
     def close(self) -> None:
-        """Close the records file."""
+        """Close the records file and release the run folder for other processes."""
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+        if self._lock_fh is not None:
+            self._lock_fh.close()
+            self._lock_fh = None

@@ -105,9 +105,15 @@ def replies_text(record: dict[str, Any]) -> str:
 
 
 class Benchmark(Protocol):
-    """The verbs every benchmark offers. See DESIGN.md, 'The flow'."""
+    """The verbs every benchmark offers. See DESIGN.md, 'The flow'.
+
+    `generation_defaults` are the authors' sampling settings where they differ from Generation's;
+    `skipped` lists (sample id, reason) for rows the last `load` found unfit to send.
+    """
 
     name: str
+    generation_defaults: dict[str, Any]
+    skipped: list[tuple[str, str]]
 
     def identity(self) -> dict[str, Any]:
         """The options that change answers or scores; part of the run's identity."""
@@ -147,6 +153,10 @@ class Benchmark(Protocol):
 
     def running(self, records: Sequence[dict[str, Any]]) -> str:
         """A short running figure for the progress bar."""
+        ...
+
+    def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
+        """Metrics of saved predictions in the authors' format (or a run folder), without a model."""
         ...
 
     def report_items(self, samples: Sequence[Any], records: Sequence[dict[str, Any]]) -> list[ReportItem]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,7 @@ def collect_boxes(value: Any) -> list[list[float]]:
                     visit(item)
 
     visit(value)
-    return out[:MAX_BOXES]
+    return out
 
 
 def parse_boxes(text: str, box_format: BoxFormat, width: float, height: float, seen: tuple[float, float] | None = None) -> Parsed:
@@ -137,22 +138,31 @@ class RefAdvSample:
         return f"{self.id}|{self.caption}|{list(self.gt)}|{self.width}x{self.height}|{self.file_name}|{self.distractors}"
 
 
-def _box(value: Any, where: str) -> Box:
+def _box(value: Any, where: str, column: str = "solution") -> Box:
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except ValueError:
             value = None
     if not (isinstance(value, (list, tuple)) and len(value) == 4 and all(_is_number(v) for v in value)):
-        raise DataError(f"{where}: `solution` must be a box [x1, y1, x2, y2], got {value!r}; fix the data file")
+        raise DataError(f"{where}: `{column}` must be a box [x1, y1, x2, y2], got {value!r}; fix the data file")
     return tuple(float(v) for v in value)  # type: ignore[return-value]
+
+
+def _flag(value: Any) -> bool:
+    """A boolean column that may arrive as a bool, a number or a string ("true", "False", "1")."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
 
 
 def _sample(row: dict[str, Any], idx: int, image: ImageRef, where: str) -> RefAdvSample:
     try:
         width, height = float(row["width"]), float(row["height"])
     except (TypeError, ValueError):
-        raise DataError(f"{where}: `width` and `height` must be numbers; fix the data file") from None
+        width = height = math.nan
+    if not (math.isfinite(width) and math.isfinite(height) and width > 0 and height > 0):
+        raise DataError(f"{where}: `width` and `height` must be positive numbers; fix the data file")
     return RefAdvSample(
         id=str(idx),
         row_idx=idx,
@@ -164,8 +174,8 @@ def _sample(row: dict[str, Any], idx: int, image: ImageRef, where: str) -> RefAd
         image=image,
         file_name=str(row.get("file_name") or ""),
         image_source=str(row.get("image_source") or ""),
-        human_authored=bool(row.get("human_authored")),
-        use_negation=bool(row.get("use_negation")),
+        human_authored=_flag(row.get("human_authored")),
+        use_negation=_flag(row.get("use_negation")),
     )
 
 
@@ -175,8 +185,9 @@ def _check_columns(columns: Sequence[str], where: str, needed: Sequence[str]) ->
         raise DataError(f"{where} lacks the column(s) {', '.join(missing)}; point --data at the Ref-Adv-s release")
 
 
-def load_parquet(folder: Path, files: list[Path]) -> list[RefAdvSample]:
-    """Samples from the parquet release; images stay in the files until requested."""
+def load_parquet(root: Path, files: list[Path]) -> list[RefAdvSample]:
+    """Samples from the parquet release; images stay in the files until requested. Image keys
+    name the file relative to `root`, so shards of the same name in two folders stay apart."""
     from needlepoint.parquet import ParquetTable
 
     samples: list[RefAdvSample] = []
@@ -186,7 +197,7 @@ def load_parquet(folder: Path, files: list[Path]) -> list[RefAdvSample]:
         _check_columns(table.columns, str(path), [*REQUIRED, "image"])
         for local, row in enumerate(table.rows(wanted)):
             idx = len(samples)
-            image = ImageRef(key=f"{path.name}#{local}", loader=functools.partial(table.image_bytes, local))
+            image = ImageRef(key=f"{path.relative_to(root).as_posix()}#{local}", loader=functools.partial(table.image_bytes, local))
             samples.append(_sample(row, idx, image, f"{path} row {local}"))
     return samples
 
@@ -278,8 +289,8 @@ def read_authors_predictions(path: Path) -> list[dict[str, Any]]:
         missing = [k for k in ("gt_bbox_xyxy", "pred_box_xyxy_first", "distractor_count", "parse_error") if k not in rec]
         if missing:
             raise DataError(f"{where} lacks {', '.join(missing)}; is this a Ref-Adv prediction file?")
-        pred = rec["pred_box_xyxy_first"]
-        gt = _box(rec["gt_bbox_xyxy"], where)
+        pred = _box(rec["pred_box_xyxy_first"], where, "pred_box_xyxy_first") if rec["pred_box_xyxy_first"] else None
+        gt = _box(rec["gt_bbox_xyxy"], where, "gt_bbox_xyxy")
         rows.append(
             {
                 "iou": iou(pred, gt) if pred else 0.0,
@@ -300,6 +311,7 @@ class RefAdv:
     """The Ref-Adv-s benchmark."""
 
     name = "ref_adv_s"
+    generation_defaults: dict[str, Any] = {}
 
     def __init__(
         self,
@@ -309,16 +321,14 @@ class RefAdv:
         images: str | Path | None = None,
         max_image_side: int | None = None,
     ) -> None:
-        try:
-            self.box_format = check_box_format(box_format) if box_format is not None else None
-        except ValueError as exc:
-            raise DataError(f"--box-format: {exc}") from None
+        self.box_format = check_box_format(box_format)
         if prompt_mode not in PROMPTS:
             raise DataError(f"--prompt-mode must be one of {', '.join(PROMPTS)}, not {prompt_mode!r}")
         self.prompt_mode = prompt_mode
         self.repair_on_length_only = repair_on_length_only
         self.images_dir = Path(images).expanduser() if images else None
         self.max_image_side = max_image_side
+        self.skipped: list[tuple[str, str]] = []
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -333,9 +343,7 @@ class RefAdv:
         if data.is_file() and data.suffix == ".jsonl":
             samples = load_jsonl(data, self.images_dir)
         elif data.is_file() and data.suffix == ".parquet":
-            from needlepoint.parquet import parquet_files
-
-            samples = load_parquet(data.parent, [data]) if data in parquet_files(data.parent) else []
+            samples = load_parquet(data.parent, [data])
         elif data.is_dir():
             from needlepoint.parquet import parquet_files
 
@@ -351,7 +359,7 @@ class RefAdv:
             raise DataError(f"--data {data} does not exist; download the Ref-Adv-s release and point --data at it")
         if self.max_image_side:
             for s in samples:
-                s.image = ImageRef(s.image.key, s.image.path, s.image.loader, self.max_image_side)
+                s.image = replace(s.image, max_side=self.max_image_side)
         return samples[:limit] if limit else samples
 
     def generation(self, sample: RefAdvSample, base: Generation) -> Generation:

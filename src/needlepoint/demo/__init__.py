@@ -17,18 +17,6 @@ BUILDERS = {
 }
 
 
-def available() -> list[str]:
-    """The benchmarks whose demo set can be built in this install."""
-    names = []
-    for name, module in BUILDERS.items():
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            continue
-        names.append(name)
-    return names
-
-
 def run_demo(out: Path, benchmarks: list[str]) -> int:
     """Build the demo sets, serve the simulated model, evaluate each benchmark, print the tables."""
     from needlepoint.api import evaluate
@@ -39,14 +27,10 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
     unknown = [b for b in benchmarks if b not in BUILDERS]
     if unknown:
         raise DataError(f"no demo for {', '.join(unknown)}; choose from {', '.join(BUILDERS)}")
-    ready = available()
     started = time.perf_counter()
     script: dict[str, list] = {}
     plans = []
     for name in benchmarks:
-        if name not in ready:
-            print(f"(skipping {name}: its demo is not part of this build)", file=sys.stderr)
-            continue
         builder = importlib.import_module(BUILDERS[name])
         data, options, answers = builder.build(out / "data" / name)
         script.update(answers)
@@ -70,14 +54,11 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
             run_dirs.append(result.run_dir)
     report = _combined_report(out, run_dirs)
     print(f"demo finished in {time.perf_counter() - started:.1f} s; run folders under {out / 'runs'}")
-    if report is not None:
-        print(f"report: {report}")
+    print(f"report: {report}")
     return 0
 
 
-def _combined_report(out: Path, run_dirs: list[Path]) -> Path | None:
-    try:
-        from needlepoint.report.html import write_index
-    except ImportError:
-        return None
+def _combined_report(out: Path, run_dirs: list[Path]) -> Path:
+    from needlepoint.report.html import write_index
+
     return write_index(out, run_dirs)

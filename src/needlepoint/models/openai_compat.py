@@ -19,9 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
+from needlepoint.config import redact_url
 from needlepoint.conversation import Conversation, Generation, ImageRef, Reply
 from needlepoint.errors import DataError
 from needlepoint.images import ImageCache, passes_through, read_image, transcode_jpeg
@@ -110,6 +112,12 @@ def request_body(model: str, conversation: Conversation, generation: Generation,
     return b"".join(pieces)
 
 
+def endpoint(base_url: str, path: str) -> str:
+    """`path` under an API base URL, keeping its query string (e.g. `?api-version=...`)."""
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + path))
+
+
 class OpenAICompatModel:
     """A model served behind one or more `/v1/chat/completions` endpoints."""
 
@@ -123,7 +131,8 @@ class OpenAICompatModel:
         max_request_bytes: int | None = None,
     ) -> None:
         self.name = name
-        self._urls = [u.rstrip("/") + "/chat/completions" for u in api_urls]
+        self._bases = list(api_urls)
+        self._urls = [endpoint(u, "chat/completions") for u in api_urls]
         self._in_flight = [0] * len(self._urls)
         self._headers = {"Content-Type": "application/json"}
         if api_key:
@@ -150,14 +159,15 @@ class OpenAICompatModel:
             self._session = None
 
     async def _encode_images(self, conversation: Conversation) -> list[bytes]:
-        """Base64 of each image in order. Stored bytes are read and checked on the event loop (cheap:
-        a header); computed images and those that need transcoding go to a worker thread."""
+        """Base64 of each image of a conversation, in order, from the cache or freshly encoded."""
         loop = asyncio.get_running_loop()
         out = []
         for ref in (im for m in conversation.messages for im in m.images):
             b64 = self.images.get(ref)
             if b64 is None:
-                data = await loop.run_in_executor(None, read_image, ref) if ref.costly else read_image(ref)
+                # Files are read on the loop (page cache, cheap); loaders (parquet rows, merged
+                # canvases) may read or compute for a while, so they run in a worker thread.
+                data = await loop.run_in_executor(None, read_image, ref) if ref.loader is not None else read_image(ref)
                 if passes_through(data, ref, self.reencode_images):
                     b64 = base64.b64encode(data)
                 else:
@@ -169,14 +179,13 @@ class OpenAICompatModel:
     async def check_reachable(self, timeout_s: float = 10.0) -> None:
         """Raise DataError when an endpoint cannot be connected to at all (any HTTP answer will do)."""
         session = await self._client()
-        for url in self._urls:
-            base = url.removesuffix("/chat/completions")
+        for base in self._bases:
             try:
-                async with session.get(base + "/models", timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+                async with session.get(endpoint(base, "models"), timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
                     await resp.read()
-            except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
                 reason = exc.__class__.__name__ if isinstance(exc, asyncio.TimeoutError) else str(exc) or exc.__class__.__name__
-                raise DataError(f"cannot reach {base} ({reason}); start the server or fix --api-url") from None
+                raise DataError(f"cannot reach {redact_url(base)} ({reason}); start the server or fix --api-url") from None
 
     async def complete(self, conversation: Conversation, generation: Generation) -> Reply:
         """Send one conversation, retrying as the policy says; errors come back in Reply.error.

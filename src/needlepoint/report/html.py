@@ -26,17 +26,21 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
-from needlepoint.benchmarks.base import Benchmark, ReportImage, ReportItem, Table, format_cell, replies_text
+from needlepoint.benchmarks import make
+from needlepoint.benchmarks.base import Benchmark, ReportImage, ReportItem, Table, format_cell
+from needlepoint.config import redact_url
 from needlepoint.errors import DataError
 from needlepoint.report.assets import CSS, JS
 
-__all__ = ["BENCH_TITLES", "public_config", "write_index", "write_run_report"]
+__all__ = ["BENCH_TITLES", "public_config", "write_atomic", "write_index", "write_run_report"]
 
+# Presentation only: how a benchmark's name, prompt and sort key read on the page. A name missing
+# here falls back to the raw name, "prompt" and "score".
 BENCH_TITLES = {"ref_adv_s": "Ref-Adv-s", "mc_bench": "MC-Bench", "mm_niah": "MM-NIAH"}
-PROMPT_LABELS = {"ref_adv_s": "expression", "mc_bench": "prompt", "mm_niah": "question"}
-SORT_LABELS = {"ref_adv_s": "IoU", "mm_niah": "score", "mc_bench": "score"}
+PROMPT_LABELS = {"ref_adv_s": "expression", "mm_niah": "question"}
+SORT_LABELS = {"ref_adv_s": "IoU"}
 REPORT_DIR = "report"
 THUMBS_DIR = "thumbs"
 HEATMAPS_DIR = "heatmaps"
@@ -47,6 +51,7 @@ PAGE_SIZE = 50
 MAX_TEXT = 20_000
 GT_COLOUR = "#1fbf4a"
 PRED_COLOUR = "#e0218a"
+LEGEND_GREY = "#59636e"
 GROUP_COLOURS = ("#22c55e", "#2f6fed", "#f59e0b", "#ef4444", "#a855f7", "#06b6d4", "#ec4899")
 NO_SCRIPT = "'none'"
 SECRET = re.compile(r"key|token|secret|password|passwd|authori[sz]ation|credential|cookie|bearer", re.I)
@@ -58,6 +63,11 @@ SECRET = re.compile(r"key|token|secret|password|passwd|authori[sz]ation|credenti
 def esc(value: Any) -> str:
     """Text for HTML content or a quoted attribute."""
     return html.escape(str(value), quote=True)
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """`value` if it is a JSON object, else an empty one (run files are read, not trusted)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _is_number(value: Any) -> bool:
@@ -104,10 +114,14 @@ def page(title: str, body: str, scripts: Sequence[str] = (), data: Any = None) -
     )
 
 
-def _write_text(path: Path, text: str) -> Path:
+def write_atomic(path: Path, content: str | bytes) -> Path:
+    """Write text (UTF-8) or bytes through a temporary file and a rename, so a reader (or a
+    killed run) never sees half a page, CSV or thumbnail; return `path`. JSON goes through
+    `needlepoint.store.write_json` instead."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
     os.replace(tmp, path)
     return path
 
@@ -119,17 +133,6 @@ def href(target: Path, start: Path) -> str:
 
 
 # --- configuration without secrets ---------------------------------------------------------------
-
-
-def redact_url(url: str) -> str:
-    """A URL without user info or query string (either may carry a credential)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "[unparseable URL]"
-    netloc = parts.netloc.rsplit("@", 1)[-1] if "@" in parts.netloc else parts.netloc
-    query = "[redacted]" if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
 def _scrub(value: Any, key: str = "") -> Any:
@@ -152,8 +155,9 @@ def public_config(header: dict[str, Any]) -> dict[str, Any]:
 # --- thumbnails ----------------------------------------------------------------------------------
 
 
-def _grouped(items: Sequence[ReportItem], bench_name: str) -> bool:
-    return bench_name == "mc_bench" or any(b.group != 1 for it in items for im in it.images for b in im.boxes)
+def _grouped(items: Sequence[ReportItem]) -> bool:
+    """Whether boxes are coloured by group (some box is in a group other than 1) rather than by kind."""
+    return any(b.group != 1 for it in items for im in it.images for b in im.boxes)
 
 
 def _thumb_name(image: ReportImage, grouped: bool) -> str:
@@ -204,10 +208,9 @@ def draw_thumbnail(data: bytes, image: ReportImage, grouped: bool, dest: Path) -
             draw.rectangle((x1, y1, x2, y2), outline=colour, width=line)
         else:
             _dashed_rect(draw, (x1, y1, x2, y2), colour, line)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".tmp")
-    im.save(tmp, format="JPEG", quality=THUMB_QUALITY, optimize=True)
-    os.replace(tmp, dest)
+    buf = io.BytesIO()
+    im.save(buf, format="JPEG", quality=THUMB_QUALITY, optimize=True)
+    write_atomic(dest, buf.getvalue())
     return size
 
 
@@ -245,29 +248,11 @@ def write_thumbnails(items: Sequence[ReportItem], folder: Path, grouped: bool) -
 # --- the run report ------------------------------------------------------------------------------
 
 
-def _fallback_items(samples: Sequence[Any], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
-    by_id = {str(s.id): s for s in samples}
-    items = []
-    for rec in records:
-        s = by_id.get(str(rec["id"]))
-        prompt = next((str(getattr(s, a)) for a in ("text", "question", "caption", "prompt") if getattr(s, a, None)), "")
-        items.append(ReportItem(id=str(rec["id"]), prompt=prompt, answer=replies_text(rec), parse_error=rec.get("parse_error")))
-    return items
-
-
 def _clip(text: Any) -> str:
     text = "" if text is None else str(text)
     if len(text) > MAX_TEXT:
         return text[:MAX_TEXT] + f"\n[... {len(text) - MAX_TEXT} more characters; the full text is in records.jsonl]"
     return text
-
-
-def _field(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return "–" if value is None else str(value)
 
 
 def _natural(values: Sequence[str]) -> list[str]:
@@ -307,7 +292,7 @@ def sample_blob(
                 "id": str(it.id),
                 "p": _clip(it.prompt),
                 "a": _clip(it.answer),
-                "f": [[str(k), _clip(_field(v))] for k, v in it.fields.items()],
+                "f": [[str(k), _clip(format_cell(v))] for k, v in it.fields.items()],
                 "k": filters,
                 "c": it.correct if it.correct is None else bool(it.correct),
                 "e": it.parse_error or None,
@@ -325,25 +310,36 @@ def sample_blob(
     }
 
 
+def _swatch(colour: str, dashed: bool, text: str) -> str:
+    cls = "sw dashed" if dashed else "sw"
+    return f'<span><span class="{cls}" style="border-color:{colour}"></span>{esc(text)}</span>'
+
+
 def _legend(items: Sequence[ReportItem], grouped: bool) -> str:
-    if not any(im.boxes for it in items for im in it.images):
+    """What the box colours and line styles mean, from the boxes the items actually hold."""
+    boxes = [b for it in items for im in it.images for b in im.boxes]
+    if not boxes:
         return ""
+    kinds = {b.kind for b in boxes}
     if grouped:
-        groups = sorted({max(int(b.group), 1) for it in items for im in it.images for b in im.boxes})
-        parts = [
-            f'<span><span class="sw" style="border-color:{_box_colour("gt", g, True)}"></span>group {g}</span>' for g in groups
-        ]
-        parts += ['<span><span class="sw" style="border-color:#59636e"></span>solid: ground truth</span>',
-                  '<span><span class="sw dashed" style="border-color:#59636e"></span>dashed: prediction</span>']  # fmt: skip
+        groups = sorted({max(int(b.group), 1) for b in boxes})
+        parts = [_swatch(_box_colour("gt", g, True), False, f"group {g}") for g in groups]
+        if "gt" in kinds:
+            parts.append(_swatch(LEGEND_GREY, False, "solid: ground truth"))
+        if "pred" in kinds:
+            parts.append(_swatch(LEGEND_GREY, True, "dashed: prediction"))
     else:
-        parts = [f'<span><span class="sw" style="border-color:{GT_COLOUR}"></span>ground truth</span>',
-                 f'<span><span class="sw dashed" style="border-color:{PRED_COLOUR}"></span>prediction (first box)</span>']  # fmt: skip
+        parts = [_swatch(GT_COLOUR, False, "ground truth")] if "gt" in kinds else []
+        if "pred" in kinds:
+            labels = {b.label for b in boxes if b.kind == "pred"}
+            label = labels.pop() if len(labels) == 1 else ""
+            parts.append(_swatch(PRED_COLOUR, True, f"prediction ({label})" if label else "prediction"))
     return '<div class="legend">' + "".join(parts) + "</div>"
 
 
 def _config_section(header: dict[str, Any], metrics: dict[str, Any]) -> str:
     head = public_config(header)
-    config = head.get("config", {}) if isinstance(head.get("config"), dict) else {}
+    config = _obj(head.get("config"))
     rows: list[tuple[str, Any]] = [
         ("benchmark", config.get("benchmark")),
         ("model", config.get("model")),
@@ -354,7 +350,7 @@ def _config_section(header: dict[str, Any], metrics: dict[str, Any]) -> str:
         ("needlepoint", head.get("needlepoint")),
     ]
     rows += [(k, v) for k, v in config.items() if k not in ("benchmark", "model")]
-    run = metrics.get("run") if isinstance(metrics.get("run"), dict) else {}
+    run = _obj(metrics.get("run"))
     if run:
         rows.append(("samples", f"{run.get('answered')} answered of {run.get('samples')}; {run.get('failed')} failed"))
     cells = []
@@ -363,21 +359,20 @@ def _config_section(header: dict[str, Any], metrics: dict[str, Any]) -> str:
             continue
         text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
         cells.append(f"<div><dt>{esc(k)}</dt><dd>{esc(text)}</dd></div>")
-    ident = json.dumps(head.get("identity", {}), indent=2, ensure_ascii=False)
+    ident = json.dumps(_obj(head.get("identity")), indent=2, ensure_ascii=False)
     return (
         '<h2 id="config">Configuration</h2>\n<dl class="config">' + "".join(cells) + "</dl>\n"
         f'<details><summary>run identity (what must match for a run to resume)</summary><pre class="json">{esc(ident)}</pre></details>'
     )
 
 
-def _heatmap_order(name: str) -> tuple[int, str]:
-    from needlepoint.benchmarks.mm_niah.aggregate import TASKS
-
-    return (0 if name == "overall" else 1 + (TASKS.index(name) if name in TASKS else len(TASKS)), name)
+def _heatmap_order(name: str, order: Sequence[str]) -> tuple[int, str]:
+    return (0 if name == "overall" else 1 + (order.index(name) if name in order else len(order)), name)
 
 
-def copy_heatmaps(run_dir: Path, report_dir: Path) -> list[Path]:
-    """The run's heatmaps (PNG and SVG) copied beside the report; the PNGs, overall first."""
+def copy_heatmaps(run_dir: Path, report_dir: Path, order: Sequence[str] = ()) -> list[Path]:
+    """The run's heatmaps (PNG and SVG, whatever `<run>/heatmaps/` holds) copied beside the report;
+    the PNGs, "overall" first, then those named in `order`, then the rest by name."""
     source = run_dir / HEATMAPS_DIR
     if not source.is_dir():
         return []
@@ -389,7 +384,7 @@ def copy_heatmaps(run_dir: Path, report_dir: Path) -> list[Path]:
             shutil.copyfile(path, target / path.name)
             if path.suffix.lower() == ".png":
                 pngs.append(target / path.name)
-    return sorted(pngs, key=lambda p: _heatmap_order(p.stem))
+    return sorted(pngs, key=lambda p: _heatmap_order(p.stem, order))
 
 
 def _heatmap_section(pngs: Sequence[Path], report_dir: Path) -> str:
@@ -439,21 +434,23 @@ def write_run_report(
     metrics: dict[str, Any],
     header: dict[str, Any],
 ) -> Path:
-    """Write `<run>/report/index.html` (with thumbs/ and heatmaps/ beside it); return its path."""
+    """Write `<run>/report/index.html` (with thumbs/ and heatmaps/ beside it); return its path.
+
+    What the page shows comes from the run: the benchmark's `report_items` and `tables`, and the
+    heatmaps when the run folder has any; so one page layout serves every benchmark."""
     run_dir = Path(run_dir)
     report_dir = run_dir / REPORT_DIR
     report_dir.mkdir(parents=True, exist_ok=True)
-    name = getattr(bench, "name", "") or str(header.get("config", {}).get("benchmark", ""))
-    make_items = getattr(bench, "report_items", None)
-    items = list(make_items(samples, records)) if make_items is not None else _fallback_items(samples, records)
-    grouped = _grouped(items, name)
+    items = bench.report_items(samples, records)
+    grouped = _grouped(items)
     thumbs = write_thumbnails(items, report_dir / THUMBS_DIR, grouped)
-    blob = sample_blob(name, items, thumbs, grouped)
+    blob = sample_blob(bench.name, items, thumbs, grouped)
 
-    title = BENCH_TITLES.get(name, name)
-    model = str(header.get("config", {}).get("model", "") or header.get("identity", {}).get("model", ""))
+    title = BENCH_TITLES.get(bench.name, bench.name)
+    model = str(_obj(header.get("config")).get("model") or _obj(header.get("identity")).get("model") or "")
     tables = "\n".join(table_html(t) for t in bench.tables(metrics))
-    heatmaps = _heatmap_section(copy_heatmaps(run_dir, report_dir), report_dir)
+    task_order = list(_obj(metrics.get("tasks")))  # heatmaps named after metric blocks keep their order
+    heatmaps = _heatmap_section(copy_heatmaps(run_dir, report_dir, task_order), report_dir)
     nav = ['<a href="#config">configuration</a>', '<a href="#metrics">metrics</a>']
     if heatmaps:
         nav.append('<a href="#heatmaps">heatmaps</a>')
@@ -466,7 +463,7 @@ def write_run_report(
         f'<h2 id="metrics">Metrics</h2>\n{tables}\n{heatmaps}\n'
         f"{_samples_html(items, grouped)}\n</main>"
     )
-    return _write_text(report_dir / "index.html", page(f"{title} · {model} · needlepoint", body, [JS], blob))
+    return write_atomic(report_dir / "index.html", page(f"{title} · {model} · needlepoint", body, [JS], blob))
 
 
 # --- the demo's index ----------------------------------------------------------------------------
@@ -474,8 +471,7 @@ def write_run_report(
 
 def write_index(out: Path, run_dirs: Sequence[Path]) -> Path:
     """`out/report/index.html`: each run's headline numbers, linking to its own report."""
-    from needlepoint.benchmarks import make
-    from needlepoint.report.leaderboard import read_run
+    from needlepoint.report.leaderboard import read_run  # here: leaderboard imports this module
 
     out = Path(out)
     report_dir = out / REPORT_DIR
@@ -484,7 +480,7 @@ def write_index(out: Path, run_dirs: Sequence[Path]) -> Path:
     for run_dir in run_dirs:
         run = read_run(Path(run_dir))
         try:
-            bench = make(run.benchmark, **(run.config.get("options") or {}))
+            bench = make(run.benchmark, **run.options)
         except DataError:  # e.g. a --prompt-file that has moved since; the tables do not need it
             bench = make(run.benchmark)
         tables = bench.tables(run.metrics)
@@ -508,4 +504,4 @@ def write_index(out: Path, run_dirs: Sequence[Path]) -> Path:
         '<header class="top"><h1>needlepoint report</h1>'
         f'<div class="sub">{len(blocks)} run(s)</div></header>\n<main><div class="runs">{"".join(blocks)}</div></main>'
     )
-    return _write_text(report_dir / "index.html", page("needlepoint report", body))
+    return write_atomic(report_dir / "index.html", page("needlepoint report", body))

@@ -10,6 +10,7 @@ left empty.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import sys
 from argparse import Namespace
@@ -18,16 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from needlepoint.benchmarks import NAMES
+from needlepoint.benchmarks.mc_bench.tables import STYLE_KEYS, TABLE2_COLUMNS
+from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS
+from needlepoint.benchmarks.ref_adv import BINS
 from needlepoint.errors import DataError
-from needlepoint.store import HEADER, METRICS, RunStore
+from needlepoint.report.assets import BOARD_JS
+from needlepoint.report.html import esc, page, write_atomic
+from needlepoint.report.published import published_rows
+from needlepoint.store import HEADER, METRICS
 
-__all__ = ["Board", "BoardRow", "Run", "build_boards", "find_run", "main", "read_run", "write_leaderboard"]
+__all__ = ["BUILDERS", "Board", "BoardRow", "Run", "build_boards", "find_run", "main", "read_run", "write_leaderboard"]
 
 DEFAULT_OUT = Path("leaderboard")
-STYLES = (("ref", "Referring"), ("com", "Comparison"), ("rea", "Reasoning"))
-REF_BINS = ("2-3", "4-6", ">=7")
-NIAH_TASKS = ("retrieval-text", "retrieval-image", "counting-text", "counting-image", "reasoning-text", "reasoning-image")
-NIAH_RANGES = ("1k", "2k", "4k", "8k", "12k", "16k", "24k", "32k", "40k", "48k", "64k")
 
 
 # --- run folders ---------------------------------------------------------------------------------
@@ -43,27 +47,63 @@ class Run:
 
     @property
     def config(self) -> dict[str, Any]:
-        config = self.header.get("config")
-        return config if isinstance(config, dict) else {}
+        """The `config` block of run.json (what the user asked for); empty when absent."""
+        return _obj(self.header.get("config"))
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """The `identity` block of run.json (what must match to resume); empty when absent."""
+        return _obj(self.header.get("identity"))
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The benchmark options given on the command line."""
+        return _obj(self.config.get("options"))
 
     @property
     def benchmark(self) -> str:
-        return str(self.config.get("benchmark") or self.header.get("identity", {}).get("benchmark") or "")
+        """The benchmark's registry name, e.g. "mc_bench"."""
+        return str(self.config.get("benchmark") or self.identity.get("benchmark") or "")
 
     @property
     def model(self) -> str:
-        return str(self.config.get("model") or self.header.get("identity", {}).get("model") or "?")
+        """The model name as the run was asked for it ("?" when the header has none)."""
+        return str(self.config.get("model") or self.identity.get("model") or "?")
 
     def option(self, name: str) -> Any:
         """A benchmark option as the run used it (identity first: it holds the defaults too)."""
-        ident = self.header.get("identity", {})
+        ident = self.identity
         if f"option.{name}" in ident:
             return ident[f"option.{name}"]
-        return (self.config.get("options") or {}).get(name)
+        return self.options.get(name)
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _read_object(path: Path, advice: str) -> dict[str, Any]:
+    """The JSON object in `path`; DataError (ending in `advice`) when it is missing, unreadable,
+    not JSON, or JSON but not an object: a leaderboard reads run files, it does not trust them."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path} does not exist; {advice}") from None
+    except OSError as e:
+        raise DataError(f"{path} cannot be read ({e.strerror or e}); {advice}") from None
+    except ValueError:
+        raise DataError(f"{path} is not valid JSON; {advice}") from None
+    if not isinstance(value, dict):
+        raise DataError(f"{path} holds a JSON {type(value).__name__}, not an object; {advice}")
+    return value
+
+
+HEADER_ADVICE = "it is not a run folder written by `needlepoint eval`; move it aside"
+METRICS_ADVICE = "rescore the run with `needlepoint eval` (it resumes)"
 
 
 def _created(run_dir: Path) -> tuple[str, str]:
-    header = RunStore.read_header(run_dir) or {}
+    header = _read_object(run_dir / HEADER, HEADER_ADVICE)
     return (str(header.get("created") or ""), run_dir.name)
 
 
@@ -90,19 +130,12 @@ def find_run(path: Path) -> Path:
 def read_run(path: Path) -> Run:
     """The run in `path` (see `find_run`), with its metrics; DataError names what is missing."""
     run_dir = find_run(path)
-    header = RunStore.read_header(run_dir) or {}
-    metrics_path = run_dir / METRICS
-    if not metrics_path.is_file():
+    header = _read_object(run_dir / HEADER, HEADER_ADVICE)
+    if not (run_dir / METRICS).exists():
         raise DataError(f"{run_dir} has no {METRICS}: the run never finished; rerun its `needlepoint eval` command to resume it")
-    try:
-        metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
-    except ValueError:
-        raise DataError(f"{metrics_path} is not valid JSON; rescore the run with `needlepoint eval` (it resumes)") from None
-    run = Run(run_dir, header, metrics)
+    run = Run(run_dir, header, _read_object(run_dir / METRICS, METRICS_ADVICE))
     if run.benchmark not in BUILDERS:
-        raise DataError(
-            f"{run_dir / HEADER} names benchmark {run.benchmark!r}, which has no leaderboard; use {', '.join(BUILDERS)}"
-        )
+        raise DataError(f"{run_dir / HEADER} names benchmark {run.benchmark!r}, which has no leaderboard; use {', '.join(NAMES)}")
     return run
 
 
@@ -133,6 +166,7 @@ class Board:
 
     @property
     def header(self) -> list[str]:
+        """All column names: labels, values, then the source column."""
         return [*self.label_columns, *self.columns, "source"]
 
     def cell(self, column: str, value: float | int | None) -> str:
@@ -144,6 +178,7 @@ class Board:
         return f"{value:.1f}"
 
     def display_rows(self) -> list[list[str]]:
+        """Every row as the strings people see (see `cell`), source last."""
         return [[*r.labels, *(self.cell(c, v) for c, v in zip(self.columns, r.values)), r.source] for r in self.rows]
 
 
@@ -169,6 +204,9 @@ def _count(value: Any) -> int | None:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+REF_BINS = tuple(label for label, _, _ in BINS)
+
+
 def _ref_adv(runs: Sequence[Run]) -> list[Board]:
     board = Board(
         "ref_adv_s",
@@ -189,31 +227,32 @@ def _ref_adv(runs: Sequence[Run]) -> list[Board]:
     return [board]
 
 
-def mc_values(block: dict[str, Any], by_style: dict[str, Any]) -> list[float | None]:
-    """Acc^ref, Acc^com, Acc^rea, Acc, AP50^ref, AP50^com, AP50^rea, AP50 of one protocol (%)."""
-    acc = [pct(_get(by_style, name, "acc")) for _, name in STYLES]
-    ap = [pct(_get(by_style, name, "ap50")) for _, name in STYLES]
-    return [*acc, pct(block.get("acc")), *ap, pct(block.get("ap50"))]
+def mc_values(block: Any, by_style: Any) -> list[float | None]:
+    """One protocol's cells under MC-Bench's TABLE2_COLUMNS (%, unrounded, unlike `table2_row`,
+    so the CSV keeps every digit): "Acc^ref" is by_style["Referring"]["acc"], "AP50" is
+    block["ap50"]."""
+    styles = dict(STYLE_KEYS)
+    values = []
+    for column in TABLE2_COLUMNS:
+        metric, _, style = column.partition("^")
+        values.append(pct(_get(by_style, styles[style], metric.lower()) if style else _get(block, metric.lower())))
+    return values
 
 
 def _mc_bench(runs: Sequence[Run]) -> list[Board]:
-    columns = [*(f"Acc^{k}" for k, _ in STYLES), "Acc", *(f"AP50^{k}" for k, _ in STYLES), "AP50"]
     board = Board(
         "mc_bench",
         "MC-Bench (%, the paper's Table 2 columns)",
         ["model", "input", "protocol"],
-        columns,
+        list(TABLE2_COLUMNS),
         note="official: the authors' eval_mc_bench.py to the last digit; corrected: per-sample optimal group assignment",
     )
     for run in sorted(runs, key=lambda r: -(pct(_get(r.metrics, "official", "ap50")) or -1)):
         m = run.metrics
-        official = m.get("official") if isinstance(m.get("official"), dict) else {}
-        corrected = m.get("corrected") if isinstance(m.get("corrected"), dict) else {}
-        corrected_styles = corrected.get("by_style") or _get(m, "analyses", "by_style") or {}
+        official, corrected = _obj(m.get("official")), _obj(m.get("corrected"))
+        corrected_styles = corrected.get("by_style") or _get(m, "analyses", "by_style")
         setting = str(run.option("input_mode") or "")
-        board.rows.append(
-            BoardRow([run.model, setting, "official"], mc_values(official, official.get("by_style") or {}), str(run.dir))
-        )
+        board.rows.append(BoardRow([run.model, setting, "official"], mc_values(official, official.get("by_style")), str(run.dir)))
         board.rows.append(BoardRow([run.model, setting, "corrected"], mc_values(corrected, corrected_styles), str(run.dir)))
     return [board]
 
@@ -223,32 +262,29 @@ def _mm_niah(runs: Sequence[Run]) -> list[Board]:
         "mm_niah_ranges",
         "MM-NIAH by context range (%, mean of the six tasks; official aggregate)",
         ["model", "split"],
-        [*NIAH_RANGES, "overall"],
+        [*CONTEXT_RANGES, "overall"],
     )
     tasks = Board(
         "mm_niah_tasks",
         "MM-NIAH by task (%, mean over the context ranges; official aggregate)",
         ["model", "split"],
-        [*NIAH_TASKS, "overall"],
+        [*TASKS, "overall"],
     )
     for run in sorted(runs, key=lambda r: -(pct(_get(r.metrics, "overall", "overall")) or -1)):
         m = run.metrics
         labels = [run.model, str(m.get("split") or run.option("split") or "")]
-        overall = m.get("overall") if isinstance(m.get("overall"), dict) else {}
-        scores = overall.get("scores") or []
-        range_names = m.get("context_ranges") or list(NIAH_RANGES)
-        ranges.rows.append(
-            BoardRow(labels, [*(pct(scores[range_names.index(r)]) if r in range_names and range_names.index(r) < len(scores) else None
-                                for r in NIAH_RANGES), pct(overall.get("overall"))], str(run.dir))
-        )  # fmt: skip
-        tasks.rows.append(
-            BoardRow(
-                labels, [*(pct(_get(m, "tasks", t, "overall")) for t in NIAH_TASKS), pct(overall.get("overall"))], str(run.dir)
-            )
-        )
+        overall = _obj(m.get("overall"))
+        # The run's own range labels, if it stored them, say which score belongs to which column.
+        stored = m.get("context_ranges")
+        range_names = stored if isinstance(stored, list) else list(CONTEXT_RANGES)
+        by_range = [pct(_get(overall, "scores", range_names.index(r))) if r in range_names else None for r in CONTEXT_RANGES]
+        ranges.rows.append(BoardRow(labels, [*by_range, pct(overall.get("overall"))], str(run.dir)))
+        by_task = [pct(_get(m, "tasks", t, "overall")) for t in TASKS]
+        tasks.rows.append(BoardRow(labels, [*by_task, pct(overall.get("overall"))], str(run.dir)))
     return [ranges, tasks]
 
 
+# One builder per registered benchmark (a test checks that none is missing).
 BUILDERS: dict[str, Callable[[Sequence[Run]], list[Board]]] = {
     "ref_adv_s": _ref_adv,
     "mc_bench": _mc_bench,
@@ -257,21 +293,20 @@ BUILDERS: dict[str, Callable[[Sequence[Run]], list[Board]]] = {
 
 
 def _add_published(board: Board, benchmark: str) -> None:
-    from needlepoint.report.published import published_rows
-
     for p in published_rows(benchmark):
         labels = [p.model, p.setting, "paper"][: len(board.label_columns)]
         board.rows.append(BoardRow(labels, [p.values.get(c) for c in board.columns], f"published: {p.source}", published=True))
 
 
 def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Board]:
-    """The leaderboards of these runs: one per benchmark (MM-NIAH: by range and by task)."""
+    """The leaderboards of these runs, in registry order: one per benchmark (MM-NIAH: by range and
+    by task), each with the papers' rows added when `with_published`."""
     boards: list[Board] = []
-    for benchmark, builder in BUILDERS.items():
+    for benchmark in NAMES:
         mine = [r for r in runs if r.benchmark == benchmark]
         if not mine:
             continue
-        for board in builder(mine):
+        for board in BUILDERS[benchmark](mine):
             if with_published:
                 _add_published(board, benchmark)
             boards.append(board)
@@ -326,21 +361,18 @@ def _csv_value(value: float | int | None) -> str:
     return "" if value is None else repr(value)
 
 
-def write_csv(board: Board, path: Path) -> Path:
-    """One board as CSV: unrounded values (percentages as 100 x the stored rate)."""
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(board.header)
-        for r in board.rows:
-            w.writerow([*r.labels, *(_csv_value(v) for v in r.values), r.source])
-    return path
+def csv_text(board: Board) -> str:
+    """One board as CSV: unrounded values (percentages as 100 x the stored rate), for tools."""
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(board.header)
+    for r in board.rows:
+        w.writerow([*r.labels, *(_csv_value(v) for v in r.values), r.source])
+    return buf.getvalue()
 
 
 def html_page(boards: Sequence[Board]) -> str:
     """All boards as one offline HTML page (cells escaped; click a header to sort)."""
-    from needlepoint.report.assets import BOARD_JS
-    from needlepoint.report.html import esc, page
-
     parts = ['<header class="top"><h1>needlepoint leaderboard</h1></header><main>']
     for b in boards:
         parts.append(f"<h2>{esc(b.title)}</h2>")
@@ -361,15 +393,12 @@ def html_page(boards: Sequence[Board]) -> str:
 
 
 def write_leaderboard(boards: Sequence[Board], out: Path) -> list[Path]:
-    """leaderboard.md and leaderboard.html (all boards), and leaderboard_<board>.csv per board."""
+    """Write leaderboard.md and leaderboard.html (all boards) and leaderboard_<board>.csv per board
+    into `out`; return the paths."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    md = out / "leaderboard.md"
-    md.write_text(markdown(boards), encoding="utf-8")
-    page_path = out / "leaderboard.html"
-    page_path.write_text(html_page(boards), encoding="utf-8")
-    csvs = [write_csv(b, out / f"leaderboard_{b.key}.csv") for b in boards]
-    return [md, *csvs, page_path]
+    md = write_atomic(out / "leaderboard.md", markdown(boards))
+    csvs = [write_atomic(out / f"leaderboard_{b.key}.csv", csv_text(b)) for b in boards]
+    return [md, *csvs, write_atomic(out / "leaderboard.html", html_page(boards))]
 
 
 def main(ns: Namespace) -> int:
@@ -381,9 +410,8 @@ def main(ns: Namespace) -> int:
         if run.dir.resolve() not in seen:
             seen.add(run.dir.resolve())
             runs.append(run)
-    boards = build_boards(runs, with_published=bool(getattr(ns, "with_published", False)))
+    boards = build_boards(runs, with_published=ns.with_published)
     print_boards(boards)
-    out = getattr(ns, "out", None) or DEFAULT_OUT
-    paths = write_leaderboard(boards, out)
+    paths = write_leaderboard(boards, ns.out or DEFAULT_OUT)
     print(f"leaderboard written: {', '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0

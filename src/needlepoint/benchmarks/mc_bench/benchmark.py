@@ -110,6 +110,7 @@ class McBench:
     """The MC-Bench benchmark."""
 
     name = "mc_bench"
+    generation_defaults: dict[str, Any] = {}
 
     def __init__(
         self,
@@ -119,10 +120,7 @@ class McBench:
         styles: str | Sequence[str] | None = None,
         max_image_side: int | None = None,
     ) -> None:
-        try:
-            self.box_format = check_box_format(box_format) if box_format is not None else None
-        except ValueError as exc:
-            raise DataError(f"--box-format: {exc}") from None
+        self.box_format = check_box_format(box_format)
         if input_mode not in ("sequence", "merged"):
             raise DataError(f"--input-mode must be sequence or merged, not {input_mode!r}")
         self.input_mode = input_mode
@@ -136,6 +134,7 @@ class McBench:
                 raise DataError(f"--prompt-file {prompt_file} has no {{text}} placeholder for the description")
         self.styles = _split_styles(styles)
         self.max_image_side = max_image_side
+        self.skipped: list[tuple[str, str]] = []
         self.gt: GroundTruth | None = None
 
     def identity(self) -> dict[str, Any]:
@@ -203,7 +202,6 @@ class McBench:
                 key=f"merged:{left.key}+{right.key}",
                 loader=functools.partial(_merged_loader, left, right, BAND),
                 max_side=self.max_image_side,
-                costly=True,
             )
             parts: list[Part] = [canvas, "\n" + text]
         else:

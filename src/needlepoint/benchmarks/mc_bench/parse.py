@@ -8,6 +8,7 @@ coordinates and belong to the image that holds their centre, whatever key they c
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -50,8 +51,17 @@ def _image_index(key: str) -> int | None:
     return int(m.group(1)) - 1 if m else None
 
 
+Item = tuple[int | None, int, list[float], float]
+"""(image index or None, group, raw box, score) of one answer item."""
+
+
+def _is_number(x: Any) -> bool:
+    """A finite JSON number (not a boolean): NaN or infinity from a model is no coordinate or score."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def _is_box(v: Any) -> bool:
-    return isinstance(v, list) and len(v) == 4 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+    return isinstance(v, list) and len(v) == 4 and all(_is_number(x) for x in v)
 
 
 def _group(v: Any) -> int | None:
@@ -65,7 +75,7 @@ def _group(v: Any) -> int | None:
     return None
 
 
-def _item(v: Any, image: int | None) -> tuple[int | None, int, list[float], float] | None:
+def _item(v: Any, image: int | None) -> Item | None:
     """(image index or None, group, raw box, score) of one answer item, or None if it is no box."""
     if _is_box(v):
         return image, 1, [float(x) for x in v], 1.0
@@ -82,27 +92,35 @@ def _item(v: Any, image: int | None) -> tuple[int | None, int, list[float], floa
         g = _group(v["image"])
         img = g - 1 if g in (1, 2) else None
     score = v.get("score", 1.0)
-    score = float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else 1.0
+    score = float(score) if _is_number(score) else 1.0
     return img, group, [float(x) for x in box], score
 
 
-def _collect(value: Any) -> list[tuple[int | None, int, list[float], float]] | None:
+def _items(values: list[Any], image: int | None) -> list[Item] | None:
+    """Every value as an answer item, or None when one of them is not a box."""
+    out = []
+    for v in values:
+        got = _item(v, image)
+        if got is None:
+            return None
+        out.append(got)
+    return out
+
+
+def _collect(value: Any) -> list[Item] | None:
     if isinstance(value, dict):
         per_image = {(_image_index(k)): v for k, v in value.items() if _image_index(k) is not None}
         if per_image:
-            out = []
+            out: list[Item] = []
             for idx, items in sorted(per_image.items()):
                 if items is None:
                     continue
                 if not isinstance(items, list):
                     return None
-                if _is_box(items):
-                    items = [items]
-                for it in items:
-                    got = _item(it, idx)
-                    if got is None:
-                        return None
-                    out.append(got)
+                got = _items([items] if _is_box(items) else items, idx)
+                if got is None:
+                    return None
+                out += got
             return out
         for key in LIST_KEYS:
             if key in value:
@@ -110,15 +128,7 @@ def _collect(value: Any) -> list[tuple[int | None, int, list[float], float]] | N
         single = _item(value, None)
         return [single] if single else None
     if isinstance(value, list):
-        if _is_box(value):
-            return [(None, 1, [float(x) for x in value], 1.0)]
-        out = []
-        for it in value:
-            got = _item(it, None)
-            if got is None:
-                return None
-            out.append(got)
-        return out
+        return _items([value] if _is_box(value) else value, None)
     return None
 
 

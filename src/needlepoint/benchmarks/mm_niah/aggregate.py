@@ -62,7 +62,8 @@ def depth_bin(placed_depth: float | list[float]) -> int:
     return int(depth_value(placed_depth) / DEPTH_STEP)
 
 
-def _checked_depth_bin(placed_depth: Any, where: str) -> int:
+def checked_depth_bin(placed_depth: Any, where: str) -> int:
+    """depth_bin, after checking the depth is a number (or list of numbers) in [0, 1]."""
     values = placed_depth if isinstance(placed_depth, list) else [placed_depth]
     if not values:
         raise DataError(f"{where} has an empty placed_depth list; give at least one depth in [0, 1].")
@@ -85,7 +86,7 @@ def _task_metrics(rows: list[Mapping[str, Any]], task: str) -> dict[str, Any]:
         where = f"Row {index} of task {task}"
         length = _number(row.get("context_length"), "context_length", where)
         x = context_bin(length)
-        y = _checked_depth_bin(row.get("placed_depth"), where)
+        y = checked_depth_bin(row.get("placed_depth"), where)
         score = _number(row.get("score"), "score", where)
         if not 0.0 <= score <= 1.0:
             raise DataError(

@@ -11,7 +11,7 @@ from typing import Any
 from needlepoint.benchmarks.base import DataError, Parsed, ReportItem, Table, replies_text
 from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS, aggregate, context_bin
 from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, load_release
-from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
+from needlepoint.benchmarks.mm_niah.judge import judge
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
 
 
@@ -77,7 +77,9 @@ class MmNiah:
     """The MM-NIAH benchmark."""
 
     name = "mm_niah"
-    generation_defaults = {"temperature": 0.0, "top_p": None, "max_tokens": None, "seed": None}
+    # The authors decode greedily with 32 new tokens for counting tasks and 16 otherwise
+    # (`generation` fills max_tokens per task unless the user set it).
+    generation_defaults: dict[str, Any] = {"temperature": 0.0, "top_p": None, "max_tokens": None, "seed": None}
 
     def __init__(self, split: str | None = None, tasks: str | Sequence[str] | None = None, max_image_side: int | None = None) -> None:
         self.split = split
@@ -116,7 +118,7 @@ class MmNiah:
     def judge(self, sample: NiahSample, parsed: Parsed) -> dict[str, Any]:
         if sample.answer is None or parsed.error:
             return {"score": None if sample.answer is None else 0.0}
-        verdict = judge(parsed.answer, official_answer(sample.task, sample.answer))
+        verdict = judge(parsed.answer, sample.answer)
         out: dict[str, Any] = {"score": verdict.score}
         if verdict.crash:
             out["crash"] = verdict.crash
@@ -188,7 +190,7 @@ class MmNiah:
         from needlepoint.benchmarks.mm_niah.leaderboard import read_leaderboard_dir, score_leaderboard
 
         folder = predictions / "leaderboard" if (predictions / "leaderboard").is_dir() else predictions
-        by_model = read_leaderboard_dir(folder)
+        by_model = read_leaderboard_dir(folder, split=self.split)
         if len(by_model) == 1:
             return score_leaderboard(next(iter(by_model.values())))
         return {"models": {m: score_leaderboard(rows) for m, rows in by_model.items()}}

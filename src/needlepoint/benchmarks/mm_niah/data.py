@@ -4,12 +4,14 @@ authors' `get_input` builds them (specs/mm-niah.md)."""
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.base import DataError
-from needlepoint.benchmarks.mm_niah.aggregate import TASKS
+from needlepoint.benchmarks.mm_niah.aggregate import TASKS, checked_depth_bin
+from needlepoint.benchmarks.mm_niah.judge import official_answer
 from needlepoint.conversation import ImageRef
 from needlepoint.images import safe_path
 from needlepoint.jsonl import read_jsonl_offsets, read_line_at
@@ -40,11 +42,18 @@ class NiahSample:
 
     def text(self) -> str:
         """The full prompt text (context, newline, question with options and instruction)."""
-        return full_text(read_line_at(self.source, self.offset))[0]
+        text = full_text(read_line_at(self.source, self.offset))[0]
+        if _digest(text) != self.digest:
+            raise DataError(f"{self.source} changed during the run (row {self.row_id}); restore it, or start a fresh run")
+        return text
 
     def fingerprint(self) -> str:
         keys = ",".join(im.key for im in self.images)
         return f"{self.id}|{self.digest}|{self.answer}|{self.context_length}|{self.placed_depth}|{keys}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
 def split_folder(data: Path, split: str | None) -> tuple[Path, str]:
@@ -90,14 +99,33 @@ def full_text(row: dict[str, Any]) -> tuple[str, list[str]]:
     return f"{context}\n{question}", images
 
 
+def _check_row(row: dict[str, Any], task: str, where: str) -> None:
+    """The fields a row needs, with the types the prompt and the scoring rely on; DataError
+    otherwise (found at load time, before anything is sent)."""
+    missing = [k for k in ("id", "context", "question", "meta") if k not in row]
+    if missing:
+        raise DataError(f"{where} lacks {', '.join(missing)}; is this an MM-NIAH file?")
+    meta = row["meta"]
+    if not isinstance(meta, dict):
+        raise DataError(f"{where}: `meta` must be an object; is this an MM-NIAH file?")
+    length = meta.get("context_length")
+    if isinstance(length, bool) or not isinstance(length, (int, float)) or not math.isfinite(length):
+        raise DataError(f"{where}: `meta.context_length` must be a number, not {length!r}; fix the data file")
+    for key in ("choices", "choices_image_path"):
+        if meta.get(key) is not None and not isinstance(meta[key], list):
+            raise DataError(f"{where}: `meta.{key}` must be a list or null; fix the data file")
+    if not isinstance(row.get("images_list") or [], list):
+        raise DataError(f"{where}: `images_list` must be a list; fix the data file")
+    checked_depth_bin(meta.get("placed_depth", 0.0), where)
+    official_answer(task, row.get("answer"))
+
+
 def load_task(path: Path, task: str, images_root: Path) -> tuple[list[NiahSample], list[tuple[str, str]]]:
     """Samples of one task file, and (sample id, reason) for rows that cannot be sent."""
     samples: list[NiahSample] = []
     skipped: list[tuple[str, str]] = []
     for where, offset, row in read_jsonl_offsets(path, "check --data"):
-        missing = [k for k in ("id", "context", "question", "meta") if k not in row]
-        if missing or "context_length" not in (row.get("meta") or {}):
-            raise DataError(f"{where} lacks {', '.join(missing or ['meta.context_length'])}; is this an MM-NIAH file?")
+        _check_row(row, task, where)
         sid = f"{task}/{row['id']}"
         text, names = full_text(row)
         count = text.count(PLACEHOLDER)
@@ -121,12 +149,12 @@ def load_task(path: Path, task: str, images_root: Path) -> tuple[list[NiahSample
                 row_id=row["id"],
                 question=str(row["question"]),
                 images=[ImageRef(key=n, path=p) for n, p in zip(names, paths)],
-                answer=row.get("answer"),
+                answer=official_answer(task, row.get("answer")),
                 context_length=float(meta["context_length"]),
                 placed_depth=meta.get("placed_depth", 0.0),
                 source=path,
                 offset=offset,
-                digest=hashlib.sha1(text.encode()).hexdigest()[:16],
+                digest=_digest(text),
                 meta={k: meta.get(k) for k in ("num_images", "context_length_text", "context_length_image")},
             )
         )

@@ -111,7 +111,7 @@ def read_leaderboard_dir(path: Path, split: str | None = None) -> dict[str, dict
         )
     if len(found) > 1:
         raise DataError(
-            f"{path} holds the splits {', '.join(found)}; choose one with split=... to score them apart."
+            f"{path} holds the splits {', '.join(found)}; choose one with --split to score them apart."
         )
     result: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for file, model, task, _ in named:
