@@ -11,7 +11,7 @@ import base64
 import io
 import threading
 from collections import OrderedDict
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
@@ -19,15 +19,22 @@ from needlepoint.errors import DataError
 JPEG_QUALITY = 95
 
 
+def stays_inside(relative: str) -> bool:
+    """True for a relative path that cannot leave the folder it is joined to (POSIX or Windows
+    spelling: no root, no drive, no `..`)."""
+    text = str(relative)
+    posix = PurePosixPath(text.replace("\\", "/"))
+    return bool(text.strip()) and not posix.is_absolute() and not PureWindowsPath(text).drive and ".." not in posix.parts
+
+
 def safe_path(root: Path, relative: str, where: str = "") -> Path:
     """`root / relative`, refusing absolute paths and paths that leave `root`."""
-    rel = PurePosixPath(str(relative).replace("\\", "/"))
-    if rel.is_absolute() or ".." in rel.parts or not str(relative).strip():
+    if not stays_inside(relative):
         raise DataError(
             f"image path {relative!r}{' in ' + where if where else ''} must be relative to the images "
             f"folder {root} and stay inside it; fix the data file"
         )
-    return root / rel
+    return root / PurePosixPath(str(relative).replace("\\", "/"))
 
 
 def _open(data: bytes, key: str):

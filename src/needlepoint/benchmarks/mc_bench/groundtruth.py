@@ -13,13 +13,14 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any, NoReturn
 
 import numpy as np
 
 from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mc_bench.cocoeval import GtBoxes
+from needlepoint.images import stays_inside
 
 STYLES: tuple[str, ...] = ("Referring", "Comparison", "Reasoning")
 _FIX = "use the MC-Bench release file (mc-bench_v0.2_val.json) or MC-Bench_coco_format.json as published"
@@ -207,8 +208,7 @@ class _Reader:
 
     def file_name(self, obj: Any, where: str) -> str:
         v = self.get_str(obj, "file_name", where)
-        posix, win = PurePosixPath(v), PureWindowsPath(v)
-        if not v or posix.is_absolute() or win.is_absolute() or win.drive or ".." in posix.parts or ".." in win.parts:
+        if not stays_inside(v):
             self.fail(f"{where} field 'file_name'", f"is {v!r}, which does not stay inside the images folder")
         return v
 
