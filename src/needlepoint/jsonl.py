@@ -50,3 +50,14 @@ def read_line_at(path: Path, offset: int) -> dict[str, Any]:
             return json.loads(fh.readline())
     except (OSError, ValueError) as exc:
         raise DataError(f"{path} changed or became unreadable during the run ({exc}); rerun to resume") from None
+
+
+def read_json(path: Path, hint: str) -> Any:
+    """The JSON value in a file; DataError naming the file, the fault, and `hint` (what to give)."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        raise DataError(f"{path} does not exist; {hint}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(f"{path} could not be read as JSON ({exc}); {hint}") from None

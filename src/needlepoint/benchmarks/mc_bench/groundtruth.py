@@ -8,7 +8,6 @@ file ends in one sentence naming the file and the field, never in a traceback du
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import numpy as np
 from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mc_bench.cocoeval import GtBoxes
 from needlepoint.images import stays_inside
+from needlepoint.jsonl import read_json
 
 STYLES: tuple[str, ...] = ("Referring", "Comparison", "Reasoning")
 _FIX = "use the MC-Bench release file (mc-bench_v0.2_val.json) or MC-Bench_coco_format.json as published"
@@ -142,14 +142,7 @@ class GroundTruth:
 def load_groundtruth(path: str | Path) -> GroundTruth:
     """Read the release file or the COCO-format file (told apart by their fields)."""
     path = Path(path)
-    try:
-        with path.open(encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise DataError(f"{path} does not exist; {_FIX}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DataError(f"{path} could not be read as JSON ({e}); {_FIX}") from None
-    return groundtruth_from_json(data, str(path))
+    return groundtruth_from_json(read_json(path, _FIX), str(path))
 
 
 def groundtruth_from_json(data: Any, source: str) -> GroundTruth:

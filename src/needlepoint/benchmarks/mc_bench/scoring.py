@@ -18,6 +18,7 @@ from needlepoint.benchmarks.mc_bench.cocoeval import Detections
 from needlepoint.benchmarks.mc_bench.corrected import evaluate_corrected
 from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth, is_number
 from needlepoint.benchmarks.mc_bench.official import score_official
+from needlepoint.jsonl import read_json
 
 
 def score_results(gt: GroundTruth, results: list[dict], sample_ids: Iterable[str] | None = None) -> dict[str, Any]:
@@ -117,14 +118,7 @@ def check_results(results: Any, source: str = "the results") -> list[dict[str, A
 def read_results(path: str | Path) -> list[dict[str, Any]]:
     """Read and validate a COCO results JSON file."""
     path = Path(path)
-    try:
-        with path.open(encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise DataError(f"{path} does not exist; give the path of a COCO results JSON file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DataError(f"{path} could not be read as JSON ({e}); give a COCO results JSON file") from None
-    return check_results(data, str(path))
+    return check_results(read_json(path, "give the path of a COCO results JSON file"), str(path))
 
 
 def write_results(path: str | Path, results: Sequence[dict[str, Any]]) -> None:
