@@ -6,7 +6,7 @@ concurrency or the files of a run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from needlepoint.conversation import Conversation, Generation
 from needlepoint.errors import DataError
 
-__all__ = ["Benchmark", "DataError", "Parsed", "ReportBox", "ReportImage", "ReportItem", "SampleLike", "Table", "format_cell", "replies_text"]
+__all__ = ["Benchmark", "DataError", "Parsed", "ReportBox", "ReportImage", "ReportItem", "SampleLike", "Table", "count_parse_errors", "format_cell", "percent", "replies_text"]
 
 
 class SampleLike(Protocol):
@@ -42,6 +42,20 @@ class Table:
     title: str
     columns: list[str]
     rows: list[list[Any]] = field(default_factory=list)
+
+
+def percent(rate: float | None) -> float | None:
+    """A rate in [0, 1] as a percentage with one decimal, as the papers print them (None stays None)."""
+    return None if rate is None else round(100 * rate, 1)
+
+
+def count_parse_errors(errors: Iterable[str | None]) -> dict[str, int]:
+    """How often each parse error occurs (None: no error), sorted by name."""
+    counts: dict[str, int] = {}
+    for e in errors:
+        if e:
+            counts[e] = counts.get(e, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def format_cell(value: Any) -> str:

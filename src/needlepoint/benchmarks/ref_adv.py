@@ -16,7 +16,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import DataError, Parsed, ReportBox, ReportImage, ReportItem, Table, replies_text
+from needlepoint.benchmarks.base import (
+    DataError,
+    Parsed,
+    ReportBox,
+    ReportImage,
+    ReportItem,
+    Table,
+    count_parse_errors,
+    percent,
+    replies_text,
+)
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message
 from needlepoint.geometry import Box, BoxFormat, check_box_format, dedupe, fitted_size, iou, require_box_format, to_absolute
 from needlepoint.jsonfind import find_json
@@ -245,12 +255,9 @@ def score_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for label, lo, hi in BINS:
         in_bin = [r for r in rows if r["distractors"] >= lo and (hi is None or r["distractors"] <= hi)]
         metrics["bins"][label] = {"n": len(in_bin), "acc@0.5": _rate(in_bin)}
-    errors: dict[str, int] = {}
-    for r in rows:
-        if r["parse_error"]:
-            errors[r["parse_error"]] = errors.get(r["parse_error"], 0) + 1
+    errors = count_parse_errors(r["parse_error"] for r in rows)
     metrics["parse_fail"] = sum(errors.values())
-    metrics["parse_errors"] = dict(sorted(errors.items()))
+    metrics["parse_errors"] = errors
     metrics["backend_errors"] = errors.get("backend_error", 0)
     metrics["repair_used"] = sum(bool(r["repair_used"]) for r in rows)
     metrics["repair_share"] = metrics["repair_used"] / n if n else 0.0
@@ -262,20 +269,19 @@ def score_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def tables(metrics: dict[str, Any]) -> list[Table]:
     """The authors' table, then the extra breakdowns."""
-    pct = lambda v: round(100 * v, 1)  # noqa: E731
     main = Table(
         "Ref-Adv-s",
         ["n", "Acc@0.5", "Acc@0.75", "Acc@0.9", "2-3", "4-6", ">=7", "parse fail", "repair turns", "backend errors"],
         [[
-            metrics["n"], pct(metrics["acc@0.5"]), pct(metrics["acc@0.75"]), pct(metrics["acc@0.9"]),
-            *(pct(metrics["bins"][b]["acc@0.5"]) for b, _, _ in BINS),
+            metrics["n"], percent(metrics["acc@0.5"]), percent(metrics["acc@0.75"]), percent(metrics["acc@0.9"]),
+            *(percent(metrics["bins"][b]["acc@0.5"]) for b, _, _ in BINS),
             metrics["parse_fail"], metrics["repair_used"], metrics["backend_errors"],
         ]],
     )  # fmt: skip
     extra = Table("Ref-Adv-s breakdowns (Acc@0.5)", ["by", "value", "n", "Acc@0.5"])
     for name in ("by_negation", "by_human_authored", "by_image_source"):
         for value, cell in metrics[name].items():
-            extra.rows.append([name[3:], value, cell["n"], pct(cell["acc@0.5"])])
+            extra.rows.append([name[3:], value, cell["n"], percent(cell["acc@0.5"])])
     return [main, extra]
 
 

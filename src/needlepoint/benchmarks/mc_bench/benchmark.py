@@ -12,7 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import DataError, Parsed, ReportBox, ReportImage, ReportItem, Table, replies_text
+from needlepoint.benchmarks.base import (
+    DataError,
+    Parsed,
+    ReportBox,
+    ReportImage,
+    ReportItem,
+    Table,
+    count_parse_errors,
+    replies_text,
+)
 from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth, load_groundtruth
 from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
@@ -225,7 +234,7 @@ class McBench:
             raise DataError("mc_bench: load the data before scoring")
         results = results_from_records(samples, records)
         metrics = score_results(self.gt, results, [s.id for s in samples])
-        metrics["parse_errors"] = _count_errors(records)
+        metrics["parse_errors"] = count_parse_errors(r.get("parse_error") for r in records)
         if not results:
             metrics["notes"] = ["no boxes were predicted: no results file is written (the authors' evaluator crashes on an empty one)"]
         return metrics
@@ -315,12 +324,3 @@ def sample_correct(images: Sequence[ReportImage]) -> bool:
         if gt and not (iou_matrix(gt, pred) >= 0.5).any(axis=1).all():
             return False
     return True
-
-
-def _count_errors(records: Sequence[dict[str, Any]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for r in records:
-        if r.get("parse_error"):
-            out[r["parse_error"]] = out.get(r["parse_error"], 0) + 1
-    return dict(sorted(out.items()))
-

@@ -5,21 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from needlepoint.benchmarks.base import Table
+from needlepoint.benchmarks.base import Table, percent
 
 STYLE_KEYS = (("ref", "Referring"), ("com", "Comparison"), ("rea", "Reasoning"))
-
-
-def _pct(v: Any) -> Any:
-    return None if v is None else round(100 * v, 1)
 
 
 def table2_row(block: dict[str, Any]) -> list[Any]:
     """Acc^ref, Acc^com, Acc^rea, Acc, AP50^ref, AP50^com, AP50^rea, AP50 of one protocol (%)."""
     styles = block.get("by_style", {})
-    acc = [_pct(styles.get(name, {}).get("acc")) for _, name in STYLE_KEYS]
-    ap = [_pct(styles.get(name, {}).get("ap50")) for _, name in STYLE_KEYS]
-    return [*acc, _pct(block.get("acc")), *ap, _pct(block.get("ap50"))]
+    acc = [percent(styles.get(name, {}).get("acc")) for _, name in STYLE_KEYS]
+    ap = [percent(styles.get(name, {}).get("ap50")) for _, name in STYLE_KEYS]
+    return [*acc, percent(block.get("acc")), *ap, percent(block.get("ap50"))]
 
 
 TABLE2_COLUMNS = ["Acc^ref", "Acc^com", "Acc^rea", "Acc", "AP50^ref", "AP50^com", "AP50^rea", "AP50"]
@@ -39,7 +35,7 @@ def mc_tables(metrics: dict[str, Any]) -> list[Table]:
         "MC-Bench analyses (corrected protocol)",
         ["group-agnostic AP50 %", "AP50 small %", "AP50 medium %", "AP50 large %", "groups / positive", "boxes / sample", "boxes / negative"],
         [[
-            _pct(a.get("group_agnostic_ap50")), _pct(sizes.get("small")), _pct(sizes.get("medium")), _pct(sizes.get("large")),
+            percent(a.get("group_agnostic_ap50")), percent(sizes.get("small")), percent(sizes.get("medium")), percent(sizes.get("large")),
             _round(a.get("mean_groups_per_positive_sample")), _round(a.get("mean_boxes_per_sample")),
             _round(a.get("mean_boxes_per_negative_sample")),
         ]],

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import DataError, Parsed, ReportItem, Table, replies_text
+from needlepoint.benchmarks.base import DataError, Parsed, ReportItem, Table, percent, replies_text
 from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS, aggregate, context_bin
 from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, load_release
 from needlepoint.benchmarks.mm_niah.judge import judge
@@ -58,15 +58,14 @@ def niah_tables(metrics: dict[str, Any]) -> list[Table]:
                 tables.append(t)
         return tables
     ranges = metrics.get("context_ranges", list(CONTEXT_RANGES))
-    pct = lambda v: None if v is None else round(100 * v, 1)  # noqa: E731
     main = Table("MM-NIAH (official per-range scores, %)", ["task", *ranges, "overall"])
     extra = Table("MM-NIAH (beyond the official aggregate)", ["task", "rows", "micro acc %", "rows < 1k", "crash-prone"])
     for task, m in metrics["tasks"].items():
-        main.rows.append([task, *(pct(v) for v in m["scores"]), pct(m["overall"])])
-        extra.rows.append([task, m["rows"], pct(m["micro_accuracy"]), m["rows_below_1k"], sum(m.get("crashes", {}).values())])
+        main.rows.append([task, *(percent(v) for v in m["scores"]), percent(m["overall"])])
+        extra.rows.append([task, m["rows"], percent(m["micro_accuracy"]), m["rows_below_1k"], sum(m.get("crashes", {}).values())])
     if metrics.get("overall"):
         o = metrics["overall"]
-        main.rows.append(["overall", *(pct(v) for v in o["scores"]), pct(o["overall"])])
+        main.rows.append(["overall", *(percent(v) for v in o["scores"]), percent(o["overall"])])
     tables = [main, extra]
     if metrics.get("overall_note"):
         tables.append(Table("MM-NIAH overall", ["note"], [[metrics["overall_note"]]]))
