@@ -361,6 +361,8 @@ class RefAdv:
                 samples = load_jsonl(jsonl[0], self.images_dir or data / "images")
             else:
                 raise DataError(f"{data} holds no parquet files and no JSONL; point --data at the Ref-Adv-s release")
+        elif data.exists():
+            raise DataError(f"--data {data} is neither a parquet file, a JSONL file nor a folder of them; point --data at the Ref-Adv-s release")
         else:
             raise DataError(f"--data {data} does not exist; download the Ref-Adv-s release and point --data at it")
         if self.max_image_side:
