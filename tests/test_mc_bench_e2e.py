@@ -137,7 +137,7 @@ def scripted(gt: GroundTruth, bench: McBench, release: Path, limit: int) -> tupl
     sample of each key."""
     answer = merged_answer if bench.input_mode == "merged" else sequence_answer
     script, by_key = {}, {}
-    for s in bench.load(release, limit=limit):
+    for s in bench.load(release)[:limit]:
         key = script_key(bench.prompt(s))
         by_key[key] = gt.sample_by_id[s.id]
         script[key] = [answer(gt, gt.sample_by_id[s.id])]
@@ -501,7 +501,7 @@ def test_downscaled_images_abs_boxes_map_back(
     limit, side = 12, 256
     bench = McBench(box_format="abs_xyxy", input_mode=mode, max_image_side=side)
     script, sent = {}, {}
-    for s in bench.load(release, limit=limit):
+    for s in bench.load(release)[:limit]:
         sample = gt.sample_by_id[s.id]
         key = script_key(bench.prompt(s))
         if mode == "sequence":  # each image in its own sent pixels

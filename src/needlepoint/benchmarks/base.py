@@ -133,7 +133,7 @@ class Benchmark(Protocol):
         """The options that change answers or scores; part of the run's identity."""
         ...
 
-    def load(self, data: Path, limit: int | None = None) -> Sequence[SampleLike]:
+    def load(self, data: Path) -> Sequence[SampleLike]:
         """Read a folder or file in the release layout; raise DataError on bad input."""
         ...
 

@@ -344,7 +344,7 @@ class RefAdv:
             "max_image_side": self.max_image_side,
         }
 
-    def load(self, data: Path, limit: int | None = None) -> list[RefAdvSample]:
+    def load(self, data: Path) -> list[RefAdvSample]:
         require_box_format(self.box_format, self.name)
         if data.is_file() and data.suffix == ".jsonl":
             samples = load_jsonl(data, self.images_dir)
@@ -368,7 +368,7 @@ class RefAdv:
         if self.max_image_side:
             for s in samples:
                 s.image = replace(s.image, max_side=self.max_image_side)
-        return samples[:limit] if limit else samples
+        return samples
 
     def generation(self, sample: RefAdvSample, base: Generation) -> Generation:
         return base

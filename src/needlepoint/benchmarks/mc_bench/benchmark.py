@@ -167,7 +167,7 @@ class McBench:
             raise DataError(f"no sample has the style(s) {', '.join(self.styles)}")
         return gt, ids
 
-    def load(self, data: Path, limit: int | None = None) -> list[McSample]:
+    def load(self, data: Path) -> list[McSample]:
         from needlepoint.images import safe_path
 
         require_box_format(self.box_format, self.name)
@@ -193,7 +193,7 @@ class McBench:
                 refs.append(ImageRef(key=im.file_name, path=path, max_side=self.max_image_side))
             sizes = tuple((float(gt.image_by_id[i].width), float(gt.image_by_id[i].height)) for i in s.image_ids)
             samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), PairGeometry(sizes, BAND, self.max_image_side)))  # type: ignore[arg-type]
-        return samples[:limit] if limit else samples
+        return samples
 
     def generation(self, sample: McSample, base: Generation) -> Generation:
         return base

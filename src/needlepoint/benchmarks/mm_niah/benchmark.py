@@ -91,14 +91,14 @@ class MmNiah:
     def identity(self) -> dict[str, Any]:
         return {"split": self.split, "tasks": sorted(self.tasks), "max_image_side": self.max_image_side}
 
-    def load(self, data: Path, limit: int | None = None) -> list[NiahSample]:
+    def load(self, data: Path) -> list[NiahSample]:
         if not data.exists():
             raise DataError(f"--data {data} does not exist; download MM-NIAH and point --data at it")
         samples, self.skipped, self.split = load_release(data, self.split, self.tasks)
         if self.max_image_side:
             for s in samples:
                 s.images = [replace(im, max_side=self.max_image_side) for im in s.images]
-        return samples[:limit] if limit else samples
+        return samples
 
     def generation(self, sample: NiahSample, base: Generation) -> Generation:
         if base.max_tokens is None:
