@@ -105,6 +105,9 @@ class Reply:
     attempts: int = 1
     error: str | None = None
     request_bytes: int = 0
+    error_kind: str | None = None  # a status.REQUEST_FAILURES value when `error` is set
+    reasoning: str | None = None  # a reasoning model's `reasoning_content` / `reasoning`, kept apart
+    endpoint: str | None = None  # the redacted base URL that answered (or failed last)
 
 
 class Model(Protocol):

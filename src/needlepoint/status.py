@@ -1,0 +1,21 @@
+"""One vocabulary for what became of a sample and of a request, used by every module.
+
+A record's `status` is one of the STATUS_* values. Request failures carry the kind the client
+classified (`Reply.error_kind`); of those only a transient backend error is worth requesting again.
+"""
+
+from __future__ import annotations
+
+DONE = "done"
+BACKEND_ERROR = "backend_error"  # transient: connection, timeout, 429, 5xx after every retry
+CONTEXT_TOO_LONG = "context_too_long"  # the server says the prompt exceeds the model's context
+TOO_MANY_IMAGES = "too_many_images"  # the server caps the images per prompt below what the sample has
+REQUEST_REJECTED = "request_rejected"  # any other 4xx: a property of the request, not of the moment
+INPUT_ERROR = "input_error"  # our side could not build the request or read the reply
+
+REQUEST_FAILURES = (BACKEND_ERROR, CONTEXT_TOO_LONG, TOO_MANY_IMAGES, REQUEST_REJECTED)
+FAILED = (*REQUEST_FAILURES, INPUT_ERROR)
+RETRYABLE = (BACKEND_ERROR, INPUT_ERROR)  # what `--retry-failed` requests again
+
+# Parse errors shared by every benchmark (benchmarks add their own, e.g. "no_json").
+NO_CONTENT = "no_content"  # the reply had no content (a reasoning model's thinking ran out of tokens)
