@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="one leaderboard over several run folders")
     rp.add_argument("runs", nargs="+", type=Path, help="run folders, or model folders (each stands for its newest finished run)")
     rp.add_argument("--out", type=Path, help="folder for leaderboard.md, leaderboard.html and leaderboard_<board>.csv (default ./leaderboard)")
-    rp.add_argument("--with-published", action="store_true", help="add the papers' published rows")
+    rp.add_argument("--with-published", action="store_true", help="add every published row, labelled with its source")
 
     dm = sub.add_parser("demo", help="all benchmarks on bundled samples against a simulated model, offline")
     dm.add_argument("--out", type=Path, default=Path("runs/demo"), help="where the demo's data and runs go")
