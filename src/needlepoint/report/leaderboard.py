@@ -304,13 +304,10 @@ def _niah_by_task(rows: Sequence[PublishedRow]) -> list[PublishedRow]:
     split and model, each task's `overall` cell under the task's name."""
     merged: dict[tuple[str, str, str], dict[str, str]] = {}
     for r in rows:
-        labels: dict[str, str] = {k: r.cells[k] for k in ("model", "split") if k in r.cells}
-        merged.setdefault((r.source, labels.get("split", ""), labels["model"]), labels)[r.cells["task"]] = r.cells["overall"]
+        key = (r.source, r.cells.get("split", ""), r.cells["model"])
+        cells = merged.setdefault(key, {k: r.cells[k] for k in ("model", "split") if k in r.cells})
+        cells[r.cells["task"]] = r.cells["overall"]
     return [PublishedRow("mm_niah", cells, source) for (source, _, _), cells in merged.items()]
-
-
-# Boards that show the published rows in another layout than the published tables'.
-PUBLISHED_LAYOUTS: dict[str, Callable[[Sequence[PublishedRow]], list[PublishedRow]]] = {"mm_niah_tasks": _niah_by_task}
 
 
 def _add_published(board: Board, rows: Sequence[PublishedRow], notes: Sequence[str]) -> None:
@@ -339,8 +336,8 @@ def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Boar
         published = published_rows(benchmark) if with_published else []
         for board in BUILDERS[benchmark](mine):
             if published:
-                layout = PUBLISHED_LAYOUTS.get(board.key, list)
-                _add_published(board, layout(published), published_notes(benchmark))
+                rows = _niah_by_task(published) if board.key == "mm_niah_tasks" else published
+                _add_published(board, rows, published_notes(benchmark))
             boards.append(board)
     return boards
 
@@ -362,14 +359,13 @@ def print_boards(boards: Sequence[Board]) -> None:
             t.add_column(c, justify="left")
         for c in b.columns:
             t.add_column(c, justify="right")
-        with_source = any(r.published for r in b.rows)
-        if with_source:
+        with_published = any(r.published for r in b.rows)
+        if with_published:
             t.add_column("source", justify="left")
         for row, cells in zip(b.rows, b.display_rows()):
-            shown = cells if with_source else cells[:-1]
-            t.add_row(*shown, style="dim italic" if row.published else None)
+            t.add_row(*(cells if with_published else cells[:-1]), style="dim italic" if row.published else None)
         console.print(t)
-        if any(r.published for r in b.rows):
+        if with_published:
             console.print("[dim]italic rows: published numbers from the papers; empty cells: not published[/dim]")
 
 
@@ -394,7 +390,9 @@ def markdown(boards: Sequence[Board]) -> str:
 
 
 def _csv_value(value: Cell) -> str:
-    return value if isinstance(value, str) else "" if value is None else repr(value)
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else repr(value)
 
 
 def csv_text(board: Board) -> str:
