@@ -31,7 +31,7 @@ from needlepoint.demo.ref_adv import make_rows, write_release
 from needlepoint.errors import DataError
 from needlepoint.report import html as report_html
 from needlepoint.report import leaderboard as lb
-from needlepoint.report.published import PUBLISHED_TABLES, PublishedTable
+from needlepoint.report.published import PUBLISHED_TABLES
 
 PUBLISHED_SOURCES = SHARED_DATA / "published"
 HOSTILE = [
@@ -446,13 +446,8 @@ def _shipped(name: str) -> Any:
     return files("needlepoint.report") / "published_data" / name
 
 
-def _shipped_rows(table: PublishedTable) -> list[dict[str, str]]:
-    """The shipped CSV read here with the csv module, independently of report/published.py."""
-    with _shipped(table.file).open(encoding="utf-8", newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
-def _csv_rows(path: Path) -> list[dict[str, str]]:
+def _csv_rows(path: Any) -> list[dict[str, str]]:
+    """A CSV file (a path or a package resource), read here independently of report/published.py."""
     with path.open(encoding="utf-8", newline="") as fh:
         return list(csv.DictReader(fh))
 
@@ -500,7 +495,7 @@ def test_leaderboard_shows_every_published_row(many_runs: list[Path], tmp_path: 
         label = f"published: {table.source}"
         key = {"mm_niah": "mm_niah_ranges"}.get(table.benchmark, table.benchmark)
         written = [r for r in boards[key] if r["source"] == label]
-        published = _shipped_rows(table)
+        published = _csv_rows(_shipped(table.file))
         assert len(written) == len(published) > 0
         for row, want in zip(written, published):
             for column, cell in want.items():
