@@ -112,7 +112,10 @@ class ReportItem:
 def replies_text(record: dict[str, Any]) -> str:
     """The model's replies of a record, the repair turn marked, or the error that stood in."""
     turns = record.get("turns") or []
-    texts = [t.get("reply") or (f"[{t['error']}]" if t.get("error") else "") for t in turns]
+    texts = [
+        t.get("reply") or (f"[{t['error']}]" if t.get("error") else "[no content, only reasoning]" if t.get("reasoning") else "")
+        for t in turns
+    ]
     if record.get("status") == "input_error":
         texts.append(f"[not sent: {record.get('error')}]")
     return "\n--- repair turn ---\n".join(texts)

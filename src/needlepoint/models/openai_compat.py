@@ -239,6 +239,8 @@ class OpenAICompatModel:
         reencode_images: bool = False,
         max_request_bytes: int | None = None,
     ) -> None:
+        if api_key and any("@" in urlsplit(u).netloc for u in api_urls):
+            raise DataError("an --api-url carries user info and --api-key is given too; pass the credential one way only")
         self.name = name
         self.endpoints = [_Endpoint(u, endpoint(u, "chat/completions"), redact_url(u)) for u in api_urls]
         self._headers = {"Content-Type": "application/json"}
