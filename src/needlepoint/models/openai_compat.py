@@ -155,7 +155,8 @@ def classify_rejection(http_status: int, body: str) -> str:
     try:
         data = json.loads(body)
         if isinstance(data, dict):
-            err = data.get("error") if isinstance(data.get("error"), dict) else data
+            inner = data.get("error")
+            err: dict[str, Any] = inner if isinstance(inner, dict) else data
             message = str(err.get("message") or body)
     except ValueError:
         pass
@@ -298,7 +299,9 @@ class OpenAICompatModel:
 
     async def check_endpoints(self, timeout_s: float = 10.0) -> None:
         """Raise DataError, in one sentence, when an endpoint cannot be reached, refuses the key,
-        lacks `/v1`, or does not serve this model (by its `GET /models` answer)."""
+        lacks `/v1`, or does not serve this model (by its `GET /models` answer). Any other answer
+        (a 5xx, a 404 under a base that ends in /v1, a body that is no model list) passes: what the
+        server does with requests is classified per request."""
         session = await self._client()
         for ep in self.endpoints:
             try:
@@ -312,7 +315,7 @@ class OpenAICompatModel:
                 if self._has_key:
                     raise DataError(f"{ep.label} refused the API key (HTTP {code}); pass the right key with --api-key or $OPENAI_API_KEY")
                 raise DataError(f"{ep.label} wants an API key (HTTP {code}); pass it with --api-key or set $OPENAI_API_KEY")
-            if code == 404:
+            if code == 404 and not urlsplit(ep.base).path.rstrip("/").endswith("/v1"):
                 raise DataError(self._not_found(ep))
             if code != 200:
                 continue  # the server answers; what it does with requests is classified per request
@@ -323,18 +326,12 @@ class OpenAICompatModel:
                     f"{ep.label} does not serve model {self.name!r}; it serves {names or 'no model'}: pass one of these with --model"
                 )
 
-    async def check_reachable(self, timeout_s: float = 10.0) -> None:
-        """The endpoint check (kept under its former name)."""
-        await self.check_endpoints(timeout_s)
-
     @staticmethod
     def _not_found(ep: _Endpoint) -> str:
+        """A 404 on `<base>/models` where the base does not end in /v1: the commonest slip."""
         parts = urlsplit(ep.base)
-        path = parts.path.rstrip("/")
-        if not path.endswith("/v1"):
-            fixed = redact_url(urlunsplit(parts._replace(path=path + "/v1")))
-            return f"{ep.label} has no /models (HTTP 404): the URL probably lacks /v1; try --api-url {fixed}"
-        return f"{ep.label} has no /models (HTTP 404); check that --api-url is the base URL of an OpenAI-compatible server"
+        fixed = redact_url(urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/v1")))
+        return f"{ep.label} has no /models (HTTP 404): the URL probably lacks /v1; try --api-url {fixed}"
 
     # --- requests ------------------------------------------------------------------------------
 

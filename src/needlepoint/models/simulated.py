@@ -211,6 +211,7 @@ class SimulatedServer:
         if reply is None:
             return web.Response(status=404, text=f"the simulated model has no answer for this request: {key[:80]!r}")
         message: dict[str, Any] = {"role": "assistant"}
+        text: str | None
         if isinstance(reply, str):
             text, finish = reply, "stop"
         else:
