@@ -481,3 +481,18 @@ def test_report_redacts_by_exact_names() -> None:
     assert out["config"]["generation"]["extra"] == {"Authorization": "[redacted]", "top_k": 1}
     assert out["config"]["api_key"] == "[redacted]"
     assert "sk-LEAK" not in out["config"]["note"]
+
+
+def test_report_scrubs_errors_of_older_records(ref_release: Any, tmp_path: Path) -> None:
+    folder, _ = ref_release
+    bench = RefAdv(box_format="abs_xyxy")
+    samples = bench.load(folder)[:1]
+    error = "http_400: echo of Authorization: Bearer sk-OLD-LEAK to http://h:1/v1/chat?key=q-OLD-LEAK"
+    recs = [{"id": samples[0].id, "status": "request_rejected", "turns": [{"reply": "", "error": error}], "repair_used": False,
+             "answer": None, "parse_error": "request_rejected", "iou": 0.0, "hit": False, "error": error}]  # fmt: skip
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    page = report_html.write_run_report(run_dir, bench, samples, recs, bench.score(samples, recs), {"config": {}})
+    text = page.read_text(encoding="utf-8")
+    assert "OLD-LEAK" not in text
+    assert "Bearer [redacted]" in text

@@ -27,7 +27,8 @@ def redact_url(url: str) -> str:
 
 
 def url_secrets(url: str) -> list[str]:
-    """The parts of a URL that may be credentials: the user info and each query value."""
+    """The parts of a URL that may be credentials: the user info (and its password) and each query
+    value, to be scrubbed wherever they turn up alone (e.g. an error body quoting a parameter)."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -35,7 +36,7 @@ def url_secrets(url: str) -> list[str]:
     out = []
     if "@" in parts.netloc:
         userinfo = parts.netloc.rsplit("@", 1)[0]
-        out += [userinfo, *userinfo.split(":", 1)]
+        out += [userinfo, userinfo.split(":", 1)[-1]]  # the whole, and the password alone
     out += [v for _, v in parse_qsl(parts.query, keep_blank_values=False)]
     return [s for s in out if s]
 
