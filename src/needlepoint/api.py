@@ -116,6 +116,8 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     `evaluate(benchmark="ref_adv_s", data=Path("~/data/ref-adv-s"), model="Qwen/Qwen2.5-VL-7B-Instruct",
     api_urls=["http://localhost:8000/v1"], options={"box_format": "abs_xyxy"})`.
     """
+    from needlepoint.runner import pending
+
     if config is None:
         settings["data"] = Path(settings["data"]).expanduser()
         if isinstance(settings.get("api_urls"), str):
@@ -133,8 +135,6 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     if config.limit:
         samples = samples[: config.limit]
     run_dir = _resolve_run_dir(config, run_hash)
-    from needlepoint.runner import pending
-
     if pending(samples, read_records(run_dir / RECORDS), config.retry_failed):
         check_endpoints(config)
     header = {
@@ -142,7 +142,6 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
         "hash": run_hash,
         "identity": ident,
         "config": config.public(),
-        "sampling_sent": sampling_sent(bench, samples, generation),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "status": "running",
     }
