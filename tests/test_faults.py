@@ -264,9 +264,12 @@ def test_run_survives_an_endpoint_stopped_mid_run(serve: Any, ref_release: Any, 
     class Stopping(type(one)):  # type: ignore[misc]
         """Stops serving (its port then refuses connections) after answering three requests."""
 
+        stopping = False
+
         async def _chat(self, request: Any) -> Any:
             answer = await super()._chat(request)
-            if len(self.log) == 3:
+            if len(self.log) >= 3 and not self.stopping:
+                self.stopping = True
                 asyncio.get_running_loop().call_later(0.01, lambda: asyncio.ensure_future(self._runner.cleanup()))
             return answer
 
@@ -278,7 +281,7 @@ def test_run_survives_an_endpoint_stopped_mid_run(serve: Any, ref_release: Any, 
     records = read_records(tmp_path / "run" / "records.jsonl")
     assert len(records) == 12 and result.failed == []
     assert all(r["status"] == "done" and r["hit"] for r in records.values())
-    assert 3 <= len(two.log) <= 4  # the requests in flight when it stopped failed over to the other
+    assert 3 <= len(two.log) <= 3 + 2  # the requests in flight when it stopped failed over to the other
     assert len(one.log) >= 12 - len(two.log)
 
 
