@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from needlepoint import __version__
+from needlepoint import __version__, status
 from needlepoint.benchmarks import make
 from needlepoint.benchmarks.base import Benchmark
 from needlepoint.config import (
@@ -21,7 +21,7 @@ from needlepoint.config import (
 )
 from needlepoint.conversation import Generation
 from needlepoint.errors import DataError
-from needlepoint.store import METRICS, RunStore, write_json
+from needlepoint.store import HEADER, METRICS, RECORDS, RunStore, write_json
 
 RUNS_ROOT = Path("runs")
 
@@ -86,8 +86,6 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     generation = _generation(bench, config.generation)
     ident = identity(config, bench.identity(), generation, dataset_fingerprint(samples))
     run_hash = hash_identity(ident)
-    if config.limit:
-        samples = samples[: config.limit]
     run_dir = _resolve_run_dir(config, run_hash)
     header = {
         "needlepoint": __version__,
@@ -98,15 +96,33 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
         "status": "running",
     }
     advice = "choose another --out folder, or drop --out and pass --fresh" if config.out else "pass --fresh for a new run folder"
+    created = RunStore.read_header(run_dir) is None
     store = RunStore.open(run_dir, header, advice)
     try:
         return _run(config, bench, samples, generation, store)
+    except BaseException:
+        if created and not store.records():
+            store.close()
+            _remove_empty_run(run_dir)  # a failed start must not leave a folder that blocks the next run
+        raise
     finally:
         store.close()
 
 
+def _remove_empty_run(run_dir: Path) -> None:
+    """Delete a run folder this process created and that holds no record (only its own files)."""
+    for name in (HEADER, RECORDS, ".lock"):
+        (run_dir / name).unlink(missing_ok=True)
+    try:
+        run_dir.rmdir()
+    except OSError:
+        pass  # something else is in it: leave it
+
+
 def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Generation, store: RunStore) -> RunResult:
-    """Answer the pending samples into an open run folder, then score, export and report."""
+    """Answer the pending samples among the first `config.limit` into an open run folder, then
+    score, export and report every finished record of the folder: `--limit` bounds what is
+    requested, never what a finished run's outputs cover."""
     from needlepoint.models.openai_compat import OpenAICompatModel, RetryPolicy
     from needlepoint.runner import RunOptions, pending, run
 
@@ -121,36 +137,38 @@ def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Ge
     )
     options = RunOptions(concurrency=config.concurrency, retry_failed=config.retry_failed, show_progress=config.show_progress)
 
-    async def go() -> dict[str, dict[str, Any]]:
+    requested = samples[: config.limit] if config.limit else samples
+
+    async def go() -> None:
         try:
-            if pending(samples, store.records(), config.retry_failed):
+            if pending(requested, store.records(), config.retry_failed):
                 await model.check_reachable()
-            return await run(bench, samples, model, store, generation, options)
+            await run(bench, requested, model, store, generation, options)
         finally:
             await model.aclose()
 
-    records = asyncio.run(go())
+    asyncio.run(go())
+    records = store.records()
     result = finish(bench, samples, records, store.dir, config.model)
-    complete = len(records) == len(samples) and not result.failed
+    complete = all(s.id in records for s in samples) and not result.failed
     store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     if config.report:
-        answered = [s for s in samples if s.id in records]
+        answered = [s for s in samples if s.id in records]  # every finished record, not only this call's
         result.exports.extend(write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics))
     return result
 
 
 def finish(bench: Benchmark, samples: list[Any], records: dict[str, dict[str, Any]], run_dir: Path, model: str) -> RunResult:
     """Score the stored records, write metrics.json and the authors' formats."""
-    from needlepoint.runner import BACKEND_ERROR, INPUT_ERROR
-
     ordered = [records[s.id] for s in samples if s.id in records]
     done_ids = {r["id"] for r in ordered}
     metrics = bench.score([s for s in samples if s.id in done_ids], ordered)
-    failed = [r["id"] for r in ordered if r.get("status") in (BACKEND_ERROR, INPUT_ERROR)]
+    failed = [r["id"] for r in ordered if r.get("status") in status.FAILED]
     metrics["run"] = {
         "samples": len(samples),
-        "answered": len(ordered),
+        "answered": len(ordered) - len(failed),
         "failed": len(failed),
+        "not_requested": len(samples) - len(ordered),
         "failed_ids": failed[:1000],
         "skipped": [{"id": i, "reason": r} for i, r in bench.skipped],
     }
@@ -167,9 +185,24 @@ def write_report(run_dir: Path, bench: Benchmark, samples: list[Any], records: l
     return [write_run_report(run_dir, bench, samples, records, metrics, header)]
 
 
-def score(benchmark: str, predictions: Path, data: Path | None = None, **options: Any) -> tuple[Benchmark, dict[str, Any]]:
-    """Metrics of saved predictions in the authors' format (or a run folder), without a model."""
+def score(
+    benchmark: str, predictions: str | Path, data: str | Path | None = None, **options: Any
+) -> tuple[Benchmark, dict[str, Any]]:
+    """Metrics of saved predictions in the authors' format (or a run folder), without a model.
+
+    A run folder must be one of `benchmark`; its data path (run.json) stands in for a missing `data`."""
+    predictions = Path(predictions).expanduser()
+    data = Path(data).expanduser() if data is not None else None
     bench = make(benchmark, **options)
     if not predictions.exists():
         raise DataError(f"--predictions {predictions} does not exist")
+    folder = predictions if predictions.is_dir() else predictions.parent if predictions.name == RECORDS else None
+    header = RunStore.read_header(folder) if folder is not None else None
+    if header is not None:
+        config = header.get("config") if isinstance(header.get("config"), dict) else {}
+        ran = config.get("benchmark") or (header.get("identity") or {}).get("benchmark")
+        if ran and ran != benchmark:
+            raise DataError(f"{folder} is a run folder of {ran}, not {benchmark}; score it with `needlepoint score {ran}`")
+        if data is None and config.get("data"):
+            data = Path(str(config["data"]))
     return bench, bench.score_file(predictions, data)

@@ -1,6 +1,8 @@
 """The command line: `needlepoint eval | score | report | demo`.
 
-Bad input ends in one sentence on stderr and exit code 2; an interrupt says how to resume.
+Exit codes (documented in the README): 0 every requested sample was answered; 3 some samples
+failed (the run folder is kept; `--retry-failed` or a plain rerun continues it); 2 bad input, in
+one sentence on stderr; 130 interrupted (Ctrl-C or SIGTERM), with how to resume.
 """
 
 from __future__ import annotations
@@ -15,6 +17,12 @@ from typing import Any
 from needlepoint import __version__
 from needlepoint.benchmarks import NAMES
 from needlepoint.errors import DataError
+from needlepoint.store import json_text
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_FAILED_SAMPLES = 3
+EXIT_INTERRUPTED = 130
 
 
 def _bench_options(p: argparse.ArgumentParser) -> None:
@@ -54,23 +62,23 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", type=Path, help="run folder (default runs/<benchmark>/<model>/<timestamp>)")
     ev.add_argument("--fresh", action="store_true", help="start a new run folder instead of resuming")
     ev.add_argument("--retry-failed", action="store_true", help="rerun only the samples whose request failed")
-    ev.add_argument("--temperature", type=float)
-    ev.add_argument("--top-p", type=float)
-    ev.add_argument("--max-tokens", type=int)
-    ev.add_argument("--seed", type=int)
+    ev.add_argument("--temperature", type=float, help="sampling temperature, 0 or more (default: the benchmark authors')")
+    ev.add_argument("--top-p", type=float, help="nucleus sampling mass in (0, 1] (default: the benchmark authors')")
+    ev.add_argument("--max-tokens", type=int, help="most tokens a reply may have (default: the benchmark authors')")
+    ev.add_argument("--seed", type=int, help="sampling seed sent with every request")
     ev.add_argument("--timeout", type=float, help="seconds per request (default 180)")
     ev.add_argument("--extra-body", help="JSON object merged into every request body")
-    ev.add_argument("--max-retries", type=int, default=6)
+    ev.add_argument("--max-retries", type=int, default=6, help="retries of a failed request before it is recorded as failed (default 6)")
     ev.add_argument("--max-request-bytes", type=int, help="report requests larger than this instead of sending them")
     ev.add_argument("--reencode-images", action="store_true", help="re-encode JPEG sources too (JPEG q95 after RGB)")
-    ev.add_argument("--no-progress", action="store_true")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines on stderr")
     ev.add_argument("--no-report", action="store_true", help="skip the HTML report")
     ev.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
     _bench_options(ev)
 
     sc = sub.add_parser("score", help="score saved predictions (authors' formats or a run folder) without a model")
     sc.add_argument("benchmark", choices=NAMES)
-    sc.add_argument("--predictions", required=True, type=Path)
+    sc.add_argument("--predictions", required=True, type=Path, help="the authors' prediction file or folder, or a run folder")
     sc.add_argument("--data", type=Path, help="the release folder, where scoring needs the annotations (mc_bench)")
     sc.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
     sc.add_argument("--styles", help="comma-separated prompt styles (mc_bench)")
@@ -97,7 +105,7 @@ def _generation(ns: argparse.Namespace) -> dict[str, Any]:
     }
     if ns.extra_body:
         try:
-            extra = json.loads(ns.extra_body)
+            extra = json.loads(ns.extra_body, parse_constant=_no_constant)
         except ValueError:
             raise DataError("--extra-body must be a JSON object, e.g. '{\"top_k\": 1}'") from None
         if not isinstance(extra, dict):
@@ -106,9 +114,13 @@ def _generation(ns: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in gen.items() if v is not None}
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not strict JSON")
+
+
 def _print_metrics(bench: Any, metrics: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        print(json.dumps(metrics, indent=2))
+        print(json_text(metrics, indent=2))
         return
     from needlepoint.report.terminal import print_tables
 
@@ -149,10 +161,11 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     if result.failed:
         print(
             f"{len(result.failed)} sample(s) failed (backend or input errors; listed in metrics.json under run.failed_ids); "
-            "rerun with --retry-failed to request only those",
+            f"rerun with --retry-failed to request only those (exit code {EXIT_FAILED_SAMPLES})",
             file=err,
         )
-    return 0
+        return EXIT_FAILED_SAMPLES
+    return EXIT_OK
 
 
 def cmd_score(ns: argparse.Namespace) -> int:
@@ -176,21 +189,48 @@ def cmd_demo(ns: argparse.Namespace) -> int:
     return run_demo(ns.out, [b.strip() for b in ns.benchmarks.split(",") if b.strip()])
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM ends a run like Ctrl-C: records already written stay, the interrupt is reported."""
+    raise KeyboardInterrupt
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's last flush into a closed pipe is silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `needlepoint` command."""
+    """Entry point of the `needlepoint` command; returns the exit code (see the module docstring)."""
     ns = build_parser().parse_args(argv)
     handlers = {"eval": cmd_eval, "score": cmd_score, "report": cmd_report, "demo": cmd_demo}
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        return handlers[ns.command](ns)
+        code = handlers[ns.command](ns)
+        sys.stdout.flush()  # here, so that a closed pipe is caught below and not at exit
+        return code
     except DataError as exc:
         print(f"needlepoint: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("\nneedlepoint: interrupted; finished samples are saved, rerun the same command to resume", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `needlepoint score ... | head` closed our stdout: nothing to say
+        _quiet_stdout()
+        return EXIT_OK
     except OSError as exc:
         print(f"needlepoint: error: {exc.strerror or exc}: {exc.filename or ''}; check the path and permissions", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ A record written later for the same sample (a retried failure) supersedes the ea
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import IO, Any
@@ -19,10 +20,28 @@ RECORDS = "records.jsonl"
 METRICS = "metrics.json"
 
 
+def json_text(obj: Any, indent: int | None = None) -> str:
+    """The one JSON writer: strict JSON (NaN and infinities are refused, not written as `NaN`,
+    which no strict reader accepts), UTF-8 text kept as is. Raises ValueError on a non-finite float."""
+    return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def finite_only(obj: Any) -> Any:
+    """A copy of a JSON-ready value with non-finite floats replaced by None (for what a server
+    sent us: a record must reach disk even when a reply carries NaN)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite_only(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_only(v) for v in obj]
+    return obj
+
+
 def write_json(path: Path, obj: Any) -> None:
-    """Write JSON atomically (temp file, then rename)."""
+    """Write strict JSON atomically (temp file, then rename)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(json_text(obj, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -138,7 +157,11 @@ class RunStore:
         """Write one record and flush it to the OS before returning."""
         if self._fh is None:
             self._fh = self.records_path.open("a", encoding="utf-8")
-        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        try:
+            line = json_text(record)
+        except ValueError:
+            line = json_text(finite_only(record))
+        self._fh.write(line + "\n")
         self._fh.flush()
 
     def update_header(self, **fields: Any) -> None:

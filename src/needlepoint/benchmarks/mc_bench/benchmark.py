@@ -19,8 +19,10 @@ from needlepoint.benchmarks.base import (
     ReportImage,
     ReportItem,
     Table,
-    count_parse_errors,
+    parse_errors,
     replies_text,
+    report_parse_error,
+    request_failures,
 )
 from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth, load_groundtruth
 from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer
@@ -234,7 +236,8 @@ class McBench:
             raise DataError("mc_bench: load the data before scoring")
         results = results_from_records(samples, records)
         metrics = score_results(self.gt, results, [s.id for s in samples])
-        metrics["parse_errors"] = count_parse_errors(r.get("parse_error") for r in records)
+        metrics["parse_errors"] = parse_errors(records)
+        metrics["failures"] = request_failures(records)
         if not results:
             metrics["notes"] = ["no boxes were predicted: no results file is written (the authors' evaluator crashes on an empty one)"]
         return metrics
@@ -247,7 +250,7 @@ class McBench:
     def running(self, records: Sequence[dict[str, Any]]) -> str:
         if not records:
             return ""
-        fails = sum(bool(r.get("parse_error")) for r in records)
+        fails = sum(parse_errors(records).values())
         boxes = sum(r.get("boxes", 0) for r in records)
         return f"boxes/sample {boxes / len(records):.2f}  parse fail {fails}"
 
@@ -275,7 +278,7 @@ class McBench:
                             "predicted boxes": rec.get("boxes", 0), "predicted groups": rec.get("groups", 0)},
                     filters={"style": s.style or "unknown"},
                     correct=sample_correct(images),
-                    parse_error=rec.get("parse_error"),
+                    parse_error=report_parse_error(rec),
                 )
             )  # fmt: skip
         return items

@@ -8,7 +8,6 @@ coordinates and belong to the image that holds their centre, whatever key they c
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from needlepoint.benchmarks.base import Parsed
 from needlepoint.geometry import BoxFormat, fitted_size, to_absolute
 from needlepoint.jsonfind import find_json
+from needlepoint.numbers import is_finite
 
 BOX_KEYS = ("bbox_2d", "bbox", "box", "bbox_xyxy", "coordinates")
 LIST_KEYS = ("boxes", "bboxes", "objects", "instances", "results", "predictions", "answer")
@@ -57,7 +57,7 @@ Item = tuple[int | None, int, list[float], float]
 
 def _is_number(x: Any) -> bool:
     """A finite JSON number (not a boolean): NaN or infinity from a model is no coordinate or score."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    return is_finite(x)
 
 
 def _is_box(v: Any) -> bool:

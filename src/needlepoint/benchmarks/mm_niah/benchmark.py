@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import DataError, Parsed, ReportItem, Table, percent, replies_text
+from needlepoint.benchmarks.base import DataError, Parsed, ReportItem, Table, percent, replies_text, report_parse_error
 from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS, aggregate, context_bin
 from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, load_release
 from needlepoint.benchmarks.mm_niah.judge import judge
@@ -178,7 +178,7 @@ class MmNiah:
                             "depth": s.placed_depth, "images": len(s.images), "task": s.task},
                     filters={"task": s.task, "range": label},
                     correct=None if score is None else score >= 1.0,
-                    parse_error=rec.get("parse_error"),
+                    parse_error=report_parse_error(rec),
                     sort_value=score,
                 )
             )  # fmt: skip
