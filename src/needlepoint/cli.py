@@ -37,12 +37,18 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--images", help="images folder for a JSONL data file (ref_adv_s)")
     g.add_argument("--max-image-side", type=int, help="downscale images so no side exceeds this many pixels")
     g.add_argument("--repair-on-length-only", action="store_true", help="repair turn only after finish_reason=length (ref_adv_s)")
+    g.add_argument("--abs-frame", help="what abs_xyxy boxes are pixels of: official (the image sent; default) or "
+                   "qwen-smart-resize (the image as Qwen2.5-VL's processor resized it) (ref_adv_s, mc_bench)")
+    g.add_argument("--abs-frame-factor", type=int, help="qwen-smart-resize: sides become multiples of this (default 28)")
+    g.add_argument("--abs-frame-min-pixels", type=int, help="qwen-smart-resize: least area after resizing (default 3136 = 56*56)")
+    g.add_argument("--abs-frame-max-pixels", type=int, help="qwen-smart-resize: largest area after resizing (default 1003520 = 28*28*1280)")
 
 
 def _options(ns: argparse.Namespace) -> dict[str, Any]:
     keys = ("box_format", "prompt_mode", "input_mode", "prompt_file", "styles", "tasks", "split", "images",
-            "max_image_side", "repair_on_length_only")  # fmt: skip
-    return {k: getattr(ns, k, None) for k in keys}
+            "max_image_side", "repair_on_length_only", "abs_frame", "abs_frame_factor", "abs_frame_min_pixels",
+            "abs_frame_max_pixels")  # fmt: skip
+    return {k: getattr(ns, k) for k in keys if getattr(ns, k, None) not in (None, False)}  # only what was given
 
 
 def build_parser() -> argparse.ArgumentParser:

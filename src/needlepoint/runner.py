@@ -8,6 +8,7 @@ whatever the run's length, and each record reaches disk before the next sample i
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ class RunOptions:
     concurrency: int = 32
     retry_failed: bool = False
     show_progress: bool = True
+    progress_every_s: float = 5.0  # without a terminal: one plain progress line this often
 
 
 def pending(samples: Sequence[Any], done: dict[str, dict[str, Any]], retry_failed: bool) -> list[Any]:
@@ -95,6 +97,46 @@ def _input_error(benchmark: Benchmark, sample: Any, record: dict[str, Any], mess
         pass
 
 
+class _PlainProgress:
+    """Progress without a terminal (a log file, CI, nohup): one plain line on stderr every
+    `every_s` seconds while samples remain, e.g. `ref_adv_s: 120/1142 done, 3.2/s, about 5 min left`."""
+
+    def __init__(self, benchmark: Benchmark, total: int, records: list[dict[str, Any]], every_s: float) -> None:
+        self.benchmark = benchmark
+        self.total = total
+        self.records = records
+        self.every_s = every_s
+        self.n = 0
+        self._t0 = time.perf_counter()
+
+    def line(self) -> str:
+        elapsed = time.perf_counter() - self._t0
+        rate = self.n / elapsed if elapsed > 0 else 0.0
+        left = f", about {_duration((self.total - self.n) / rate)} left" if rate > 0 and self.n < self.total else ""
+        figure = self.benchmark.running(self.records)
+        return f"{self.benchmark.name}: {self.n}/{self.total} done, {rate:.1f}/s{left}" + (f"  {figure}" if figure else "")
+
+    def advance(self) -> None:
+        self.n += 1
+
+    async def tick(self) -> None:
+        """Print a line every `every_s` seconds until cancelled."""
+        while True:
+            await asyncio.sleep(self.every_s)
+            print(self.line(), file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        print(self.line(), file=sys.stderr, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 class _Progress:
     """A rich progress bar with rate, ETA and the benchmark's running figure, on stderr."""
 
@@ -154,7 +196,12 @@ async def run(
     todo = pending(samples, done, options.retry_failed)
     todo_ids = {s.id for s in todo}
     finished = [done[s.id] for s in samples if s.id in done and s.id not in todo_ids]
-    progress = _Progress(benchmark, len(todo), finished, options.show_progress)
+    plain = options.show_progress and bool(todo) and not sys.stderr.isatty()
+    progress: _Progress | _PlainProgress
+    if plain:
+        progress = _PlainProgress(benchmark, len(todo), finished, options.progress_every_s)
+    else:
+        progress = _Progress(benchmark, len(todo), finished, options.show_progress)
     queue = iter(todo)
 
     async def worker() -> None:
@@ -166,13 +213,14 @@ async def run(
             progress.advance()
 
     tasks = [asyncio.ensure_future(worker()) for _ in range(max(1, min(options.concurrency, len(todo))))]
+    ticker = asyncio.ensure_future(progress.tick()) if isinstance(progress, _PlainProgress) else None
     try:
         done_tasks, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done_tasks:
             task.result()  # re-raise the first failure (e.g. the disk is full)
     finally:
-        for task in tasks:
+        for task in [*tasks, *([ticker] if ticker else [])]:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, *([ticker] if ticker else []), return_exceptions=True)
         progress.close()
     return {s.id: done[s.id] for s in samples if s.id in done}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 from pathlib import Path
 from typing import IO, Any
 
@@ -51,7 +52,7 @@ def read_records(path: Path) -> dict[str, dict[str, Any]]:
     if not path.exists():
         return out
     with path.open("rb") as fh:
-        for line in fh:
+        for lineno, line in enumerate(fh, 1):
             if not line.endswith(b"\n"):
                 break
             try:
@@ -59,9 +60,23 @@ def read_records(path: Path) -> dict[str, dict[str, Any]]:
             except ValueError:
                 rec = None
             if not isinstance(rec, dict) or "id" not in rec:
-                raise DataError(f"{path} has a corrupt line; move the run folder aside and start fresh")
+                raise DataError(
+                    f"{path} line {lineno} is corrupt (not a JSON record with an id); to keep the other records, "
+                    f"delete that line (`sed -i '{lineno}d' {shlex.quote(str(path))}`) and rerun: a sample it held is requested again"
+                )
             out[str(rec["id"])] = rec
     return out
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def identity_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """The identity fields that differ, each as `name old -> new` (long values shortened)."""
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    return "; ".join(f"{k} {_short(old.get(k))} -> {_short(new.get(k))}" for k in keys)
 
 
 class RunStore:
@@ -93,13 +108,10 @@ class RunStore:
         ends the refusal message (how to start fresh)."""
         existing = cls.read_header(run_dir)
         if existing is not None and existing.get("hash") != header["hash"]:
-            diff = sorted(
-                k
-                for k in set(existing.get("identity", {})) | set(header["identity"])
-                if existing.get("identity", {}).get(k) != header["identity"].get(k)
-            )
+            old = existing.get("identity") if isinstance(existing.get("identity"), dict) else {}
+            diff = identity_diff(old, header["identity"]) or "the needlepoint version differs"
             raise DataError(
-                f"{run_dir} holds a run with a different configuration ({', '.join(diff) or 'version'} differ); "
+                f"{run_dir} holds a run with a different configuration (stored -> now: {diff}); "
                 f"answers will not be mixed: {advice}"
             )
         if existing is None and (run_dir / RECORDS).exists():

@@ -29,7 +29,17 @@ from needlepoint.benchmarks.base import (
     report_parse_error,
 )
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message
-from needlepoint.geometry import Box, BoxFormat, check_box_format, dedupe, fitted_size, iou, require_box_format, to_absolute
+from needlepoint.geometry import (
+    Box,
+    BoxFormat,
+    check_abs_frame,
+    check_box_format,
+    dedupe,
+    iou,
+    model_frame,
+    require_box_format,
+    to_absolute,
+)
 from needlepoint.jsonfind import find_json
 from needlepoint.jsonl import read_jsonl
 from needlepoint.numbers import is_box, is_finite, size
@@ -352,8 +362,13 @@ class RefAdv:
         repair_on_length_only: bool = False,
         images: str | Path | None = None,
         max_image_side: int | None = None,
+        abs_frame: str | None = None,
+        abs_frame_factor: int | None = None,
+        abs_frame_min_pixels: int | None = None,
+        abs_frame_max_pixels: int | None = None,
     ) -> None:
         self.box_format = check_box_format(box_format)
+        self.frame = check_abs_frame(abs_frame, self.box_format, abs_frame_factor, abs_frame_min_pixels, abs_frame_max_pixels)
         if prompt_mode not in PROMPTS:
             raise DataError(f"--prompt-mode must be one of {', '.join(PROMPTS)}, not {prompt_mode!r}")
         self.prompt_mode = prompt_mode
@@ -368,6 +383,7 @@ class RefAdv:
             "prompt_mode": self.prompt_mode,
             "repair_on_length_only": self.repair_on_length_only,
             "max_image_side": self.max_image_side,
+            **self.frame.identity(),
         }
 
     def load(self, data: Path) -> list[RefAdvSample]:
@@ -404,7 +420,7 @@ class RefAdv:
         return Conversation([Message("user", [text, sample.image])])
 
     def parse(self, sample: RefAdvSample, text: str) -> Parsed:
-        seen = fitted_size(int(sample.width), int(sample.height), self.max_image_side) if self.max_image_side else None
+        seen = model_frame(sample.width, sample.height, self.max_image_side, self.frame)
         return parse_boxes(text, self.box_format, sample.width, sample.height, seen)
 
     def followup(self, sample: RefAdvSample, parsed: Parsed, finish_reason: str | None) -> str | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from needlepoint.benchmarks.base import Parsed
-from needlepoint.geometry import BoxFormat, fitted_size, to_absolute
+from needlepoint.geometry import AbsFrame, BoxFormat, model_frame, to_absolute
 from needlepoint.jsonfind import find_json
 from needlepoint.numbers import is_finite
 
@@ -28,10 +28,11 @@ class PairGeometry:
     sizes: tuple[tuple[float, float], tuple[float, float]]  # (width, height) per image
     band: int = 20
     max_side: int | None = None  # images (or the canvas) were downscaled to this before sending
+    frame: AbsFrame | None = None  # the frame pixel boxes refer to (None: the image sent)
 
     def seen(self, size: tuple[float, float]) -> tuple[float, float] | None:
-        """The size an image of `size` was shown at, when downscaled."""
-        return fitted_size(int(size[0]), int(size[1]), self.max_side) if self.max_side else None
+        """The size a model's pixel boxes on an image of `size` refer to, when not `size` itself."""
+        return model_frame(size[0], size[1], self.max_side, self.frame)
 
     @property
     def offset(self) -> float:

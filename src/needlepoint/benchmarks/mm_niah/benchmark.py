@@ -72,6 +72,14 @@ def niah_tables(metrics: dict[str, Any]) -> list[Table]:
     return tables
 
 
+def shown_answer(answer: Any) -> str:
+    """The expected answer as a reader compares it with the reply: an option index (int) as the
+    letter the prompt asked for (0 -> "A"), anything else as JSON."""
+    if isinstance(answer, int) and not isinstance(answer, bool) and 0 <= answer < 26:
+        return chr(ord("A") + answer)
+    return json.dumps(answer, ensure_ascii=False)
+
+
 class MmNiah:
     """The MM-NIAH benchmark."""
 
@@ -174,7 +182,7 @@ class MmNiah:
                     id=s.id,
                     prompt=s.question,
                     answer=replies_text(rec),
-                    fields={"answer": json.dumps(s.answer), "score": score, "context length": int(s.context_length),
+                    fields={"answer": shown_answer(s.answer), "score": score, "context length": int(s.context_length),
                             "depth": s.placed_depth, "images": len(s.images), "task": s.task},
                     filters={"task": s.task, "range": label},
                     correct=None if score is None else score >= 1.0,
