@@ -323,16 +323,25 @@ def test_every_json_written_is_strict(serve: Any, tmp_path: Path) -> None:
 
 
 def test_runs_write_no_numpy_warnings(tmp_path: Path) -> None:
-    """Scoring an empty-ish prediction set touches the empty-array paths; stderr stays clean."""
+    """Boxes of zero area and boxes near float's limit (areas overflow to inf) score quietly."""
     from needlepoint.demo import mc_bench as demo_mc
 
     data, _, _ = demo_mc.build(tmp_path / "mc")
     release = json.loads((data / "mc-bench_v0.2_val.json").read_text())
     preds = tmp_path / "p.json"
-    preds.write_text(json.dumps([{"image_id": release["images"][0]["id"], "category_id": 1, "bbox": [0, 0, 0, 0], "score": 1}]))
-    done = run_cli(["score", "mc_bench", "--predictions", str(preds), "--data", str(data)], env={"PYTHONWARNINGS": "error"})
+    image_id = release["images"][0]["id"]
+    preds.write_text(json.dumps([{"image_id": image_id, "category_id": 1, "bbox": [0, 0, 0, 0], "score": 1},
+                                 {"image_id": image_id, "category_id": 1, "bbox": [0, 0, 1e308, 1e308], "score": 1}]))  # fmt: skip
+    done = run_cli(["score", "mc_bench", "--predictions", str(preds), "--data", str(data)])
     assert done.returncode == 0, done.stderr
-    assert "Warning" not in done.stderr
+    assert "Warning" not in done.stderr, done.stderr
+    ref = tmp_path / "p.jsonl"
+    ref.write_text(json.dumps({"row_idx": 0, "gt_bbox_xyxy": [0, 0, 10, 10], "pred_box_xyxy_first": [-1e308, -1e308, 1e308, 1e308],
+                               "distractor_count": 2, "parse_error": ""}) + "\n")  # fmt: skip
+    done = run_cli(["score", "ref_adv_s", "--predictions", str(ref), "--json"])
+    assert done.returncode == 0, done.stderr
+    assert "Warning" not in done.stderr, done.stderr
+    assert json.loads(done.stdout)["acc@0.5"] == 0.0
 
 
 # --- 10. box frames of Qwen2.5-VL ---------------------------------------------------------------

@@ -195,6 +195,13 @@ def iou_matrix(a: np.ndarray | Sequence, b: np.ndarray | Sequence, fmt: Literal[
     """
     a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
     b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
+    # Finite boxes near float's limit overflow to inf areas; the result is then 0 (or, for inf/inf, 0
+    # by the rule below), so numpy's overflow warnings would only be noise on stderr.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _iou_arrays(a, b, fmt)
+
+
+def _iou_arrays(a: np.ndarray, b: np.ndarray, fmt: str) -> np.ndarray:
     if fmt == "xywh":
         ax1, ay1, ax2, ay2 = a[:, 0], a[:, 1], a[:, 0] + a[:, 2], a[:, 1] + a[:, 3]
         bx1, by1, bx2, by2 = b[:, 0], b[:, 1], b[:, 0] + b[:, 2], b[:, 1] + b[:, 3]
@@ -207,9 +214,7 @@ def iou_matrix(a: np.ndarray | Sequence, b: np.ndarray | Sequence, fmt: Literal[
     h = np.minimum(ay2[:, None], by2[None, :]) - np.maximum(ay1[:, None], by1[None, :])
     inter = np.where((w > 0) & (h > 0), w * h, 0.0)
     union = area_a[:, None] + area_b[None, :] - inter
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where((inter > 0) & (union > 0), inter / np.where(union > 0, union, 1.0), 0.0)
-    return out
+    return np.where((inter > 0) & (union > 0), inter / np.where(union > 0, union, 1.0), 0.0)
 
 
 def iou(a: Sequence[float], b: Sequence[float]) -> float:

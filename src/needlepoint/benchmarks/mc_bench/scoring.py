@@ -31,7 +31,11 @@ def score_results(gt: GroundTruth, results: list[dict], sample_ids: Iterable[str
     samples alone (the paper's per-style columns). Returns JSON-ready
     `{"official": {...}, "corrected": {...}, "analyses": {...}, "counts": {...}}`.
     """
-    dt = detections(results, gt)
+    with np.errstate(over="ignore", invalid="ignore"):  # boxes near float's limit: inf areas, no warnings
+        return _score(gt, detections(results, gt), sample_ids)
+
+
+def _score(gt: GroundTruth, dt: Detections, sample_ids: Iterable[str] | None) -> dict[str, Any]:
     if sample_ids is not None:
         gt, dt = _restrict(gt, dt, sample_ids)
     corrected = evaluate_corrected(gt, dt)
