@@ -199,8 +199,10 @@ def score(
     folder = predictions if predictions.is_dir() else predictions.parent if predictions.name == RECORDS else None
     header = RunStore.read_header(folder) if folder is not None else None
     if header is not None:
-        config = header.get("config") if isinstance(header.get("config"), dict) else {}
-        ran = config.get("benchmark") or (header.get("identity") or {}).get("benchmark")
+        config = header.get("config")
+        config = config if isinstance(config, dict) else {}
+        ident = header.get("identity")
+        ran = config.get("benchmark") or (ident.get("benchmark") if isinstance(ident, dict) else None)
         if ran and ran != benchmark:
             raise DataError(f"{folder} is a run folder of {ran}, not {benchmark}; score it with `needlepoint score {ran}`")
         if data is None and config.get("data"):

@@ -108,8 +108,8 @@ class RunStore:
         ends the refusal message (how to start fresh)."""
         existing = cls.read_header(run_dir)
         if existing is not None and existing.get("hash") != header["hash"]:
-            old = existing.get("identity") if isinstance(existing.get("identity"), dict) else {}
-            diff = identity_diff(old, header["identity"]) or "the needlepoint version differs"
+            stored = existing.get("identity")
+            diff = identity_diff(stored if isinstance(stored, dict) else {}, header["identity"]) or "the needlepoint version differs"
             raise DataError(
                 f"{run_dir} holds a run with a different configuration (stored -> now: {diff}); "
                 f"answers will not be mixed: {advice}"

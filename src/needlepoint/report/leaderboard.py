@@ -93,8 +93,8 @@ def progress_mark(run: Run) -> str:
     """"" for a run whose every sample was answered; else e.g. "18 answered, 2 failed of 20"
     (from metrics.json's `run` block: failed requests are counted apart from answers)."""
     block = _obj(run.metrics.get("run"))
-    total, answered, failed = (block.get(k) for k in ("samples", "answered", "failed"))
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (total, answered, failed)):
+    total, answered, failed = (_count(block.get(k)) for k in ("samples", "answered", "failed"))
+    if total is None or answered is None or failed is None:
         return ""
     if failed == 0 and answered >= total:
         return ""
@@ -166,7 +166,8 @@ def discover(path: Path) -> tuple[list[Path], list[str]]:
     runs: list[Path] = []
     skipped: list[str] = []
     for parent in sorted(parents):
-        scored, unscored = [], []
+        scored: list[Path] = []
+        unscored: list[Path] = []
         for run_dir in sorted(parents[parent]):
             try:
                 _created(run_dir)
