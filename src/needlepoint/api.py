@@ -97,26 +97,29 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     }
     advice = "choose another --out folder, or drop --out and pass --fresh" if config.out else "pass --fresh for a new run folder"
     created = RunStore.read_header(run_dir) is None
+    existed = run_dir.exists()
     store = RunStore.open(run_dir, header, advice)
     try:
         return _run(config, bench, samples, generation, store)
     except BaseException:
         if created and not store.records():
             store.close()
-            _remove_empty_run(run_dir)  # a failed start must not leave a folder that blocks the next run
+            _remove_empty_run(run_dir, keep_folder=existed)  # a failed start must not leave a run that blocks the next
         raise
     finally:
         store.close()
 
 
-def _remove_empty_run(run_dir: Path) -> None:
-    """Delete a run folder this process created and that holds no record (only its own files)."""
+def _remove_empty_run(run_dir: Path, keep_folder: bool) -> None:
+    """Delete the files of a run this process started that holds no record, and its folder
+    unless it was there before (or holds anything else)."""
     for name in (HEADER, RECORDS, ".lock"):
         (run_dir / name).unlink(missing_ok=True)
-    try:
-        run_dir.rmdir()
-    except OSError:
-        pass  # something else is in it: leave it
+    if not keep_folder:
+        try:
+            run_dir.rmdir()
+        except OSError:
+            pass  # something else is in it: leave it
 
 
 def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Generation, store: RunStore) -> RunResult:
