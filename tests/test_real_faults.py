@@ -225,9 +225,10 @@ def test_non_finite_flags_are_refused(flag: list[str], tmp_path: Path, capsys: p
     assert not (tmp_path / "r").exists()
 
 
-def test_extra_body_with_nan_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("body", ['{"top_k": NaN}', '{"top_k": 1e999}', '{"x": [-Infinity]}', '{"top_k": 1' + "0" * 400 + "}"])
+def test_extra_body_with_non_finite_numbers_is_refused(body: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data, _, _, _ = _release(tmp_path, n=2)
-    assert main(_eval(data, "http://127.0.0.1:9/v1", None, "--extra-body", '{"top_k": NaN}')) == 2
+    assert main(_eval(data, "http://127.0.0.1:9/v1", None, "--extra-body", body)) == 2
     assert "--extra-body" in _one_sentence(capsys.readouterr().err)
 
 
@@ -269,6 +270,19 @@ def test_ref_adv_predictions_with_nan_box_are_refused(tmp_path: Path) -> None:
         assert done.returncode == 2, done.stderr
         sentence = _one_sentence(done.stderr)
         assert "line 2" in sentence and "finite" in sentence
+
+
+def test_distractor_counts_follow_the_numbers_rule(tmp_path: Path) -> None:
+    from needlepoint.benchmarks.ref_adv import distractor_count
+
+    for bad in (math.nan, math.inf, 10**400, "NaN", "1e999"):
+        with pytest.raises(DataError, match="here: the distractor count"):
+            distractor_count(bad, "here")
+    row = {"row_idx": 0, "gt_bbox_xyxy": [0, 0, 10, 10], "pred_box_xyxy_first": [0, 0, 10, 10], "parse_error": ""}
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({**row, "distractor_count": "D"}).replace('"D"', "NaN") + "\n")
+    done = run_cli(["score", "ref_adv_s", "--predictions", str(path)])
+    assert done.returncode == 2 and "line 1" in _one_sentence(done.stderr)
 
 
 def test_data_files_refuse_non_finite_and_negative_sizes(tmp_path: Path) -> None:

@@ -111,9 +111,9 @@ def _generation(ns: argparse.Namespace) -> dict[str, Any]:
     }
     if ns.extra_body:
         try:
-            extra = json.loads(ns.extra_body, parse_constant=_no_constant)
+            extra = json.loads(ns.extra_body, parse_constant=_no_constant, parse_float=_finite_number, parse_int=_finite_number)
         except ValueError:
-            raise DataError("--extra-body must be a JSON object, e.g. '{\"top_k\": 1}'") from None
+            raise DataError("--extra-body must be a JSON object of finite numbers, strings and lists, e.g. '{\"top_k\": 1}'") from None
         if not isinstance(extra, dict):
             raise DataError("--extra-body must be a JSON object, e.g. '{\"top_k\": 1}'")
         gen["extra"] = extra
@@ -122,6 +122,16 @@ def _generation(ns: argparse.Namespace) -> dict[str, Any]:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not strict JSON")
+
+
+def _finite_number(text: str) -> float | int:
+    """A JSON number of --extra-body, refused (ValueError) unless finite and within float range."""
+    from needlepoint.numbers import is_finite
+
+    value = int(text) if text.lstrip("-").isdigit() else float(text)
+    if not is_finite(value):
+        raise ValueError(f"{text[:20]} is not a finite number")
+    return value
 
 
 def _print_metrics(bench: Any, metrics: dict[str, Any], as_json: bool) -> None:

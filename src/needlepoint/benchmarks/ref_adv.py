@@ -42,7 +42,7 @@ from needlepoint.geometry import (
 )
 from needlepoint.jsonfind import find_json
 from needlepoint.jsonl import read_jsonl
-from needlepoint.numbers import is_box, is_finite, size
+from needlepoint.numbers import finite, is_box, is_finite, size
 from needlepoint.store import json_text
 
 PROMPTS = {
@@ -69,16 +69,15 @@ AUTHORS_FIELDS = (
 REQUIRED = ("normal_caption", "solution", "width", "height")
 
 
-def distractor_count(value: Any) -> int:
-    """The spec's rule: int as is (negatives 0), list length, JSON string, else digit runs."""
+def distractor_count(value: Any, where: str = "distractor count") -> int:
+    """The spec's rule: int as is (negatives 0), list length, JSON string, else digit runs. A number
+    that is not finite or beyond float range is refused (DataError naming `where`)."""
     if value is None:
         return 0
     if isinstance(value, bool):
         return int(value)
-    if isinstance(value, int):
-        return max(value, 0)
-    if isinstance(value, float):
-        return max(int(value), 0)
+    if isinstance(value, (int, float)):
+        return max(int(finite(value, where, "the distractor count", "fix the file")), 0)
     if isinstance(value, (list, tuple)):
         return len(value)
     if isinstance(value, str):
@@ -91,7 +90,7 @@ def distractor_count(value: Any) -> int:
         if isinstance(parsed, list):
             return len(parsed)
         if isinstance(parsed, (int, float)) and not isinstance(parsed, bool):
-            return max(int(parsed), 0)
+            return max(int(finite(parsed, where, "the distractor count", "fix the file")), 0)
         return len(re.findall(r"\d+", value))
     return 0
 
@@ -203,7 +202,7 @@ def _sample(row: dict[str, Any], idx: int, image: ImageRef, where: str) -> RefAd
         gt=_box(row["solution"], where),
         width=width,
         height=height,
-        distractors=distractor_count(row.get("distractors")),
+        distractors=distractor_count(row.get("distractors"), where),
         image=image,
         file_name=str(row.get("file_name") or ""),
         image_source=str(row.get("image_source") or ""),
@@ -328,7 +327,7 @@ def read_authors_predictions(path: Path) -> list[dict[str, Any]]:
         rows.append(
             {
                 "iou": iou(pred, gt) if pred else 0.0,
-                "distractors": distractor_count(rec["distractor_count"]),
+                "distractors": distractor_count(rec["distractor_count"], where),
                 "parse_error": rec["parse_error"] or None,
                 "repair_used": bool(rec.get("retry_followup_used")),
                 "use_negation": bool(rec.get("use_negation")),
