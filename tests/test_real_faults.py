@@ -474,6 +474,16 @@ def test_report_finds_runs_recursively_and_names_what_it_skipped(
         sources = {line.rsplit(",", 1)[-1].strip() for line in fh.read().splitlines()[1:]}
     assert sources == {str(root / "ref_adv_s" / "org_m" / "20260101-000000"), str(root / "ref_adv_s" / "other" / "deep" / "20260102-000000")}
     assert f"skipped {unfinished}: no metrics.json" in captured.err
+    # the demo's layout: one run per benchmark side by side in one folder, each found
+    from needlepoint.report.leaderboard import discover
+
+    side = tmp_path / "side"
+    for name in ("a", "b"):
+        assert main(_eval(data, server.url, side / name, "--prompt-mode", "cot" if name == "a" else "direct")) == 0
+    (side / "b" / "run.json").write_text(
+        json.dumps({**json.loads((side / "b" / "run.json").read_text()), "config": {"benchmark": "mc_bench", "model": "x"}})
+    )
+    assert sorted(discover(side)[0]) == [side / "a", side / "b"]
 
 
 def test_score_accepts_str_paths(tmp_path: Path, serve: Any) -> None:

@@ -147,39 +147,41 @@ def find_run(path: Path) -> Path:
 
 
 def discover(path: Path) -> tuple[list[Path], list[str]]:
-    """Every run below `path`, found recursively: `path` itself when it is a run folder; else, per
-    folder that directly holds run folders (runs/<bench>/<model>), its newest run with metrics.
-    Returns the run folders and one line per folder left out, saying why."""
+    """Every run below `path`, found recursively: `path` itself when it is a run folder; else the
+    newest finished run of each model in each folder that holds run folders (runs/<bench>/<model>
+    holds one model's runs; the demo's runs/ holds one run per benchmark). Returns the run
+    folders and one line per run folder left out, saying why."""
     path = Path(path)
     if not path.is_dir() or (path / HEADER).is_file():
         return [find_run(path)], []
-    parents: dict[Path, list[Path]] = {}
+    candidates: list[Path] = []
     for folder, subdirs, files in os.walk(path):
         here = Path(folder)
         if HEADER in files and here != path:
-            parents.setdefault(here.parent, []).append(here)
+            candidates.append(here)
             subdirs[:] = []  # a run folder's own subfolders (report/, heatmaps/) hold no runs
         else:
             subdirs.sort()
-    if not parents:
+    if not candidates:
         find_run(path)  # raises the one-sentence refusal
-    runs: list[Path] = []
+    groups: dict[tuple[Path, str, str], list[Path]] = {}
     skipped: list[str] = []
-    for parent in sorted(parents):
-        scored: list[Path] = []
-        unscored: list[Path] = []
-        for run_dir in sorted(parents[parent]):
-            try:
-                _created(run_dir)
-            except DataError as exc:
-                skipped.append(f"{run_dir}: {exc}")
-                continue
-            (scored if (run_dir / METRICS).is_file() else unscored).append(run_dir)
-        skipped += [f"{d}: no {METRICS} (the run never finished; rerun its command to resume)" for d in unscored]
-        if scored:
-            newest = max(scored, key=_created)
-            runs.append(newest)
-            skipped += [f"{d}: an older run beside {newest.name} (name it to include it)" for d in scored if d != newest]
+    for run_dir in sorted(candidates):
+        try:
+            header = _read_object(run_dir / HEADER, HEADER_ADVICE)
+        except DataError as exc:
+            skipped.append(f"{run_dir}: {exc}")
+            continue
+        if not (run_dir / METRICS).is_file():
+            skipped.append(f"{run_dir}: no {METRICS} (the run never finished; rerun its command to resume)")
+            continue
+        probe = Run(run_dir, header, {})
+        groups.setdefault((run_dir.parent, probe.benchmark, probe.model), []).append(run_dir)
+    runs: list[Path] = []
+    for key in sorted(groups):
+        newest = max(groups[key], key=_created)
+        runs.append(newest)
+        skipped += [f"{d}: an older run of the same model beside {newest.name} (name it to include it)" for d in groups[key] if d != newest]
     return runs, skipped
 
 
