@@ -170,6 +170,7 @@ def test_limit_bounds_what_is_requested(serve: Any, tmp_path: Path) -> None:
     assert sum(turn == 0 for _, turn in server.log) == 4
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["n"] == 4 and metrics["run"]["not_requested"] == 6
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"  # complete at its limit
     assert main(_eval(data, server.url, out, "--limit", "7")) == 0
     assert sum(turn == 0 for _, turn in server.log) == 7 and json.loads((out / "metrics.json").read_text())["n"] == 7
 

@@ -153,7 +153,10 @@ def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Ge
     asyncio.run(go())
     records = store.records()
     result = finish(bench, samples, records, store.dir, config.model)
-    complete = all(s.id in records for s in samples) and not result.failed
+    # "complete": every requested sample answered (a --limit run is complete at its limit, so that a
+    # changed configuration starts a new folder); metrics.json's run block still says how many of the
+    # dataset's samples have answers, and `needlepoint report` marks the run from it.
+    complete = all(s.id in records for s in requested) and not result.failed
     store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     if config.report:
         answered = [s for s in samples if s.id in records]  # every finished record, not only this call's
