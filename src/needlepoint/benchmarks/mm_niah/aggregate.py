@@ -12,14 +12,13 @@ and counts of rows the authors' script would have crashed on (see `judge.Verdict
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
-from numbers import Real
 from typing import Any
 
 import numpy as np
 
 from needlepoint.benchmarks.base import DataError
+from needlepoint.numbers import finite
 
 TASKS = (
     "retrieval-text",
@@ -38,9 +37,7 @@ DIGITS = 6
 
 
 def _number(value: Any, what: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value):
-        raise DataError(f"{where} has {what} {value!r}, which is not a number; fix that field.")
-    return float(value)
+    return finite(value, where, what, "fix that field")
 
 
 def context_bin(context_length: float) -> int:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import DataError, Parsed, ReportItem, Table, percent, replies_text
+from needlepoint.benchmarks.base import DataError, Parsed, ReportItem, Table, percent, replies_text, report_parse_error
 from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS, aggregate, context_bin
 from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, load_release
 from needlepoint.benchmarks.mm_niah.judge import judge
@@ -70,6 +70,14 @@ def niah_tables(metrics: dict[str, Any]) -> list[Table]:
     if metrics.get("overall_note"):
         tables.append(Table("MM-NIAH overall", ["note"], [[metrics["overall_note"]]]))
     return tables
+
+
+def shown_answer(answer: Any) -> str:
+    """The expected answer as a reader compares it with the reply: an option index (int) as the
+    letter the prompt asked for (0 -> "A"), anything else as JSON."""
+    if isinstance(answer, int) and not isinstance(answer, bool) and 0 <= answer < 26:
+        return chr(ord("A") + answer)
+    return json.dumps(answer, ensure_ascii=False)
 
 
 class MmNiah:
@@ -174,11 +182,11 @@ class MmNiah:
                     id=s.id,
                     prompt=s.question,
                     answer=replies_text(rec),
-                    fields={"answer": json.dumps(s.answer), "score": score, "context length": int(s.context_length),
+                    fields={"answer": shown_answer(s.answer), "score": score, "context length": int(s.context_length),
                             "depth": s.placed_depth, "images": len(s.images), "task": s.task},
                     filters={"task": s.task, "range": label},
                     correct=None if score is None else score >= 1.0,
-                    parse_error=rec.get("parse_error"),
+                    parse_error=report_parse_error(rec),
                     sort_value=score,
                 )
             )  # fmt: skip
