@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.base import DataError, Parsed, ReportItem, Table, percent, replies_text
-from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, EXTENDED_EDGES, EXTENDED_RANGES, TASKS, aggregate, context_bin
+from needlepoint.benchmarks.mm_niah.aggregate import (
+    CONTEXT_RANGES,
+    EXTENDED_EDGES,
+    EXTENDED_RANGES,
+    TASKS,
+    aggregate,
+    context_bin,
+)
 from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, load_release
 from needlepoint.benchmarks.mm_niah.judge import judge
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part

@@ -19,7 +19,14 @@ from typing import IO, Any
 from needlepoint import __version__
 from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_EDGES, EXTENDED_EDGES
 from needlepoint.benchmarks.mm_niah.build import needles, tokens
-from needlepoint.benchmarks.mm_niah.build.corpus import CorpusImage, CorpusStats, ImageResolver, corpus_files, documents, file_sha256
+from needlepoint.benchmarks.mm_niah.build.corpus import (
+    CorpusImage,
+    CorpusStats,
+    ImageResolver,
+    corpus_files,
+    documents,
+    file_sha256,
+)
 from needlepoint.benchmarks.mm_niah.build.haystack import (
     ContextWriter,
     CorpusExhausted,
