@@ -370,3 +370,63 @@ def test_extended_ranges_sit_beside_the_unchanged_official_ones(tmp_path: Path) 
 
     names = {p.name for p in draw_all(metrics, tmp_path)}
     assert "overall_extended.png" in names and "counting-image_extended.svg" in names and "overall.png" in names
+
+
+# --- reasoning-image from BLINK ---------------------------------------------------------------------
+
+
+def write_blink(folder: Path) -> None:
+    """BLINK's parquet layout: a Jigsaw and a Multi-view_Reasoning val file, images as {bytes, path}."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from needlepoint.demo.obelics import image_bytes
+
+    rng = random.Random(4)
+
+    def img(size: tuple[int, int]) -> dict[str, Any]:
+        return {"bytes": image_bytes(rng, size, "PNG"), "path": None}
+
+    for sub, rows in (
+        ("Jigsaw", [{"idx": f"val_Jigsaw_{i}", "question": "Given the first image with the lower right corner missing, ...",
+                     "sub_task": "Jigsaw", "image_1": img((400, 300)), "image_2": img((100, 100)), "image_3": img((100, 100)),
+                     "image_4": None, "choices": ["(A) the second image", "(B) the third image"], "answer": "(B)" if i % 2 else "(A)"}
+                    for i in range(3)]),
+        ("Multi-view_Reasoning", [{"idx": f"val_Multi-view_Reasoning_{i}", "question": "Is the camera moving left or right?",
+                                   "sub_task": "Multi-view_Reasoning", "image_1": img((640, 480)), "image_2": img((640, 480)),
+                                   "image_3": None, "image_4": None, "choices": ["left", "right"], "answer": "(A)"}
+                                  for i in range(3)]),
+    ):  # fmt: skip
+        (folder / sub).mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist(rows), folder / sub / "val-00000-of-00001.parquet")
+
+
+def test_reasoning_image_inserts_blink_images_at_depth_and_evaluates(built: Built, tmp_path: Path) -> None:
+    write_blink(tmp_path / "blink")
+    rc, err = run_quiet(build_args(built.corpus, tmp_path / "b", "--tasks", "reasoning-image", "--blink", str(tmp_path / "blink")))
+    assert rc == 0, err
+    folder = tmp_path / "b" / "mm_niah_val"
+    rows = [json.loads(x) for x in (folder / "annotations" / "reasoning-image.jsonl").read_text().splitlines()]
+    assert len(rows) == len(LENGTHS) * len(DEPTHS) * PER_CELL
+    kinds = set()
+    for row in rows:
+        blink = [n for n in row["images_list"] if n.startswith("blink/")]
+        assert len(blink) in (1, 2)
+        kinds.add(len(blink))
+        check_depths(row, folder, lambda p: p.startswith("blink/"), [row["meta"]["placed_depth"]] * len(blink))
+        if len(blink) == 1:  # jigsaw: the pieces are image options
+            assert len(row["meta"]["choices_image_path"]) == 2 and row["meta"]["choices"] is None
+        else:
+            assert row["meta"]["choices"] == ["left", "right"] and row["answer"] == 0
+    assert kinds == {1, 2}
+    manifest = json.loads((folder / "build_manifest.json").read_text())
+    assert len(manifest["blink"]["files"]) == 2 and manifest["tasks_built"] == {"reasoning-image": len(rows)}
+    samples = MmNiah(split="val", tasks="reasoning-image").load(tmp_path / "b")
+    assert len(samples) == len(rows)
+
+
+def test_blink_folder_without_questions_is_refused_before_writing(built: Built, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    rc, err = run_quiet(build_args(built.corpus, tmp_path / "b", "--tasks", "reasoning-image", "--blink", str(tmp_path / "empty")))
+    assert rc == 2 and "no answered Jigsaw or Multi-view_Reasoning" in err
+    assert not (tmp_path / "b").exists()

@@ -230,6 +230,38 @@ class Builder:
 
         return body
 
+    def _reasoning_image(self, rng: random.Random, length: int, depth: float, blink: Any) -> Callable[[ContextWriter], dict[str, Any]]:
+        from needlepoint.benchmarks.mm_niah.build.blink import image_name
+
+        q = blink.pick(rng)
+        inserted = []
+        for data in q.context_images:
+            name, (w, h) = image_name(data)
+            if not (self.images.root / name).exists():
+                self.images.write(name, data)
+            inserted.append((name, tokens.image_tokens(w, h, self.config.max_tiles)))
+        options = None
+        if q.option_images:
+            options = []
+            for data in q.option_images:
+                name, _ = image_name(data)
+                if not (self.images.root / name).exists():
+                    self.images.write(name, data)
+                options.append(name)
+        extra = sum(n + 1 for _, n in inserted)
+        got = self._gather(length, extra, 3, need_image=False)
+        question = q.question
+        if q.subtask != "Jigsaw":
+            question = "Two consecutive images of the document are frames from one video. " + question
+
+        def body(writer: ContextWriter) -> dict[str, Any]:
+            write_context(got, [Insert(depth * got.total, images=inserted)], writer)
+            writer.finish()
+            return {"question": question, "answer": q.answer,
+                    "meta": {"placed_depth": depth, "needles": [q.source], "choices": q.choices, "choices_image_path": options}}  # fmt: skip
+
+        return body
+
     def _image_name_at(self, got: Gathered, line: int) -> str:
         from needlepoint.benchmarks.mm_niah.build.haystack import read_spool
 
@@ -245,21 +277,22 @@ class Builder:
         cfg = self.config
         if self.folder.exists() and any(self.folder.iterdir()):
             raise DataError(f"{self.folder} already holds files; give --out an empty or new folder")
-        (self.folder / "annotations").mkdir(parents=True, exist_ok=True)
-        (self.folder / "images").mkdir(parents=True, exist_ok=True)
         tasks = []
         for task in cfg.tasks:
             if task == "reasoning-image" and cfg.blink is None:
                 self.skipped_tasks[task] = "needs BLINK's jigsaw / multi-view data: give --blink DIR"
                 continue
             tasks.append(task)
+        blink = None
+        if "reasoning-image" in tasks:
+            from needlepoint.benchmarks.mm_niah.build.blink import BlinkSource
+
+            blink = BlinkSource(cfg.blink)  # type: ignore[arg-type]
+        (self.folder / "annotations").mkdir(parents=True, exist_ok=True)
+        (self.folder / "images").mkdir(parents=True, exist_ok=True)
         try:
             for task in tasks:
-                if task == "reasoning-image":
-                    from needlepoint.benchmarks.mm_niah.build.blink import BlinkSource
-
-                    blink = BlinkSource(cfg.blink)  # type: ignore[arg-type]
-                self._build_task(task, blink if task == "reasoning-image" else None)
+                self._build_task(task, blink)
         except CorpusExhausted:
             built = sum(self.samples.values())
             raise DataError(
@@ -270,7 +303,7 @@ class Builder:
         finally:
             if self.spool.exists():
                 self.spool.unlink()
-        manifest = self.manifest(tasks)
+        manifest = self.manifest(tasks, blink)
         (self.folder / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
         return manifest
 
@@ -290,13 +323,13 @@ class Builder:
                         elif task == "counting-image":
                             body = self._counting_image(rid, rng, length)
                         else:
-                            body = blink.sample(self, rid, rng, length, depth)
+                            body = self._reasoning_image(rng, length, depth, blink)
                         self._row(fh, rid, body)
                         rid += 1
                         self.progress(1)
         self.samples[task] = rid
 
-    def manifest(self, tasks: list[str]) -> dict[str, Any]:
+    def manifest(self, tasks: list[str], blink: Any = None) -> dict[str, Any]:
         cfg = self.config
         return {
             "needlepoint_version": __version__,
@@ -316,6 +349,6 @@ class Builder:
                           "text_rule": "each text segment between <image> placeholders encoded on its own (encode_ordinary)"},  # fmt: skip
             "image_tokens": {"rule": tokens.TILING_RULE, "max_tiles": cfg.max_tiles, "tile": tokens.TILE,
                              "tokens_per_tile": tokens.TOKENS_PER_TILE},  # fmt: skip
-            "blink": str(cfg.blink) if cfg.blink else None,
+            "blink": {"folder": str(cfg.blink), "files": [{"path": str(p), "sha256": file_sha256(p)} for p in blink.files]} if blink else None,
         }
 
