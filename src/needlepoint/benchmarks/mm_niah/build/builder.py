@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from needlepoint import __version__
 from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_EDGES, EXTENDED_EDGES
-from needlepoint.benchmarks.mm_niah.build import needles, tokens
+from needlepoint.benchmarks.mm_niah.build import BUILD_TASKS, MANIFEST, needles, tokens
 from needlepoint.benchmarks.mm_niah.build.corpus import (
     CorpusImage,
     CorpusStats,
@@ -38,10 +38,6 @@ from needlepoint.benchmarks.mm_niah.build.haystack import (
     write_context,
 )
 from needlepoint.errors import DataError
-
-BUILD_TASKS = ("retrieval-text", "retrieval-image", "counting-text", "counting-image", "reasoning-text", "reasoning-image")
-IMAGE_TASKS = ("retrieval-image", "counting-image")
-MANIFEST = "build_manifest.json"
 
 
 @dataclass

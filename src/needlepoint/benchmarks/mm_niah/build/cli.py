@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from needlepoint.benchmarks.mm_niah.build import tokens
-from needlepoint.benchmarks.mm_niah.build.builder import BUILD_TASKS, MANIFEST, BuildConfig, Builder
+from needlepoint.benchmarks.mm_niah.build import BUILD_TASKS, MANIFEST, tokens
 from needlepoint.errors import DataError
+
+if TYPE_CHECKING:
+    from needlepoint.benchmarks.mm_niah.build.builder import BuildConfig
 
 DEFAULT_LENGTHS = "1k,2k,4k,8k,12k,16k,24k,32k,40k,48k,64k"
 DEFAULT_DEPTHS = "0,0.2,0.4,0.6,0.8,1.0"
@@ -45,6 +48,8 @@ def parse_length(text: str) -> int:
 
 
 def parse_config(ns: argparse.Namespace) -> BuildConfig:
+    from needlepoint.benchmarks.mm_niah.build.builder import BuildConfig
+
     tasks = [t.strip() for t in ns.tasks.split(",") if t.strip()]
     unknown = [t for t in tasks if t not in BUILD_TASKS]
     if unknown or not tasks:
@@ -70,6 +75,8 @@ def parse_config(ns: argparse.Namespace) -> BuildConfig:
 
 
 def run(ns: argparse.Namespace) -> int:
+    from needlepoint.benchmarks.mm_niah.build.builder import Builder
+
     config = parse_config(ns)
     total = len(config.lengths) * len(config.depths) * config.per_cell
     total *= len([t for t in config.tasks if t != "reasoning-image" or config.blink is not None])
