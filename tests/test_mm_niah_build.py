@@ -371,6 +371,16 @@ def test_extended_ranges_sit_beside_the_unchanged_official_ones(tmp_path: Path) 
     names = {p.name for p in draw_all(metrics, tmp_path)}
     assert "overall_extended.png" in names and "counting-image_extended.svg" in names and "overall.png" in names
 
+    from needlepoint.report.leaderboard import Run, build_boards
+
+    run = Run(tmp_path, {"config": {"benchmark": "mm_niah", "model": "m"}}, {**metrics, "split": "val"})
+    boards = {b.key: b for b in build_boards([run])}
+    assert list(boards) == ["mm_niah_ranges", "mm_niah_ranges_extended", "mm_niah_tasks"]
+    wide = boards["mm_niah_ranges_extended"]
+    assert wide.columns[-5:] == ["128k", "256k", "512k", "1M", "overall"]
+    assert wide.rows[0].values[-2] == pytest.approx(100 * ext["overall"]["scores"][-1])
+    assert boards["mm_niah_ranges"].rows[0].values[-1] == pytest.approx(100 * metrics["overall"]["overall"])
+
 
 # --- reasoning-image from BLINK ---------------------------------------------------------------------
 
