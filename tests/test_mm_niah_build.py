@@ -6,6 +6,7 @@ supports, then loaded and evaluated by `needlepoint eval mm_niah` against the si
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import io
@@ -440,3 +441,45 @@ def test_blink_folder_without_questions_is_refused_before_writing(built: Built, 
     rc, err = run_quiet(build_args(built.corpus, tmp_path / "b", "--tasks", "reasoning-image", "--blink", str(tmp_path / "empty")))
     assert rc == 2 and "no answered Jigsaw or Multi-view_Reasoning" in err
     assert not (tmp_path / "b").exists()
+
+
+# --- image resolution ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", ["json", "jsonl", "tsv", "img2dataset-parquet"])
+def test_urls_resolve_through_each_map_form_and_never_elsewhere(tmp_path: Path, form: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from needlepoint.benchmarks.mm_niah.build.corpus import ImageResolver
+    from needlepoint.demo.obelics import image_bytes
+
+    data = image_bytes(random.Random(1), (64, 48))
+    url = "https://img.example.org/a.jpg"
+    if form == "img2dataset-parquet":
+        (tmp_path / "00000").mkdir()
+        (tmp_path / "00000" / "000000007.jpg").write_bytes(data)
+        pq.write_table(pa.Table.from_pylist([{"url": url, "key": "000000007", "status": "success"},
+                                             {"url": "https://img.example.org/failed.jpg", "key": "000000008", "status": "failed"}]),
+                       tmp_path / "00000.parquet")  # fmt: skip
+        resolver = ImageResolver(tmp_path)
+    else:
+        (tmp_path / "files").mkdir()
+        (tmp_path / "files" / "a.jpg").write_bytes(data)
+        map_file = tmp_path / f"map.{form}"
+        map_file.write_text({"json": json.dumps({url: "files/a.jpg"}), "jsonl": json.dumps({"url": url, "path": "files/a.jpg"}) + "\n",
+                             "tsv": f"{url}\tfiles/a.jpg\n"}[form])  # fmt: skip
+        resolver = ImageResolver(map_file)
+    assert resolver.read(url, "test") == (data, ".jpg")
+    assert resolver.read("https://img.example.org/failed.jpg", "test") is None
+    assert resolver.read("https://img.example.org/unknown.jpg", "test") is None
+    assert resolver.read({"bytes": base64.b64encode(data).decode()}, "test") == (data, "")
+
+
+def test_a_map_pointing_outside_its_folder_is_refused(tmp_path: Path) -> None:
+    from needlepoint.benchmarks.mm_niah.build.corpus import ImageResolver
+    from needlepoint.errors import DataError
+
+    (tmp_path / "map.tsv").write_text("https://x.org/a.jpg\t../../etc/passwd\n")
+    with pytest.raises(DataError, match="stay inside"):
+        ImageResolver(tmp_path / "map.tsv")
