@@ -222,9 +222,27 @@ def test_retrieval_image_needle_sits_at_its_depth_and_is_an_option(built: Built)
         options = row["meta"]["choices_image_path"]
         assert len(options) == 4 and len(set(options)) == 4
         assert 0 <= row["answer"] < 4
-        # the pasted image differs from its corpus original where the right option's cartoon went
-        pasted = Image.open(built.folder / "images" / needle_images[0]).convert("RGB")
-        assert pasted.size[0] > 0
+        # a corpus image with a cartoon pasted in: the size of a haystack image, not a copy of one
+        pasted = (built.folder / "images" / needle_images[0]).read_bytes()
+        sizes = {Image.open(p).size for p in (built.folder / "images" / "haystack").iterdir()}
+        assert Image.open(io.BytesIO(pasted)).size in sizes
+        assert all(pasted != p.read_bytes() for p in (built.folder / "images" / "haystack").iterdir())
+
+
+@pytest.mark.parametrize("copies", [1, 3, 5])
+def test_paste_puts_each_cartoon_apart_at_a_bounded_scale(copies: int) -> None:
+    import numpy as np
+    from scipy import ndimage
+
+    base = Image.new("RGB", (640, 480), (128, 128, 128))
+    icon = needles.draw_cartoon("star", (230, 57, 70))
+    out = needles.paste(base, [icon] * copies, random.Random(copies))
+    diff = np.abs(np.asarray(out, dtype=int) - np.asarray(base, dtype=int)).sum(axis=2) > 30
+    labels, found = ndimage.label(diff)
+    assert found == copies
+    for blob in ndimage.find_objects(labels):
+        height, width = blob[0].stop - blob[0].start, blob[1].stop - blob[1].start
+        assert 0.12 * 480 * 0.8 <= max(height, width) <= 0.3 * 480 + 1
 
 
 def test_counting_answers_equal_the_needles_inserted(built: Built) -> None:
