@@ -501,3 +501,16 @@ def test_a_map_pointing_outside_its_folder_is_refused(tmp_path: Path) -> None:
     (tmp_path / "map.tsv").write_text("https://x.org/a.jpg\t../../etc/passwd\n")
     with pytest.raises(DataError, match="stay inside"):
         ImageResolver(tmp_path / "map.tsv")
+
+
+def test_build_command_lists_its_builders(capsys: pytest.CaptureFixture[str]) -> None:
+    from needlepoint.build import BUILDERS
+
+    with pytest.raises(SystemExit) as exc:
+        main(["build", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in BUILDERS) and "mm_niah" in BUILDERS
+    with pytest.raises(SystemExit) as exc:
+        main(["build", "mm_niah", "--help"])
+    assert exc.value.code == 0 and "--needle-images" in capsys.readouterr().out
