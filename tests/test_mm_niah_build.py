@@ -514,3 +514,28 @@ def test_build_command_lists_its_builders(capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit) as exc:
         main(["build", "mm_niah", "--help"])
     assert exc.value.code == 0 and "--needle-images" in capsys.readouterr().out
+
+
+def test_needle_images_from_a_folder_replace_the_drawn_ones(built: Built, tmp_path: Path) -> None:
+    folder = tmp_path / "cartoons"
+    folder.mkdir()
+    for i, kind in enumerate(("fish", "sun", "house", "tree", "balloon")):
+        needles.draw_cartoon(kind, (20 * i, 200, 90)).save(folder / f"{kind}.png")
+    rc, err = run_quiet(build_args(built.corpus, tmp_path / "b", "--tasks", "retrieval-image,counting-image", "--needle-images", str(folder)))
+    assert rc == 0, err
+    out = tmp_path / "b" / "mm_niah_val"
+    manifest = json.loads((out / "build_manifest.json").read_text())
+    assert [n["name"] for n in manifest["needle_images"]] == ["balloon.png", "fish.png", "house.png", "sun.png", "tree.png"]
+    names = {p.name for p in folder.iterdir()}
+    for line in (out / "annotations" / "retrieval-image.jsonl").read_text().splitlines():
+        assert json.loads(line)["meta"]["needles"][0] in names
+    for line in (out / "annotations" / "counting-image.jsonl").read_text().splitlines():
+        assert set(json.loads(line)["meta"]["needles"]) <= names
+
+
+def test_too_few_needle_images_is_one_sentence(built: Built, tmp_path: Path) -> None:
+    (tmp_path / "two").mkdir()
+    for kind in ("fish", "sun"):
+        needles.draw_cartoon(kind, (1, 2, 3)).save(tmp_path / "two" / f"{kind}.png")
+    rc, err = run_quiet(build_args(built.corpus, tmp_path / "b", "--needle-images", str(tmp_path / "two")))
+    assert rc == 2 and "at least 4" in err
