@@ -539,3 +539,24 @@ def test_too_few_needle_images_is_one_sentence(built: Built, tmp_path: Path) -> 
         needles.draw_cartoon(kind, (1, 2, 3)).save(tmp_path / "two" / f"{kind}.png")
     rc, err = run_quiet(build_args(built.corpus, tmp_path / "b", "--needle-images", str(tmp_path / "two")))
     assert rc == 2 and "at least 4" in err
+
+
+def test_counting_image_answers_equal_the_cartoons_seen_in_the_pixels(built: Built) -> None:
+    """Each needle image against the corpus image it was made from (the one of its size that it
+    differs least from): the changed regions, holes filled, are the pasted cartoons."""
+    import numpy as np
+    from scipy import ndimage
+
+    originals = [np.asarray(Image.open(p).convert("RGB"), dtype=int) for p in sorted((built.folder / "images" / "haystack").iterdir())]
+    checked = 0
+    for row in built.rows["counting-image"][:8]:
+        for name, expected in zip(row["images_list"], row["answer"]):
+            pasted = np.asarray(Image.open(built.folder / "images" / name).convert("RGB"), dtype=int)
+            same = [o for o in originals if o.shape == pasted.shape]
+            diff = min((np.abs(pasted - o).sum(axis=2) for o in same), key=lambda d: int((d > 90).sum()))
+            mask = ndimage.binary_fill_holes(ndimage.binary_opening(diff > 90, iterations=1))
+            labels, found = ndimage.label(mask)
+            sizes = ndimage.sum(mask, labels, range(1, found + 1))
+            assert int((sizes >= 100).sum()) == expected, (row["id"], name)
+            checked += 1
+    assert checked >= 8
