@@ -23,7 +23,8 @@ VERBS = ("announced", "repaired", "described", "visited", "photographed", "measu
 OBJECTS = ("the harbour wall", "a new roof", "17 paintings", "the spring market", "its 250th anniversary", "the \"blue\" gate",
            "three stone arches", "the winter festival", "a 12-page report", "the village's well")  # fmt: skip
 ENDINGS = (".", ".", ".", "!", "?", "...", ".\"")
-SIZES = ((640, 480), (448, 448), (1024, 683), (300, 900), (1600, 400), (800, 800), (500, 375))
+# InternVL-1.5 tiles: 13, 1, 7, 4, 5, 5, 3, 1
+SIZES = ((640, 480), (448, 448), (1024, 683), (300, 900), (1600, 400), (800, 800), (896, 448), (400, 380))
 
 
 def sentence(rng: random.Random) -> str:

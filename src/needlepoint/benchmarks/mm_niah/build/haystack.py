@@ -20,7 +20,8 @@ from typing import IO, Any
 from needlepoint.benchmarks.mm_niah.build import tokens
 from needlepoint.benchmarks.mm_niah.build.corpus import CorpusImage, Item, Paragraph
 
-IMAGES_PER_TEXT_TOKENS = 2000  # about one image per 2k text tokens (the paper), so images do not dominate
+IMAGES_PER_TEXT_TOKENS = 2000  # about one image per 2k text tokens (the paper), so images do not dominate;
+# and never more image tokens than text tokens before them, which is what binds in short documents
 
 
 class CorpusExhausted(Exception):
@@ -66,7 +67,7 @@ class PieceStream:
 class GatherStats:
     """Corpus images left out of haystacks, for the manifest."""
 
-    images_thinned: int = 0  # beyond one image per 2k text tokens
+    images_thinned: int = 0  # beyond one image per 2k text tokens, or more image than text tokens
     images_too_long: int = 0  # would push the haystack past its length range
     sentences_too_long: int = 0
     haystacks_without_image: int = 0
@@ -98,6 +99,7 @@ def gather(stream: PieceStream, target: int, upper: int, extra: int, slack: int,
     total = 0  # tokens so far, the open paragraph without its line break
     text = 0
     images: list[tuple[int, int, int]] = []
+    image_tokens = 0
 
     with spool.open("w", encoding="utf-8") as fh:
 
@@ -124,7 +126,7 @@ def gather(stream: PieceStream, target: int, upper: int, extra: int, slack: int,
             if unit.image is not None:
                 im = unit.image
                 n = tokens.image_tokens(im.width, im.height, max_tiles)
-                if len(images) * IMAGES_PER_TEXT_TOKENS > text:
+                if len(images) * IMAGES_PER_TEXT_TOKENS > text or image_tokens + n > text:
                     stats.images_thinned += 1
                     continue
                 if total + extra + n + 1 >= upper - slack:
@@ -133,6 +135,7 @@ def gather(stream: PieceStream, target: int, upper: int, extra: int, slack: int,
                 close_paragraph()
                 after_image()
                 images.append((lines, total, n))
+                image_tokens += n
                 fh.write(json.dumps({"i": store_image(im), "n": n}) + "\n")
                 lines += 1
                 total += n
