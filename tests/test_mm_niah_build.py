@@ -258,6 +258,10 @@ def test_counting_answers_equal_the_needles_inserted(built: Built) -> None:
         assert len(row["meta"]["needles"]) == sum(row["answer"])
         assert row["images_list"][n:] == [f"needle/cartoons/{row['meta']['needles'][0]}.png"], "the cartoon asked about"
         assert len(row["meta"]["placed_depth"]) == n
+        ps = pieces(row, built.folder)  # the cartoons are inside the haystack's own images: depth = where each image starts
+        total = sum(t for _, t in ps)
+        starts = [sum(t for _, t in ps[:k]) for k, (p, _) in enumerate(ps) if p.startswith("needle/")]
+        assert [abs(s - d * total) <= 2 for s, d in zip(starts, row["meta"]["placed_depth"])] == [True] * n
 
 
 def test_retrieval_answers_occur_once_in_the_context_only_in_the_needle(built: Built) -> None:
