@@ -33,6 +33,7 @@ RUNS = (
     # (label, tasks, lengths, depths, per-cell)
     ("samples: 5 tasks x 2 lengths x 3 depths x 2", "retrieval-text,retrieval-image,counting-text,counting-image,reasoning-text", "1k,4k", "0,0.5,1.0", 2),
     ("samples: same cells x 8", "retrieval-text,retrieval-image,counting-text,counting-image,reasoning-text", "1k,4k", "0,0.5,1.0", 8),
+    ("samples: same cells x 32", "retrieval-text,retrieval-image,counting-text,counting-image,reasoning-text", "1k,4k", "0,0.5,1.0", 32),
     ("length: 1 x 64k", "retrieval-text", "64k", "0.5", 1),
     ("length: 1 x 256k", "retrieval-text", "256k", "0.5", 1),
     ("length: 1 x 1M", "retrieval-text", "1m", "0.5", 1),
@@ -67,7 +68,7 @@ def run_build(corpus: dict[str, Path], out: Path, tasks: str, lengths: str, dept
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--documents", type=int, default=9000, help="corpus documents to generate (about 330 tokens each)")
+    ap.add_argument("--documents", type=int, default=20000, help="corpus documents to generate (about 330 tokens each)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/np-bench-niah-build"))
     args = ap.parse_args()
 
