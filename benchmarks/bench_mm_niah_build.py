@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
 
 RUNS = (
     # (label, tasks, lengths, depths, per-cell)
@@ -72,13 +71,14 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/np-bench-niah-build"))
     args = ap.parse_args()
 
-    from needlepoint.demo.obelics import write_corpus
-
     args.work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     corpus_dir = args.work / f"corpus-{args.documents}"
     if not (corpus_dir / "shards").is_dir():
-        write_corpus(corpus_dir, documents=args.documents, image_pool=40)
+        # In a child of its own: on Linux a child's ru_maxrss starts from its parent's RSS at fork,
+        # so this process must stay small for the builds' peaks to be their own.
+        code = f"from pathlib import Path; from needlepoint.demo.obelics import write_corpus; write_corpus(Path({str(corpus_dir)!r}), documents={args.documents}, image_pool=40)"
+        subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO / "src")}, check=True)
     corpus = {"shards": corpus_dir / "shards", "images": corpus_dir / "img2dataset"}
     print(f"corpus: {args.documents} documents in {time.perf_counter() - t0:.1f} s "
           f"({sum(p.stat().st_size for p in corpus['shards'].iterdir()) / 2**20:.1f} MB of shards)\n")  # fmt: skip
