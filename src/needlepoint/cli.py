@@ -1,4 +1,4 @@
-"""The command line: `needlepoint eval | score | report | demo`.
+"""The command line: `needlepoint eval | score | report | demo | build`.
 
 Exit codes (documented in the README): 0 every requested sample was answered; 3 some samples
 failed (the run folder is kept; `--retry-failed` or a plain rerun continues it); 2 bad input, in
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from needlepoint import __version__
+from needlepoint import __version__, build
 from needlepoint.benchmarks import NAMES
 from needlepoint.errors import DataError
 from needlepoint.store import json_text
@@ -103,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     dm = sub.add_parser("demo", help="all benchmarks on bundled samples against a simulated model, offline")
     dm.add_argument("--out", type=Path, default=Path("runs/demo"), help="where the demo's data and runs go")
     dm.add_argument("--benchmarks", default=",".join(NAMES), help="comma-separated subset")
+
+    build.add_parser(sub)
     return parser
 
 
@@ -230,7 +232,7 @@ def _quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `needlepoint` command; returns the exit code (see the module docstring)."""
     ns = build_parser().parse_args(argv)
-    handlers = {"eval": cmd_eval, "score": cmd_score, "report": cmd_report, "demo": cmd_demo}
+    handlers = {"eval": cmd_eval, "score": cmd_score, "report": cmd_report, "demo": cmd_demo, "build": build.run}
     import signal
     import threading
 

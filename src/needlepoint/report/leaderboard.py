@@ -23,7 +23,7 @@ from typing import Any
 
 from needlepoint.benchmarks import NAMES
 from needlepoint.benchmarks.mc_bench.tables import STYLE_KEYS, TABLE2_COLUMNS
-from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS
+from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, EXTENDED_RANGES, TASKS
 from needlepoint.benchmarks.ref_adv import BINS
 from needlepoint.errors import DataError
 from needlepoint.report.assets import BOARD_JS
@@ -346,7 +346,22 @@ def _mm_niah(runs: Sequence[Run]) -> list[Board]:
         ranges.rows.append(BoardRow(labels, [*by_range, pct(overall.get("overall"))], str(run.dir)))
         by_task = [pct(_get(m, "tasks", t, "overall")) for t in TASKS]
         tasks.rows.append(BoardRow(labels, [*by_task, pct(overall.get("overall"))], str(run.dir)))
-    return [ranges, tasks]
+    boards = [ranges, tasks]
+    extended = [r for r in runs if isinstance(r.metrics.get("extended"), dict)]
+    if extended:  # sets built past 64k: the 64k range split at 128k, 256k, 512k, 1M, beside the official board
+        wide = Board(
+            "mm_niah_ranges_extended",
+            "MM-NIAH by context range, extended past 64k (%, mean of the six tasks; not official: 64k ends at 128k)",
+            ["model", "split"],
+            [*EXTENDED_RANGES, "overall"],
+        )
+        for run in extended:
+            ext = _obj(_obj(run.metrics["extended"]).get("overall"))
+            labels = [run.model, str(run.metrics.get("split") or run.option("split") or "")]
+            wide.rows.append(BoardRow(labels, [*(pct(_get(ext, "scores", i)) for i in range(len(EXTENDED_RANGES))),
+                                               pct(ext.get("overall"))], str(run.dir)))  # fmt: skip
+        boards.insert(1, wide)
+    return boards
 
 
 # One builder per registered benchmark (a test checks that none is missing).

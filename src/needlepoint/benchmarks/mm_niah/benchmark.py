@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.base import DataError, Parsed, ReportItem, Table, percent, replies_text, report_parse_error
-from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS, aggregate, context_bin
+from needlepoint.benchmarks.mm_niah.aggregate import (
+    CONTEXT_RANGES,
+    EXTENDED_EDGES,
+    EXTENDED_RANGES,
+    TASKS,
+    aggregate,
+    context_bin,
+)
 from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, load_release
 from needlepoint.benchmarks.mm_niah.judge import judge
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
@@ -67,6 +74,14 @@ def niah_tables(metrics: dict[str, Any]) -> list[Table]:
         o = metrics["overall"]
         main.rows.append(["overall", *(percent(v) for v in o["scores"]), percent(o["overall"])])
     tables = [main, extra]
+    ext = metrics.get("extended")
+    if ext:
+        wide = Table("MM-NIAH (extended ranges past 64k, not official; 64k ends at 128k, %)", ["task", *ext["context_ranges"], "overall"])
+        for task, m in ext["tasks"].items():
+            wide.rows.append([task, *(percent(v) for v in m["scores"]), percent(m["overall"])])
+        if ext.get("overall"):
+            wide.rows.append(["overall", *(percent(v) for v in ext["overall"]["scores"]), percent(ext["overall"]["overall"])])
+        tables.insert(1, wide)
     if metrics.get("overall_note"):
         tables.append(Table("MM-NIAH overall", ["note"], [[metrics["overall_note"]]]))
     return tables
@@ -174,8 +189,8 @@ class MmNiah:
         items = []
         for rec in records:
             s = by_id[rec["id"]]
-            b = context_bin(s.context_length)
-            label = CONTEXT_RANGES[b - 1] if b > 0 else "<1k"
+            b = context_bin(s.context_length, EXTENDED_EDGES)
+            label = EXTENDED_RANGES[b - 1] if b > 0 else "<1k"
             score = rec.get("score")
             items.append(
                 ReportItem(
