@@ -1,4 +1,4 @@
-"""The command line: `needlepoint eval | score | report | demo`.
+"""The command line: `needlepoint eval | score | report | demo | build`.
 
 Bad input ends in one sentence on stderr and exit code 2; an interrupt says how to resume.
 """
@@ -14,6 +14,7 @@ from typing import Any
 
 from needlepoint import __version__
 from needlepoint.benchmarks import NAMES
+from needlepoint.build import add_build_parser, run_build
 from needlepoint.errors import DataError
 
 
@@ -84,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     dm = sub.add_parser("demo", help="all benchmarks on bundled samples against a simulated model, offline")
     dm.add_argument("--out", type=Path, default=Path("runs/demo"), help="where the demo's data and runs go")
     dm.add_argument("--benchmarks", default=",".join(NAMES), help="comma-separated subset")
+
+    add_build_parser(sub)
     return parser
 
 
@@ -179,7 +182,7 @@ def cmd_demo(ns: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `needlepoint` command."""
     ns = build_parser().parse_args(argv)
-    handlers = {"eval": cmd_eval, "score": cmd_score, "report": cmd_report, "demo": cmd_demo}
+    handlers = {"eval": cmd_eval, "score": cmd_score, "report": cmd_report, "demo": cmd_demo, "build": run_build}
     try:
         return handlers[ns.command](ns)
     except DataError as exc:
