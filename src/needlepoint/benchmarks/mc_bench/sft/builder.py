@@ -114,18 +114,20 @@ def _ref_rows(ds: DetectionSet, refs: dict[int, tuple[str, ...]], skipped: Count
 
 
 class _Images:
-    """Image paths under the images folder, each checked to exist once."""
+    """Image paths under the images folder, each made safe and checked to exist once (memory
+    grows with the images used, never with the sample count)."""
 
     def __init__(self, ds: DetectionSet, root: Path) -> None:
         self.ds, self.root = ds, root
-        self.checked = np.zeros(ds.n_images, bool)
+        self.known: dict[int, Path] = {}
 
     def path(self, i: int) -> Path:
-        p = safe_path(self.root, self.ds.file_names[i], str(self.ds.source))
-        if not self.checked[i]:
+        p = self.known.get(i)
+        if p is None:
+            p = safe_path(self.root, self.ds.file_names[i], str(self.ds.source))
             if not p.is_file():
                 raise DataError(f"image {self.ds.file_names[i]} of {self.ds.source} is not in {self.root}; give --images the folder that holds the detection set's images")
-            self.checked[i] = True
+            self.known[i] = p
         return p
 
 

@@ -13,7 +13,6 @@ make a category unusable on that image. Images without `file_name` (LVIS) take t
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,21 +93,33 @@ def _file_name(im: dict[str, Any]) -> str | None:
     return url.rsplit("/", 1)[-1] if isinstance(url, str) and url else None
 
 
-def _degenerate(bbox: Any, width: float, height: float) -> list[float] | None:
-    """The box as clipped xyxy, or None when it is degenerate."""
-    if not isinstance(bbox, list) or len(bbox) != 4:
-        return None
+def _boxes_xyxy(raw: list[Any], sizes: np.ndarray) -> np.ndarray:
+    """COCO [x, y, w, h] per annotation as xyxy clipped to its image (`sizes`: width, height per
+    row); a row that is not four finite numbers becomes NaN."""
     try:
-        x, y, w, h = (float(v) for v in bbox)
+        arr = np.array(raw, dtype=np.float64)
+        if arr.shape != (len(raw), 4):
+            raise ValueError
     except (TypeError, ValueError):
-        return None
-    if not all(math.isfinite(v) for v in (x, y, w, h)):
-        return None
-    x1, y1 = min(max(x, 0.0), width), min(max(y, 0.0), height)
-    x2, y2 = min(max(x + w, 0.0), width), min(max(y + h, 0.0), height)
-    if x2 - x1 < MIN_SIDE or y2 - y1 < MIN_SIDE:
-        return None
-    return [x1, y1, x2, y2]
+        arr = np.full((len(raw), 4), np.nan)
+        for k, b in enumerate(raw):
+            try:
+                if isinstance(b, list) and len(b) == 4:
+                    arr[k] = [float(v) for v in b]
+            except (TypeError, ValueError):
+                pass
+    x1, y1 = np.clip(arr[:, 0], 0, sizes[:, 0]), np.clip(arr[:, 1], 0, sizes[:, 1])
+    x2 = np.clip(arr[:, 0] + arr[:, 2], 0, sizes[:, 0])
+    y2 = np.clip(arr[:, 1] + arr[:, 3], 0, sizes[:, 1])
+    return np.stack([x1, y1, x2, y2], axis=1)
+
+
+def _sets(n: int, img: np.ndarray, cat: np.ndarray, n_cats: int) -> list[set[int]]:
+    """Per image, the set of categories of the given (image, category) rows."""
+    out: list[set[int]] = [set() for _ in range(n)]
+    for key in np.unique(img * n_cats + cat).tolist():
+        out[key // n_cats].add(key % n_cats)
+    return out
 
 
 def read_detections(path: Path) -> DetectionSet:
@@ -142,34 +153,38 @@ def read_detections(path: Path) -> DetectionSet:
         unusable.append({cat_index[c] for c in im.get("not_exhaustive_category_ids", ()) if c in cat_index})
         if federated:
             absent.append(frozenset(cat_index[c] for c in im.get("neg_category_ids", ()) if c in cat_index))
-    del images
     skipped: Counter[str] = Counter()
-    present: list[set[int]] = [set() for _ in range(n)]
-    rows_id, rows_img, rows_cat, rows_box = [], [], [], []
-    for ann in data["annotations"]:
+    anns = data["annotations"]
+    m = len(anns)
+    rows_img, rows_cat, rows_id = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
+    known, crowd = np.ones(m, bool), np.zeros(m, bool)
+    raw: list[Any] = []
+    for k, ann in enumerate(anns):
         try:
-            img, cat = index[int(ann["image_id"])], cat_index[int(ann["category_id"])]
-            aid = int(ann["id"])
-        except (KeyError, TypeError, ValueError):
-            skipped["unknown image or category"] += 1
-            continue
-        present[img].add(cat)
-        if ann.get("iscrowd"):
-            skipped["crowd"] += 1
-            unusable[img].add(cat)
-            continue
-        box = _degenerate(ann.get("bbox"), sizes[img, 0], sizes[img, 1])
-        if box is None:
-            skipped["degenerate"] += 1
-            unusable[img].add(cat)
-            continue
-        rows_id.append(aid)
-        rows_img.append(img)
-        rows_cat.append(cat)
-        rows_box.append(box)
-    del data
-    ann_img = np.asarray(rows_img, np.int64)
-    ann_cat = np.asarray(rows_cat, np.int64)
+            rows_img[k], rows_cat[k], rows_id[k] = index[ann["image_id"]], cat_index[ann["category_id"]], ann["id"]
+            crowd[k] = bool(ann.get("iscrowd"))
+            raw.append(ann.get("bbox"))
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+            known[k] = False
+            raw.append(None)
+    del data, anns
+    skipped["unknown image or category"] += int(m - known.sum())
+    rows_img[~known] = rows_cat[~known] = 0
+    box = _boxes_xyxy(raw, sizes[rows_img])
+    del raw
+    with np.errstate(invalid="ignore"):
+        good = np.isfinite(box).all(axis=1) & (box[:, 2] - box[:, 0] >= MIN_SIDE) & (box[:, 3] - box[:, 1] >= MIN_SIDE)
+    degenerate = known & ~crowd & ~good
+    skipped["crowd"] += int(np.count_nonzero(known & crowd))
+    skipped["degenerate"] += int(np.count_nonzero(degenerate))
+    skipped = Counter({k: v for k, v in skipped.items() if v})
+    n_cats = len(categories)
+    present = _sets(n, rows_img[known], rows_cat[known], n_cats)
+    bad = known & (crowd | degenerate)
+    for i, cats in enumerate(_sets(n, rows_img[bad], rows_cat[bad], n_cats)):
+        unusable[i] |= cats
+    use = known & ~crowd & good
+    ann_img, ann_cat = rows_img[use], rows_cat[use]
     order = np.lexsort((np.arange(len(ann_img)), ann_cat, ann_img))
     ann_img, ann_cat = ann_img[order], ann_cat[order]
     return DetectionSet(
@@ -178,10 +193,10 @@ def read_detections(path: Path) -> DetectionSet:
         file_names=file_names,
         image_ids=image_ids,
         sizes=sizes,
-        ann_ids=np.asarray(rows_id, np.int64)[order],
+        ann_ids=rows_id[use][order],
         ann_image=ann_img,
         ann_cat=ann_cat,
-        ann_box=np.asarray(rows_box, np.float64).reshape(-1, 4)[order],
+        ann_box=box[use][order],
         start=np.searchsorted(ann_img, np.arange(n + 1)).astype(np.int64),
         present=[frozenset(p) for p in present],
         unusable=[frozenset(u) for u in unusable],
