@@ -368,3 +368,44 @@ def test_without_refs_referring_kinds_go_and_negatives_keep_their_share(coco: tu
     assert manifest["shares"]["negative"] == pytest.approx(NEGATIVE_SHARE) and sum(manifest["counts"].values()) == 200
     assert main([*args, "--out", str(tmp_path / "b"), "--share-ref-one", "0.2"]) == 2
     assert "--share-ref-one needs referring expressions" in capsys.readouterr().err
+
+
+def test_lvis_style_federated_file(tmp_path: Path) -> None:
+    """LVIS: a category is absent only where verified absent (neg_category_ids), never asked where
+    not exhaustively annotated; images named by coco_url; no supercategories."""
+    rng = random.Random(2)
+    (tmp_path / "images").mkdir()
+    cats = [{"id": i, "name": f"thing_{i}", "synset": f"thing.n.0{i}"} for i in range(1, 7)]
+    data: dict[str, Any] = {"images": [], "annotations": [], "categories": cats}
+    for i in range(1, 13):
+        w, h = 200, 160
+        chosen = rng.sample(range(1, 7), 3)
+        boxes = []
+        for c in chosen[:2]:
+            x, y = rng.randint(0, 100), rng.randint(0, 80)
+            data["annotations"].append({"id": 100 * i + c, "image_id": i, "category_id": c, "bbox": [x, y, 60, 50], "area": 3000})
+            boxes.append(([x, y, 60, 50], (200, 40, 40)))
+        others = [c for c in range(1, 7) if c not in chosen]
+        data["images"].append({"id": i, "width": w, "height": h, "coco_url": f"http://images.cocodataset.org/train2017/{i:012d}.jpg",
+                               "neg_category_ids": others[:2], "not_exhaustive_category_ids": [chosen[1]] if i % 3 == 0 else []})  # fmt: skip
+        (tmp_path / "images" / f"{i:012d}.jpg").write_bytes(_render(rng, w, h, boxes))
+    (tmp_path / "lvis.json").write_text(json.dumps(data), encoding="utf-8")
+    assert main(["build", "mc_bench_sft", "--coco", str(tmp_path / "lvis.json"), "--images", str(tmp_path / "images"), "--out", str(tmp_path / "out"),
+                 "--samples", "200", "--box-format", "abs_xyxy"]) == 0  # fmt: skip
+    samples, meta, manifest = read_output(tmp_path / "out")
+    assert manifest["detection_set"]["federated"] is True and manifest["counts"]["negative"] > 0
+    images = {im["id"]: im for im in data["images"]}
+    annotated = {(a["image_id"], f"thing {a['category_id']}") for a in data["annotations"]}
+    for s, m in zip(samples, meta, strict=True):
+        covered = {"cat_first": [0], "cat_second": [1]}.get(m["kind"], [0, 1])
+        for k in covered:
+            im = images[m["image_ids"][k]]
+            assert s["images"][k].endswith(f"{im['id']:012d}.jpg")
+            neg = {f"thing {c}" for c in im["neg_category_ids"]}
+            unsure = {f"thing {c}" for c in im["not_exhaustive_category_ids"]}
+            for name in m["groups"]:
+                assert name not in unsure
+                if m["kind"] == "negative":
+                    assert name in neg
+                else:
+                    assert name in neg or (im["id"], name) in annotated

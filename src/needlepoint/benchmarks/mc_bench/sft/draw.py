@@ -11,6 +11,8 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from needlepoint.benchmarks.mc_bench.sft.coco import ABSENT, PRESENT, UNKNOWN
 from needlepoint.benchmarks.mc_bench.sft.pairs import Pools
 from needlepoint.benchmarks.mc_bench.sft.templates import templates_for
@@ -37,6 +39,11 @@ class Draft:
     text: str
     boxes: tuple[tuple[AnswerBox, ...], tuple[AnswerBox, ...]]
     groups: tuple[str, ...]  # what each group is (category name or expression), group g at g-1
+
+
+def _box(values: np.ndarray) -> tuple[float, float, float, float]:
+    x1, y1, x2, y2 = values.tolist()
+    return x1, y1, x2, y2
 
 
 def schedule(shares: Sequence[float], n: int) -> Iterator[int]:
@@ -86,10 +93,10 @@ class Drawer:
         return options[self.rng.randrange(len(options))].format(**values)
 
     def _boxes(self, image: int, cat: int, group: int) -> tuple[AnswerBox, ...]:
-        return tuple(AnswerBox(group, aid, tuple(float(v) for v in box)) for aid, box in self.ds.boxes(image, cat))  # type: ignore[misc]
+        return tuple(AnswerBox(group, aid, _box(box)) for aid, box in self.ds.boxes(image, cat))
 
     def _ref_box(self, row: int) -> AnswerBox:
-        return AnswerBox(1, int(self.ds.ann_ids[row]), tuple(float(v) for v in self.ds.ann_box[row]))  # type: ignore[arg-type]
+        return AnswerBox(1, int(self.ds.ann_ids[row]), _box(self.ds.ann_box[row]))
 
     def _sentence(self, row: int) -> str:
         options = self.refs[int(self.ds.ann_ids[row])]

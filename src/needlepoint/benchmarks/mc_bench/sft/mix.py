@@ -45,7 +45,7 @@ def _messages(e: dict[str, Any], where: str) -> list[dict[str, str]]:
         raise DataError(f"{where} has no messages or conversations list; {FORMAT}")
     out = []
     for m in raw:
-        role = ROLES.get(m.get(role_key)) if isinstance(m, dict) else None
+        role = ROLES.get(str(m.get(role_key))) if isinstance(m, dict) else None
         if role is None or not isinstance(m.get(text_key), str):
             raise DataError(f"{where} has a message without a known role and text content; {FORMAT}")
         out.append({"role": role, "content": m[text_key]})
