@@ -11,6 +11,7 @@ between unrelated images, rare for either hash alone, rarer still). Crops are no
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,11 +42,11 @@ def _bits(flags: np.ndarray) -> int:
     return int.from_bytes(np.packbits(flags.reshape(-1).astype(np.uint8)).tobytes(), "big")
 
 
-def perceptual(path: Path) -> tuple[int, int]:
-    """(dHash, pHash) of an image file, 64 bits each."""
+def perceptual(data: bytes) -> tuple[int, int]:
+    """(dHash, pHash) of an encoded image, 64 bits each."""
     from PIL import Image
 
-    with Image.open(path) as im:
+    with Image.open(io.BytesIO(data)) as im:
         im.draft("L", (64, 64))  # JPEG: decode at reduced scale, much faster
         grey = im.convert("L")
     small = np.asarray(grey.resize((9, 8), Image.Resampling.LANCZOS), dtype=np.float64)
@@ -60,7 +61,7 @@ def hash_image(path: Path) -> ImageHash:
     """Content and perceptual hashes; DataError when the file cannot be read as an image."""
     try:
         data = path.read_bytes()
-        d, p = perceptual(path)
+        d, p = perceptual(data)
     except OSError as exc:
         raise DataError(f"image {path} cannot be read ({exc.strerror or exc}); check the images folder") from None
     except Exception as exc:  # Pillow raises many types for bad files
