@@ -409,3 +409,30 @@ def test_lvis_style_federated_file(tmp_path: Path) -> None:
                     assert name in neg
                 else:
                     assert name in neg or (im["id"], name) in annotated
+
+
+def test_refs_as_an_object_and_bad_inputs(tmp_path: Path, coco: tuple[Path, dict[str, Any]], capsys: pytest.CaptureFixture[str]) -> None:
+    from collections import Counter
+
+    from needlepoint.benchmarks.mc_bench.sft.refs import read_refs
+    from needlepoint.errors import DataError
+
+    (tmp_path / "refs.json").write_text(json.dumps({"1005": ["the  left dog", {"sent": "the left dog"}, "a second one"], "7": []}), encoding="utf-8")
+    skipped: Counter[str] = Counter()
+    assert read_refs(tmp_path / "refs.json", skipped) == {1005: ("the left dog", "a second one")}
+    assert skipped == {"refs without a sentence": 1}
+    (tmp_path / "bad.json").write_text(json.dumps([{"sentences": ["x"]}]), encoding="utf-8")
+    with pytest.raises(DataError, match="entry 0 of .* has no ann_id"):
+        read_refs(tmp_path / "bad.json", Counter())
+    folder, _ = coco
+    (tmp_path / "notcoco.json").write_text(json.dumps({"images": []}), encoding="utf-8")
+    args = ["build", "mc_bench_sft", "--images", str(folder / "images"), "--out", str(tmp_path / "o"), "--samples", "5", "--box-format", "abs_xyxy"]
+    assert main([*args, "--coco", str(tmp_path / "notcoco.json")]) == 2
+    assert "has no lists 'images', 'annotations' and 'categories'" in capsys.readouterr().err
+    assert main([*args, "--coco", str(folder / "instances.json"), "--exclude", str(tmp_path / "nowhere")]) == 2
+    assert "--exclude" in capsys.readouterr().err
+    empty = tmp_path / "empty_images"
+    empty.mkdir()
+    assert main([*args[:2], "--coco", str(folder / "instances.json"), "--images", str(empty), *args[4:]]) == 2
+    err = capsys.readouterr().err
+    assert "is not in" in err and "give --images the folder" in err and len(err.strip().splitlines()) == 1

@@ -53,5 +53,7 @@ def read_refs(path: Path, skipped: Counter[str]) -> dict[int, tuple[str, ...]]:
             skipped["refs without a sentence"] += 1
             continue
         have = out.setdefault(aid, [])
-        have += [t for t in got if t not in have]
+        for t in got:
+            if t not in have:
+                have.append(t)
     return {k: tuple(v) for k, v in out.items()}
