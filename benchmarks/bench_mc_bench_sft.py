@@ -2,8 +2,9 @@
 
     python benchmarks/bench_mc_bench_sft.py [--work /tmp/sft_bench] [--samples 5300,53000]
 
-Writes (once) a synthetic COCO-train-like file with make_coco_train_like.py and an images folder
-of empty files (the build only checks that each used image exists; it opens images only for
+Writes (once) a synthetic COCO-train-like file with make_coco_train_like.py, RefCOCO-sized
+referring expressions for it (50,000 refs of random annotations, 3 sentences each), and an images
+folder of empty files (the build only checks that each used image exists; it opens images only for
 --exclude), runs the command for each sample count in its own process, and reports wall time,
 CPU time (user + sys) and peak RSS (`os.wait4`). Then measures decontamination hashing (SHA-256
 + dHash + pHash) on rendered 640x480 JPEGs and projects it to COCO train's 118,287 images.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import random
 import subprocess
@@ -70,6 +72,12 @@ def main() -> None:
     coco, images = ns.work / "instances_train_like.json", ns.work / "images"
     if not coco.exists():
         subprocess.run([sys.executable, str(REPO / "benchmarks" / "make_coco_train_like.py"), str(coco)], check=True)
+    refs = ns.work / "refs_train_like.json"
+    if not refs.exists():
+        rng = random.Random(1)
+        ids = rng.sample(range(1, 860_002), 50_000)
+        refs.write_text(json.dumps([{"ann_id": a, "split": "train", "sentences": [{"sent": f"the object number {a} seen {k}"} for k in range(3)]}
+                                    for a in ids]), encoding="utf-8")  # fmt: skip
     if not images.exists():
         images.mkdir()
         for i in range(1, 118_288):
@@ -78,7 +86,7 @@ def main() -> None:
     print("| samples | wall (s) | CPU user+sys (s) | peak RSS (MB) |\n|---:|---:|---:|---:|")
     for n in [int(x) for x in ns.samples.split(",")]:
         wall, cpu, rss = run([sys.executable, "-m", "needlepoint.cli", "build", "mc_bench_sft", "--coco", str(coco), "--images", str(images),
-                              "--out", str(ns.work / f"out_{n}"), "--samples", str(n), "--box-format", "norm_1000_xyxy",
+                              "--refs", str(refs), "--out", str(ns.work / f"out_{n}"), "--samples", str(n), "--box-format", "norm_1000_xyxy",
                               "--format", "sharegpt", "--seed", "0"])  # fmt: skip
         print(f"| {n} | {wall:.1f} | {cpu:.1f} | {rss:.0f} |", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
