@@ -162,6 +162,16 @@ def to_absolute(
     )
 
 
+def from_absolute(box: Sequence[float], box_format: BoxFormat, width: float, height: float) -> Box:
+    """An absolute pixel xyxy box in a model's convention: the inverse of `to_absolute`'s scaling
+    (no sorting or clipping; used to write training answers in the convention evaluated)."""
+    x1, y1, x2, y2 = (float(v) for v in box)
+    scale = _SCALE[box_format]
+    if scale is None:
+        return x1, y1, x2, y2
+    return x1 / width * scale, y1 / height * scale, x2 / width * scale, y2 / height * scale
+
+
 def dedupe(boxes: Sequence[Box]) -> list[Box]:
     """Drop later duplicates, comparing the four values rounded to 6 decimals."""
     seen: set[tuple[float, ...]] = set()
