@@ -51,6 +51,17 @@ def _features(out: Any) -> Any:
     return out if hasattr(out, "ndim") else out.pooler_output
 
 
+def _rgb(ref: ImageRef) -> Any:
+    """An image as an RGB PIL image, DataError when it cannot be decoded."""
+    from PIL import Image
+
+    data = read_image(ref)
+    try:
+        return Image.open(io.BytesIO(data)).convert("RGB")
+    except Exception as exc:  # Pillow raises many types for bad files
+        raise DataError(f"image {ref.key} cannot be decoded ({exc}); replace or remove it") from None
+
+
 class LocalEmbedder:
     """A CLIP or SigLIP model with its tokenizer and image processor, run on `device`."""
 
@@ -101,9 +112,6 @@ class LocalEmbedder:
     async def aclose(self) -> None:
         """Nothing to close (the model is released with the object)."""
 
-    async def _run(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
-
     def _texts_sync(self, texts: list[str]) -> np.ndarray:
         torch = self._torch
         rows = []
@@ -120,13 +128,11 @@ class LocalEmbedder:
         return normalise(np.concatenate(rows))
 
     def _images_sync(self, images: list[ImageRef]) -> np.ndarray:
-        from PIL import Image
-
         torch = self._torch
         rows = []
         with self._lock, torch.inference_mode():
             for i in range(0, len(images), self.batch_size):
-                pil = [Image.open(io.BytesIO(read_image(ref))).convert("RGB") for ref in images[i : i + self.batch_size]]
+                pil = [_rgb(ref) for ref in images[i : i + self.batch_size]]
                 pixels = self.image_processor(images=pil, return_tensors="pt")["pixel_values"].to(self.device)
                 rows.append(_features(self.model.get_image_features(pixel_values=pixels)).float().cpu().numpy())
         return normalise(np.concatenate(rows))
@@ -135,13 +141,13 @@ class LocalEmbedder:
         """Text-tower embeddings, truncated to the tower's length."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        return await self._run(self._texts_sync, list(texts))
+        return await asyncio.get_running_loop().run_in_executor(None, self._texts_sync, list(texts))
 
     async def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
         """Image-tower embeddings (each image read and converted to RGB)."""
         if not images:
             return np.zeros((0, 0), dtype=np.float32)
-        return await self._run(self._images_sync, list(images))
+        return await asyncio.get_running_loop().run_in_executor(None, self._images_sync, list(images))
 
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Token counts of the model's own tokenizer, without special tokens and untruncated."""
