@@ -163,11 +163,13 @@ def document_from_row(row: dict[str, Any], images: Sequence[ImageRef]) -> RagDoc
     n_context = context.count(PLACEHOLDER)
     names = list(row.get("images_list") or [])
     n_question = question.count(PLACEHOLDER)
-    if n_context + n_question != len(names) or len(images) < len(names):
+    if n_context + n_question != len(names):
         raise DataError(
             f"row {row.get('id')!r}: {n_context} + {n_question} <image> placeholders in context and question "
             f"but {len(names)} entries in images_list; fix the data file"
         )
+    if len(images) < len(names):
+        raise ValueError(f"{len(images)} image refs for the {len(names)} images of row {row.get('id')!r}")
     pieces = split_pieces(context)
     needles = _locate_needles((row.get("meta") or {}).get("needles"), context, pieces, names[:n_context])
     return RagDocument(
