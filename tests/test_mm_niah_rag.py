@@ -83,8 +83,11 @@ class EmbeddingServer:
 
     tokenize: bool = True
     faults: list[int] = field(default_factory=list)
+    delay_s: float = 0.0
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     port: int = 0
+    in_flight: int = 0
+    peak: int = 0  # the most requests handled at once
 
     def __post_init__(self) -> None:
         self._ready = threading.Event()
@@ -147,6 +150,10 @@ class EmbeddingServer:
 
         body = await request.json()
         self.requests.append(("tokenize", body))
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        await asyncio.sleep(self.delay_s)
+        self.in_flight -= 1
         n = len(body["prompt"].split())
         return web.json_response({"count": n, "max_model_len": 77, "tokens": list(range(n))})
 
@@ -473,6 +480,20 @@ def test_transient_failures_are_retried_and_rejections_are_not() -> None:
     with EmbeddingServer(faults=[500, 500, 500]) as server, pytest.raises(EmbeddingError) as err:
         asyncio.run(embed(server))
     assert err.value.kind == BACKEND_ERROR and "gave up after 3 attempts" in str(err.value)
+
+
+def test_requests_in_flight_are_bounded() -> None:
+    async def count(server: EmbeddingServer) -> list[int]:
+        emb = embedder(server, max_concurrency=3)
+        try:
+            return await emb.count_tokens([f"word {'x ' * i}" for i in range(12)])
+        finally:
+            await emb.aclose()
+
+    with EmbeddingServer(delay_s=0.05) as server:
+        counts = asyncio.run(count(server))
+    assert counts == [1 + i for i in range(12)]
+    assert server.peak == 3
 
 
 def test_tokenize_url_sits_beside_v1() -> None:
