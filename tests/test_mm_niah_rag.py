@@ -38,7 +38,7 @@ from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.models.embeddings import EmbeddingError, ServedEmbedder, tokenize_url
 from needlepoint.models.openai_compat import RetryPolicy
-from needlepoint.status import BACKEND_ERROR, REQUEST_REJECTED
+from needlepoint.status import BACKEND_ERROR, CONTEXT_TOO_LONG, REQUEST_REJECTED
 
 EMBED_MODEL = "test/keyword-embedder"
 
@@ -83,6 +83,8 @@ class EmbeddingServer:
 
     tokenize: bool = True
     faults: list[int] = field(default_factory=list)
+    fault_body: str = "simulated fault"
+    retry_after: str | None = None
     delay_s: float = 0.0
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     port: int = 0
@@ -135,7 +137,8 @@ class EmbeddingServer:
         body = await request.json()
         self.requests.append(("embeddings", body))
         if self.faults:
-            return web.Response(status=self.faults.pop(0), text="simulated fault")
+            headers = {"Retry-After": self.retry_after} if self.retry_after else {}
+            return web.Response(status=self.faults.pop(0), text=self.fault_body, headers=headers)
         if "messages" in body:
             (part,) = body["messages"][0]["content"]
             vectors = [image_vector(part["image_url"]["url"])]
@@ -480,6 +483,27 @@ def test_transient_failures_are_retried_and_rejections_are_not() -> None:
     with EmbeddingServer(faults=[500, 500, 500]) as server, pytest.raises(EmbeddingError) as err:
         asyncio.run(embed(server))
     assert err.value.kind == BACKEND_ERROR and "gave up after 3 attempts" in str(err.value)
+
+
+def test_rejections_are_classified_and_scrubbed_and_long_waits_refused() -> None:
+    key = "sk-embed-secret-1234"
+
+    async def embed(server: EmbeddingServer) -> Any:
+        emb = ServedEmbedder(EMBED_MODEL, server.url, api_key=key, retry=RetryPolicy(max_retries=2, base_s=0.01, max_wait_s=5))
+        try:
+            return await emb.embed_texts(["penguin"])
+        finally:
+            await emb.aclose()
+
+    body = json.dumps({"error": {"message": f"This model's maximum context length is 77 tokens (Authorization: Bearer {key})"}})
+    with EmbeddingServer(faults=[400], fault_body=body) as server, pytest.raises(EmbeddingError) as err:
+        asyncio.run(embed(server))
+    assert err.value.kind == CONTEXT_TOO_LONG
+    assert key not in str(err.value) and "[redacted]" in str(err.value)
+    with EmbeddingServer(faults=[429], retry_after="600") as server, pytest.raises(EmbeddingError) as err:
+        asyncio.run(embed(server))
+    assert err.value.kind == BACKEND_ERROR and "not waited for" in str(err.value)
+    assert len(server.bodies("embeddings")) == 1
 
 
 def test_requests_in_flight_are_bounded() -> None:

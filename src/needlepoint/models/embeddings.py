@@ -19,7 +19,9 @@ examples/pooling/embed/vision_embedding_online.py):
 
 Vectors come back L2-normalised (float32), so a dot product is the cosine. Retries follow the
 chat client's RetryPolicy (backoff with full jitter on connection errors, timeouts, 429 and 5xx,
-Retry-After honoured; no retry on other 4xx); requests in flight are bounded per embedder.
+Retry-After honoured up to `max_wait_s`; other 4xx are not retried and are classified as the chat
+client classifies them); requests in flight are bounded per embedder; error messages are scrubbed
+of the API key and URL credentials.
 """
 
 from __future__ import annotations
@@ -33,12 +35,12 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 import numpy as np
 
-from needlepoint.config import redact_url
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.images import base64_jpeg
-from needlepoint.models.openai_compat import RetryPolicy, _retry_after, endpoint
-from needlepoint.status import BACKEND_ERROR, REQUEST_REJECTED
+from needlepoint.models.openai_compat import RetryPolicy, _retry_after, classify_rejection, endpoint
+from needlepoint.redact import redact_url, scrub, url_secrets
+from needlepoint.status import BACKEND_ERROR
 
 __all__ = ["Embedder", "EmbeddingError", "ServedEmbedder", "normalise", "tokenize_url"]
 
@@ -154,6 +156,7 @@ class ServedEmbedder:
         self._embeddings_url = endpoint(base_url, "embeddings")
         self._tokenize_url = tokenize_url(base_url)
         self._headers = {"Content-Type": "application/json"}
+        self._secrets = [api_key, *url_secrets(base_url)]
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self.retry = retry or RetryPolicy()
@@ -162,6 +165,10 @@ class ServedEmbedder:
         self.truncate_prompt_tokens = truncate_prompt_tokens
         self._gate = asyncio.Semaphore(max_concurrency)
         self._session: aiohttp.ClientSession | None = None
+
+    def scrub(self, text: str) -> str:
+        """`text` without the API key or URL credentials."""
+        return scrub(text, self._secrets)
 
     async def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -191,7 +198,8 @@ class ServedEmbedder:
                 if status == 429 or status >= 500:
                     raise _Retry(f"http_{status}: {_head(raw)}", retry_after)
                 if status != 200:
-                    raise EmbeddingError(REQUEST_REJECTED, f"http_{status} from {redact_url(url)}: {_head(raw, 500)}")
+                    kind = classify_rejection(status, _head(raw, 2000))
+                    raise EmbeddingError(kind, self.scrub(f"http_{status} from {redact_url(url)}: {_head(raw, 500)}"))
                 try:
                     return json.loads(raw)
                 except ValueError:
@@ -202,9 +210,15 @@ class ServedEmbedder:
                 last = f"connection: {exc.__class__.__name__}: {exc}"
             except _Retry as exc:
                 last, retry_after = str(exc), exc.retry_after
+            if retry_after is not None and retry_after > self.retry.max_wait_s:
+                message = (
+                    f"{last}: the server asked to wait {retry_after:.0f} s, more than {self.retry.max_wait_s:g} s; not waited for"
+                )
+                raise EmbeddingError(BACKEND_ERROR, self.scrub(message))
             if attempt < self.retry.max_retries:
                 await asyncio.sleep(self.retry.delay(attempt, retry_after))
-        raise EmbeddingError(BACKEND_ERROR, f"{last} (gave up after {self.retry.max_retries + 1} attempts at {redact_url(url)})")
+        message = f"{last} (gave up after {self.retry.max_retries + 1} attempts at {redact_url(url)})"
+        raise EmbeddingError(BACKEND_ERROR, self.scrub(message))
 
     async def check(self, timeout_s: float = 10.0) -> None:
         """Raise DataError in one sentence when the server cannot be reached, has no `/tokenize`,
@@ -215,7 +229,9 @@ class ServedEmbedder:
             status, raw, _ = await self._once(self._tokenize_url, probe, timeout_s)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             reason = exc.__class__.__name__ if isinstance(exc, asyncio.TimeoutError) else str(exc) or exc.__class__.__name__
-            raise DataError(f"cannot reach the embedding server {where} ({reason}); start it or fix --embed-url") from None
+            raise DataError(
+                self.scrub(f"cannot reach the embedding server {where} ({reason}); start it or fix --embed-url")
+            ) from None
         if status in (404, 405):
             raise DataError(
                 f"the embedding server {where} has no /tokenize endpoint, which counts the tokens of the text pieces; "
@@ -225,14 +241,18 @@ class ServedEmbedder:
             _count_of(json.loads(raw) if status == 200 else None)
         except ValueError:
             raise DataError(
-                f"the embedding server {where} answered /tokenize with http_{status} ({_head(raw, 120)}); "
-                f"check that it serves {self.name!r} (--embed-model)"
+                self.scrub(
+                    f"the embedding server {where} answered /tokenize with http_{status} ({_head(raw, 120)}); "
+                    f"check that it serves {self.name!r} (--embed-model)"
+                )
             ) from None
         try:
             await self._embed_batch(["summarize:"])
         except (EmbeddingError, ValueError, KeyError, TypeError) as exc:
             raise DataError(
-                f"the embedding server {where} does not embed text with {self.name!r} ({exc}); check --embed-model and --embed-url"
+                self.scrub(
+                    f"the embedding server {where} does not embed text with {self.name!r} ({exc}); check --embed-model and --embed-url"
+                )
             ) from None
 
     async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
@@ -248,7 +268,7 @@ class ServedEmbedder:
         try:
             got = await _all([self._embed_batch(b) for b in batches])
         except (ValueError, KeyError, TypeError) as exc:
-            raise EmbeddingError(BACKEND_ERROR, f"invalid_response: not an embeddings answer ({exc})") from None
+            raise EmbeddingError(BACKEND_ERROR, self.scrub(f"invalid_response: not an embeddings answer ({exc})")) from None
         by_text = {t: v for batch, vecs in zip(batches, got) for t, v in zip(batch, vecs)}
         return normalise([by_text[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
 
@@ -268,7 +288,7 @@ class ServedEmbedder:
         try:
             got = await _all([self._embed_image(im) for im in unique])
         except (ValueError, KeyError, TypeError) as exc:
-            raise EmbeddingError(BACKEND_ERROR, f"invalid_response: not an embeddings answer ({exc})") from None
+            raise EmbeddingError(BACKEND_ERROR, self.scrub(f"invalid_response: not an embeddings answer ({exc})")) from None
         by_ref = dict(zip(unique, got))
         return normalise([by_ref[im] for im in images]) if images else np.zeros((0, 0), dtype=np.float32)
 
@@ -277,7 +297,7 @@ class ServedEmbedder:
         try:
             return _count_of(data)
         except ValueError as exc:
-            raise EmbeddingError(BACKEND_ERROR, f"invalid_response: {exc}") from None
+            raise EmbeddingError(BACKEND_ERROR, self.scrub(f"invalid_response: {exc}")) from None
 
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Token counts without special tokens, one `/tokenize` request per distinct non-empty text."""
