@@ -9,7 +9,6 @@ from pathlib import Path
 from needlepoint.benchmarks.mc_bench.sft.templates import KINDS
 
 
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The builder's flags."""
     p.add_argument("--coco", type=Path, required=True, help="COCO-format detection annotations (COCO, LVIS, Objects365, OmniLabel)")
