@@ -122,7 +122,7 @@ def test_ref_adv_report_filters(browser: Any, demo: Path) -> None:
         p.page.wait_for_function("document.querySelector('#np-cards img').complete")
         assert p.page.evaluate("document.querySelector('#np-cards img').naturalWidth") > 0
 
-        wrong = sum(not r.get("hit") for r in recs)
+        wrong = sum(not r["scores"].get("hit") for r in recs)
         assert 0 < wrong < len(recs)
         p.page.check("#np-wrong")
         assert p.count() == wrong == cards.count()
@@ -156,7 +156,7 @@ def test_ref_adv_report_filters(browser: Any, demo: Path) -> None:
         # Sorting by IoU, low to high: the first card has the smallest IoU.
         p.page.select_option("#np-sort", "up")
         first_id = p.page.locator("#np-cards .card").first.get_attribute("data-id")
-        assert min(r["iou"] for r in recs) == next(r["iou"] for r in recs if r["id"] == first_id)
+        assert min(r["scores"]["iou"] for r in recs) == next(r["scores"]["iou"] for r in recs if r["id"] == first_id)
         p.page.screenshot(path=str(ARTIFACTS / "report_ref_adv.png"), full_page=False)
         assert p.errors == []
     finally:
@@ -170,7 +170,7 @@ def test_mm_niah_and_mc_bench_reports(browser: Any, demo: Path) -> None:
     try:
         assert p.count() == len(recs)
         p.page.check("#np-wrong")
-        assert p.count() == sum(r.get("score") is not None and r["score"] < 1.0 for r in recs)
+        assert p.count() == sum(r["scores"].get("score") is not None and r["scores"]["score"] < 1.0 for r in recs)
         heat = p.page.locator("#heatmaps ~ .heatmaps img").first
         heat.scroll_into_view_if_needed()
         p.page.wait_for_function("Array.from(document.querySelectorAll('.heatmaps img')).every(i => i.complete)")

@@ -211,21 +211,21 @@ def test_run_with_faults_then_retry_failed(serve: Any, ref_release: Any, tmp_pat
     assert server_error["error"].startswith("http_500") and "gave up after 3 attempts" in server_error["error"]
     for rec in (hang, bad_request, server_error):
         assert rec["parse_error"] == rec["status"]
-        assert rec["iou"] == 0.0 and rec["hit"] is False
+        assert rec["scores"]["iou"] == 0.0 and rec["scores"]["hit"] is False
         assert len(rec["turns"]) == 1 and rec["repair_used"] is False
     assert bad_request["turns"][0]["attempts"] == 1
     for i in (2, 3, 5, 6):
         assert by_index[i]["turns"][0]["attempts"] == 2
-        assert by_index[i]["iou"] == pytest.approx(1.0)
+        assert by_index[i]["scores"]["iou"] == pytest.approx(1.0)
 
     repaired = by_index[1]
     assert repaired["repair_used"] is True and len(repaired["turns"]) == 2
     assert repaired["turns"][0]["reply"] == prose
-    assert repaired["parse_error"] is None and repaired["hit"] is True
+    assert repaired["parse_error"] is None and repaired["scores"]["hit"] is True
     still_bad = by_index[9]
     assert still_bad["repair_used"] is True and len(still_bad["turns"]) == 2
     assert still_bad["parse_error"] == "no_bbox_found" and still_bad["status"] == "done"
-    assert by_index[11]["repair_used"] is True and by_index[11]["hit"] is True
+    assert by_index[11]["repair_used"] is True and by_index[11]["scores"]["hit"] is True
     assert by_index[0]["repair_used"] is False and len(by_index[0]["turns"]) == 1
 
     requests = Counter(server.log)
@@ -300,7 +300,7 @@ def test_repair_on_length_only_end_to_end(serve: Any, ref_release: Any, tmp_path
     assert first["parse_error"] == "no_bbox_found"
     assert second["repair_used"] is True and len(second["turns"]) == 2
     assert second["turns"][0]["finish_reason"] == "length"
-    assert second["hit"] is True
+    assert second["scores"]["hit"] is True
     assert Counter(server.log) == {(keys[0], 0): 1, (keys[1], 0): 1, (keys[1], 1): 1}
     assert result.metrics["parse_fail"] == 1
 

@@ -249,7 +249,7 @@ def test_run_survives_a_failing_endpoint(serve: Any, ref_release: Any, tmp_path:
     result = evaluate(_config(folder, [sick.url, healthy.url], tmp_path / "run", concurrency=4, max_retries=1))
     records = read_records(tmp_path / "run" / "records.jsonl")
     assert len(records) == 12 and result.failed == []
-    assert all(r["status"] == "done" and r["hit"] for r in records.values())
+    assert all(r["status"] == "done" and r["scores"]["hit"] for r in records.values())
     assert len(healthy.log) == 12
     # marked down after 3 consecutive failures; at most the requests already in flight follow
     assert len(sick.log) <= RetryPolicy().fail_limit + 4 - 1
@@ -280,7 +280,7 @@ def test_run_survives_an_endpoint_stopped_mid_run(serve: Any, ref_release: Any, 
         two.stop()
     records = read_records(tmp_path / "run" / "records.jsonl")
     assert len(records) == 12 and result.failed == []
-    assert all(r["status"] == "done" and r["hit"] for r in records.values())
+    assert all(r["status"] == "done" and r["scores"]["hit"] for r in records.values())
     assert 3 <= len(two.log) <= 3 + 2  # the requests in flight when it stopped failed over to the other
     assert len(one.log) >= 12 - len(two.log)
 
@@ -349,8 +349,8 @@ def test_reasoning_replies(serve: Any, ref_release: Any, tmp_path: Path) -> None
         assert rec["status"] == "done" and rec["parse_error"] == status.NO_CONTENT
         assert rec["repair_used"] is False and len(rec["turns"]) == 1
         assert rec["turns"][0]["reply"] == "" and rec["turns"][0]["reasoning"] == thought
-        assert rec["hit"] is False and rec["iou"] == 0.0
-    assert third["parse_error"] is None and third["hit"] is True
+        assert rec["scores"]["hit"] is False and rec["scores"]["iou"] == 0.0
+    assert third["parse_error"] is None and third["scores"]["hit"] is True
     assert third["turns"][0]["reasoning"] == "It is clearly the red square."
     assert "reasoning" not in plain["turns"][0]
     assert [k for k, _ in server.log].count(keys[0]) == 1  # no repair turn

@@ -242,7 +242,7 @@ def test_sequence_mode_perfect_answers(
     assert sorted(records, key=int) == ids
     for sid, rec in records.items():
         n_gt = len(gt_items(gt, gt.sample_by_id[sid]))
-        assert (rec["status"], rec["parse_error"], rec["repair_used"], rec["boxes"]) == ("done", None, False, n_gt)
+        assert (rec["status"], rec["parse_error"], rec["repair_used"], rec["scores"]["boxes"]) == ("done", None, False, n_gt)
 
     # the metrics: corrected perfect; official has the id-0 artefact (annotation 0 is sample 0's)
     assert metrics["corrected"]["ap50"] == pytest.approx(1.0, abs=1e-9)
@@ -380,7 +380,7 @@ def test_mistakes_in_merged_mode(
     for sid in ids:
         rec = records[sid]
         boxes = [(b["image"], b["group"], b["bbox"]) for b in rec["answer"] or []]
-        assert len(boxes) == len(expected[sid]) == rec["boxes"], sid
+        assert len(boxes) == len(expected[sid]) == rec["scores"]["boxes"], sid
         for (p, g, b), (ep, eg, eb) in zip(boxes, expected[sid], strict=True):
             assert (p, g) == (ep, eg) and b == pytest.approx(eb, abs=1e-9), sid
     assert records["6"]["repair_used"] is True and records["6"]["parse_error"] is None
@@ -481,7 +481,7 @@ def test_missing_image_fails_only_its_sample(
     assert "--retry-failed" in captured.err
     assert len(server.requests) == 44
     rec = records_of(run)[referring[-1]]
-    assert (rec["status"], rec["parse_error"], rec["boxes"]) == ("input_error", "input_error", 0)
+    assert (rec["status"], rec["parse_error"], rec["scores"]["boxes"]) == ("input_error", "input_error", 0)
     assert gt.image_by_id[gt.sample_by_id[referring[-1]].image_ids[0]].file_name in rec["error"]
     assert metrics["run"]["failed_ids"] == [referring[-1]] and metrics["counts"]["samples"] == 45
 

@@ -409,8 +409,8 @@ def test_ref_adv_run_with_qwen_frame(serve: Any, tmp_path: Path) -> None:
     assert main(_eval(data, server.url, tmp_path / "o")) == 0
     q = read_records(tmp_path / "q" / "records.jsonl")
     o = read_records(tmp_path / "o" / "records.jsonl")
-    assert all(r["iou"] == pytest.approx(1.0) for r in q.values())
-    assert any(r["iou"] < 0.999 for r in o.values())
+    assert all(r["scores"]["iou"] == pytest.approx(1.0) for r in q.values())
+    assert any(r["scores"]["iou"] < 0.999 for r in o.values())
     header = json.loads((tmp_path / "q" / "run.json").read_text())
     assert header["identity"]["option.abs_frame"] == "qwen-smart-resize"
     assert header["identity"]["option.abs_frame_max_pixels"] == 28 * 28 * 1280
@@ -432,6 +432,7 @@ def test_progress_lines_without_a_terminal(serve: Any, tmp_path: Path, capsys: p
     from needlepoint.conversation import Generation
     from needlepoint.models.openai_compat import OpenAICompatModel
     from needlepoint.runner import RunOptions, run
+    from needlepoint.solvers.default import DefaultSolver
 
     data, _, _, script = _release(tmp_path, n=3)
     server = serve(script=script, default=None, delay_s=0.2)
@@ -442,7 +443,7 @@ def test_progress_lines_without_a_terminal(serve: Any, tmp_path: Path, capsys: p
 
     async def go() -> None:
         try:
-            await run(bench, samples, model, store, Generation(), RunOptions(concurrency=1, progress_every_s=0.05))
+            await run(bench, samples, model, store, Generation(), RunOptions(concurrency=1, progress_every_s=0.05), DefaultSolver(bench))
         finally:
             await model.aclose()
 

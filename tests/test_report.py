@@ -259,9 +259,9 @@ def test_ref_adv_report_data_matches_records(demo: Path) -> None:
     assert {it["id"] for it in data["items"]} == set(recs)
     for it in data["items"]:
         rec = recs[it["id"]]
-        assert it["c"] is bool(rec["hit"])
+        assert it["c"] is bool(rec["scores"]["hit"])
         assert it["e"] == rec.get("parse_error")
-        assert it["s"] == pytest.approx(rec["iou"])
+        assert it["s"] == pytest.approx(rec["scores"]["iou"])
     keys = {f["key"] for f in data["filters"]}
     assert {"bin", "source"} <= keys
     bins = next(f for f in data["filters"] if f["key"] == "bin")
@@ -291,7 +291,7 @@ def test_mm_niah_report_shows_heatmaps(demo: Path) -> None:
     assert {"answer", "context length", "depth", "images"} <= set(fields)
     # Fields read like the terminal's table cells (one formatter for both).
     recs = {r["id"]: r for r in records(run)}
-    assert all(dict(map(tuple, it["f"]))["score"] == format_cell(recs[it["id"]].get("score")) for it in data["items"])
+    assert all(dict(map(tuple, it["f"]))["score"] == format_cell(recs[it["id"]]["scores"].get("score")) for it in data["items"])
     assert not (run / "report" / "thumbs").exists()
 
 

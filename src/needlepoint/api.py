@@ -19,8 +19,9 @@ from needlepoint.config import (
     identity,
     model_slug,
 )
-from needlepoint.conversation import Generation
+from needlepoint.conversation import Generation, Model
 from needlepoint.errors import DataError
+from needlepoint.solvers.base import Solver
 from needlepoint.store import HEADER, METRICS, RECORDS, RunStore, read_records, write_json
 
 RUNS_ROOT = Path("runs")
@@ -73,6 +74,7 @@ def _model(config: RunConfig) -> Any:
         retry=RetryPolicy(max_retries=config.max_retries, base_s=config.backoff_base_s, max_wait_s=config.max_wait_s),
         reencode_images=config.reencode_images,
         max_request_bytes=config.max_request_bytes,
+        max_in_flight=config.concurrency,
     )
 
 
@@ -109,37 +111,50 @@ def _resolve_run_dir(config: RunConfig, run_hash: str) -> Path:
     return default_run_dir(RUNS_ROOT, config.benchmark, config.model)
 
 
-def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
+def evaluate(config: RunConfig | None = None, /, model: Model | None = None, **settings: Any) -> RunResult:
     """Evaluate a served model on a benchmark; resumes a matching unfinished run.
 
     Pass a RunConfig, or its fields as keywords, e.g.
     `evaluate(benchmark="ref_adv_s", data=Path("~/data/ref-adv-s"), model="Qwen/Qwen2.5-VL-7B-Instruct",
     api_urls=["http://localhost:8000/v1"], options={"box_format": "abs_xyxy"})`.
+
+    `model`: a model object to answer instead of a client of `api_urls` (anything with `name` and
+    `async complete(conversation, generation) -> Reply`, e.g. models.replay.ReplayModel or an
+    in-process model); the caller owns it (it is neither checked nor closed), and it bounds its own
+    requests in flight. The run's model name is then `model.name` unless `model=` is set in the config.
     """
     from needlepoint.runner import pending
+    from needlepoint.solvers import make_solver
 
     if config is None:
         settings["data"] = Path(settings["data"]).expanduser()
         if isinstance(settings.get("api_urls"), str):
             settings["api_urls"] = [settings["api_urls"]]
+        if model is not None:
+            settings.setdefault("model", model.name)
+            settings.setdefault("api_urls", [])
         config = RunConfig(**settings)
-    if not config.api_urls:
+    if not config.api_urls and model is None:
         raise DataError("no --api-url given; pass the base URL of an OpenAI-compatible server, e.g. http://localhost:8000/v1")
     bench = make(config.benchmark, **config.options)
+    solver = make_solver(config.solver, bench, **config.solver_options)
     samples = list(bench.load(config.data))
     if not samples:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")
     generation = _generation(bench, config.generation, config.neutral_sampling)
-    ident = identity(config, bench.identity(), generation, dataset_fingerprint(samples))
+    ident = identity(config, bench.identity(), generation, dataset_fingerprint(samples), solver.identity())
     run_hash = hash_identity(ident)
     run_dir = _resolve_run_dir(config, run_hash)
     requested = samples[: config.limit] if config.limit else samples
     if pending(requested, read_records(run_dir / RECORDS), config.retry_failed):
-        check_endpoints(config)
+        if model is None:
+            check_endpoints(config)
+        _check_solver_models(solver)
     header = {
         "needlepoint": __version__,
         "hash": run_hash,
         "identity": ident,
+        "model_label": solver.label(config.model),
         "config": config.public(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "status": "running",
@@ -149,7 +164,7 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     existed = run_dir.exists()
     store = RunStore.open(run_dir, header, advice)
     try:
-        return _run(config, bench, samples, generation, store)
+        return _run(config, bench, samples, generation, store, solver, model)
     except BaseException:
         if created and not store.records():
             store.close()
@@ -171,7 +186,29 @@ def _remove_empty_run(run_dir: Path, keep_folder: bool) -> None:
             pass  # something else is in it: leave it
 
 
-def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Generation, store: RunStore) -> RunResult:
+def _check_solver_models(solver: Solver) -> None:
+    """Check the endpoints of a solver's own models (those that can be checked), before a run folder exists."""
+    checks = [m for m in solver.models().values() if callable(getattr(m, "check_endpoints", None))]
+    if checks:
+
+        async def go() -> None:
+            for m in checks:
+                await m.check_endpoints()
+
+        asyncio.run(go())
+
+
+async def _close(models: list[Any]) -> None:
+    for m in models:
+        close = getattr(m, "aclose", None)
+        if callable(close):
+            await close()
+
+
+def _run(
+    config: RunConfig, bench: Benchmark, samples: list[Any], generation: Generation, store: RunStore,
+    solver: Solver, given: Model | None = None,
+) -> RunResult:
     """Answer the pending samples among the first `config.limit` into an open run folder, then
     score, export and report every finished record of the folder: `--limit` bounds what is
     requested, never what a finished run's outputs cover."""
@@ -182,20 +219,21 @@ def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Ge
         status="running", last_started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), config=config.public(),
         sampling_sent=sampling_sent(bench, samples, generation),
     )  # fmt: skip
-    model = _model(config)
+    model = given if given is not None else _model(config)
+    owned = [*([] if given is not None else [model]), *solver.models().values()]
     options = RunOptions(concurrency=config.concurrency, retry_failed=config.retry_failed, show_progress=config.show_progress)
 
     requested = samples[: config.limit] if config.limit else samples
 
     async def go() -> None:
         try:
-            await run(bench, requested, model, store, generation, options)
+            await run(bench, requested, model, store, generation, options, solver)
         finally:
-            await model.aclose()
+            await _close(owned)
 
     asyncio.run(go())
     records = store.records()
-    result = finish(bench, samples, records, store.dir, config.model)
+    result = finish(bench, samples, records, store.dir, solver.label(config.model))
     result.notes = summary_lines([records[s.id] for s in samples if s.id in records])
     # "complete": every requested sample answered (a --limit run is complete at its limit, so that a
     # changed configuration starts a new folder); metrics.json's run block still says how many of the

@@ -50,6 +50,8 @@ class RunConfig:
     neutral_sampling: bool = False
     show_progress: bool = True
     report: bool = True
+    solver: str = "default"  # --solver: the registry name (needlepoint.solvers)
+    solver_options: dict[str, Any] = field(default_factory=dict)  # the solver's settings (its constructor's keywords)
 
     def __post_init__(self) -> None:
         """Check the numbers and URLs a user typed, each in one sentence."""
@@ -96,14 +98,27 @@ class RunConfig:
             "max_request_bytes": self.max_request_bytes,
             "max_wait_s": self.max_wait_s,
             "neutral_sampling": self.neutral_sampling,
+            "solver": self.solver,
+            "solver_options": self.solver_options,
         }
 
 
-def identity(config: RunConfig, bench_identity: dict[str, Any], generation: Generation, fingerprint: str) -> dict[str, Any]:
-    """The settings that make two runs comparable; `hash_identity` of it names the run."""
+def identity(
+    config: RunConfig,
+    bench_identity: dict[str, Any],
+    generation: Generation,
+    fingerprint: str,
+    solver_identity: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The settings that make two runs comparable; `hash_identity` of it names the run. The solver
+    and its settings (`Solver.identity()`) are part of it, except for the default solver, which is
+    absent so that runs from before solvers keep their hash (and resume)."""
     gen = generation.to_dict()
     gen.pop("timeout_s", None)
     noted = {"neutral_sampling": True} if config.neutral_sampling else {}  # absent when off: older runs keep their hash
+    if config.solver != "default":
+        noted["solver"] = config.solver
+        noted.update({f"solver.{k}": v for k, v in sorted((solver_identity or {}).items())})
     return {
         **noted,
         "version": IDENTITY_VERSION,

@@ -3,3 +3,7 @@
 
 class DataError(Exception):
     """Bad input a user can fix (missing file, wrong layout, bad value, bad flag)."""
+
+
+class InternalFault(Exception):
+    """Too many samples hit a fault in needlepoint's own code: the run stops (a bug to report)."""

@@ -1,24 +1,29 @@
-"""The async pipeline: prompt, ask, parse, repair once, judge, store; bounded concurrency.
+"""The async pipeline: a solver per sample, judge, store; a bounded number of samples in flight.
 
-It knows a benchmark only through its verbs and a model only through `complete`. A fixed pool of
-workers pulls samples from one iterator, so memory holds at most `concurrency` requests at a time
-whatever the run's length, and each record reaches disk before the next sample is taken.
+It knows a benchmark only through its verbs, a solver only through `Solver.solve` and a model only
+through `complete` (requests in flight are the model layer's to bound). A fixed pool of workers
+pulls samples from one iterator, so memory holds at most `concurrency` samples at a time whatever
+the run's length, and each record reaches disk before the next sample is taken. Too many internal
+errors (faults of our own code) stop the run: see `internal_error_limit`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from needlepoint import status
 from needlepoint.benchmarks.base import Benchmark, Parsed
-from needlepoint.conversation import Generation, Model, Reply
-from needlepoint.errors import DataError
+from needlepoint.conversation import Generation, Model
+from needlepoint.errors import DataError, InternalFault
 from needlepoint.redact import scrub
+from needlepoint.solvers.base import MAIN, SolveContext, Solver, ToolError
 from needlepoint.store import RunStore
 
 
@@ -42,79 +47,75 @@ def pending(samples: Sequence[Any], done: dict[str, dict[str, Any]], retry_faile
     return out
 
 
-def _turn(reply: Reply) -> dict[str, Any]:
-    turn: dict[str, Any] = {
-        "reply": reply.text,
-        "finish_reason": reply.finish_reason,
-        "latency_s": round(reply.latency_s, 4),
-        "attempts": reply.attempts,
-        "usage": reply.usage,
-        "request_bytes": reply.request_bytes,
-        "error": reply.error,
-        "error_kind": reply.error_kind,
-        "endpoint": reply.endpoint,
-    }
-    if reply.reasoning is not None:
-        turn["reasoning"] = reply.reasoning
-    return turn
-
-
-def _read(benchmark: Benchmark, sample: Any, reply: Reply) -> Parsed:
-    """A reply as the benchmark's answer, or the error that stands in: the request failure's kind,
-    or NO_CONTENT when a reasoning model thought but gave no answer (not worth a repair turn)."""
-    if reply.error:
-        return Parsed(error=reply.error_kind or status.BACKEND_ERROR)
-    if not reply.text.strip() and reply.reasoning:
-        return Parsed(error=status.NO_CONTENT)
-    return benchmark.parse(sample, reply.text)
-
-
-async def solve(benchmark: Benchmark, model: Model, sample: Any, base: Generation) -> dict[str, Any]:
-    """One sample from prompt to record. Never raises for model or input faults: a request that
-    fails is recorded under its `status` kind, and an input the benchmark cannot handle (an unreadable image, or a
-    parse or judge fault) is an input error that keeps whatever replies had already arrived."""
+async def solve(
+    benchmark: Benchmark, solver: Solver, models: Mapping[str, Model], sample: Any, base: Generation
+) -> dict[str, Any]:
+    """One sample from solver to record. Never raises for model, input or solver faults: a request
+    or tool call that fails is recorded under its `status` kind; an input that cannot be sent (a
+    DataError: an unreadable image, a request over the byte budget) is an input error; any other
+    exception is a fault of our own code, an internal error with its traceback. Each keeps
+    whatever calls had already been made."""
     started = time.time()
     record: dict[str, Any] = {"id": sample.id, "status": status.DONE, "turns": [], "repair_used": False}
+    ctx: SolveContext | None = None
     try:
-        conversation = benchmark.prompt(sample)
-        generation = benchmark.generation(sample, base)
-        record["request"] = conversation.summary()
-        reply = await model.complete(conversation, generation)
-        record["turns"].append(_turn(reply))
-        parsed = _read(benchmark, sample, reply)
-        if not reply.error and parsed.error and parsed.error != status.NO_CONTENT:
-            repair = benchmark.followup(sample, parsed, reply.finish_reason)
-            if repair is not None:
-                record["repair_used"] = True
-                second = await model.complete(conversation.with_turn(reply.text, repair), generation)
-                record["turns"].append(_turn(second))
-                parsed = _read(benchmark, sample, second)
+        ctx = SolveContext(benchmark, sample, models, base)
+        record["turns"] = ctx.turns
+        try:
+            parsed = await solver.solve(sample, ctx)
+        except ToolError as exc:
+            parsed = Parsed(error=exc.kind)
+        _settle(record, ctx)
         if parsed.error in status.REQUEST_FAILURES:
             record["status"] = parsed.error
-            record["error"] = record["turns"][-1]["error"]
+            failed = [t for t in ctx.turns if t.get("error")]
+            record["error"] = failed[-1]["error"] if failed else parsed.error
         record["answer"] = parsed.answer
         record["parse_error"] = parsed.error
-        record.update(benchmark.judge(sample, parsed))
+        record["scores"] = benchmark.judge(sample, parsed)
     except DataError as exc:
-        _input_error(benchmark, sample, record, _scrubbed(model, str(exc)))
-    except Exception as exc:  # noqa: BLE001 - a fault after a reply arrived must not lose the reply
-        _input_error(benchmark, sample, record, _scrubbed(model, f"{exc.__class__.__name__}: {exc}"))
+        _settle(record, ctx)
+        _failed(benchmark, sample, record, status.INPUT_ERROR, _scrubbed(models, str(exc)))
+    except Exception as exc:  # noqa: BLE001 - a fault of ours must not lose the replies already in
+        _settle(record, ctx)
+        _failed(benchmark, sample, record, status.INTERNAL_ERROR, _scrubbed(models, f"{exc.__class__.__name__}: {exc}"))
+        record["traceback"] = _scrubbed(models, traceback.format_exc())
     record["elapsed_s"] = round(time.time() - started, 4)
     return record
 
 
-def _scrubbed(model: Model, message: str) -> str:
-    """An exception's message without credentials (the model's own scrub knows its key)."""
-    own = getattr(model, "scrub", None)
-    return own(message) if callable(own) else scrub(message)
+def _settle(record: dict[str, Any], ctx: SolveContext | None) -> None:
+    """Copy what the context gathered (request, repair mark, solver notes) into the record."""
+    if ctx is None:
+        return
+    if ctx.request_summary is not None:
+        record["request"] = ctx.request_summary
+    record["repair_used"] = ctx.repair_used
+    if ctx.notes:
+        record["solver"] = ctx.notes
 
 
-def _input_error(benchmark: Benchmark, sample: Any, record: dict[str, Any], message: str) -> None:
-    record.update(status=status.INPUT_ERROR, error=message, answer=None, parse_error=status.INPUT_ERROR)
+def _scrubbed(models: Mapping[str, Any], message: str) -> str:
+    """An exception's message without credentials (each model's own scrub knows its key)."""
+    for model in models.values():
+        own = getattr(model, "scrub", None)
+        if callable(own):
+            message = own(message)
+    return scrub(message)
+
+
+def _failed(benchmark: Benchmark, sample: Any, record: dict[str, Any], kind: str, message: str) -> None:
+    record.update(status=kind, error=message, answer=None, parse_error=kind)
     try:
-        record.update(benchmark.judge(sample, Parsed(error=status.INPUT_ERROR)))
+        record["scores"] = benchmark.judge(sample, Parsed(error=kind))
     except Exception:  # noqa: BLE001 - the record is kept as it is
         pass
+
+
+def internal_error_limit(todo: int) -> int:
+    """How many internal errors stop a run of `todo` samples (see status.INTERNAL_ERROR_LIMIT)."""
+    share = math.ceil(status.INTERNAL_ERROR_SHARE * todo)
+    return max(status.INTERNAL_ERROR_MIN, min(status.INTERNAL_ERROR_LIMIT, share))
 
 
 class _PlainProgress:
@@ -228,9 +229,14 @@ async def run(
     store: RunStore,
     base: Generation,
     options: RunOptions,
+    solver: Solver,
 ) -> dict[str, dict[str, Any]]:
-    """Answer every pending sample, storing each record as it finishes; return all records.
-    The caller owns `store` (and closes it)."""
+    """Answer every pending sample with `solver` (its calls go to `model`, role "model", and to
+    the solver's own models), storing each record as it finishes; return all records. The caller
+    owns `store` (and closes it) and the models. Raises InternalFault when too many samples end
+    in an internal error."""
+    models: dict[str, Any] = {MAIN: model, **solver.models()}
+    internal: list[dict[str, Any]] = []
     done = store.records()
     todo = pending(samples, done, options.retry_failed)
     todo_ids = {s.id for s in todo}
@@ -242,14 +248,22 @@ async def run(
     else:
         progress = _Progress(benchmark, len(todo), finished, options.show_progress, model)
     queue = iter(todo)
+    limit = internal_error_limit(len(todo))
 
     async def worker() -> None:
         for sample in queue:
-            record = await solve(benchmark, model, sample, base)
+            record = await solve(benchmark, solver, models, sample, base)
             store.append(record)
             done[sample.id] = record
             finished.append(record)
             progress.advance()
+            if record["status"] == status.INTERNAL_ERROR:
+                internal.append(record)
+                if len(internal) >= limit:
+                    raise InternalFault(
+                        f"{len(internal)} samples hit a fault in needlepoint itself (e.g. {record['id']}: {record['error']}); "
+                        f"the run stops: their tracebacks are in {store.records_path}, please report them"
+                    )
 
     async def ticker() -> None:
         while True:

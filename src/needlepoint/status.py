@@ -11,11 +11,19 @@ BACKEND_ERROR = "backend_error"  # transient: connection, timeout, 429, 5xx afte
 CONTEXT_TOO_LONG = "context_too_long"  # the server says the prompt exceeds the model's context
 TOO_MANY_IMAGES = "too_many_images"  # the server caps the images per prompt below what the sample has
 REQUEST_REJECTED = "request_rejected"  # any other 4xx: a property of the request, not of the moment
-INPUT_ERROR = "input_error"  # our side could not build the request or read the reply
+INPUT_ERROR = "input_error"  # the sample's input cannot be sent (an unreadable image, a request over the byte budget)
+INTERNAL_ERROR = "internal_error"  # a fault in needlepoint's own code; the record keeps its traceback
 
 REQUEST_FAILURES = (BACKEND_ERROR, CONTEXT_TOO_LONG, TOO_MANY_IMAGES, REQUEST_REJECTED)
-FAILED = (*REQUEST_FAILURES, INPUT_ERROR)
-RETRYABLE = (BACKEND_ERROR, INPUT_ERROR)  # what `--retry-failed` requests again
+FAILED = (*REQUEST_FAILURES, INPUT_ERROR, INTERNAL_ERROR)
+RETRYABLE = (BACKEND_ERROR, INPUT_ERROR)  # what `--retry-failed` requests again (never an internal error)
+
+# A run stops once this many samples ended in INTERNAL_ERROR, or INTERNAL_ERROR_SHARE of the samples
+# it requests if that is fewer (but never fewer than INTERNAL_ERROR_MIN): a bug should not burn a
+# whole run's requests.
+INTERNAL_ERROR_LIMIT = 20
+INTERNAL_ERROR_SHARE = 0.05
+INTERNAL_ERROR_MIN = 5
 
 # Parse errors shared by every benchmark (benchmarks add their own, e.g. "no_json").
 NO_CONTENT = "no_content"  # the reply had no content (a reasoning model's thinking ran out of tokens)

@@ -43,6 +43,7 @@ from needlepoint.geometry import (
 from needlepoint.jsonfind import find_json
 from needlepoint.jsonl import read_jsonl
 from needlepoint.numbers import finite, is_box, is_finite, size
+from needlepoint.records import scores
 from needlepoint.store import json_text
 
 PROMPTS = {
@@ -438,7 +439,7 @@ class RefAdv:
             s = by_id[rec["id"]]
             rows.append(
                 {
-                    "iou": rec.get("iou", 0.0),
+                    "iou": scores(rec).get("iou", 0.0),
                     "distractors": s.distractors,
                     "parse_error": _final_error(rec),
                     "repair_used": rec.get("repair_used", False),
@@ -458,7 +459,7 @@ class RefAdv:
     def running(self, records: Sequence[dict[str, Any]]) -> str:
         if not records:
             return ""
-        hits = sum(bool(r.get("hit")) for r in records)
+        hits = sum(bool(scores(r).get("hit")) for r in records)
         failed = sum(r.get("status") in status.FAILED for r in records)
         fails = sum(bool(r.get("parse_error")) and r.get("status") not in status.FAILED for r in records)
         return f"Acc@0.5 {100 * hits / len(records):.1f}  parse fail {fails}" + (f"  failed {failed}" if failed else "")
@@ -479,7 +480,7 @@ class RefAdv:
                     "image_source": s.image_source, "human_authored": s.human_authored,
                     "use_negation": s.use_negation, "distractor_count": s.distractors,
                     "gt_bbox_xyxy": list(s.gt), "pred_box_xyxy_first": list(boxes[0]) if boxes else [],
-                    "first_iou": rec.get("iou", 0.0), "first_hit": bool(rec.get("hit")),
+                    "first_iou": scores(rec).get("iou", 0.0), "first_hit": bool(scores(rec).get("hit")),
                     "parse_error": _final_error(rec) or "", "retry_followup_used": bool(rec.get("repair_used")),
                     "model_full_name": model, "prompt_id": self.prompt_mode,
                     "pred_box_expected_format": self.box_format,
@@ -502,12 +503,12 @@ class RefAdv:
                     prompt=s.caption,
                     answer=replies_text(rec),
                     images=[ReportImage(s.image, boxes)],
-                    fields={"IoU": round(rec.get("iou", 0.0), 4), "distractors": s.distractors, "negation": s.use_negation,
+                    fields={"IoU": round(scores(rec).get("iou", 0.0), 4), "distractors": s.distractors, "negation": s.use_negation,
                             "human authored": s.human_authored, "source": s.image_source, "repair turn": rec.get("repair_used", False)},
                     filters={"bin": label, "negation": str(s.use_negation).lower(), "source": s.image_source},
-                    correct=bool(rec.get("hit")),
+                    correct=bool(scores(rec).get("hit")),
                     parse_error=report_parse_error(rec),
-                    sort_value=rec.get("iou", 0.0),
+                    sort_value=scores(rec).get("iou", 0.0),
                 )
             )  # fmt: skip
         return items

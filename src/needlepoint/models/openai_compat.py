@@ -1,6 +1,7 @@
 """The client for OpenAI-compatible chat endpoints (vLLM, SGLang, LMDeploy, hosted APIs).
 
-One concurrency gate lives in the runner; this module owns the one retry policy: exponential
+This module owns the one concurrency gate (`max_in_flight`: requests in flight from one client,
+whatever solver or how many samples send them) and the one retry policy: exponential
 backoff with full jitter on connection errors, timeouts, 429 and 5xx (Retry-After honoured up to a
 cap, `max_wait_s`), no retry on other 4xx, which are classified into the kinds of `status`.
 Requests spread over several endpoints: each goes to the healthy one with the fewest requests in
@@ -239,6 +240,7 @@ class OpenAICompatModel:
         retry: RetryPolicy | None = None,
         reencode_images: bool = False,
         max_request_bytes: int | None = None,
+        max_in_flight: int | None = None,
     ) -> None:
         if api_key and any("@" in urlsplit(u).netloc for u in api_urls):
             raise DataError("an --api-url carries user info and --api-key is given too; pass the credential one way only")
@@ -257,6 +259,8 @@ class OpenAICompatModel:
         self._session: aiohttp.ClientSession | None = None
         self._waits: dict[int, tuple[float, str]] = {}
         self._wait_ids = itertools.count()
+        self.max_in_flight = max_in_flight  # None: unbounded (the caller bounds what it sends)
+        self._gate: asyncio.Semaphore | None = None
 
     def scrub(self, text: str) -> str:
         """`text` without the API key or URL credentials (for every message this client builds)."""
@@ -368,10 +372,19 @@ class OpenAICompatModel:
 
     async def complete(self, conversation: Conversation, generation: Generation) -> Reply:
         """Send one conversation, retrying as the policy says; errors come back in Reply.error
-        (scrubbed of credentials) with their `status` kind in Reply.error_kind.
+        (scrubbed of credentials) with their `status` kind in Reply.error_kind. At most
+        `max_in_flight` requests (with their retries) are under way at once; the others wait.
 
         Image problems and requests over the byte budget raise DataError: input faults, not sent.
         """
+        if self.max_in_flight is None:
+            return await self._complete(conversation, generation)
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self.max_in_flight)
+        async with self._gate:
+            return await self._complete(conversation, generation)
+
+    async def _complete(self, conversation: Conversation, generation: Generation) -> Reply:
         body = request_body(self.name, conversation, generation, await self._encode_images(conversation))
         if self.max_request_bytes is not None and len(body) > self.max_request_bytes:
             raise DataError(

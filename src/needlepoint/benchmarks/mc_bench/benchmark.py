@@ -28,6 +28,7 @@ from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth, loa
 from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
 from needlepoint.geometry import check_abs_frame, check_box_format, iou_matrix, require_box_format, xywh_to_xyxy, xyxy_to_xywh
+from needlepoint.records import scores
 from needlepoint.store import RECORDS, read_records
 
 RELEASE_FILE = "mc-bench_v0.2_val.json"
@@ -257,7 +258,7 @@ class McBench:
         if not records:
             return ""
         fails = sum(parse_errors(records).values())
-        boxes = sum(r.get("boxes", 0) for r in records)
+        boxes = sum(scores(r).get("boxes", 0) for r in records)
         return f"boxes/sample {boxes / len(records):.2f}  parse fail {fails}"
 
     def report_items(self, samples: Sequence[McSample], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
@@ -281,7 +282,7 @@ class McBench:
                     answer=replies_text(rec),
                     images=images,
                     fields={"style": s.style, "GT boxes": sum(len(gt_boxes.get(i, [])) for i in s.image_ids),
-                            "predicted boxes": rec.get("boxes", 0), "predicted groups": rec.get("groups", 0)},
+                            "predicted boxes": scores(rec).get("boxes", 0), "predicted groups": scores(rec).get("groups", 0)},
                     filters={"style": s.style or "unknown"},
                     correct=sample_correct(images),
                     parse_error=report_parse_error(rec),

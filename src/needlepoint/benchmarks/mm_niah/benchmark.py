@@ -20,6 +20,7 @@ from needlepoint.benchmarks.mm_niah.aggregate import (
 from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, load_release
 from needlepoint.benchmarks.mm_niah.judge import judge
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
+from needlepoint.records import scores
 
 
 def _parts(text: str, images: list[ImageRef]) -> list[Part]:
@@ -151,11 +152,12 @@ class MmNiah:
         rows = []
         for rec in records:
             s = by_id[rec["id"]]
-            if rec.get("score") is None:
+            judged = scores(rec)
+            if judged.get("score") is None:
                 continue
             rows.append(
                 {"task": s.task, "context_length": s.context_length, "placed_depth": s.placed_depth,
-                 "score": rec["score"], "crash": rec.get("crash")}
+                 "score": judged["score"], "crash": judged.get("crash")}
             )  # fmt: skip
         if not rows:
             metrics: dict[str, Any] = {"note": f"the {self.split} split carries no answers: responses exported for the leaderboard only"}
@@ -168,7 +170,7 @@ class MmNiah:
         return niah_tables(metrics)
 
     def running(self, records: Sequence[dict[str, Any]]) -> str:
-        scored = [r["score"] for r in records if r.get("score") is not None]
+        scored = [v for r in records if (v := scores(r).get("score")) is not None]
         return f"micro acc {100 * sum(scored) / len(scored):.1f}" if scored else ""
 
     def export(
@@ -191,7 +193,7 @@ class MmNiah:
             s = by_id[rec["id"]]
             b = context_bin(s.context_length, EXTENDED_EDGES)
             label = EXTENDED_RANGES[b - 1] if b > 0 else "<1k"
-            score = rec.get("score")
+            score = scores(rec).get("score")
             items.append(
                 ReportItem(
                     id=s.id,

@@ -1,0 +1,43 @@
+"""Solvers: how a sample becomes an answer. The registry of names; benchmarks may add their own.
+
+A benchmark declares extra solvers in a `solvers` attribute mapping names to "module:Class"
+(e.g. `solvers = {"agentic": "needlepoint.benchmarks.mc_bench.agentic:AgenticSolver"}`); a solver
+class is built as `cls(benchmark, **settings)`. See docs/solvers.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+from needlepoint.benchmarks.base import Benchmark
+from needlepoint.errors import DataError
+from needlepoint.solvers.base import MAIN, SolveContext, Solver, ToolError
+
+__all__ = ["DEFAULT", "MAIN", "SolveContext", "Solver", "ToolError", "make_solver", "solver_names"]
+
+DEFAULT = "default"
+_REGISTRY = {DEFAULT: "needlepoint.solvers.default:DefaultSolver"}
+
+
+def solver_names(benchmark: Benchmark) -> list[str]:
+    """The solvers a benchmark can run: the shared ones, then its own."""
+    return [*_REGISTRY, *(n for n in getattr(benchmark, "solvers", {}) if n not in _REGISTRY)]
+
+
+def make_solver(name: str, benchmark: Benchmark, **settings: Any) -> Solver:
+    """The solver `name` for `benchmark` with `settings`; DataError (one sentence) for an unknown
+    name or a setting it does not take."""
+    target = {**_REGISTRY, **getattr(benchmark, "solvers", {})}.get(name)
+    if target is None:
+        raise DataError(f"unknown --solver {name!r} for {benchmark.name}; choose one of {', '.join(solver_names(benchmark))}")
+    module, attr = target.split(":")
+    cls = getattr(importlib.import_module(module), attr)
+    accepted = inspect.signature(cls).parameters
+    given = {k: v for k, v in settings.items() if v is not None}
+    wrong = [k for k in given if k not in accepted]
+    if wrong:
+        raise DataError(f"{', '.join(wrong)} does not apply to --solver {name}; drop it")
+    solver: Solver = cls(benchmark, **given)
+    return solver

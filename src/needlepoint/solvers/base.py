@@ -1,0 +1,153 @@
+"""What a solver is to the runner, and the context through which it reaches models and tools.
+
+A run is dataset + solver + scorer (inspect_ai's Task): the benchmark loads samples and scores
+records; a solver turns one sample into a parsed answer. The default solver is the benchmark's own
+path (prompt, ask, parse, one repair turn); others (the agentic and RAG baselines) may ask several
+models and call tools. Every call goes through the `SolveContext`, which writes it into the
+record as a turn, so resume, `--retry-failed`, the report and the run identity work alike for
+every solver.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, TypeVar
+
+from needlepoint import status
+from needlepoint.benchmarks.base import Benchmark, Parsed
+from needlepoint.conversation import Conversation, Generation, Model, Reply
+
+__all__ = ["MAIN", "SolveContext", "Solver", "ToolError", "reply_turn"]
+
+MAIN = "model"  # the role of the model named by --model
+T = TypeVar("T")
+
+
+class ToolError(Exception):
+    """A tool call that failed for a reason of the `status` vocabulary (a request failure kind);
+    recorded as the call's error, and the sample takes that kind as its status."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class Solver(Protocol):
+    """Turns one sample into a parsed answer through `ctx`; sync work only through `ctx`'s calls.
+
+    `name` is the registry name (`--solver`); `identity()` the settings that change answers (part
+    of the run identity, empty for the default solver so older runs keep their hash); `label(model)`
+    the model name a leaderboard shows (e.g. `gpt-4o + grounding-dino-base (agentic)`); `models()`
+    the models and tools it needs besides the main one, by role, so that the caller checks their
+    endpoints and closes them (each may have `check_endpoints()` / `aclose()`).
+    """
+
+    name: str
+
+    def identity(self) -> dict[str, Any]:
+        """The solver's settings that change answers; {} for the default solver."""
+        ...
+
+    def label(self, model: str) -> str:
+        """The name a leaderboard row gives the system made of `model` and this solver."""
+        ...
+
+    def models(self) -> Mapping[str, Any]:
+        """Models and tools besides the main model, by role (e.g. {"localizer": model})."""
+        ...
+
+    async def solve(self, sample: Any, ctx: SolveContext) -> Parsed:
+        """One sample's answer (or parse/request error). Raise DataError for an input fault."""
+        ...
+
+
+def reply_turn(reply: Reply, role: str, model: str) -> dict[str, Any]:
+    """A model call as a record keeps it."""
+    turn: dict[str, Any] = {
+        "role": role,
+        "model": model,
+        "reply": reply.text,
+        "finish_reason": reply.finish_reason,
+        "latency_s": round(reply.latency_s, 4),
+        "attempts": reply.attempts,
+        "usage": reply.usage,
+        "request_bytes": reply.request_bytes,
+        "error": reply.error,
+        "error_kind": reply.error_kind,
+        "endpoint": reply.endpoint,
+    }
+    if reply.reasoning is not None:
+        turn["reasoning"] = reply.reasoning
+    return turn
+
+
+class SolveContext:
+    """One sample's access to models and tools; every call lands in `turns` (the record's).
+
+    - `await ctx.complete(conversation, generation=None, role="model")` asks the model of `role`
+      and records a turn {role, model, reply, finish_reason, latency_s, attempts, usage,
+      request_bytes, error, error_kind, endpoint, reasoning?};
+    - `await ctx.tool(name, call, summary=None)` awaits `call()` (an embedder's or detector's
+      coroutine) and records a turn {role: "tool", tool, latency_s, error, error_kind, result};
+    - `ctx.note(**fields)` keeps solver facts (kept pieces, needle ranks) under record["solver"];
+    - `ctx.request(conversation)` records the first request's summary; `ctx.repaired()` marks a
+      repair turn.
+    """
+
+    def __init__(self, benchmark: Benchmark, sample: Any, models: Mapping[str, Model], base: Generation) -> None:
+        self.benchmark = benchmark
+        self.sample = sample
+        self.models = models
+        self.generation = benchmark.generation(sample, base)
+        self.turns: list[dict[str, Any]] = []
+        self.notes: dict[str, Any] = {}
+        self.request_summary: dict[str, Any] | None = None
+        self.repair_used = False
+
+    def model(self, role: str = MAIN) -> Model:
+        """The model serving `role`; KeyError names the roles there are."""
+        if role not in self.models:
+            raise KeyError(f"no model for role {role!r}; the run has {', '.join(self.models)}")
+        return self.models[role]
+
+    def request(self, conversation: Conversation) -> None:
+        """Record what the first request held (no image bytes)."""
+        if self.request_summary is None:
+            self.request_summary = conversation.summary()
+
+    def repaired(self) -> None:
+        """Mark that a repair turn was sent."""
+        self.repair_used = True
+
+    def note(self, **fields: Any) -> None:
+        """Keep JSON-ready solver facts in the record (under "solver")."""
+        self.notes.update(fields)
+
+    async def complete(self, conversation: Conversation, generation: Generation | None = None, role: str = MAIN) -> Reply:
+        """Ask the model of `role`; the reply (or its failure) is recorded as a turn."""
+        model = self.model(role)
+        reply = await model.complete(conversation, generation or self.generation)
+        self.turns.append(reply_turn(reply, role, model.name))
+        return reply
+
+    async def tool(self, name: str, call: Callable[[], Awaitable[T]], summary: Callable[[T], Any] | None = None) -> T:
+        """Await a tool call, recording its latency and result summary (`summary(result)`, JSON-ready)
+        or its failure: a ToolError (or any exception with a `kind` of status.REQUEST_FAILURES, as
+        the embedding client raises) is recorded with that kind and raised again."""
+        started = time.perf_counter()
+        turn: dict[str, Any] = {"role": "tool", "tool": name, "error": None, "error_kind": None}
+        try:
+            result = await call()
+        except Exception as exc:
+            kind = getattr(exc, "kind", None)
+            if kind in status.REQUEST_FAILURES:
+                turn.update(error=str(exc), error_kind=kind, latency_s=round(time.perf_counter() - started, 4))
+                self.turns.append(turn)
+                raise ToolError(str(kind), str(exc)) from exc
+            raise
+        turn["latency_s"] = round(time.perf_counter() - started, 4)
+        if summary is not None:
+            turn["result"] = summary(result)
+        self.turns.append(turn)
+        return result
