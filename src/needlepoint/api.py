@@ -193,7 +193,10 @@ def _check_solver_models(solver: Solver) -> None:
 
         async def go() -> None:
             for m in checks:
-                await m.check_endpoints()
+                try:
+                    await m.check_endpoints()
+                finally:
+                    await _close([m])  # its connections belong to this event loop; the run opens new ones
 
         asyncio.run(go())
 

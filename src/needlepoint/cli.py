@@ -2,7 +2,8 @@
 
 Exit codes (documented in the README): 0 every requested sample was answered; 3 some samples
 failed (the run folder is kept; `--retry-failed` or a plain rerun continues it); 2 bad input, in
-one sentence on stderr; 130 interrupted (Ctrl-C or SIGTERM), with how to resume.
+one sentence on stderr; 4 the run stopped because too many samples hit a fault in needlepoint
+itself (internal_error records keep their tracebacks); 130 interrupted (Ctrl-C or SIGTERM), with how to resume.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from typing import Any
 
 from needlepoint import __version__, build
 from needlepoint.benchmarks import NAMES
-from needlepoint.errors import DataError
+from needlepoint.errors import DataError, InternalFault
 from needlepoint.store import json_text
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_FAILED_SAMPLES = 3
+EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
 
 
@@ -85,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines on stderr")
     ev.add_argument("--no-report", action="store_true", help="skip the HTML report")
     ev.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
+    ev.add_argument("--solver", default="default",
+                    help="how a sample is answered: default (the benchmark's prompt, one model, one repair turn) or a solver "
+                         "the benchmark declares (docs/solvers.md)")
+    ev.add_argument("--solver-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting of the solver (VALUE read as JSON when it parses, else as text); repeat for several")
     _bench_options(ev)
 
     sc = sub.add_parser("score", help="score saved predictions (authors' formats or a run folder) without a model")
@@ -131,6 +138,20 @@ def _generation(ns: argparse.Namespace) -> dict[str, Any]:
             print(f"needlepoint: warning: --extra-body key(s) {', '.join(unknown)} are known to neither the OpenAI chat API "
                   "nor vLLM, which ignores unknown keys silently; check the spelling", file=sys.stderr)  # fmt: skip
     return {k: v for k, v in gen.items() if v is not None}
+
+
+def _solver_options(items: list[str]) -> dict[str, Any]:
+    """`--solver-option KEY=VALUE` settings as keywords of the solver (VALUE as JSON when it parses)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise DataError(f"--solver-option {item!r} is not KEY=VALUE; write e.g. --solver-option threshold=0.05")
+        try:
+            out[key.strip().replace("-", "_")] = json.loads(value, parse_constant=_no_constant)
+        except ValueError:
+            out[key.strip().replace("-", "_")] = value
+    return out
 
 
 def _no_constant(name: str) -> Any:
@@ -180,6 +201,8 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         neutral_sampling=ns.neutral_sampling,
         show_progress=not ns.no_progress and not ns.json,
         report=not ns.no_report,
+        solver=ns.solver,
+        solver_options=_solver_options(ns.solver_option),
     )
     result = evaluate(config)
     _print_metrics(result.benchmark, result.metrics, ns.json)
@@ -245,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as exc:
         print(f"needlepoint: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except InternalFault as exc:
+        print(f"needlepoint: internal error: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL
     except KeyboardInterrupt:
         print("\nneedlepoint: interrupted; finished samples are saved, rerun the same command to resume", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -62,7 +62,12 @@ def summary_lines(records: Sequence[dict[str, Any]]) -> list[str]:
         retryable = sum(n for k, n in by_kind.items() if k in status.RETRYABLE)
         if retryable:
             lines.append(f"rerun with --retry-failed to request the {retryable} transient failure(s) again")
-        lasting = [k for k in by_kind if k not in status.RETRYABLE]
+        if by_kind.get(status.INTERNAL_ERROR):
+            lines.append(
+                f"{by_kind[status.INTERNAL_ERROR]} internal_error(s): a fault in needlepoint itself, not in the model or the data; "
+                "the tracebacks are in records.jsonl (please report them); --retry-failed does not request these again"
+            )
+        lasting = [k for k in by_kind if k not in status.RETRYABLE and k != status.INTERNAL_ERROR]
         if lasting:
             lines.append(f"{', '.join(lasting)}: the server refuses these samples as they are; --retry-failed does not request them again")
     too_long = [r for r in records if r.get("status") == status.CONTEXT_TOO_LONG]

@@ -136,8 +136,10 @@ def replies_text(record: dict[str, Any]) -> str:
         t.get("reply") or (f"[{scrub(str(t['error']))}]" if t.get("error") else "[no content, only reasoning]" if t.get("reasoning") else "")
         for t in turns
     ]
-    if record.get("status") == "input_error":
+    if record.get("status") == status.INPUT_ERROR:
         texts.append(f"[not sent: {record.get('error')}]")
+    elif record.get("status") == status.INTERNAL_ERROR:
+        texts.append(f"[internal error: {record.get('error')}]")
     return "\n--- repair turn ---\n".join(texts)
 
 

@@ -69,8 +69,10 @@ class Run:
 
     @property
     def model(self) -> str:
-        """The model name as the run was asked for it ("?" when the header has none)."""
-        return str(self.config.get("model") or self.identity.get("model") or "?")
+        """The model name as a leaderboard shows it: the solver's label of the run (e.g.
+        `gpt-4o + grounding-dino-base (agentic)`), else the model as the run was asked for it
+        ("?" when the header has none)."""
+        return str(self.header.get("model_label") or self.config.get("model") or self.identity.get("model") or "?")
 
     @property
     def label(self) -> str:
