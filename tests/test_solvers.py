@@ -166,7 +166,7 @@ def test_default_solver_named_resumes_a_run_started_without_it(serve: Any, ref_r
     second = evaluate(_config(folder, [server.url], out, solver="default"))
     assert second.run_dir == out and len(server.log) == asked + 6  # only the six not yet answered
     header = RunStore.read_header(out)
-    assert header is not None and "solver" not in header["identity"] and header["model_label"] == "sim-model"
+    assert header is not None and "solver" not in header["identity"] and "model_label" not in header  # the leaderboard shows config.model
     rec = read_records(out / "records.jsonl")[samples[0].id]
     assert [(t["role"], t["model"]) for t in rec["turns"]] == [("model", "sim-model")]
     assert rec["scores"] == {"iou": pytest.approx(1.0), "hit": True} and "iou" not in rec
@@ -278,10 +278,11 @@ class CountingServer(RecordingServer):
             self.active -= 1
 
 
-def test_the_model_layer_bounds_requests_in_flight() -> None:
-    server = CountingServer(delay_s=0.05, models=("m",)).start()
+@pytest.mark.parametrize("n_servers", [1, 2])
+def test_the_model_layer_bounds_requests_in_flight_per_endpoint(n_servers: int) -> None:
+    servers = [CountingServer(delay_s=0.05, models=("m",)).start() for _ in range(n_servers)]
     try:
-        model = OpenAICompatModel("m", [server.url], None, max_in_flight=3)
+        model = OpenAICompatModel("m", [s.url for s in servers], None, max_in_flight=3)
 
         async def go() -> None:
             try:
@@ -293,8 +294,10 @@ def test_the_model_layer_bounds_requests_in_flight() -> None:
 
         asyncio.run(go())
     finally:
-        server.stop()
-    assert len(server.requests) == 12 and server.most == 3
+        for s in servers:
+            s.stop()
+    assert sum(len(s.requests) for s in servers) == 12
+    assert [s.most for s in servers] == [3] * n_servers
 
 
 def test_replay_of_a_run_redrives_it_to_the_same_metrics(serve: Any, ref_release: Any, tmp_path: Path) -> None:

@@ -92,12 +92,16 @@ def check_endpoints(config: RunConfig) -> None:
     asyncio.run(go())
 
 
-def _resolve_run_dir(config: RunConfig, run_hash: str) -> Path:
+def _resolve_run_dir(config: RunConfig, run_hash: str, label: str | None = None) -> Path:
+    """The run folder: `--out`, else the newest of runs/<benchmark>/<label> whose identity matches
+    (or an unfinished one, which RunStore.open then refuses), else a new one. `label` is the
+    solver's name of the system (the model itself for the default solver)."""
+    label = label or config.model
     if config.out is not None:
         if config.fresh and RunStore.read_header(config.out) is not None:
             raise DataError(f"{config.out} already holds a run; to start over, name a new folder with --out")
         return config.out
-    parent = RUNS_ROOT / config.benchmark / model_slug(config.model)
+    parent = RUNS_ROOT / config.benchmark / model_slug(label)
     if not config.fresh and parent.is_dir():
         for previous in sorted((p for p in parent.iterdir() if p.is_dir()), reverse=True):
             header = RunStore.read_header(previous)
@@ -108,7 +112,7 @@ def _resolve_run_dir(config: RunConfig, run_hash: str) -> Path:
             if header.get("status") != "complete":
                 return previous  # RunStore.open refuses it and says how to start fresh
             break
-    return default_run_dir(RUNS_ROOT, config.benchmark, config.model)
+    return default_run_dir(RUNS_ROOT, config.benchmark, label)
 
 
 def evaluate(config: RunConfig | None = None, /, model: Model | None = None, **settings: Any) -> RunResult:
@@ -144,7 +148,7 @@ def evaluate(config: RunConfig | None = None, /, model: Model | None = None, **s
     generation = _generation(bench, config.generation, config.neutral_sampling)
     ident = identity(config, bench.identity(), generation, dataset_fingerprint(samples), solver.identity())
     run_hash = hash_identity(ident)
-    run_dir = _resolve_run_dir(config, run_hash)
+    run_dir = _resolve_run_dir(config, run_hash, solver.label(config.model))
     requested = samples[: config.limit] if config.limit else samples
     if pending(requested, read_records(run_dir / RECORDS), config.retry_failed):
         if model is None:
@@ -154,11 +158,12 @@ def evaluate(config: RunConfig | None = None, /, model: Model | None = None, **s
         "needlepoint": __version__,
         "hash": run_hash,
         "identity": ident,
-        "model_label": solver.label(config.model),
         "config": config.public(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "status": "running",
     }
+    if solver.label(config.model) != config.model:  # the leaderboard's name of a system of several parts
+        header["model_label"] = solver.label(config.model)
     advice = "choose another --out folder, or drop --out and pass --fresh" if config.out else "pass --fresh for a new run folder"
     created = RunStore.read_header(run_dir) is None
     existed = run_dir.exists()

@@ -1,7 +1,7 @@
 """The client for OpenAI-compatible chat endpoints (vLLM, SGLang, LMDeploy, hosted APIs).
 
-This module owns the one concurrency gate (`max_in_flight`: requests in flight from one client,
-whatever solver or how many samples send them) and the one retry policy: exponential
+This module owns the one concurrency gate (`max_in_flight`: requests posted to one endpoint at
+once, whatever solver or how many samples send them) and the one retry policy: exponential
 backoff with full jitter on connection errors, timeouts, 429 and 5xx (Retry-After honoured up to a
 cap, `max_wait_s`), no retry on other 4xx, which are classified into the kinds of `status`.
 Requests spread over several endpoints: each goes to the healthy one with the fewest requests in
@@ -227,6 +227,7 @@ class _Endpoint:
     failures: int = 0  # consecutive transient failures
     down_until: float = 0.0  # out of rotation until this clock time
     sent: int = 0  # attempts posted, for tests and the record
+    gate: asyncio.Semaphore | None = None  # bounds the requests posted to it at once (max_in_flight)
 
 
 class OpenAICompatModel:
@@ -259,8 +260,10 @@ class OpenAICompatModel:
         self._session: aiohttp.ClientSession | None = None
         self._waits: dict[int, tuple[float, str]] = {}
         self._wait_ids = itertools.count()
-        self.max_in_flight = max_in_flight  # None: unbounded (the caller bounds what it sends)
-        self._gate: asyncio.Semaphore | None = None
+        self.max_in_flight = max_in_flight  # per endpoint; None: unbounded (the caller bounds what it sends)
+        if max_in_flight is not None:
+            for ep in self.endpoints:
+                ep.gate = asyncio.Semaphore(max_in_flight)
 
     def scrub(self, text: str) -> str:
         """`text` without the API key or URL credentials (for every message this client builds)."""
@@ -373,18 +376,11 @@ class OpenAICompatModel:
     async def complete(self, conversation: Conversation, generation: Generation) -> Reply:
         """Send one conversation, retrying as the policy says; errors come back in Reply.error
         (scrubbed of credentials) with their `status` kind in Reply.error_kind. At most
-        `max_in_flight` requests (with their retries) are under way at once; the others wait.
+        `max_in_flight` requests are posted to one endpoint at once; the others wait for a slot
+        (a request waiting out a backoff holds none).
 
         Image problems and requests over the byte budget raise DataError: input faults, not sent.
         """
-        if self.max_in_flight is None:
-            return await self._complete(conversation, generation)
-        if self._gate is None:
-            self._gate = asyncio.Semaphore(self.max_in_flight)
-        async with self._gate:
-            return await self._complete(conversation, generation)
-
-    async def _complete(self, conversation: Conversation, generation: Generation) -> Reply:
         body = request_body(self.name, conversation, generation, await self._encode_images(conversation))
         if self.max_request_bytes is not None and len(body) > self.max_request_bytes:
             raise DataError(
@@ -410,7 +406,11 @@ class OpenAICompatModel:
             ep.in_flight += 1
             ep.sent += 1
             try:
-                reply = await self._post(session, ep.url, body, generation.timeout_s)
+                if ep.gate is None:
+                    reply = await self._post(session, ep.url, body, generation.timeout_s)
+                else:
+                    async with ep.gate:
+                        reply = await self._post(session, ep.url, body, generation.timeout_s)
             except _Final as exc:
                 ep.failures = 0  # the server answered: it is alive
                 return failure(str(exc), exc.kind, attempt + 1)

@@ -70,7 +70,8 @@ class ReplayModel:
         header = RunStore.read_header(run_dir)
         if header is None:
             raise DataError(f"{run_dir} holds no run (no run.json); name a run folder written by `needlepoint eval`")
-        config = header.get("config") if isinstance(header.get("config"), dict) else {}
+        config = header.get("config")
+        config = config if isinstance(config, dict) else {}
         return cls(read_records(run_dir / RECORDS).values(), str(config.get("model") or "replay"), role)
 
     async def complete(self, conversation: Conversation, generation: Generation) -> Reply:
