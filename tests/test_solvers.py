@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import RecordingServer, prompt_key
+from test_report import blob
 
 from needlepoint import status
 from needlepoint.api import evaluate
@@ -316,7 +317,8 @@ def test_replay_of_a_run_redrives_it_to_the_same_metrics(serve: Any, ref_release
     assert 0 < first.metrics["acc@0.5"] < 1
 
     replay = ReplayModel.from_run(tmp_path / "a")
-    again = evaluate(_config(folder, [], tmp_path / "b"), model=replay)
+    again = evaluate(benchmark="ref_adv_s", data=folder, model=replay, options={"box_format": "abs_xyxy"},
+                     out=tmp_path / "b", show_progress=False, report=False)  # fmt: skip
     assert len(server.log) == asked  # nothing was sent
     assert again.metrics == first.metrics
     a, b = read_records(tmp_path / "a" / "records.jsonl"), read_records(tmp_path / "b" / "records.jsonl")
@@ -338,3 +340,37 @@ def test_replay_without_a_recorded_reply_is_a_request_failure() -> None:
     assert reply.error_kind == status.REQUEST_REJECTED and "no reply" in (reply.error or "")
     with pytest.raises(DataError, match="holds no run"):
         ReplayModel.from_run(Path("/nonexistent"))
+
+
+def test_a_run_folder_with_records_of_the_old_layout_resumes_scores_and_reports(
+    serve: Any, ref_release: Any, tmp_path: Path
+) -> None:
+    folder, rows = ref_release
+    samples = RefAdv(box_format="abs_xyxy").load(folder)
+    keys = [prompt_key(s) for s in samples]
+    script: dict[str, list[Any]] = {k: [_good(r)] for k, r in zip(keys, rows)}
+    script[keys[0]] = [_good(rows[1])]  # a wrong box
+    server = serve(script=script, default=None)
+    out = tmp_path / "run"
+    first = evaluate(_config(folder, [server.url], out, limit=8))
+    # Rewrite the records as needlepoint wrote them before solvers: judge fields at the top level,
+    # turns without role or model.
+    path = out / "records.jsonl"
+    old = []
+    for rec in read_records(path).values():
+        flat = {k: v for k, v in rec.items() if k != "scores"} | rec["scores"]
+        flat["turns"] = [{k: v for k, v in t.items() if k not in ("role", "model")} for t in rec["turns"]]
+        old.append(json.dumps(flat))
+    path.write_text("\n".join(old) + "\n")
+    asked = len(server.log)
+    resumed = evaluate(_config(folder, [server.url], out, report=True))
+    assert len(server.log) == asked + 4 and resumed.run_dir == out
+    assert resumed.metrics["hits@0.5"] == 11 and resumed.metrics["n"] == 12
+    assert first.metrics["hits@0.5"] == 7
+    data = blob(out / "report" / "index.html")
+    items = {it["id"]: it for it in data["items"]}
+    assert set(items) == {s.id for s in samples}
+    assert items[samples[0].id]["c"] is False and all(items[s.id]["c"] is True for s in samples[1:])
+    mixed = read_records(path)
+    assert "scores" not in mixed[samples[0].id] and mixed[samples[0].id]["hit"] is False
+    assert mixed[samples[11].id]["scores"]["hit"] is True

@@ -115,27 +115,33 @@ def _resolve_run_dir(config: RunConfig, run_hash: str, label: str | None = None)
     return default_run_dir(RUNS_ROOT, config.benchmark, label)
 
 
-def evaluate(config: RunConfig | None = None, /, model: Model | None = None, **settings: Any) -> RunResult:
+def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     """Evaluate a served model on a benchmark; resumes a matching unfinished run.
 
     Pass a RunConfig, or its fields as keywords, e.g.
     `evaluate(benchmark="ref_adv_s", data=Path("~/data/ref-adv-s"), model="Qwen/Qwen2.5-VL-7B-Instruct",
     api_urls=["http://localhost:8000/v1"], options={"box_format": "abs_xyxy"})`.
 
-    `model`: a model object to answer instead of a client of `api_urls` (anything with `name` and
-    `async complete(conversation, generation) -> Reply`, e.g. models.replay.ReplayModel or an
-    in-process model); the caller owns it (it is neither checked nor closed), and it bounds its own
-    requests in flight. The run's model name is then `model.name` unless `model=` is set in the config.
+    `model` may also be a model object that answers instead of a client of `api_urls` (anything
+    with `name` and `async complete(conversation, generation) -> Reply`: models.replay.ReplayModel,
+    an in-process model), with or without a RunConfig: `evaluate(config, model=obj)`. The caller
+    owns it (it is neither checked nor closed) and it bounds its own requests in flight; the run's
+    model name is `model.name` unless the RunConfig names one.
     """
     from needlepoint.runner import pending
     from needlepoint.solvers import make_solver
 
+    model: Model | None = None
+    if settings.get("model") is not None and not isinstance(settings["model"], str):
+        model = settings.pop("model")
+    if config is not None and settings:
+        raise TypeError(f"evaluate() takes a RunConfig or its fields, not both ({', '.join(settings)})")
     if config is None:
         settings["data"] = Path(settings["data"]).expanduser()
         if isinstance(settings.get("api_urls"), str):
             settings["api_urls"] = [settings["api_urls"]]
         if model is not None:
-            settings.setdefault("model", model.name)
+            settings["model"] = model.name
             settings.setdefault("api_urls", [])
         config = RunConfig(**settings)
     if not config.api_urls and model is None:
