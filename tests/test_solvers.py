@@ -16,7 +16,7 @@ from test_report import blob
 
 from needlepoint import status
 from needlepoint.api import evaluate
-from needlepoint.benchmarks.base import Parsed
+from needlepoint.benchmarks.base import Parsed, replies_text
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.cli import EXIT_INTERNAL, main
 from needlepoint.config import RunConfig, hash_identity, identity
@@ -211,6 +211,9 @@ def test_two_models_and_a_tool_every_call_recorded_and_retried(
         ("model", "sim-model", None), ("tool", None, "length"), ("localizer", "org/m", None)]  # fmt: skip
     assert rec["turns"][0]["reply"] == text and rec["turns"][1]["result"] == {"chars": len(text)}
     assert rec["solver"] == {"reasoner_chars": len(text)} and rec["scores"]["hit"] is True
+    shown = replies_text(rec)
+    assert shown.split("\n---\n") == [
+        f"[model: sim-model] {text}", "[tool: length] " + json.dumps({"chars": len(text)}), "[localizer: org/m] " + rec["turns"][2]["reply"]]  # fmt: skip
     header = RunStore.read_header(out)
     assert header is not None
     assert header["identity"]["solver"] == "two" and header["identity"]["solver.localizer"] == "org/m"

@@ -6,6 +6,7 @@ concurrency or the files of a run.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,11 +137,27 @@ def replies_text(record: dict[str, Any]) -> str:
         t.get("reply") or (f"[{scrub(str(t['error']))}]" if t.get("error") else "[no content, only reasoning]" if t.get("reasoning") else "")
         for t in turns
     ]
+    if any(t.get("role", "model") != "model" for t in turns):  # a solver of several models or tools: each call named
+        texts = [_call_head(t) + (text or _tool_result(t)) for t, text in zip(turns, texts)]
+        sep = "\n---\n"
+    else:
+        sep = "\n--- repair turn ---\n"
     if record.get("status") == status.INPUT_ERROR:
         texts.append(f"[not sent: {record.get('error')}]")
     elif record.get("status") == status.INTERNAL_ERROR:
         texts.append(f"[internal error: {record.get('error')}]")
-    return "\n--- repair turn ---\n".join(texts)
+    return sep.join(texts)
+
+
+def _call_head(turn: dict[str, Any]) -> str:
+    """`[role: model]` or `[tool: name]`, the head of one call in a report."""
+    role = str(turn.get("role", "model"))
+    return f"[tool: {turn.get('tool')}] " if role == "tool" else f"[{role}: {turn.get('model')}] "
+
+
+def _tool_result(turn: dict[str, Any]) -> str:
+    text = json.dumps(turn.get("result"), ensure_ascii=False, default=str) if "result" in turn else ""
+    return text if len(text) <= 500 else text[:497] + "..."
 
 
 class Benchmark(Protocol):
