@@ -25,5 +25,11 @@ INTERNAL_ERROR_LIMIT = 20
 INTERNAL_ERROR_SHARE = 0.05
 INTERNAL_ERROR_MIN = 5
 
-# Parse errors shared by every benchmark (benchmarks add their own, e.g. "no_json").
+# Parse errors: what stands in for an answer a reply did not give (record["parse_error"]).
 NO_CONTENT = "no_content"  # the reply had no content (a reasoning model's thinking ran out of tokens)
+EMPTY_RESPONSE = "empty_response"  # the reply's text was empty
+NO_BBOX_FOUND = "no_bbox_found"  # Ref-Adv-s: no box in the reply
+NO_JSON_FOUND = "no_json_found"  # MC-Bench: no JSON in the reply
+BAD_SCHEMA = "bad_schema"  # MC-Bench: JSON, but not the asked-for shape
+IMAGE_NOT_GIVEN = "image_not_given"  # MC-Bench: a box without the image it belongs to
+PARSE_ERRORS = (NO_CONTENT, EMPTY_RESPONSE, NO_BBOX_FOUND, NO_JSON_FOUND, BAD_SCHEMA, IMAGE_NOT_GIVEN)

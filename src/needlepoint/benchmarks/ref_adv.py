@@ -131,14 +131,14 @@ def parse_boxes(text: str, box_format: BoxFormat, width: float, height: float, s
     """A reply into absolute xyxy boxes, or `empty_response` / `no_bbox_found`; `seen` is the
     size the image was sent at when it was downscaled."""
     if not text or not text.strip():
-        return Parsed(error="empty_response")
+        return Parsed(error=status.EMPTY_RESPONSE)
     try:
         value = find_json(text)
     except LookupError:
-        return Parsed(error="no_bbox_found")
+        return Parsed(error=status.NO_BBOX_FOUND)
     raw = collect_boxes(value)
     if not raw:
-        return Parsed(error="no_bbox_found")
+        return Parsed(error=status.NO_BBOX_FOUND)
     return Parsed(answer=[list(b) for b in dedupe([to_absolute(b, box_format, width, height, seen) for b in raw])])
 
 

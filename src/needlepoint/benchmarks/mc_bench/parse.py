@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from needlepoint import status
 from needlepoint.benchmarks.base import Parsed
 from needlepoint.geometry import AbsFrame, BoxFormat, model_frame, to_absolute
 from needlepoint.jsonfind import find_json
@@ -138,14 +139,14 @@ def parse_answer(text: str, geometry: PairGeometry, box_format: BoxFormat, merge
     image's absolute pixels, or a parse error (`empty_response`, `no_json_found`, `bad_schema`,
     `image_not_given`)."""
     if not text or not text.strip():
-        return Parsed(error="empty_response")
+        return Parsed(error=status.EMPTY_RESPONSE)
     try:
         value = find_json(text)
     except LookupError:
-        return Parsed(error="no_json_found")
+        return Parsed(error=status.NO_JSON_FOUND)
     items = _collect(value)
     if items is None:
-        return Parsed(error="bad_schema")
+        return Parsed(error=status.BAD_SCHEMA)
     out = []
     for image, group, raw, score in items:
         if merged:
@@ -157,7 +158,7 @@ def parse_answer(text: str, geometry: PairGeometry, box_format: BoxFormat, merge
             box = [min(max(x1 - dx, 0.0), w), min(y1, h), min(max(x2 - dx, 0.0), w), min(y2, h)]
         else:
             if image is None:
-                return Parsed(error="image_not_given")
+                return Parsed(error=status.IMAGE_NOT_GIVEN)
             w, h = geometry.sizes[image]
             box = list(to_absolute(raw, box_format, w, h, geometry.seen((w, h))))
         out.append({"image": image, "group": group, "bbox": box, "score": score})
