@@ -218,6 +218,7 @@ def test_two_models_and_a_tool_every_call_recorded_and_retried(
     assert header is not None
     assert header["identity"]["solver"] == "two" and header["identity"]["solver.localizer"] == "org/m"
     assert "solver.localizer_url" not in header["identity"]  # where a model is served does not change answers
+    assert header["config"]["solver_options"] == {"localizer_url": localizer.url}
     assert header["model_label"] == "sim-model + org/m (two)"
     board = tmp_path / "board"
     assert main(["report", str(out), "--out", str(board)]) == 0
@@ -336,6 +337,15 @@ def test_replay_of_a_run_redrives_it_to_the_same_metrics(serve: Any, ref_release
     legacy = [{**{k: v for k, v in a[s.id].items() if k != "scores"}, **a[s.id]["scores"]} for s in loaded]
     assert bench.score(loaded, legacy) == bench.score(loaded, [a[s.id] for s in loaded])
     assert scores(legacy[0]) == a[loaded[0].id]["scores"]
+
+
+def test_solver_settings_in_run_json_carry_no_credentials() -> None:
+    config = RunConfig(benchmark="mc_bench", data=Path("/d"), model="m", api_urls=[], solver="agentic",
+                       solver_options={"localizer_url": "http://user:pw@host:8000/v1?api_key=abc", "localizer_api_key": "sk-1",
+                                       "threshold": 0.05})  # fmt: skip
+    public = config.public()["solver_options"]
+    assert public == {"localizer_url": "http://host:8000/v1?[redacted]", "threshold": 0.05}
+    assert "sk-1" not in json.dumps(config.public()) and "pw" not in json.dumps(config.public())
 
 
 def test_replay_without_a_recorded_reply_is_a_request_failure() -> None:

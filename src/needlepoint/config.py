@@ -99,8 +99,22 @@ class RunConfig:
             "max_wait_s": self.max_wait_s,
             "neutral_sampling": self.neutral_sampling,
             "solver": self.solver,
-            "solver_options": self.solver_options,
+            "solver_options": public_solver_options(self.solver_options),
         }
+
+
+_SECRET_WORDS = ("key", "token", "secret", "password")
+
+
+def public_solver_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Solver settings as written to run.json: credentials left out (a setting named like a key,
+    token, secret or password), URLs without user info or query values."""
+    out: dict[str, Any] = {}
+    for name, value in options.items():
+        if any(word in name.lower() for word in _SECRET_WORDS):
+            continue
+        out[name] = redact_url(value) if isinstance(value, str) and "://" in value else value
+    return out
 
 
 def identity(
