@@ -21,6 +21,7 @@ from needlepoint.config import (
 )
 from needlepoint.conversation import Generation
 from needlepoint.errors import DataError
+from needlepoint.shard import parse_shard, sample_cost, select
 from needlepoint.store import METRICS, RunStore, write_json
 
 RUNS_ROOT = Path("runs")
@@ -52,6 +53,8 @@ def _resolve_run_dir(config: RunConfig, run_hash: str) -> Path:
             raise DataError(f"{config.out} already holds a run; to start over, name a new folder with --out")
         return config.out
     parent = RUNS_ROOT / config.benchmark / model_slug(config.model)
+    if config.shard:  # shards of one array may start in the same second: a folder per shard
+        return _shard_run_dir(config, parent, run_hash)
     if not config.fresh and parent.is_dir():
         for previous in sorted((p for p in parent.iterdir() if p.is_dir()), reverse=True):
             header = RunStore.read_header(previous)
@@ -63,6 +66,18 @@ def _resolve_run_dir(config: RunConfig, run_hash: str) -> Path:
                 return previous  # RunStore.open refuses it and says how to start fresh
             break
     return default_run_dir(RUNS_ROOT, config.benchmark, config.model)
+
+
+def _shard_run_dir(config: RunConfig, parent: Path, run_hash: str) -> Path:
+    """The newest folder of this very shard run to resume, or a new `<timestamp>-shard-I-of-N`."""
+    suffix = "-shard-" + str(config.shard).replace("/", "-of-")
+    if not config.fresh and parent.is_dir():
+        for previous in sorted((p for p in parent.iterdir() if p.is_dir() and p.name.endswith(suffix)), reverse=True):
+            header = RunStore.read_header(previous)
+            if header is not None and header.get("hash") == run_hash:
+                return previous
+    new = default_run_dir(RUNS_ROOT, config.benchmark, config.model)
+    return new.with_name(new.name + suffix)
 
 
 def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
@@ -85,9 +100,12 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")
     generation = _generation(bench, config.generation)
     ident = identity(config, bench.identity(), generation, dataset_fingerprint(samples))
-    run_hash = hash_identity(ident)
     if config.limit:
         samples = samples[: config.limit]
+    if config.shard:
+        samples = select(samples, parse_shard(config.shard), sample_cost(bench))
+        ident["shard"] = config.shard  # the unsharded identity plus I/N (merge checks the rest)
+    run_hash = hash_identity(ident)
     run_dir = _resolve_run_dir(config, run_hash)
     header = {
         "needlepoint": __version__,

@@ -44,6 +44,7 @@ class RunConfig:
     max_request_bytes: int | None = None
     show_progress: bool = True
     report: bool = True
+    shard: str | None = None  # "I/N": answer only shard I of N (see shard.py)
 
     def __post_init__(self) -> None:
         """Check the numbers and URLs a user typed, each in one sentence."""
@@ -59,7 +60,14 @@ class RunConfig:
         for ok, message in checks:
             if not ok:
                 raise DataError(message)
+        if self.shard is not None:
+            from needlepoint.shard import parse_shard
+
+            self.shard = str(parse_shard(self.shard))
         for url in self.api_urls:
+            from needlepoint.endpoints import split_weight
+
+            url = split_weight(url)[0]
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise DataError(f"--api-url {redact_url(url)} is not an http(s) URL; use e.g. http://localhost:8000/v1")
@@ -78,6 +86,7 @@ class RunConfig:
             "max_retries": self.max_retries,
             "reencode_images": self.reencode_images,
             "max_request_bytes": self.max_request_bytes,
+            **({"shard": self.shard} if self.shard else {}),
         }
 
 
@@ -88,7 +97,8 @@ def redact_url(url: str) -> str:
     except ValueError:
         return "[unparseable URL]"
     netloc = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit((parts.scheme, netloc, parts.path, "[redacted]" if parts.query else "", ""))
+    weight = f"#{parts.fragment}" if re.fullmatch(r"[0-9.]+", parts.fragment) else ""  # URL#weight (endpoints.py)
+    return urlunsplit((parts.scheme, netloc, parts.path, "[redacted]" if parts.query else "", "")) + weight
 
 
 def identity(config: RunConfig, bench_identity: dict[str, Any], generation: Generation, fingerprint: str) -> dict[str, Any]:
