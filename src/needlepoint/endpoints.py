@@ -7,6 +7,7 @@ fewest requests in flight per unit of weight. No weight means 1.
 from __future__ import annotations
 
 import math
+
 from needlepoint.errors import DataError
 
 
