@@ -1,10 +1,14 @@
 """Serve needlepoint's simulated OpenAI-compatible model in its own process, for benchmarks.
 
-    python benchmarks/serve_simulated.py [--delay-ms 100] [--port 0] [--reply TEXT] [--stats FILE]
+    python benchmarks/serve_simulated.py [--delay-ms 100] [--port 0] [--reply TEXT] [--script FILE] [--stats FILE]
 
 Prints the base URL (e.g. http://127.0.0.1:41234/v1) as the first line on stdout, then serves
 until killed (SIGTERM or Ctrl-C). Every request gets the same reply after --delay-ms; the default
 reply is a box in the JSON schema the Ref-Adv-s prompt asks for, so no repair turn is triggered.
+
+With --script FILE (a JSON object: request key -> answers per turn, see SimulatedServer), requests
+are answered from the script as in the demo, and a request the script does not know gets a 404.
+It stands in for a vLLM server in the Slurm test (tests/test_slurm.py).
 
 With --stats FILE, SIGUSR1 writes {"requests": n, "first": t0, "last": t1} to FILE (atomically):
 the number of chat requests received since the previous SIGUSR1 and the arrival times (time.time(),
@@ -32,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay-ms", type=float, default=0.0, help="answer each request after this many ms (default 0)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
     parser.add_argument("--reply", default=DEFAULT_REPLY, help="the reply text for every request")
+    parser.add_argument("--script", help="JSON file of scripted answers (request key -> list of answers per turn)")
     parser.add_argument("--stats", help="file that SIGUSR1 writes the request count and arrival times to")
     ns = parser.parse_args(argv)
 
@@ -39,7 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
 
-    server = SimulatedServer(default=ns.reply, delay_s=ns.delay_ms / 1000.0, port=ns.port)
+    if ns.script:
+        with open(ns.script, encoding="utf-8") as fh:
+            script = json.load(fh)
+        server = SimulatedServer(script=script, default=None, delay_s=ns.delay_ms / 1000.0, port=ns.port)
+    else:
+        server = SimulatedServer(default=ns.reply, delay_s=ns.delay_ms / 1000.0, port=ns.port)
     log = _ArrivalLog()
     server.log = log  # counts and times requests instead of keeping them all
     if ns.stats:

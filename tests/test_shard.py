@@ -10,17 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, small_niah
 
 from needlepoint.api import evaluate
 from needlepoint.benchmarks import make
-from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.cli import main
 from needlepoint.config import RunConfig
 from needlepoint.demo import BUILDERS
 from needlepoint.errors import DataError
 from needlepoint.merge import merge
-from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer, script_key
+from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 from needlepoint.shard import Shard, assign, parse_shard, select
 from needlepoint.store import read_records
 
@@ -33,17 +32,6 @@ def _untimed(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _small_niah(folder: Path) -> tuple[Path, dict[str, Any], dict[str, list[Any]]]:
-    """The MM-NIAH demo set at 6 documents per task (the full demo set is slow on two cores)."""
-    from needlepoint.demo.mm_niah import simulated_answer, write_release
-
-    write_release(folder, per_task=6)
-    bench = MmNiah(split="val")
-    rng = random.Random(5)
-    script = {script_key(bench.prompt(s)): [simulated_answer(s.task, s.answer, s.context_length, rng)] for s in bench.load(folder)}
-    return folder, {"split": "val"}, script
-
-
 @pytest.fixture(scope="module")
 def demo_sets(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """All three demo sets on disk and one simulated server answering all of them."""
@@ -51,7 +39,7 @@ def demo_sets(tmp_path_factory: pytest.TempPathFactory) -> Any:
     plans: dict[str, tuple[Path, dict[str, Any]]] = {}
     script: dict[str, list[Any]] = {}
     for name, module in BUILDERS.items():
-        builder = _small_niah if name == "mm_niah" else importlib.import_module(module).build
+        builder = small_niah if name == "mm_niah" else importlib.import_module(module).build
         data, options, answers = builder(root / name)
         plans[name] = (data, options)
         script.update(answers)
