@@ -114,6 +114,8 @@ def test_merged_shards_equal_the_unsharded_run(demo_sets: Any, tmp_path: Path, n
     assert header["hash"] == unsharded["hash"] and header["identity"] == unsharded["identity"]
     assert header["status"] == "complete"
     assert sorted(m["shard"] for m in header["merged_from"]) == ["1/3", "2/3", "3/3"]
+    assert header["endpoints"] == unsharded["endpoints"]  # requests per endpoint, summed over the shards
+    assert unsharded["endpoints"][0]["requests"] >= len(b)
     report = (tmp_path / "merged" / "report" / "index.html").read_text()
     assert all(f'id="{r["id"]}"' in report or r["id"] in report for r in b)
 

@@ -20,6 +20,7 @@ from needlepoint.config import (
     model_slug,
 )
 from needlepoint.conversation import Generation
+from needlepoint.endpoints import add_stats
 from needlepoint.errors import DataError
 from needlepoint.shard import parse_shard, sample_cost, select
 from needlepoint.store import METRICS, RunStore, write_json
@@ -150,7 +151,8 @@ def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Ge
     records = asyncio.run(go())
     result = finish(bench, samples, records, store.dir, config.model)
     complete = len(records) == len(samples) and not result.failed
-    store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    endpoints = add_stats((RunStore.read_header(store.dir) or {}).get("endpoints"), model.endpoint_stats())
+    store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), endpoints=endpoints)
     if config.report:
         answered = [s for s in samples if s.id in records]
         result.exports.extend(write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics))

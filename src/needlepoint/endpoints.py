@@ -7,6 +7,7 @@ fewest requests in flight per unit of weight. No weight means 1.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from needlepoint.errors import DataError
 
@@ -23,3 +24,16 @@ def split_weight(url: str) -> tuple[str, float]:
     if not math.isfinite(weight) or weight <= 0:
         raise DataError(f"--api-url weight #{tail} is not a positive number; write the weight after #, e.g. http://node2:8000/v1#2")
     return base, weight
+
+
+def add_stats(*lists: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Requests and errors per endpoint (`{url, weight, requests, errors}` rows, as the client's
+    `endpoint_stats` gives them) summed by URL: over the sessions of a resumed run, over shards."""
+    total: dict[str, dict[str, Any]] = {}
+    for rows in lists:
+        for row in rows or []:
+            t = total.setdefault(row["url"], {"url": row["url"], "weight": row.get("weight", 1.0), "requests": 0, "errors": 0})
+            t["weight"] = row.get("weight", t["weight"])
+            t["requests"] += int(row.get("requests", 0))
+            t["errors"] += int(row.get("errors", 0))
+    return list(total.values())

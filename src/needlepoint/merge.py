@@ -19,6 +19,7 @@ from typing import Any
 from needlepoint import __version__
 from needlepoint.benchmarks import make
 from needlepoint.config import dataset_fingerprint, hash_identity
+from needlepoint.endpoints import add_stats
 from needlepoint.errors import DataError
 from needlepoint.shard import Shard, assign, parse_shard, sample_cost
 from needlepoint.store import RECORDS, RunStore, read_records
@@ -75,18 +76,6 @@ def check_shards(run_dirs: Sequence[Path], allow_partial: bool) -> tuple[dict[st
         advice = "pass each shard's run folder once" + ("" if dupes else ", or --allow-partial to merge what exists")
         raise DataError(f"cannot merge: {' and '.join(problems)}; {advice}")
     return base, {i: ds[0] for i, ds in by_index.items()}, first
-
-
-def _merged_endpoints(headers: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Requests and errors per endpoint, summed over the shards (an endpoint several shards used
-    appears once)."""
-    total: dict[str, dict[str, Any]] = {}
-    for h in headers:
-        for e in h.get("endpoints") or []:
-            t = total.setdefault(e["url"], {"url": e["url"], "weight": e.get("weight", 1.0), "requests": 0, "errors": 0})
-            t["requests"] += int(e.get("requests", 0))
-            t["errors"] += int(e.get("errors", 0))
-    return list(total.values())
 
 
 def merge(run_dirs: Sequence[Path], out: Path, allow_partial: bool = False, data: Path | None = None, report: bool = True) -> Any:
@@ -168,7 +157,7 @@ def _merged_header(
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "status": "merging",
         "merged_from": [{"shard": f"{i}/{count}", "run": str(d), "hash": h.get("hash")} for (i, d), h in zip(sorted(shard_dirs.items()), headers)],
-        "endpoints": _merged_endpoints(headers),
+        "endpoints": add_stats(*(h.get("endpoints") for h in headers)),
     }
 
 

@@ -3,7 +3,7 @@
 One concurrency gate lives in the runner; this module owns the one retry policy: exponential
 backoff with full jitter on connection errors, timeouts, 429 and 5xx (Retry-After honoured), no
 retry on other 4xx. Requests spread over several endpoints, each new request going to the one with
-the fewest requests in flight.
+the fewest requests in flight per unit of weight (`URL#weight`, endpoints.py).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import aiohttp
 
 from needlepoint.config import redact_url
 from needlepoint.conversation import Conversation, Generation, ImageRef, Reply
+from needlepoint.endpoints import split_weight
 from needlepoint.errors import DataError
 from needlepoint.images import ImageCache, passes_through, read_image, transcode_jpeg
 
@@ -131,9 +132,13 @@ class OpenAICompatModel:
         max_request_bytes: int | None = None,
     ) -> None:
         self.name = name
-        self._bases = list(api_urls)
-        self._urls = [endpoint(u, "chat/completions") for u in api_urls]
+        parsed = [split_weight(u) for u in api_urls]
+        self._bases = [base for base, _ in parsed]
+        self._weights = [weight for _, weight in parsed]
+        self._urls = [endpoint(u, "chat/completions") for u in self._bases]
         self._in_flight = [0] * len(self._urls)
+        self._requests = [0] * len(self._urls)  # attempts sent to each endpoint, and how many failed
+        self._errors = [0] * len(self._urls)
         self._headers = {"Content-Type": "application/json"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
@@ -202,8 +207,10 @@ class OpenAICompatModel:
         start = time.perf_counter()
         last_error = ""
         for attempt in range(self.retry.max_retries + 1):
-            idx = min(range(len(self._urls)), key=self._in_flight.__getitem__)
+            # Fewest in flight per unit of weight, counting the request about to be sent.
+            idx = min(range(len(self._urls)), key=lambda i: (self._in_flight[i] + 1) / self._weights[i])
             self._in_flight[idx] += 1
+            self._requests[idx] += 1
             try:
                 reply = await self._post(session, self._urls[idx], body, generation.timeout_s)
                 reply.latency_s = time.perf_counter() - start
@@ -211,8 +218,10 @@ class OpenAICompatModel:
                 reply.request_bytes = len(body)
                 return reply
             except _Final as exc:
+                self._errors[idx] += 1
                 return Reply(error=str(exc), attempts=attempt + 1, latency_s=time.perf_counter() - start, request_bytes=len(body))
             except _Retryable as exc:
+                self._errors[idx] += 1
                 last_error = str(exc)
                 if attempt < self.retry.max_retries:
                     await asyncio.sleep(self.retry.delay(attempt, exc.retry_after))
@@ -224,6 +233,13 @@ class OpenAICompatModel:
             latency_s=time.perf_counter() - start,
             request_bytes=len(body),
         )
+
+    def endpoint_stats(self) -> list[dict[str, Any]]:
+        """Per endpoint: its URL (redacted), weight, requests sent (each attempt) and errors."""
+        return [
+            {"url": redact_url(b), "weight": w, "requests": r, "errors": e}
+            for b, w, r, e in zip(self._bases, self._weights, self._requests, self._errors)
+        ]
 
     async def _post(self, session: aiohttp.ClientSession, url: str, body: bytes, timeout_s: float) -> Reply:
         try:
