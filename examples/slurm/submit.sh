@@ -8,7 +8,7 @@ N=${1:?usage: submit.sh N (the number of shards)}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$NP_RUNS/logs"
 # shellcheck disable=SC2086
-array=$(sbatch --parsable --array=1-"$N" --output="$NP_RUNS/logs/shard-%a.out" ${NP_SBATCH_ARGS:-} "$here/shard.sbatch")
+array=$(sbatch --parsable --array=1-"$N" --export=ALL,NP_SHARDS="$N" --output="$NP_RUNS/logs/shard-%a.out" ${NP_SBATCH_ARGS:-} "$here/shard.sbatch")
 array=${array%%;*}
 # shellcheck disable=SC2086
 merge=$(sbatch --parsable --dependency="${NP_MERGE_AFTER:-afterok}:$array" --output="$NP_RUNS/logs/merge.out" ${NP_SBATCH_ARGS:-} "$here/merge.sbatch")
