@@ -11,10 +11,12 @@ with --concurrency 2 x capacity x E and every endpoint passed as --api-url.
 
 Measured: samples/s at the servers (requests / (last arrival - first arrival + 0.1 s), summed over
 the endpoints), against the ideal E x capacity / 0.1 s; and the client's own CPU use (user + system
-time of the needlepoint process / its wall time, os.wait4), which names the limit: when throughput
-stops following the ideal while the client uses a whole core, the client's CPU is the limit (one
-asyncio loop), not the endpoints. A last row measures that ceiling directly: E endpoints answering
-at once (0 ms, no capacity limit).
+time of the needlepoint process, os.wait4) as a share of one core, and per request: the CPU of the
+run less that of a 16-sample run (start-up, loading, scoring), over the other requests. The client
+is one asyncio loop, so its own ceiling is one core / (CPU per request); when throughput stops
+following the ideal, the table says whether the client had reached that ceiling (a whole core) or
+was not given the CPU (a shared machine). A last row measures the ceiling directly: E endpoints
+answering at once (0 ms, no capacity limit).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from bench_ref_adv_harness import Server, machine, make_release, needlepoint_exe
 
 HERE = Path(__file__).resolve().parent
 DELAY_MS = 100
+SMALL = 16
 
 
 class CappedServer(Server):
@@ -84,6 +87,7 @@ def one_run(exe: Path, data: Path, servers: list[CappedServer], n: int, concurre
         "per_endpoint": [st["requests"] for st in stats],
         "wall": wall,
         "cpu": (usage.ru_utime + usage.ru_stime) / wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
     }
 
 
@@ -109,27 +113,36 @@ def main(argv: list[str] | None = None) -> int:
             one_run(exe, data, capped[:1], 64, 32, tmp / "warmup", DELAY_MS / 1000)
             load_before = os.getloadavg()[0]
             results: dict[int, list[dict]] = {i: [] for i in range(len(plans))}
+            startup: list[float] = []
             for r in range(ns.runs):  # interleaved, so the machine's noise hits every row alike
+                # Start-up and scoring cost of a run: a 16-sample run; the rest is CPU per request.
+                startup.append(one_run(exe, data, instant, SMALL, 2 * ns.capacity, tmp / f"small-{r}", 0.0)["cpu_s"])
                 for i, (e, servers, delay_s, conc, _ideal) in enumerate(plans):
                     n = e * ns.per_endpoint
                     results[i].append(one_run(exe, data, servers, n, conc, tmp / f"run-{i}-{r}", delay_s))
             load_after = os.getloadavg()[0]
-            for i, (e, _servers, delay_s, conc, ideal) in enumerate(plans):
+            for i, (e, _servers, _delay, conc, ideal) in enumerate(plans):
                 rates = [x["rate"] for x in results[i]]
                 cpus = [x["cpu"] for x in results[i]]
+                n = e * ns.per_endpoint
+                fixed = statistics.median(startup)
+                per_req = statistics.median(1000 * (x["cpu_s"] - fixed) / (n - SMALL) for x in results[i])
                 med = statistics.median(rates)
                 what = f"{e} x {DELAY_MS} ms, capacity {ns.capacity}" if ideal else f"{e} x 0 ms, no capacity limit (client ceiling)"
                 rows.append(
                     f"| {what} | {conc} | {ideal and f'{ideal:.0f}/s' or '-'} | {med:.0f}/s ({min(rates):.0f}-{max(rates):.0f}) "
                     f"| {f'{100 * med / ideal:.0f}%' if ideal else '-'} | {100 * statistics.median(cpus):.0f}% "
+                    f"| {per_req:.2f} ms | {1000 / per_req:.0f}/s "
                     f"| {', '.join(map(str, results[i][-1]['per_endpoint']))} |"
                 )
         finally:
             for s in capped + instant:
                 s.stop()
-    print(f"load average (1 min): {load_before:.1f} before, {load_after:.1f} after; {ns.runs} runs per row, median (min-max)")
-    print("| endpoints | concurrency | ideal | samples/s at the servers | of ideal | client CPU (of one core) | requests per endpoint (last run) |")
-    print("|---|---:|---:|---:|---:|---:|---|")
+    print(f"load average (1 min): {load_before:.1f} before, {load_after:.1f} after; {ns.runs} runs per row, median (min-max); "
+          f"CPU of a {SMALL}-sample run (start-up): {statistics.median(startup):.2f} s")
+    print("| endpoints | concurrency | ideal | samples/s at the servers | of ideal | client CPU (of one core) "
+          "| client CPU per request | client ceiling on one core | requests per endpoint (last run) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     print("\n".join(rows))
     return 0
 

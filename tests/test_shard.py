@@ -217,3 +217,25 @@ def test_a_shard_is_an_ordinary_run(demo_sets: Any, tmp_path: Path, serve: Any) 
 def test_bad_shard_flag_exits_2(tmp_path: Path) -> None:
     done = run_cli(["eval", "ref_adv_s", "--data", str(tmp_path), "--model", "m", "--api-url", "http://127.0.0.1:9/v1", "--shard", "5/4"])
     assert done.returncode == 2 and re.search(r"--shard 5/4 is out of range", _one_error(done.stderr))
+
+
+def test_unanswered_samples_and_foreign_answers_are_refused(demo_sets: Any, tmp_path: Path) -> None:
+    plans, server = demo_sets
+    dirs = [evaluate(_config(plans, server, "ref_adv_s", tmp_path / f"s{k}", shard=f"{k}/2")).run_dir for k in (1, 2)]
+    records = dirs[1] / "records.jsonl"
+    lines = records.read_text().splitlines(keepends=True)
+    records.write_text("".join(lines[:-2]))  # shard 2's job died before its last two answers
+    with pytest.raises(DataError, match=r"shard 2/2 \(.*s2: 2 left\) has unanswered samples; rerun the shard's command"):
+        merge(dirs, tmp_path / "m")
+    partial = merge(dirs, tmp_path / "m", allow_partial=True)
+    assert partial.metrics["run"]["answered"] == partial.metrics["run"]["samples"] - 2
+    # Rerunning shard 2's command resumes it; merging again into the same folder completes the run.
+    evaluate(_config(plans, server, "ref_adv_s", tmp_path / "s2", shard="2/2"))
+    whole = merge(dirs, tmp_path / "m")
+    assert whole.metrics["run"]["answered"] == whole.metrics["run"]["samples"]
+    assert json.loads((tmp_path / "m" / "run.json").read_text())["status"] == "complete"
+
+    # A shard folder holding answers of another shard's samples (run with another --limit) is refused.
+    limited = evaluate(_config(plans, server, "ref_adv_s", tmp_path / "l1", shard="1/2", limit=10)).run_dir
+    with pytest.raises(DataError, match="outside shard 2/2"):
+        merge([limited, dirs[1]], tmp_path / "m2")
