@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reply", default=DEFAULT_REPLY, help="the reply text for every request")
     parser.add_argument("--capacity", type=int, help="answer at most this many requests at once (default: no limit)")
     parser.add_argument("--script", help="JSON file of scripted answers (request key -> list of answers per turn)")
+    parser.add_argument("--model", action="append", help="a model name GET /v1/models lists (repeat; default the simulated name)")
     parser.add_argument("--stats", help="file that SIGUSR1 writes the request count and arrival times to")
     ns = parser.parse_args(argv)
 
@@ -60,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         server = cls(script=script, default=None, delay_s=ns.delay_ms / 1000.0, port=ns.port)
     else:
         server = cls(default=ns.reply, delay_s=ns.delay_ms / 1000.0, port=ns.port)
+    if ns.model:
+        server.models = tuple(ns.model)
     log = _ArrivalLog()
     server.log = log  # counts and times requests instead of keeping them all
     if ns.stats:

@@ -227,7 +227,7 @@ def test_export_rescores_to_run_metrics(serve: Any, tmp_path: Path, capsys: pyte
     keys = [prompt_key(s) for s in samples]
     script = {k: answers_for(r, i) for i, (k, r) in enumerate(zip(keys, rows))}
     script[keys[0]] = ["I cannot tell.", "Still cannot tell."]  # a parse failure after repair
-    server = serve(script=script, default=None, faults={keys[1]: ["400"]})  # a backend error
+    server = serve(script=script, default=None, faults={keys[1]: ["500"]})  # a backend error (no retries)
     run = tmp_path / "run"
     args = ["eval", "ref_adv_s", "--data", str(data), "--model", "org/sim-model", "--api-url", server.url,
             "--out", str(run), "--box-format", "abs_xyxy", "--no-progress", "--no-report", "--json",

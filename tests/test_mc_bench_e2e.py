@@ -254,7 +254,7 @@ def test_sequence_mode_perfect_answers(
     assert metrics["counts"]["samples"] == N_SAMPLES
     assert metrics["counts"]["gt_boxes"] == metrics["counts"]["predictions"] == len(gt.subset(ids).boxes)
     assert metrics["parse_errors"] == {}
-    assert metrics["run"] == {"samples": N_SAMPLES, "answered": N_SAMPLES, "failed": 0, "failed_ids": [], "skipped": []}
+    assert metrics["run"] == {"samples": N_SAMPLES, "answered": N_SAMPLES, "failed": 0, "failed_by_kind": {}, "failed_ids": [], "skipped": []}
 
     # the exported results file: valid COCO results, the GT boxes, and it re-scores to the run's metrics
     results = read_results(run / "results_coco.json")

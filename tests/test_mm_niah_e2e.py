@@ -50,7 +50,7 @@ class CapturingServer(SimulatedServer):
 
 @pytest.fixture
 def server() -> Iterator[CapturingServer]:
-    with CapturingServer(default="A") as srv:
+    with CapturingServer(default="A", models=(MODEL,)) as srv:
         yield srv
 
 
@@ -305,7 +305,7 @@ class Run:
 def handmade_run(handmade: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     out = tmp_path_factory.mktemp("runs") / "handmade"
     err = io.StringIO()
-    with CapturingServer(default="A") as srv:
+    with CapturingServer(default="A", models=(MODEL,)) as srv:
         with no_heatmaps(), contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             rc = main(eval_args(handmade, srv.url, out, "--split", "val", "--concurrency", "1"))
         return Run(rc, err.getvalue(), out, list(srv.bodies))
@@ -442,7 +442,7 @@ def full_run(tmp_path_factory: pytest.TempPathFactory) -> FullRun:
     scored.sort(key=lambda r: r["context_length"])  # the run's order: shortest first, stable
     expected = aggregate(scored)
     run_dir = root / "run"
-    with CapturingServer(script=script, default=None) as srv:
+    with CapturingServer(script=script, default=None, models=(MODEL,)) as srv:
         with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
             rc = main(eval_args(root, srv.url, run_dir, "--split", "val", "--concurrency", "8"))
         assert rc == 0, err.getvalue()

@@ -59,7 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-tokens", type=int)
     ev.add_argument("--seed", type=int)
     ev.add_argument("--timeout", type=float, help="seconds per request (default 180)")
-    ev.add_argument("--extra-body", help="JSON object merged into every request body")
+    ev.add_argument("--extra-body", help="JSON object merged into every request body (keys neither OpenAI nor vLLM knows are warned about)")
+    ev.add_argument("--neutral-sampling", action="store_true",
+                    help="send neutral values (temperature 1, top_p 1, top_k -1, min_p 0, repetition_penalty 1, presence/frequency_penalty 0) "
+                         "for the sampling settings the benchmark's authors left to the server, instead of the model's generation_config")
+    ev.add_argument("--max-wait", type=float, default=300.0,
+                    help="longest wait in seconds for a retry (Retry-After or backoff, default 300); a server asking for longer fails the request at once")
     ev.add_argument("--max-retries", type=int, default=6)
     ev.add_argument("--max-request-bytes", type=int, help="report requests larger than this instead of sending them")
     ev.add_argument("--reencode-images", action="store_true", help="re-encode JPEG sources too (JPEG q95 after RGB)")
@@ -80,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="one leaderboard over several run folders")
     rp.add_argument("runs", nargs="+", type=Path, help="run folders, or model folders (each stands for its newest finished run)")
     rp.add_argument("--out", type=Path, help="folder for leaderboard.md, leaderboard.html and leaderboard_<board>.csv (default ./leaderboard)")
-    rp.add_argument("--with-published", action="store_true", help="add the papers' published rows")
+    rp.add_argument("--with-published", action="store_true", help="add every published row, labelled with its source")
 
     mg = sub.add_parser("merge", help="merge the shard runs of one evaluation (--shard I/N) into one run folder")
     mg.add_argument("runs", nargs="+", type=Path, help="the shards' run folders")
@@ -112,6 +117,12 @@ def _generation(ns: argparse.Namespace) -> dict[str, Any]:
         if not isinstance(extra, dict):
             raise DataError("--extra-body must be a JSON object, e.g. '{\"top_k\": 1}'")
         gen["extra"] = extra
+        from needlepoint.models.openai_compat import unknown_body_keys
+
+        unknown = unknown_body_keys(extra)
+        if unknown:
+            print(f"needlepoint: warning: --extra-body key(s) {', '.join(unknown)} are known to neither the OpenAI chat API "
+                  "nor vLLM, which ignores unknown keys silently; check the spelling", file=sys.stderr)  # fmt: skip
     return {k: v for k, v in gen.items() if v is not None}
 
 
@@ -144,6 +155,8 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         max_retries=ns.max_retries,
         reencode_images=ns.reencode_images,
         max_request_bytes=ns.max_request_bytes,
+        max_wait_s=ns.max_wait,
+        neutral_sampling=ns.neutral_sampling,
         show_progress=not ns.no_progress and not ns.json,
         report=not ns.no_report,
         shard=ns.shard,
@@ -156,12 +169,8 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     if skipped:
         first = skipped[0]
         print(f"{len(skipped)} row(s) skipped as invalid, not sent (e.g. {first['id']}: {first['reason']}); listed in metrics.json under run.skipped", file=err)
-    if result.failed:
-        print(
-            f"{len(result.failed)} sample(s) failed (backend or input errors; listed in metrics.json under run.failed_ids); "
-            "rerun with --retry-failed to request only those",
-            file=err,
-        )
+    for line in result.notes:  # failures by kind, what --retry-failed would ask again, context overflows
+        print(line, file=err)
     return 0
 
 

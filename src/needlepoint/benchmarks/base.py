@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from needlepoint.conversation import Conversation, Generation
 from needlepoint.errors import DataError
+from needlepoint.redact import scrub
 
 __all__ = ["Benchmark", "DataError", "Parsed", "ReportBox", "ReportImage", "ReportItem", "SampleLike", "Table", "count_parse_errors", "format_cell", "percent", "replies_text"]
 
@@ -110,9 +111,13 @@ class ReportItem:
 
 
 def replies_text(record: dict[str, Any]) -> str:
-    """The model's replies of a record, the repair turn marked, or the error that stood in."""
+    """The model's replies of a record, the repair turn marked, or the error that stood in (scrubbed
+    again of URL credentials and bearer tokens, for records written before errors were scrubbed)."""
     turns = record.get("turns") or []
-    texts = [t.get("reply") or (f"[{t['error']}]" if t.get("error") else "") for t in turns]
+    texts = [
+        t.get("reply") or (f"[{scrub(str(t['error']))}]" if t.get("error") else "[no content, only reasoning]" if t.get("reasoning") else "")
+        for t in turns
+    ]
     if record.get("status") == "input_error":
         texts.append(f"[not sent: {record.get('error')}]")
     return "\n--- repair turn ---\n".join(texts)

@@ -3,8 +3,9 @@ layout of the paper's table, as a terminal table, Markdown, CSV and HTML.
 
 Every cell is read from the run's metrics.json: a rate is shown as 100 times the stored value
 (one decimal in the terminal, Markdown and HTML; unrounded in the CSV), a count as stored.
-`--with-published` adds the papers' rows (report/published.py), with the cells they do not give
-left empty.
+`--with-published` adds every row of the papers' tables (report/published.py), each cell as
+published and each row labelled with its source: a cell the source does not give stays empty, and
+a column only the source has is added (empty in the run rows).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from needlepoint.benchmarks.ref_adv import BINS
 from needlepoint.errors import DataError
 from needlepoint.report.assets import BOARD_JS
 from needlepoint.report.html import esc, page, write_atomic
-from needlepoint.report.published import published_rows
+from needlepoint.report.published import PublishedRow, published_notes, published_rows
 from needlepoint.store import HEADER, METRICS
 
 __all__ = ["BUILDERS", "Board", "BoardRow", "Run", "build_boards", "find_run", "main", "read_run", "write_leaderboard"]
@@ -142,12 +143,15 @@ def read_run(path: Path) -> Run:
 # --- boards --------------------------------------------------------------------------------------
 
 
+Cell = float | int | str | None  # a string: a published cell, shown as written
+
+
 @dataclass
 class BoardRow:
     """One leaderboard line: labels (model, setting, ...), value cells, where it comes from."""
 
     labels: list[str]
-    values: list[float | int | None]
+    values: Sequence[Cell]
     source: str
     published: bool = False
 
@@ -169,10 +173,13 @@ class Board:
         """All column names: labels, values, then the source column."""
         return [*self.label_columns, *self.columns, "source"]
 
-    def cell(self, column: str, value: float | int | None) -> str:
-        """A value as shown to people: one decimal for rates, integers for counts, empty for none."""
+    def cell(self, column: str, value: Cell) -> str:
+        """A value as shown to people: one decimal for rates, integers for counts, empty for none,
+        a published cell as written."""
         if value is None:
             return ""
+        if isinstance(value, str):
+            return value
         if column in self.counts:
             return str(int(value))
         return f"{value:.1f}"
@@ -292,23 +299,45 @@ BUILDERS: dict[str, Callable[[Sequence[Run]], list[Board]]] = {
 }
 
 
-def _add_published(board: Board, benchmark: str) -> None:
-    for p in published_rows(benchmark):
-        labels = [p.model, p.setting, "paper"][: len(board.label_columns)]
-        board.rows.append(BoardRow(labels, [p.values.get(c) for c in board.columns], f"published: {p.source}", published=True))
+def _niah_by_task(rows: Sequence[PublishedRow]) -> list[PublishedRow]:
+    """MM-NIAH's published rows (one per task) laid out as the by-task board: one row per source,
+    split and model, each task's `overall` cell under the task's name."""
+    merged: dict[tuple[str, str, str], dict[str, str]] = {}
+    for r in rows:
+        key = (r.source, r.cells.get("split", ""), r.cells["model"])
+        cells = merged.setdefault(key, {k: r.cells[k] for k in ("model", "split") if k in r.cells})
+        cells[r.cells["task"]] = r.cells["overall"]
+    return [PublishedRow("mm_niah", cells, source) for (source, _, _), cells in merged.items()]
+
+
+def _add_published(board: Board, rows: Sequence[PublishedRow], notes: Sequence[str]) -> None:
+    """Append published rows cell for cell: a column only they have becomes a label column (empty
+    in the run rows); a board column they lack stays empty in theirs."""
+    known = {*board.label_columns, *board.columns}
+    extra = [c for c in dict.fromkeys(c for r in rows for c in r.cells) if c not in known]
+    board.label_columns += extra
+    for row in board.rows:
+        row.labels = [*row.labels, *[""] * len(extra)]  # a new list: MM-NIAH's two boards share one run's labels
+    for p in rows:
+        labels = [p.cells.get(c, "") for c in board.label_columns]
+        values = [p.cells.get(c) or None for c in board.columns]
+        board.rows.append(BoardRow(labels, values, f"published: {p.source}", published=True))
+    board.note = " ".join([board.note, *notes]).strip()
 
 
 def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Board]:
     """The leaderboards of these runs, in registry order: one per benchmark (MM-NIAH: by range and
-    by task), each with the papers' rows added when `with_published`."""
+    by task), each with every published row of the benchmark added when `with_published`."""
     boards: list[Board] = []
     for benchmark in NAMES:
         mine = [r for r in runs if r.benchmark == benchmark]
         if not mine:
             continue
+        published = published_rows(benchmark) if with_published else []
         for board in BUILDERS[benchmark](mine):
-            if with_published:
-                _add_published(board, benchmark)
+            if published:
+                rows = _niah_by_task(published) if board.key == "mm_niah_tasks" else published
+                _add_published(board, rows, published_notes(benchmark))
             boards.append(board)
     return boards
 
@@ -317,7 +346,7 @@ def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Boar
 
 
 def print_boards(boards: Sequence[Board]) -> None:
-    """The boards as rich tables on stdout (published rows dimmed)."""
+    """The boards as rich tables on stdout (published rows dimmed, with their source)."""
     from rich.console import Console
     from rich.table import Table as RichTable
 
@@ -330,10 +359,13 @@ def print_boards(boards: Sequence[Board]) -> None:
             t.add_column(c, justify="left")
         for c in b.columns:
             t.add_column(c, justify="right")
+        with_published = any(r.published for r in b.rows)
+        if with_published:
+            t.add_column("source", justify="left")
         for row, cells in zip(b.rows, b.display_rows()):
-            t.add_row(*cells[:-1], style="dim italic" if row.published else None)
+            t.add_row(*(cells if with_published else cells[:-1]), style="dim italic" if row.published else None)
         console.print(t)
-        if any(r.published for r in b.rows):
+        if with_published:
             console.print("[dim]italic rows: published numbers from the papers; empty cells: not published[/dim]")
 
 
@@ -357,8 +389,10 @@ def markdown(boards: Sequence[Board]) -> str:
     return "\n".join(out)
 
 
-def _csv_value(value: float | int | None) -> str:
-    return "" if value is None else repr(value)
+def _csv_value(value: Cell) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else repr(value)
 
 
 def csv_text(board: Board) -> str:
