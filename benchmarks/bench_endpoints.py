@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_ref_adv_harness import Server, machine, make_release, needlepoint_exe
+from bench_ref_adv_harness import MODEL, Server, machine, make_release, needlepoint_exe
 
 HERE = Path(__file__).resolve().parent
 DELAY_MS = 100
@@ -50,7 +50,8 @@ class CappedServer(Server):
         return self.workdir / f"server-{self.name}.stats.json"
 
     def start(self) -> CappedServer:
-        cmd = [sys.executable, str(HERE / "serve_simulated.py"), "--delay-ms", str(self.delay_ms), "--stats", str(self.stats_path)]
+        cmd = [sys.executable, str(HERE / "serve_simulated.py"), "--delay-ms", str(self.delay_ms), "--stats", str(self.stats_path),
+               "--model", MODEL]  # fmt: skip
         if self.capacity:
             cmd += ["--capacity", str(self.capacity)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -65,7 +66,7 @@ def one_run(exe: Path, data: Path, servers: list[CappedServer], n: int, concurre
     """One eval; samples/s at the servers, wall, and the client's CPU share."""
     for s in servers:
         s.stats()  # reset the counters
-    argv = [str(exe), "eval", "ref_adv_s", "--data", str(data), "--model", "bench-model", "--box-format", "abs_xyxy",
+    argv = [str(exe), "eval", "ref_adv_s", "--data", str(data), "--model", MODEL, "--box-format", "abs_xyxy",
             "--limit", str(n), "--concurrency", str(concurrency), "--out", str(out), "--no-progress", "--no-report", "--max-retries", "0"]  # fmt: skip
     for s in servers:
         argv += ["--api-url", s.url]

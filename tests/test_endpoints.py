@@ -63,7 +63,7 @@ def test_requests_and_errors_per_endpoint_in_run_folder_and_report(serve: Any, r
     good = '{"bboxes": [[1, 1, 20, 20]]}'
     a = serve(script={k: [good] for k in keys}, faults={keys[0]: ["500"], keys[1]: ["500", "500"]}, default=None)
     b = serve(script={k: [good] for k in keys}, faults={keys[0]: ["500"], keys[1]: ["500", "500"]}, default=None)
-    config = dict(benchmark="ref_adv_s", data=folder, model="sim", api_urls=[a.url, f"{b.url}#2"], options={"box_format": "abs_xyxy"},
+    config = dict(benchmark="ref_adv_s", data=folder, model="sim-model", api_urls=[a.url, f"{b.url}#2"], options={"box_format": "abs_xyxy"},
                   out=tmp_path / "run", concurrency=3, show_progress=False, max_retries=4, backoff_base_s=0.01)  # fmt: skip
     evaluate(RunConfig(**config))
     header = json.loads((tmp_path / "run" / "run.json").read_text())
