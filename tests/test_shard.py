@@ -117,7 +117,8 @@ def test_merged_shards_equal_the_unsharded_run(demo_sets: Any, tmp_path: Path, n
     assert header["endpoints"] == unsharded["endpoints"]  # requests per endpoint, summed over the shards
     assert unsharded["endpoints"][0]["requests"] >= len(b)
     report = (tmp_path / "merged" / "report" / "index.html").read_text()
-    assert all(f'id="{r["id"]}"' in report or r["id"] in report for r in b)
+    assert all(r["id"] in report for r in b) and "merged from shards 1/3, 2/3, 3/3" in report
+    assert "Requests per endpoint" in report
 
     # The unsharded command pointed at the merged folder resumes it and finds nothing to do.
     server.log.clear()
