@@ -23,7 +23,7 @@ REF_ADV_PREDICTIONS = SHARED_DATA / "ref-adv-s" / "qwen25a72b_direct_predictions
 
 
 # The model names the tests ask for; `serve()` lists them in GET /v1/models unless told otherwise.
-TEST_MODELS = (SIMULATED_MODEL_NAME, "sim-model", "m", "org/sim-model", "sim/mc-bench", "org/niah-model")
+TEST_MODELS = (SIMULATED_MODEL_NAME, "sim-model", "m", "org/m", "org/sim-model", "sim/mc-bench", "org/niah-model")
 
 
 class RecordingServer(SimulatedServer):

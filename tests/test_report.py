@@ -591,10 +591,15 @@ def test_run_files_that_are_not_objects_are_one_sentence(bad: Any, tmp_path: Pat
     for run, name in ((header_bad, "run.json"), (metrics_bad, "metrics.json"), (model_folder, "run.json")):
         with pytest.raises(DataError, match=f"{name} holds a JSON .*, not an object"):
             lb.read_run(run)
+    for run in (header_bad, metrics_bad):
         assert cli_main(["report", str(run), "--out", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and "not an object" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
+    # A folder of runs: the good run is reported, the bad one is named as skipped, with why.
+    assert cli_main(["report", str(model_folder), "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert f"skipped {model_folder / 'b'}: " in err and "not an object" in err and "Traceback" not in err
 
 
 def test_unreadable_or_malformed_run_files_are_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -199,7 +199,7 @@ def test_a_shard_is_an_ordinary_run(demo_sets: Any, tmp_path: Path, serve: Any) 
     header = json.loads((tmp_path / "s2" / "run.json").read_text())
     assert header["identity"]["shard"] == "2/3" and header["config"]["shard"] == "2/3"
     # Another shard into the same folder is another run: refused, answers not mixed.
-    with pytest.raises(DataError, match="shard differ"):
+    with pytest.raises(DataError, match="different configuration.*shard \"2/3\" -> \"1/3\""):
         evaluate(RunConfig(api_urls=[flaky.url], **{**cfg, "shard": "1/3"}))
     # Fail one sample's request, then --retry-failed asks for that one only.
     target = shard_ids[0]
@@ -236,7 +236,22 @@ def test_unanswered_samples_and_foreign_answers_are_refused(demo_sets: Any, tmp_
     assert whole.metrics["run"]["answered"] == whole.metrics["run"]["samples"]
     assert json.loads((tmp_path / "m" / "run.json").read_text())["status"] == "complete"
 
-    # A shard folder holding answers of another shard's samples (run with another --limit) is refused.
-    limited = evaluate(_config(plans, server, "ref_adv_s", tmp_path / "l1", shard="1/2", limit=10)).run_dir
+    # A shard folder holding answers of another shard's samples (records copied by hand) is refused.
+    foreign = (dirs[0] / "records.jsonl").read_text().splitlines(keepends=True)[0]
+    with (dirs[1] / "records.jsonl").open("a") as fh:
+        fh.write(foreign)
     with pytest.raises(DataError, match="outside shard 2/2"):
-        merge([limited, dirs[1]], tmp_path / "m2")
+        merge(dirs, tmp_path / "m2")
+
+
+def test_limit_requests_the_first_samples_of_the_shard(demo_sets: Any, tmp_path: Path) -> None:
+    """The partition is of the whole dataset: --limit only bounds what a shard requests, so a
+    limited shard resumed without the limit completes the same shard."""
+    plans, server = demo_sets
+    data, options = plans["ref_adv_s"]
+    mine = [s.id for s in select(make("ref_adv_s", **options).load(data), Shard(1, 2), lambda s: 1.0)]
+    first = evaluate(_config(plans, server, "ref_adv_s", tmp_path / "s1", shard="1/2", limit=4))
+    assert set(read_records(tmp_path / "s1" / "records.jsonl")) == set(mine[:4])
+    assert first.metrics["run"]["samples"] == len(mine)
+    evaluate(_config(plans, server, "ref_adv_s", tmp_path / "s1", shard="1/2"))
+    assert set(read_records(tmp_path / "s1" / "records.jsonl")) == set(mine)

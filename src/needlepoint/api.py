@@ -23,7 +23,7 @@ from needlepoint.conversation import Generation
 from needlepoint.endpoints import add_stats
 from needlepoint.errors import DataError
 from needlepoint.shard import parse_shard, sample_cost, select
-from needlepoint.store import METRICS, RECORDS, RunStore, read_records, write_json
+from needlepoint.store import HEADER, METRICS, RECORDS, RunStore, read_records, write_json
 
 RUNS_ROOT = Path("runs")
 
@@ -147,14 +147,13 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")
     generation = _generation(bench, config.generation, config.neutral_sampling)
     ident = identity(config, bench.identity(), generation, dataset_fingerprint(samples))
-    if config.limit:
-        samples = samples[: config.limit]
-    if config.shard:
+    if config.shard:  # the shard's part of the whole dataset (whatever --limit requests of it)
         samples = select(samples, parse_shard(config.shard), sample_cost(bench))
         ident["shard"] = config.shard  # the unsharded identity plus I/N (merge checks the rest)
     run_hash = hash_identity(ident)
     run_dir = _resolve_run_dir(config, run_hash)
-    if pending(samples, read_records(run_dir / RECORDS), config.retry_failed):
+    requested = samples[: config.limit] if config.limit else samples
+    if pending(requested, read_records(run_dir / RECORDS), config.retry_failed):
         check_endpoints(config)
     header = {
         "needlepoint": __version__,
@@ -165,15 +164,36 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
         "status": "running",
     }
     advice = "choose another --out folder, or drop --out and pass --fresh" if config.out else "pass --fresh for a new run folder"
+    created = RunStore.read_header(run_dir) is None
+    existed = run_dir.exists()
     store = RunStore.open(run_dir, header, advice)
     try:
         return _run(config, bench, samples, generation, store)
+    except BaseException:
+        if created and not store.records():
+            store.close()
+            _remove_empty_run(run_dir, keep_folder=existed)  # a failed start must not leave a run that blocks the next
+        raise
     finally:
         store.close()
 
 
+def _remove_empty_run(run_dir: Path, keep_folder: bool) -> None:
+    """Delete the files of a run this process started that holds no record, and its folder
+    unless it was there before (or holds anything else)."""
+    for name in (HEADER, RECORDS, ".lock"):
+        (run_dir / name).unlink(missing_ok=True)
+    if not keep_folder:
+        try:
+            run_dir.rmdir()
+        except OSError:
+            pass  # something else is in it: leave it
+
+
 def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Generation, store: RunStore) -> RunResult:
-    """Answer the pending samples into an open run folder, then score, export and report."""
+    """Answer the pending samples among the first `config.limit` into an open run folder, then
+    score, export and report every finished record of the folder: `--limit` bounds what is
+    requested, never what a finished run's outputs cover."""
     from needlepoint.outcome import summary_lines
     from needlepoint.runner import RunOptions, run
 
@@ -184,20 +204,26 @@ def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Ge
     model = _model(config)
     options = RunOptions(concurrency=config.concurrency, retry_failed=config.retry_failed, show_progress=config.show_progress)
 
-    async def go() -> dict[str, dict[str, Any]]:
+    requested = samples[: config.limit] if config.limit else samples
+
+    async def go() -> None:
         try:
-            return await run(bench, samples, model, store, generation, options)
+            await run(bench, requested, model, store, generation, options)
         finally:
             await model.aclose()
 
-    records = asyncio.run(go())
+    asyncio.run(go())
+    records = store.records()
     result = finish(bench, samples, records, store.dir, config.model)
     result.notes = summary_lines([records[s.id] for s in samples if s.id in records])
-    complete = len(records) == len(samples) and not result.failed
+    # "complete": every requested sample answered (a --limit run is complete at its limit, so that a
+    # changed configuration starts a new folder); metrics.json's run block still says how many of the
+    # dataset's samples have answers, and `needlepoint report` marks the run from it.
+    complete = all(s.id in records for s in requested) and not result.failed
     endpoints = add_stats((RunStore.read_header(store.dir) or {}).get("endpoints"), model.endpoint_stats())
     store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), endpoints=endpoints)
     if config.report:
-        answered = [s for s in samples if s.id in records]
+        answered = [s for s in samples if s.id in records]  # every finished record, not only this call's
         result.exports.extend(write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics))
     return result
 
@@ -213,6 +239,7 @@ def finish(bench: Benchmark, samples: list[Any], records: dict[str, dict[str, An
     metrics["run"] = {
         "samples": len(samples),
         **run_counts(ordered),
+        "not_requested": len(samples) - len(ordered),
         "failed_ids": failed[:1000],
         "skipped": [{"id": i, "reason": r} for i, r in bench.skipped],
     }
@@ -229,9 +256,26 @@ def write_report(run_dir: Path, bench: Benchmark, samples: list[Any], records: l
     return [write_run_report(run_dir, bench, samples, records, metrics, header)]
 
 
-def score(benchmark: str, predictions: Path, data: Path | None = None, **options: Any) -> tuple[Benchmark, dict[str, Any]]:
-    """Metrics of saved predictions in the authors' format (or a run folder), without a model."""
+def score(
+    benchmark: str, predictions: str | Path, data: str | Path | None = None, **options: Any
+) -> tuple[Benchmark, dict[str, Any]]:
+    """Metrics of saved predictions in the authors' format (or a run folder), without a model.
+
+    A run folder must be one of `benchmark`; its data path (run.json) stands in for a missing `data`."""
+    predictions = Path(predictions).expanduser()
+    data = Path(data).expanduser() if data is not None else None
     bench = make(benchmark, **options)
     if not predictions.exists():
         raise DataError(f"--predictions {predictions} does not exist")
+    folder = predictions if predictions.is_dir() else predictions.parent if predictions.name == RECORDS else None
+    header = RunStore.read_header(folder) if folder is not None else None
+    if header is not None:
+        config = header.get("config")
+        config = config if isinstance(config, dict) else {}
+        ident = header.get("identity")
+        ran = config.get("benchmark") or (ident.get("benchmark") if isinstance(ident, dict) else None)
+        if ran and ran != benchmark:
+            raise DataError(f"{folder} is a run folder of {ran}, not {benchmark}; score it with `needlepoint score {ran}`")
+        if data is None and config.get("data"):
+            data = Path(str(config["data"]))
     return bench, bench.score_file(predictions, data)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from needlepoint import numbers
 from needlepoint.conversation import Generation
 from needlepoint.errors import DataError
 from needlepoint.redact import redact_url
@@ -53,6 +54,15 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         """Check the numbers and URLs a user typed, each in one sentence."""
+        gen = self.generation
+        numbers.flag("--temperature", gen.get("temperature"), 0.0)
+        numbers.flag("--top-p", gen.get("top_p"), 0.0)
+        if gen.get("top_p") is not None and gen["top_p"] > 1:
+            raise DataError(f"--top-p must be at most 1, not {gen['top_p']!r}")
+        numbers.flag("--timeout", gen.get("timeout_s"), 0.0, strict=True)
+        for name, key in (("--max-tokens", "max_tokens"), ("--seed", "seed")):
+            if gen.get(key) is not None and not isinstance(gen[key], int):
+                raise DataError(f"{name} must be a whole number, not {gen[key]!r}")
         checks = [
             (self.limit is None or self.limit >= 1, "--limit must be a positive number of samples"),
             (self.concurrency >= 1, "--concurrency must be at least 1"),

@@ -85,6 +85,7 @@ def merge(run_dirs: Sequence[Path], out: Path, allow_partial: bool = False, data
     its content must be the same.
     """
     from needlepoint.api import finish, write_report
+    from needlepoint.outcome import summary_lines
 
     run_dirs = [Path(d) for d in run_dirs]
     base, shard_dirs, first = check_shards(run_dirs, allow_partial)
@@ -96,8 +97,6 @@ def merge(run_dirs: Sequence[Path], out: Path, allow_partial: bool = False, data
         raise DataError(
             f"the data at {data_path} is not the dataset the shards answered (its content differs); pass --data with the shards' dataset"
         )
-    if config.get("limit"):
-        samples = samples[: config["limit"]]
     count = parse_shard(first["identity"]["shard"]).count
     owner = assign([(s.id, sample_cost(bench)(s)) for s in samples], count)
     records: dict[str, dict[str, Any]] = {}
@@ -108,7 +107,7 @@ def merge(run_dirs: Sequence[Path], out: Path, allow_partial: bool = False, data
         if stray:
             raise DataError(
                 f"{d} holds answers for {len(stray)} sample(s) outside shard {index}/{count} (e.g. {stray[0]}), "
-                "so it was run with other samples (another --limit?); rerun that shard into a new folder"
+                "so its records were not written by that shard; rerun the shard into a new folder"
             )
         todo = sum(1 for s in samples if owner[s.id] == index and s.id not in got)
         if todo:
@@ -130,6 +129,7 @@ def merge(run_dirs: Sequence[Path], out: Path, allow_partial: bool = False, data
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
         os.replace(tmp, out / RECORDS)
         result = finish(bench, samples, records, out, config["model"])
+        result.notes = summary_lines(ordered)
         complete = len(ordered) == len(samples) and not result.failed
         store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         if report:

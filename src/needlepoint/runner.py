@@ -8,6 +8,7 @@ whatever the run's length, and each record reaches disk before the next sample i
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ class RunOptions:
     concurrency: int = 32
     retry_failed: bool = False
     show_progress: bool = True
+    progress_every_s: float = 5.0  # without a terminal: one plain progress line this often
 
 
 def pending(samples: Sequence[Any], done: dict[str, dict[str, Any]], retry_failed: bool) -> list[Any]:
@@ -115,6 +117,52 @@ def _input_error(benchmark: Benchmark, sample: Any, record: dict[str, Any], mess
         pass
 
 
+class _PlainProgress:
+    """Progress without a terminal (a log file, CI, nohup): one plain line on stderr every
+    `every_s` seconds while samples remain, e.g. `ref_adv_s: 120/1142 done, 3.2/s, about 5 min left`,
+    followed by what the run waits for, if anything (the model's `wait_note()`)."""
+
+    def __init__(self, benchmark: Benchmark, total: int, records: list[dict[str, Any]], every_s: float, model: Any = None) -> None:
+        self.benchmark = benchmark
+        self.total = total
+        self.records = records
+        self.every_s = every_s
+        self.wait_note = getattr(model, "wait_note", None)
+        self.n = 0
+        self._t0 = time.perf_counter()
+        self._last = self._t0
+
+    def line(self) -> str:
+        elapsed = time.perf_counter() - self._t0
+        rate = self.n / elapsed if elapsed > 0 else 0.0
+        left = f", about {_duration((self.total - self.n) / rate)} left" if rate > 0 and self.n < self.total else ""
+        figure = self.benchmark.running(self.records)
+        note = self.wait_note() if self.wait_note is not None else None
+        return (f"{self.benchmark.name}: {self.n}/{self.total} done, {rate:.1f}/s{left}" + (f"  {figure}" if figure else "")
+                + (f"  ({note})" if note else ""))  # fmt: skip
+
+    def advance(self) -> None:
+        self.n += 1
+
+    def tick(self) -> None:
+        """Print a line when `every_s` seconds have passed since the last one (called about once a second)."""
+        now = time.perf_counter()
+        if now - self._last >= self.every_s:
+            self._last = now
+            print(self.line(), file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        print(self.line(), file=sys.stderr, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 class _Progress:
     """A rich progress bar with rate, ETA and the benchmark's running figure, on stderr; while
     requests wait (a Retry-After, a backoff) it says so, from the model's `wait_note()`."""
@@ -187,7 +235,12 @@ async def run(
     todo = pending(samples, done, options.retry_failed)
     todo_ids = {s.id for s in todo}
     finished = [done[s.id] for s in samples if s.id in done and s.id not in todo_ids]
-    progress = _Progress(benchmark, len(todo), finished, options.show_progress, model)
+    plain = options.show_progress and bool(todo) and not sys.stderr.isatty()
+    progress: _Progress | _PlainProgress
+    if plain:
+        progress = _PlainProgress(benchmark, len(todo), finished, options.progress_every_s, model)
+    else:
+        progress = _Progress(benchmark, len(todo), finished, options.show_progress, model)
     queue = iter(todo)
 
     async def worker() -> None:
@@ -200,7 +253,7 @@ async def run(
 
     async def ticker() -> None:
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(min(1.0, options.progress_every_s))
             progress.tick()
 
     tasks = [asyncio.ensure_future(worker()) for _ in range(max(1, min(options.concurrency, len(todo))))]

@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from needlepoint import status
 from needlepoint.conversation import Conversation, Generation
 from needlepoint.errors import DataError
 from needlepoint.redact import scrub
 
-__all__ = ["Benchmark", "DataError", "Parsed", "ReportBox", "ReportImage", "ReportItem", "SampleLike", "Table", "count_parse_errors", "format_cell", "percent", "replies_text"]
+__all__ = ["Benchmark", "DataError", "Parsed", "ReportBox", "ReportImage", "ReportItem", "SampleLike", "Table", "count_parse_errors", "format_cell", "parse_errors", "percent", "replies_text", "report_parse_error", "request_failures"]
 
 
 class SampleLike(Protocol):
@@ -108,6 +109,23 @@ class ReportItem:
     correct: bool | None = None
     parse_error: str | None = None
     sort_value: float | None = None
+
+
+def report_parse_error(record: dict[str, Any]) -> str | None:
+    """The parse error a report shows for a record: none for a failed request (status.FAILED),
+    which the report shows once, as the failure its reply text names, not again as a parse error."""
+    return None if record.get("status") in status.FAILED else record.get("parse_error")
+
+
+def request_failures(records: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """How many records failed, by kind (status.FAILED), sorted by name."""
+    return count_parse_errors(str(r.get("status")) for r in records if r.get("status") in status.FAILED)
+
+
+def parse_errors(records: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """How often each parse error occurs among the records whose request did not fail: a failed
+    request is no parse failure (the model never answered)."""
+    return count_parse_errors(r.get("parse_error") for r in records if r.get("status") not in status.FAILED)
 
 
 def replies_text(record: dict[str, Any]) -> str:

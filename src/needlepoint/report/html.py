@@ -386,7 +386,12 @@ def _config_section(header: dict[str, Any], metrics: dict[str, Any]) -> str:
         ("run hash", head.get("hash")),
         ("needlepoint", head.get("needlepoint")),
     ]
-    rows += [(k, v) for k, v in config.items() if k not in ("benchmark", "model")]
+    for k, v in config.items():
+        if k in ("benchmark", "model"):
+            continue
+        if k == "options":
+            v = own_options(str(config.get("benchmark") or ""), _obj(v))
+        rows.append((k, v))
     run = _obj(metrics.get("run"))
     if run:
         rows.append(("samples", f"{run.get('answered')} answered of {run.get('samples')}; {run.get('failed')} failed"))
@@ -402,6 +407,19 @@ def _config_section(header: dict[str, Any], metrics: dict[str, Any]) -> str:
         + _endpoints_table(head)
         + f'<details><summary>run identity (what must match for a run to resume)</summary><pre class="json">{esc(ident)}</pre></details>'
     )
+
+
+def own_options(benchmark: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The options a run set that belong to its benchmark (those its class takes), without unset ones."""
+    import inspect
+
+    from needlepoint.benchmarks import benchmark_class
+
+    try:
+        accepted = set(inspect.signature(benchmark_class(benchmark)).parameters)
+    except DataError:
+        accepted = set(options)
+    return {k: v for k, v in options.items() if k in accepted and v is not None and v is not False}
 
 
 def _heatmap_order(name: str, order: Sequence[str]) -> tuple[int, str]:
@@ -433,9 +451,9 @@ def _heatmap_section(pngs: Sequence[Path], report_dir: Path) -> str:
         cls = "main" if p.stem == "overall" else "small"
         svg = p.with_suffix(".svg")
         link = href(svg if svg.exists() else p, report_dir)
-        figs.append(
-            f'<figure class="{cls}"><a href="{esc(link)}"><img src="{esc(href(p, report_dir))}" alt="heatmap {esc(p.stem)}" '
-            f'loading="lazy"></a><figcaption>{esc(p.stem)}</figcaption></figure>'
+        figs.append(  # the caption above its plot: it names what the plot below shows
+            f'<figure class="{cls}"><figcaption>{esc(p.stem)}</figcaption><a href="{esc(link)}">'
+            f'<img src="{esc(href(p, report_dir))}" alt="heatmap {esc(p.stem)}" loading="lazy"></a></figure>'
         )
     return '<h2 id="heatmaps">Heatmaps</h2>\n<p class="note">needle depth by context length; click for the SVG</p>\n' + (
         '<div class="heatmaps">' + "".join(figs) + "</div>"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 from argparse import Namespace
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ from typing import Any
 
 from needlepoint.benchmarks import NAMES
 from needlepoint.benchmarks.mc_bench.tables import STYLE_KEYS, TABLE2_COLUMNS
-from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS
+from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, EXTENDED_RANGES, TASKS
 from needlepoint.benchmarks.ref_adv import BINS
 from needlepoint.errors import DataError
 from needlepoint.report.assets import BOARD_JS
@@ -30,7 +31,7 @@ from needlepoint.report.html import esc, page, write_atomic
 from needlepoint.report.published import PublishedRow, published_notes, published_rows
 from needlepoint.store import HEADER, METRICS
 
-__all__ = ["BUILDERS", "Board", "BoardRow", "Run", "build_boards", "find_run", "main", "read_run", "write_leaderboard"]
+__all__ = ["BUILDERS", "Board", "BoardRow", "Run", "build_boards", "discover", "find_run", "main", "progress_mark", "read_run", "write_leaderboard"]
 
 DEFAULT_OUT = Path("leaderboard")
 
@@ -71,6 +72,12 @@ class Run:
         """The model name as the run was asked for it ("?" when the header has none)."""
         return str(self.config.get("model") or self.identity.get("model") or "?")
 
+    @property
+    def label(self) -> str:
+        """The model as a leaderboard row names it, marked when the run is incomplete."""
+        mark = progress_mark(self)
+        return f"{self.model} (incomplete: {mark})" if mark else self.model
+
     def option(self, name: str) -> Any:
         """A benchmark option as the run used it (identity first: it holds the defaults too)."""
         ident = self.identity
@@ -81,6 +88,18 @@ class Run:
 
 def _obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def progress_mark(run: Run) -> str:
+    """"" for a run whose every sample was answered; else e.g. "18 answered, 2 failed of 20"
+    (from metrics.json's `run` block: failed requests are counted apart from answers)."""
+    block = _obj(run.metrics.get("run"))
+    total, answered, failed = (_count(block.get(k)) for k in ("samples", "answered", "failed"))
+    if total is None or answered is None or failed is None:
+        return ""
+    if failed == 0 and answered >= total:
+        return ""
+    return f"{answered} answered, {failed} failed of {total}"
 
 
 def _read_object(path: Path, advice: str) -> dict[str, Any]:
@@ -126,6 +145,45 @@ def find_run(path: Path) -> Path:
         )
     scored = [p for p in inner if (p / METRICS).is_file()]
     return max(scored or inner, key=_created)
+
+
+def discover(path: Path) -> tuple[list[Path], list[str]]:
+    """Every run below `path`, found recursively: `path` itself when it is a run folder; else the
+    newest finished run of each model in each folder that holds run folders (runs/<bench>/<model>
+    holds one model's runs; the demo's runs/ holds one run per benchmark). Returns the run
+    folders and one line per run folder left out, saying why."""
+    path = Path(path)
+    if not path.is_dir() or (path / HEADER).is_file():
+        return [find_run(path)], []
+    candidates: list[Path] = []
+    for folder, subdirs, files in os.walk(path):
+        here = Path(folder)
+        if HEADER in files and here != path:
+            candidates.append(here)
+            subdirs[:] = []  # a run folder's own subfolders (report/, heatmaps/) hold no runs
+        else:
+            subdirs.sort()
+    if not candidates:
+        find_run(path)  # raises the one-sentence refusal
+    groups: dict[tuple[Path, str, str], list[Path]] = {}
+    skipped: list[str] = []
+    for run_dir in sorted(candidates):
+        try:
+            header = _read_object(run_dir / HEADER, HEADER_ADVICE)
+        except DataError as exc:
+            skipped.append(f"{run_dir}: {exc}")
+            continue
+        if not (run_dir / METRICS).is_file():
+            skipped.append(f"{run_dir}: no {METRICS} (the run never finished; rerun its command to resume)")
+            continue
+        probe = Run(run_dir, header, {})
+        groups.setdefault((run_dir.parent, probe.benchmark, probe.model), []).append(run_dir)
+    runs: list[Path] = []
+    for key in sorted(groups):
+        newest = max(groups[key], key=_created)
+        runs.append(newest)
+        skipped += [f"{d}: an older run of the same model beside {newest.name} (name it to include it)" for d in groups[key] if d != newest]
+    return runs, skipped
 
 
 def read_run(path: Path) -> Run:
@@ -230,7 +288,7 @@ def _ref_adv(runs: Sequence[Run]) -> list[Board]:
             *(pct(_get(m, "bins", b, "acc@0.5")) for b in REF_BINS),
             _count(m.get("parse_fail")),
         ]
-        board.rows.append(BoardRow([run.model, str(run.option("prompt_mode") or "")], values, str(run.dir)))
+        board.rows.append(BoardRow([run.label, str(run.option("prompt_mode") or "")], values, str(run.dir)))
     return [board]
 
 
@@ -259,8 +317,8 @@ def _mc_bench(runs: Sequence[Run]) -> list[Board]:
         official, corrected = _obj(m.get("official")), _obj(m.get("corrected"))
         corrected_styles = corrected.get("by_style") or _get(m, "analyses", "by_style")
         setting = str(run.option("input_mode") or "")
-        board.rows.append(BoardRow([run.model, setting, "official"], mc_values(official, official.get("by_style")), str(run.dir)))
-        board.rows.append(BoardRow([run.model, setting, "corrected"], mc_values(corrected, corrected_styles), str(run.dir)))
+        board.rows.append(BoardRow([run.label, setting, "official"], mc_values(official, official.get("by_style")), str(run.dir)))
+        board.rows.append(BoardRow([run.label, setting, "corrected"], mc_values(corrected, corrected_styles), str(run.dir)))
     return [board]
 
 
@@ -279,7 +337,7 @@ def _mm_niah(runs: Sequence[Run]) -> list[Board]:
     )
     for run in sorted(runs, key=lambda r: -(pct(_get(r.metrics, "overall", "overall")) or -1)):
         m = run.metrics
-        labels = [run.model, str(m.get("split") or run.option("split") or "")]
+        labels = [run.label, str(m.get("split") or run.option("split") or "")]
         overall = _obj(m.get("overall"))
         # The run's own range labels, if it stored them, say which score belongs to which column.
         stored = m.get("context_ranges")
@@ -288,7 +346,22 @@ def _mm_niah(runs: Sequence[Run]) -> list[Board]:
         ranges.rows.append(BoardRow(labels, [*by_range, pct(overall.get("overall"))], str(run.dir)))
         by_task = [pct(_get(m, "tasks", t, "overall")) for t in TASKS]
         tasks.rows.append(BoardRow(labels, [*by_task, pct(overall.get("overall"))], str(run.dir)))
-    return [ranges, tasks]
+    boards = [ranges, tasks]
+    extended = [r for r in runs if isinstance(r.metrics.get("extended"), dict)]
+    if extended:  # sets built past 64k: the 64k range split at 128k, 256k, 512k, 1M, beside the official board
+        wide = Board(
+            "mm_niah_ranges_extended",
+            "MM-NIAH by context range, extended past 64k (%, mean of the six tasks; not official: 64k ends at 128k)",
+            ["model", "split"],
+            [*EXTENDED_RANGES, "overall"],
+        )
+        for run in extended:
+            ext = _obj(_obj(run.metrics["extended"]).get("overall"))
+            labels = [run.model, str(run.metrics.get("split") or run.option("split") or "")]
+            wide.rows.append(BoardRow(labels, [*(pct(_get(ext, "scores", i)) for i in range(len(EXTENDED_RANGES))),
+                                               pct(ext.get("overall"))], str(run.dir)))  # fmt: skip
+        boards.insert(1, wide)
+    return boards
 
 
 # One builder per registered benchmark (a test checks that none is missing).
@@ -439,13 +512,30 @@ def main(ns: Namespace) -> int:
     """`needlepoint report`: read the runs, print the boards, write them to --out."""
     runs: list[Run] = []
     seen: set[Path] = set()
+    skipped: list[str] = []
     for p in ns.runs:
-        run = read_run(Path(p))
-        if run.dir.resolve() not in seen:
-            seen.add(run.dir.resolve())
-            runs.append(run)
+        found, left_out = discover(Path(p))
+        skipped += left_out
+        for run_dir in found:
+            try:
+                run = read_run(run_dir)
+            except DataError as exc:
+                if len(found) == 1 and not left_out and Path(p) == run_dir:
+                    raise
+                skipped.append(f"{run_dir}: {exc}")
+                continue
+            if run.dir.resolve() not in seen:
+                seen.add(run.dir.resolve())
+                runs.append(run)
+    for line in skipped:
+        print(f"skipped {line}", file=sys.stderr)
+    if not runs:
+        raise DataError(f"no finished run found in {', '.join(map(str, ns.runs))}; pass run folders written by `needlepoint eval`")
+    incomplete = [r for r in runs if progress_mark(r)]
     boards = build_boards(runs, with_published=ns.with_published)
     print_boards(boards)
     paths = write_leaderboard(boards, ns.out or DEFAULT_OUT)
+    for run in incomplete:
+        print(f"incomplete run {run.dir}: {progress_mark(run)}; its numbers cover the answered samples only", file=sys.stderr)
     print(f"leaderboard written: {', '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0
