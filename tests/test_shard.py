@@ -143,6 +143,10 @@ def test_merge_cli_score_and_report_accept_the_merged_folder(demo_sets: Any, tmp
     board = run_cli(["report", str(tmp_path / "m"), "--out", str(tmp_path / "board")])
     assert board.returncode == 0, board.stderr
     assert SIMULATED_MODEL_NAME in (tmp_path / "board" / "leaderboard.md").read_text()
+    # A folder of shards and their merge: the report shows the merged run, and says why not the shards.
+    whole = run_cli(["report", str(tmp_path), "--out", str(tmp_path / "board2")])
+    assert whole.returncode == 0, whole.stderr
+    assert "s1: shard 1/2 of a run, not the whole" in whole.stderr and "s2: shard 2/2" in whole.stderr
 
 
 def _one_error(stderr: str) -> str:
