@@ -219,13 +219,13 @@ def _remove_empty_run(run_dir: Path, keep_folder: bool) -> None:
 def _check_solver_models(solver: Solver) -> None:
     """Check a solver's own models and tools (`check_endpoints()` of a chat client, `check()` of an
     embedder), before a run folder exists."""
-    checks = [m for m in solver.models().values() if callable(getattr(m, "check_endpoints", getattr(m, "check", None)))]
+    checks = [(m, c) for m in solver.models().values() if callable(c := getattr(m, "check_endpoints", getattr(m, "check", None)))]
     if checks:
 
         async def go() -> None:
-            for m in checks:
+            for m, check in checks:  # a chat model's check_endpoints, or an embedder's check
                 try:
-                    await getattr(m, "check_endpoints", getattr(m, "check", None))()  # a chat model's, or an embedder's check
+                    await check()
                 finally:
                     await _close([m])  # its connections belong to this event loop; the run opens new ones
 

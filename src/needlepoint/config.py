@@ -137,7 +137,7 @@ def identity(
     absent so that runs from before solvers keep their hash (and resume)."""
     gen = generation.to_dict()
     gen.pop("timeout_s", None)
-    noted = {"neutral_sampling": True} if config.neutral_sampling else {}  # absent when off: older runs keep their hash
+    noted: dict[str, Any] = {"neutral_sampling": True} if config.neutral_sampling else {}  # absent when off: older runs keep their hash
     if config.solver != "default":
         noted["solver"] = config.solver
         noted.update({f"solver.{k}": v for k, v in sorted((solver_identity or {}).items())})
