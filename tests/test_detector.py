@@ -275,3 +275,47 @@ def test_missing_torch_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     assert str(err.value) == (
         "--localizer detector: needs torch and transformers (torch is missing); install them with pip install -e '.[models]'"
     )
+
+
+def test_a_detected_box_reaches_results_coco_json(grounding_dino: Path, tmp_path: Path) -> None:
+    """Phrases of a generated MC-Bench release through the detector and into the authors' results
+    format: each kept box, converted to COCO [x, y, w, h] of its image with the detector's score."""
+    from needlepoint.benchmarks.mc_bench.agentic import Target, answer_from_detections, detector_queries
+    from needlepoint.benchmarks.mc_bench.benchmark import McBench
+    from needlepoint.benchmarks.mc_bench.scoring import read_results
+    from needlepoint.demo.mc_bench import write_release
+
+    folder, _ = write_release(tmp_path / "release", pairs=3)
+    bench = McBench(box_format="abs_xyxy")
+    samples = bench.load(folder)
+    detector = Detector.load(str(grounding_dino), device="cpu")
+    plans = [[Target(image=1, group=1, phrase="the red square"), Target(image=0, group=2, phrase="a blue circle")],
+             [], [Target(image=1, group=1, phrase="big green square")]]  # fmt: skip
+    queries = [q for s, targets in zip(samples, plans) for q in detector_queries(s, targets)]
+    log = ForwardLog(detector.model)
+    detections = detector.detect(queries)  # three samples' phrases: one pass
+    assert len(log.calls) == 1 and log.calls[0]["input_ids"][0] == 3
+    records = []
+    for k, (sample, targets) in enumerate(zip(samples, plans)):
+        parsed = answer_from_detections(targets, detections[2 * k : 2 * k + 2])
+        records.append({"id": sample.id, "answer": parsed.answer, **bench.judge(sample, parsed)})
+    (path,) = bench.export(tmp_path, samples, records, "reasoner + tiny detector", {})
+    expected = []
+    for sample, targets, pair in zip(samples, plans, [detections[i : i + 2] for i in range(0, 6, 2)]):
+        seen = [0, 0]
+        for t in targets:
+            d = pair[t["image"]][seen[t["image"]]]
+            seen[t["image"]] += 1
+            assert d.kept  # scores of this random model are far above 0.05
+            x1, y1, x2, y2 = d.box
+            width, height = sample.geometry.sizes[t["image"]]
+            assert 0 <= x1 <= x2 <= width and 0 <= y1 <= y2 <= height
+            expected.append(
+                {
+                    "image_id": sample.image_ids[t["image"]],
+                    "category_id": t["group"],
+                    "bbox": [x1, y1, x2 - x1, y2 - y1],
+                    "score": d.score,
+                }
+            )
+    assert read_results(path) == expected

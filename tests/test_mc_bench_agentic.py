@@ -13,9 +13,13 @@ import pytest
 from needlepoint.benchmarks.mc_bench.agentic import (
     REASONER_REPAIR_TEXT,
     Target,
+    answer_from_detections,
     assemble_answer,
+    detector_queries,
     localizer_prompt,
+    localizer_request,
     parse_localizer_reply,
+    parse_localizer_target,
     parse_targets,
     reasoner_prompt,
 )
@@ -24,6 +28,7 @@ from needlepoint.benchmarks.mc_bench.scoring import read_results, score_results
 from needlepoint.conversation import ImageRef
 from needlepoint.demo.mc_bench import write_release
 from needlepoint.geometry import model_frame, xywh_to_xyxy
+from needlepoint.models.detector import Detection
 
 
 def T(image: int, group: int, phrase: str) -> Target:
@@ -210,3 +215,41 @@ def test_a_wrong_group_and_an_unlocated_target(release: tuple[McBench, list[McSa
     assert metrics["corrected"]["ap50"] < 1.0 and metrics["counts"]["predictions"] == len(targets) - 1
     with pytest.raises(ValueError):
         assemble_answer(targets, boxes[:-1])
+
+
+def test_localizer_requests_and_boxes_per_target(tmp_path: Path) -> None:
+    """The localizer sees a target's own image as the run sends it (here downscaled to 200 px a
+    side); its pixel boxes are read back in the annotated size."""
+    folder, _ = write_release(tmp_path, pairs=2)
+    bench = McBench(box_format="abs_xyxy", max_image_side=200)
+    sample = bench.load(folder)[0]
+    target = T(1, 1, "the second square")
+    (message,) = localizer_request(sample, target, "abs_xyxy").messages
+    assert message.parts[0] == sample.images[1] and message.parts[0].max_side == 200
+    assert '"the second square"' in message.parts[1]
+    width, height = sample.geometry.sizes[1]
+    assert (width, height) == (360.0, 360.0)
+    parsed = parse_localizer_target(sample, target, '{"bbox_2d": [10, 20, 110, 120]}', "abs_xyxy")
+    assert parsed.answer == [18.0, 36.0, 198.0, 216.0]  # sent at 200 x 200
+    assert parse_localizer_target(sample, target, "no box", "abs_xyxy").error == "no_bbox_found"
+
+
+def test_detections_become_the_answer_in_target_order(release: tuple[McBench, list[McSample]]) -> None:
+    _, samples = release
+    sample = samples[0]
+    targets = [T(1, 1, "b first"), T(0, 2, "a only"), T(1, 1, "b second"), T(1, 3, "b third")]
+    queries = detector_queries(sample, targets)
+    assert queries == [(sample.images[0], ["a only"]), (sample.images[1], ["b first", "b second", "b third"])]
+    detections = [
+        [Detection((1.0, 2.0, 3.0, 4.0), 0.9, True)],
+        [Detection((5.0, 6.0, 7.0, 8.0), 0.3, True), Detection((9.0, 9.0, 10.0, 10.0), 0.01, False),
+         Detection((11.0, 12.0, 13.0, 14.0), 0.05, True)],
+    ]  # fmt: skip
+    parsed = answer_from_detections(targets, detections)
+    assert parsed.answer == [
+        {"image": 1, "group": 1, "bbox": [5.0, 6.0, 7.0, 8.0], "score": 0.3, "phrase": "b first"},
+        {"image": 0, "group": 2, "bbox": [1.0, 2.0, 3.0, 4.0], "score": 0.9, "phrase": "a only"},
+        {"image": 1, "group": 3, "bbox": [11.0, 12.0, 13.0, 14.0], "score": 0.05, "phrase": "b third"},
+    ]
+    assert detector_queries(sample, []) == [(sample.images[0], []), (sample.images[1], [])]
+    assert answer_from_detections([], [[], []]).answer == []

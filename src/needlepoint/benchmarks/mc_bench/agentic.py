@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from needlepoint.benchmarks.base import Parsed
 from needlepoint.benchmarks.mc_bench.benchmark import COORDINATES, REPAIR_TEXT, SEQUENCE_PROMPT, McSample
@@ -29,14 +29,21 @@ from needlepoint.conversation import Conversation, ImageRef, Message
 from needlepoint.geometry import BoxFormat
 from needlepoint.jsonfind import find_json
 
+if TYPE_CHECKING:
+    from needlepoint.models.detector import Detection
+
 __all__ = [
     "LOCALIZER_PROMPT",
     "REASONER_PROMPT",
     "REASONER_REPAIR_TEXT",
     "Target",
+    "answer_from_detections",
     "assemble_answer",
+    "detector_queries",
     "localizer_prompt",
+    "localizer_request",
     "parse_localizer_reply",
+    "parse_localizer_target",
     "parse_targets",
     "reasoner_prompt",
 ]
@@ -117,7 +124,11 @@ def _targets(value: Any) -> list[Target]:
         return _items(value, None)
     if not isinstance(value, dict):
         raise _Invalid("bad_schema")
-    per_image = {_image_index(k): v for k, v in value.items() if _image_index(k) is not None}
+    per_image: dict[int, Any] = {}
+    for key, v in value.items():
+        index = _image_index(key)
+        if index is not None:
+            per_image[index] = v
     if per_image:
         out: list[Target] = []
         for image, v in sorted(per_image.items()):
@@ -166,9 +177,8 @@ def _item(v: Any, image: int | None) -> list[Target]:
             phrases = many
         else:
             raise _Invalid("bad_schema")
-        group = _group(v.get("group", v.get("group_id", 1)))
-        if group is None or group < 1:
-            group = 1
+        number = _group(v.get("group", v.get("group_id", 1)))
+        group = number if number is not None and number >= 1 else 1
         if "image" in v:
             number = _group(v["image"])
             image = number - 1 if number in (1, 2) else None
@@ -219,3 +229,36 @@ def assemble_answer(
         out.append({"image": target["image"], "group": target["group"], "bbox": [float(v) for v in box],
                     "score": score, "phrase": target["phrase"]})  # fmt: skip
     return Parsed(answer=out)
+
+
+def localizer_request(sample: McSample, target: Target, box_format: BoxFormat) -> Conversation:
+    """The served localizer's request for one target: its phrase and its image of the pair."""
+    return localizer_prompt(target["phrase"], sample.images[target["image"]], box_format)
+
+
+def parse_localizer_target(sample: McSample, target: Target, text: str, box_format: BoxFormat) -> Parsed:
+    """`parse_localizer_reply` for one target, in pixels of its image as annotated (the sample's
+    geometry knows the size a downscaled image was sent at, and the abs frame)."""
+    size = sample.geometry.sizes[target["image"]]
+    return parse_localizer_reply(text, box_format, size, sample.geometry.seen(size))
+
+
+def detector_queries(sample: McSample, targets: Sequence[Target]) -> list[tuple[ImageRef, list[str]]]:
+    """The detector's input for a sample: both images in pair order, each with the phrases of its
+    targets in target order (an image without targets has none and costs no query)."""
+    return [(image, [t["phrase"] for t in targets if t["image"] == i]) for i, image in enumerate(sample.images)]
+
+
+def answer_from_detections(targets: Sequence[Target], detections: Sequence[Sequence[Detection]]) -> Parsed:
+    """The MC-Bench answer from the detector's reply to `detector_queries`: each target gets its
+    phrase's best box when the detector kept it (score at or above the threshold), scored by the
+    detector's confidence."""
+    seen = [0, 0]
+    boxes: list[Sequence[float] | None] = []
+    scores: list[float] = []
+    for t in targets:
+        found = detections[t["image"]][seen[t["image"]]]
+        seen[t["image"]] += 1
+        boxes.append(list(found.box) if found.kept else None)
+        scores.append(found.score)
+    return assemble_answer(targets, boxes, scores)
