@@ -339,6 +339,25 @@ def test_replay_of_a_run_redrives_it_to_the_same_metrics(serve: Any, ref_release
     assert scores(legacy[0]) == a[loaded[0].id]["scores"]
 
 
+def test_blocking_tool_runs_in_a_thread_and_is_recorded(ref_release: Any) -> None:
+    import threading
+
+    folder, _ = ref_release
+    bench = RefAdv(box_format="abs_xyxy")
+    ctx = SolveContext(bench, bench.load(folder)[0], {}, Generation())
+
+    def detect(n: int) -> tuple[int, int]:
+        return threading.get_ident(), 2 * n
+
+    async def go() -> tuple[int, int]:
+        return await ctx.tool_sync("detect", detect, 21, summary=lambda r: {"boxes": r[1]})
+
+    thread, value = asyncio.run(go())
+    assert value == 42 and thread != threading.get_ident()
+    assert ctx.turns == [{"role": "tool", "tool": "detect", "error": None, "error_kind": None,
+                          "latency_s": ctx.turns[0]["latency_s"], "result": {"boxes": 42}}]  # fmt: skip
+
+
 def test_solver_settings_in_run_json_carry_no_credentials() -> None:
     config = RunConfig(benchmark="mc_bench", data=Path("/d"), model="m", api_urls=[], solver="agentic",
                        solver_options={"localizer_url": "http://user:pw@host:8000/v1?api_key=abc", "localizer_api_key": "sk-1",

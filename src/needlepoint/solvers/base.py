@@ -10,6 +10,8 @@ every solver.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
@@ -88,8 +90,10 @@ class SolveContext:
     - `await ctx.complete(conversation, generation=None, role="model")` asks the model of `role`
       and records a turn {role, model, reply, finish_reason, latency_s, attempts, usage,
       request_bytes, error, error_kind, endpoint, reasoning?};
-    - `await ctx.tool(name, call, summary=None)` awaits `call()` (an embedder's or detector's
-      coroutine) and records a turn {role: "tool", tool, latency_s, error, error_kind, result};
+    - `await ctx.tool(name, call, summary=None)` awaits `call()` (an embedder's coroutine) and
+      records a turn {role: "tool", tool, latency_s, error, error_kind, result}; `await
+      ctx.tool_sync(name, fn, *args, summary=None)` does the same for blocking work (a detector),
+      run in a worker thread;
     - `ctx.note(**fields)` keeps solver facts (kept pieces, needle ranks) under record["solver"];
     - `ctx.request(conversation)` records the first request's summary; `ctx.repaired()` marks a
       repair turn.
@@ -151,3 +155,9 @@ class SolveContext:
             turn["result"] = summary(result)
         self.turns.append(turn)
         return result
+
+    async def tool_sync(self, name: str, fn: Callable[..., T], *args: Any, summary: Callable[[T], Any] | None = None) -> T:
+        """`tool` for blocking work (a detector's forward pass, a local embedding model): `fn(*args)`
+        runs in a worker thread, so that the other samples' requests keep flowing."""
+        loop = asyncio.get_running_loop()
+        return await self.tool(name, lambda: loop.run_in_executor(None, functools.partial(fn, *args)), summary)
