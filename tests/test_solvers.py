@@ -78,6 +78,7 @@ class TwoModels:
             return Parsed(error=thought.error_kind)
         chars = await ctx.tool("length", lambda: _length(thought.text), summary=lambda n: {"chars": n})
         ctx.note(reasoner_chars=chars)
+        assert ctx.run_dir is not None and (ctx.run_dir / "run.json").is_file()
         boxes = await ctx.complete(conversation, role="localizer")
         return read_reply(self.benchmark, sample, boxes)
 

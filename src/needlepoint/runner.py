@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from needlepoint import status
@@ -48,7 +49,7 @@ def pending(samples: Sequence[Any], done: dict[str, dict[str, Any]], retry_faile
 
 
 async def solve(
-    benchmark: Benchmark, solver: Solver, models: Mapping[str, Model], sample: Any, base: Generation
+    benchmark: Benchmark, solver: Solver, models: Mapping[str, Model], sample: Any, base: Generation, run_dir: Path | None = None
 ) -> dict[str, Any]:
     """One sample from solver to record. Never raises for model, input or solver faults: a request
     or tool call that fails is recorded under its `status` kind; an input that cannot be sent (a
@@ -59,7 +60,7 @@ async def solve(
     record: dict[str, Any] = {"id": sample.id, "status": status.DONE, "turns": [], "repair_used": False}
     ctx: SolveContext | None = None
     try:
-        ctx = SolveContext(benchmark, sample, models, base)
+        ctx = SolveContext(benchmark, sample, models, base, run_dir)
         record["turns"] = ctx.turns
         try:
             parsed = await solver.solve(sample, ctx)
@@ -252,7 +253,7 @@ async def run(
 
     async def worker() -> None:
         for sample in queue:
-            record = await solve(benchmark, solver, models, sample, base)
+            record = await solve(benchmark, solver, models, sample, base, store.dir)
             store.append(record)
             done[sample.id] = record
             finished.append(record)

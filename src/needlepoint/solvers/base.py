@@ -14,6 +14,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from needlepoint import status
@@ -96,13 +97,18 @@ class SolveContext:
       run in a worker thread;
     - `ctx.note(**fields)` keeps solver facts (kept pieces, needle ranks) under record["solver"];
     - `ctx.request(conversation)` records the first request's summary; `ctx.repaired()` marks a
-      repair turn.
+      repair turn;
+    - `ctx.run_dir` is the run folder, where a solver may cache what a resume should not redo
+      (under `cache/<solver name>/`).
     """
 
-    def __init__(self, benchmark: Benchmark, sample: Any, models: Mapping[str, Model], base: Generation) -> None:
+    def __init__(
+        self, benchmark: Benchmark, sample: Any, models: Mapping[str, Model], base: Generation, run_dir: Path | None = None
+    ) -> None:
         self.benchmark = benchmark
         self.sample = sample
         self.models = models
+        self.run_dir = run_dir  # the run folder, for a solver's caches (e.g. <run>/cache/rag/); None outside a run
         self.generation = benchmark.generation(sample, base)
         self.turns: list[dict[str, Any]] = []
         self.notes: dict[str, Any] = {}
