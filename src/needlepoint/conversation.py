@@ -111,7 +111,9 @@ class Reply:
 
 
 class Model(Protocol):
-    """Anything that answers a Conversation: the OpenAI-compatible client, a replay."""
+    """Anything that answers a Conversation: the OpenAI-compatible client, a replay of a run's
+    records, an in-process model. It bounds its own requests in flight (the one concurrency gate
+    is at the model layer); `evaluate(model=...)` runs a benchmark with any of them."""
 
     name: str
 
