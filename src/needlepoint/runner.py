@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ class RunOptions:
     concurrency: int = 32
     retry_failed: bool = False
     show_progress: bool = True
+    on_record: Callable[[Any, dict[str, Any]], None] | None = None  # called with each stored record
 
 
 def pending(samples: Sequence[Any], done: dict[str, dict[str, Any]], retry_failed: bool) -> list[Any]:
@@ -161,6 +162,8 @@ async def run(
         for sample in queue:
             record = await solve(benchmark, model, sample, base)
             store.append(record)
+            if options.on_record is not None:
+                options.on_record(sample, record)
             done[sample.id] = record
             finished.append(record)
             progress.advance()
