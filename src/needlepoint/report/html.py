@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import io
 import json
 import os
 import re
@@ -28,7 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 from needlepoint.benchmarks import make
-from needlepoint.benchmarks.base import Benchmark, ReportImage, ReportItem, Table, format_cell
+from needlepoint.benchmarks.base import Benchmark, ReportItem, Table, format_cell
 from needlepoint.config import redact_url
 from needlepoint.errors import DataError
 from needlepoint.report.assets import CSS, JS
