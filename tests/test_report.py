@@ -245,14 +245,23 @@ def test_existing_thumbnails_are_reused_without_reading_the_images(tmp_path: Pat
 def test_thumbnails_drafted_during_a_run_are_the_report_thumbnails(tmp_path: Path) -> None:
     run_dir, bench, samples, recs, header = hostile_run(tmp_path)
     folder = run_dir / "report" / "thumbs"
+    # Drafts never read: with nothing read from the parquet file yet, they draw nothing...
     drafter = thumbs.Drafter(folder, bench.report_items, batch=2)
     for s, r in zip(samples, recs):
         drafter.add(s, r)
     drafter.flush()
     drafter.thumbnails.close()
+    assert not list(folder.glob("*.jpg"))
+    # ...and once the requests have read the images, they draw each one.
+    drafter = thumbs.Drafter(folder, bench.report_items, batch=2)
+    for s, r in zip(samples, recs):
+        assert s.image.read_bytes()  # what building the request does
+        drafter.add(s, r)
+    drafter.flush()
+    drafter.thumbnails.close()
     drafted = {p.name for p in folder.glob("*.jpg")}
     assert len(drafted) == len(recs)
-    page = report_html.write_run_report(run_dir, bench, samples, recs, bench.score(samples, recs), header)
+    page = report_html.write_run_report(run_dir, bench, samples, recs, bench.score(samples, recs), header, drafter.thumbnails)
     assert {it["im"][0][0].split("/")[-1] for it in blob(page)["items"]} == drafted
 
 

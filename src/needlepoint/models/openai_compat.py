@@ -165,9 +165,13 @@ class OpenAICompatModel:
         for ref in (im for m in conversation.messages for im in m.images):
             b64 = self.images.get(ref)
             if b64 is None:
-                # Files are read on the loop (page cache, cheap); loaders (parquet rows, merged
-                # canvases) may read or compute for a while, so they run in a worker thread.
-                data = await loop.run_in_executor(None, read_image, ref) if ref.loader is not None else read_image(ref)
+                # Files are read on the loop (page cache, cheap), and so are loaded bytes already
+                # in memory (`cached()`: parquet rows read ahead); other loads (a parquet read, a
+                # merged canvas) may take a while, so they run in a worker thread.
+                peek = getattr(ref.loader, "cached", None)
+                data = read_image(ref) if ref.loader is None else peek() if peek is not None else None
+                if data is None:
+                    data = await loop.run_in_executor(None, read_image, ref)
                 if passes_through(data, ref, self.reencode_images):
                     b64 = base64.b64encode(data)
                 else:

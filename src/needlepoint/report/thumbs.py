@@ -31,6 +31,7 @@ THUMB_VERSION = "2"
 GT_COLOUR = "#1fbf4a"
 PRED_COLOUR = "#e0218a"
 GROUP_COLOURS = ("#22c55e", "#2f6fed", "#f59e0b", "#ef4444", "#a855f7", "#06b6d4", "#ec4899")
+_SKIPPED = "skipped"  # a draft whose bytes were no longer in memory
 _NAME = re.compile(r"^([0-9a-f]{20})-(\d+)x(\d+)\.jpg$")
 
 Size = tuple[int, int]
@@ -109,44 +110,63 @@ class Thumbnails:
                 m = _NAME.match(entry.name)
                 if m:
                     self._done[m.group(1)] = (int(m.group(2)), int(m.group(3)))
-        self._pending: dict[str, Future[Size | None]] = {}
+        self._pending: dict[str, Future[Size | None | str]] = {}
         self._lock = threading.Lock()
         self._workers = workers or max(1, min(8, os.cpu_count() or 1))
         self._pool: ThreadPoolExecutor | None = None
 
-    def submit(self, image: ReportImage, is_grouped: bool) -> str:
-        """Start drawing the thumbnail of `image` unless it exists or is under way; its key."""
+    def submit(self, image: ReportImage, is_grouped: bool, draft: bool = False) -> str:
+        """Start drawing the thumbnail of `image` unless it exists or is under way; its key.
+        A draft never makes a loader read: one with a `cached()` method (parquet rows) is asked
+        for bytes already in memory, and a draft whose bytes are gone is left to `finish`."""
         key = thumb_key(image, is_grouped)
         with self._lock:
             if key not in self._done and key not in self._pending:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="thumbs")
-                self._pending[key] = self._pool.submit(self._draw, key, image, is_grouped)
+                self._pending[key] = self._pool.submit(self._draw, key, image, is_grouped, draft)
         return key
 
-    def _draw(self, key: str, image: ReportImage, is_grouped: bool) -> Size | None:
+    def _draw(self, key: str, image: ReportImage, is_grouped: bool, draft: bool) -> Size | None | str:
         from needlepoint.report.html import write_atomic
 
         try:
-            jpeg, size = render_thumbnail(image.image.read_bytes(), image, is_grouped)
+            peek = getattr(image.image.loader, "cached", None) if draft else None
+            data = peek() if peek is not None else image.image.read_bytes()
+            if data is None:
+                return _SKIPPED
+            jpeg, size = render_thumbnail(data, image, is_grouped)
             write_atomic(self.folder / file_name(key, size), jpeg)
         except Exception:  # noqa: BLE001 - an unreadable image must not cost the report; the page says so
             return None
+        with self._lock:
+            self._done[key] = size
         return size
 
     def finish(self, items: Sequence[ReportItem], is_grouped: bool) -> dict[str, Size | None]:
         """Every thumbnail the items show, drawn if missing: key -> size (None: unreadable image).
+        Drafts under way end first; the rest is drawn in item order (parquet is read forward).
         Thumbnails no item shows any more are removed."""
-        wanted = [self.submit(im, is_grouped) for it in items for im in it.images]
+        wanted: dict[str, ReportImage] = {}
+        for it in items:
+            for im in it.images:
+                wanted.setdefault(thumb_key(im, is_grouped), im)
         with self._lock:
-            pending = dict(self._pending)
+            drafts = list(self._pending.values())
+        for future in drafts:
+            future.result()
+        with self._lock:
+            self._pending.clear()
         sizes: dict[str, Size | None] = {}
+        for image in wanted.values():
+            self.submit(image, is_grouped)
+        with self._lock:
+            jobs = dict(self._pending)
         for key in wanted:
-            if key in sizes:
-                continue
-            future = pending.get(key)
-            sizes[key] = future.result() if future is not None else self._done.get(key)
-        self.close(cancel=True)  # drafts no item shows any more (e.g. superseded records)
+            future = jobs.get(key)
+            result = future.result() if future is not None else self._done.get(key)
+            sizes[key] = result if isinstance(result, tuple) else None
+        self.close(cancel=True)
         keep = {file_name(k, s) for k, s in sizes.items() if s is not None}
         if self.folder.is_dir():
             for entry in os.scandir(self.folder):
@@ -161,9 +181,6 @@ class Thumbnails:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=cancel)
         with self._lock:
-            for key, future in list(self._pending.items()):
-                if future.done() and not future.cancelled() and future.exception() is None and future.result():
-                    self._done[key] = future.result()  # type: ignore[assignment]
             self._pending.clear()
 
 
@@ -200,6 +217,6 @@ class Drafter:
             self.grouped = self.grouped or grouped(items)
             for it in items:
                 for im in it.images:
-                    self.thumbnails.submit(im, self.grouped)
+                    self.thumbnails.submit(im, self.grouped, draft=True)
         except Exception:  # noqa: BLE001 - drafts are an optimisation: the report draws what is missing
             pass
