@@ -1,7 +1,7 @@
 """Reading Hugging Face parquet releases without holding their images in memory.
 
 Metadata columns are read at load time. Images are read when their requests are built, a slice of
-64 rows at a time, by one background thread that walks the image column forward (pyarrow's
+32 rows at a time, by one background thread that walks the image column forward (pyarrow's
 batch iterator, reading the file as a stream): memory holds a few slices and the page being read,
 never a whole row group, whatever size the release's row groups are (the Hugging Face writers
 make them about 1,100 rows and 100 MB of images). The next slice is read ahead, so a run walking
@@ -19,7 +19,7 @@ from typing import Any
 
 from needlepoint.errors import DataError
 
-SLICE_ROWS = 64
+SLICE_ROWS = 32
 CACHED_SLICES = 6
 
 
@@ -89,10 +89,10 @@ class ParquetTable:
         except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for damaged files
             self._cursor = None
             raise DataError(f"row group {group} of {self.path} cannot be read ({exc}); re-download the release") from None
-        out: list[bytes | None] = []
-        for value in batch.column(0).to_pylist():
-            out.append(value.get("bytes") if isinstance(value, dict) else value)
-        return out
+        column = batch.column(0)
+        if column.type.num_fields:  # the datasets Image struct {bytes, path}
+            column = column.field("bytes")
+        return column.to_pylist()
 
     def _slice(self, key: tuple[int, int]) -> Future[list[bytes | None]]:
         """The (pending or done) read of a slice; call with the lock held."""
