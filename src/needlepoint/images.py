@@ -40,11 +40,12 @@ def safe_path(root: Path, relative: str, where: str = "") -> Path:
     return root / PurePosixPath(str(relative).replace("\\", "/"))
 
 
-def _open(data: bytes, key: str):
+def _open(data: bytes | Path, key: str):
+    """Pillow's lazy open (header only) of stored bytes, or of a file read as it is decoded."""
     from PIL import Image
 
     try:
-        im = Image.open(io.BytesIO(data))
+        im = Image.open(data if isinstance(data, Path) else io.BytesIO(data))
         im.size  # noqa: B018 - forces the header to be read
         return im
     except Exception as exc:  # Pillow raises many types for bad files
@@ -57,6 +58,22 @@ def read_image(ref: ImageRef) -> bytes:
         return ref.read_bytes()
     except OSError as exc:
         raise DataError(f"image {ref.key} cannot be read ({exc.strerror or exc}); check the images folder") from None
+
+
+INLINE_FILE_BYTES = 4 << 20  # image files up to this size are read whole at once (on the event loop)
+
+
+def read_small_image(ref: ImageRef) -> bytes | None:
+    """The bytes of an image file of at most INLINE_FILE_BYTES, else None: a bigger file is left
+    on disk, to be read by its decoder under the pixel budget (`encode_jpeg`), so that many big
+    files in flight never sit in memory together."""
+    if ref.loader is None and ref.path is not None:
+        try:
+            if ref.path.stat().st_size > INLINE_FILE_BYTES:
+                return None
+        except OSError as exc:
+            raise DataError(f"image {ref.key} cannot be read ({exc.strerror or exc}); check the images folder") from None
+    return read_image(ref)
 
 
 def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
@@ -129,17 +146,18 @@ class PixelBudget:
 
 
 DECODE_BUDGET = PixelBudget(12_000_000)
-BAND_PIXELS = 2_000_000  # full-size pixels decoded at once from a big PNG (pngstrips)
+BAND_PIXELS = 1_000_000  # full-size pixels decoded at once from a big PNG (pngstrips)
 
 
-def decode_rgb(data: bytes, key: str, max_side: int | None = None, gap: float = 2.0) -> Any:
+def decode_rgb(data: bytes | Path, key: str, max_side: int | None = None, gap: float = 2.0) -> Any:
     """The image as an RGB Pillow image, shrunk (aspect kept) to `fitted_size(.., max_side)`.
 
     Decodes at reduced size where the format allows: a JPEG at 1/2, 1/4 or 1/8 scale (draft
     mode), a big non-interlaced PNG band by band (`pngstrips`); anything else whole. As in
     Pillow's `thumbnail`, the reduced decode stays at least `gap` times the target before the
     final resampling (1.0: decode straight to the target where possible, for report thumbnails).
-    The pixels decoded at once count against `DECODE_BUDGET`."""
+    The pixels decoded at once count against `DECODE_BUDGET`. `data` may be a file's path: it is
+    then read as it is decoded, never whole."""
     from PIL import Image
 
     from needlepoint.geometry import fitted_size
@@ -150,7 +168,8 @@ def decode_rgb(data: bytes, key: str, max_side: int | None = None, gap: float = 
     target = fitted_size(width, height, max_side)
     try:
         if target != (width, height) and im.format == "PNG":
-            header = read_header(io.BytesIO(data))
+            with data.open("rb") if isinstance(data, Path) else io.BytesIO(data) as fh:
+                header = read_header(fh)
             factor = int(min(width / target[0], height / target[1]) / gap)
             if header is not None and header.banded and factor >= 2 and width * height > 2 * BAND_PIXELS:
                 from needlepoint.pngstrips import decode_reduced
@@ -172,8 +191,9 @@ def decode_rgb(data: bytes, key: str, max_side: int | None = None, gap: float = 
         raise DataError(f"image {key} cannot be decoded ({exc}); replace or remove it") from None
 
 
-def transcode_jpeg(data: bytes, ref: ImageRef) -> bytes:
-    """Stored bytes converted to RGB, shrunk to `ref.max_side`, and encoded as JPEG at quality 95."""
+def transcode_jpeg(data: bytes | Path, ref: ImageRef) -> bytes:
+    """Stored bytes (or a file) converted to RGB, shrunk to `ref.max_side`, and encoded as JPEG at
+    quality 95."""
     im = decode_rgb(data, ref.key, ref.max_side)
     out = io.BytesIO()
     try:
@@ -183,9 +203,20 @@ def transcode_jpeg(data: bytes, ref: ImageRef) -> bytes:
     return out.getvalue()
 
 
-def encode_jpeg(ref: ImageRef, reencode: bool = False) -> bytes:
-    """The JPEG bytes to send for an image (see the module docstring for the rule)."""
-    data = read_image(ref)
+def encode_jpeg(ref: ImageRef, reencode: bool = False, data: bytes | None = None) -> bytes:
+    """The JPEG bytes to send for an image (see the module docstring for the rule); `data`: its
+    stored bytes when already read. A big file (see `read_small_image`) is read whole only if it
+    is sent as it is; otherwise its decoder reads it."""
+    if data is None:
+        data = read_small_image(ref)
+    if data is None:
+        assert ref.path is not None
+        with _open(ref.path, ref.key) as im:
+            head = (im.format, im.mode, im.size)
+        too_big = ref.max_side is not None and max(head[2]) > ref.max_side
+        if head[0] == "JPEG" and head[1] == "RGB" and not too_big and not reencode:
+            return read_image(ref)
+        return transcode_jpeg(ref.path, ref)
     return data if passes_through(data, ref, reencode) else transcode_jpeg(data, ref)
 
 
@@ -236,9 +267,9 @@ class ImageCache:
                 self._bytes -= len(old)
 
 
-def base64_jpeg(ref: ImageRef, reencode: bool = False) -> bytes:
-    """Base64 (ASCII bytes) of the JPEG to send for an image, with no cache."""
-    return base64.b64encode(encode_jpeg(ref, reencode))
+def base64_jpeg(ref: ImageRef, reencode: bool = False, data: bytes | None = None) -> bytes:
+    """Base64 (ASCII bytes) of the JPEG to send for an image, with no cache (see encode_jpeg)."""
+    return base64.b64encode(encode_jpeg(ref, reencode, data))
 
 
 def merge_pair(left: bytes, right: bytes, band: int = 20) -> tuple[bytes, int]:

@@ -72,14 +72,15 @@ def _dashed_rect(draw: Any, box: Sequence[float], colour: str, width: int, dash:
             pos = end + gap
 
 
-def render_thumbnail(data: bytes, image: ReportImage, is_grouped: bool) -> tuple[bytes, Size]:
-    """A JPEG of `data` at most THUMB_MAX px a side with the image's boxes drawn in, and its size.
-    Ground truth is drawn solid, predictions dashed on top."""
+def render_thumbnail(data: bytes | Path, image: ReportImage, is_grouped: bool) -> tuple[bytes, Size]:
+    """A JPEG of `data` (stored bytes, or a big file read as it is decoded) at most THUMB_MAX px a
+    side with the image's boxes drawn in, and its size. Ground truth is drawn solid, predictions
+    dashed on top."""
     from PIL import Image, ImageDraw
 
     from needlepoint.images import decode_rgb
 
-    with Image.open(io.BytesIO(data)) as probe:
+    with Image.open(data if isinstance(data, Path) else io.BytesIO(data)) as probe:
         width, height = probe.size
     im = decode_rgb(data, str(image.image.key), THUMB_MAX, gap=1.0)
     sx, sy = im.width / max(width, 1), im.height / max(height, 1)
@@ -128,11 +129,13 @@ class Thumbnails:
         return key
 
     def _draw(self, key: str, image: ReportImage, is_grouped: bool, draft: bool) -> Size | None | str:
+        from needlepoint.images import read_small_image
         from needlepoint.report.html import write_atomic
 
         try:
-            peek = getattr(image.image.loader, "cached", None) if draft else None
-            data = peek() if peek is not None else image.image.read_bytes()
+            ref = image.image
+            peek = getattr(ref.loader, "cached", None) if draft else None
+            data: bytes | Path | None = peek() if peek is not None else read_small_image(ref) or ref.path
             if data is None:
                 return _SKIPPED
             jpeg, size = render_thumbnail(data, image, is_grouped)
