@@ -74,6 +74,8 @@ class ParquetTable:
 
     def _read_slice(self, group: int, index: int) -> list[bytes | None]:
         """The image bytes of one slice; runs on the reader thread, which alone owns the cursor."""
+        import pyarrow as pa
+
         try:
             if self._cursor is None or self._cursor[0] != group or self._cursor[1] > index:
                 batches = self._file.iter_batches(
@@ -86,6 +88,7 @@ class ParquetTable:
                 position += 1
             batch = next(batches)
             self._cursor = (group, position + 1, batches)
+            pa.default_memory_pool().release_unused()  # hand the pages already decoded back to the OS
         except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for damaged files
             self._cursor = None
             raise DataError(f"row group {group} of {self.path} cannot be read ({exc}); re-download the release") from None
