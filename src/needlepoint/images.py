@@ -3,6 +3,10 @@
 The one image encoder in needlepoint. An RGB JPEG that needs no resizing is sent as its own bytes
 (a second JPEG generation would only add loss); anything else is converted to RGB and encoded as
 JPEG at quality 95, as the benchmarks' authors send images.
+
+Decoding is bounded: images are decoded at reduced size where the format allows (`decode_rgb`),
+the pixels decoded at once across threads are capped (`DECODE_BUDGET`), and a big file stays on
+disk until its decoder reads it, so huge images cost a bounded amount of memory per process.
 """
 
 from __future__ import annotations
@@ -176,7 +180,10 @@ def decode_rgb(data: bytes | Path, key: str, max_side: int | None = None, gap: f
 
                 rows = max(factor, BAND_PIXELS // width // factor * factor)
                 with DECODE_BUDGET.hold(rows * width + (width // factor) * (height // factor)):
-                    small = decode_reduced(im, header, factor, BAND_PIXELS)
+                    try:
+                        small = decode_reduced(im, header, factor, BAND_PIXELS)
+                    finally:
+                        im.close()
                     return small.resize(target, Image.Resampling.BICUBIC) if small.size != target else small
         if target != (width, height) and im.format == "JPEG":
             im.draft("RGB", (round(target[0] * gap), round(target[1] * gap)))
