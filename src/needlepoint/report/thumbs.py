@@ -99,6 +99,10 @@ def render_thumbnail(data: bytes | Path, image: ReportImage, is_grouped: bool) -
     return buf.getvalue(), im.size
 
 
+def _all_cores() -> int:
+    return max(1, min(8, os.cpu_count() or 1))
+
+
 class Thumbnails:
     """The thumbnails folder of one report: those that exist, and the drawing of missing ones on
     worker threads. `submit` starts drawing; `finish` returns every wanted thumbnail's size."""
@@ -113,7 +117,7 @@ class Thumbnails:
                     self._done[m.group(1)] = (int(m.group(2)), int(m.group(3)))
         self._pending: dict[str, Future[Size | None | str]] = {}
         self._lock = threading.Lock()
-        self._workers = workers or max(1, min(8, os.cpu_count() or 1))
+        self._workers = workers or _all_cores()
         self._pool: ThreadPoolExecutor | None = None
 
     def submit(self, image: ReportImage, is_grouped: bool, draft: bool = False) -> str:
@@ -158,8 +162,8 @@ class Thumbnails:
             drafts = list(self._pending.values())
         for future in drafts:
             future.result()
-        with self._lock:
-            self._pending.clear()
+        self.close()
+        self._workers = _all_cores()  # drafts leave a core to the run; now the report is all there is
         sizes: dict[str, Size | None] = {}
         for image in wanted.values():
             self.submit(image, is_grouped)
@@ -195,7 +199,7 @@ class Drafter:
     def __init__(
         self, folder: Path, items_of: Callable[[list[Any], list[dict[str, Any]]], list[ReportItem]], batch: int = 16
     ) -> None:
-        self.thumbnails = Thumbnails(folder)
+        self.thumbnails = Thumbnails(folder, workers=max(1, _all_cores() - 1))  # a core stays with the run
         self._items_of = items_of
         self._batch = batch
         self._samples: list[Any] = []
