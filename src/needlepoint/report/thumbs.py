@@ -170,8 +170,8 @@ class Thumbnails:
         with self._lock:
             jobs = dict(self._pending)
         for key in wanted:
-            future = jobs.get(key)
-            result = future.result() if future is not None else self._done.get(key)
+            job = jobs.get(key)
+            result = job.result() if job is not None else self._done.get(key)
             sizes[key] = result if isinstance(result, tuple) else None
         self.close(cancel=True)
         keep = {file_name(k, s) for k, s in sizes.items() if s is not None}
