@@ -14,7 +14,7 @@ import math
 import sys
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ class RunOptions:
     retry_failed: bool = False
     show_progress: bool = True
     progress_every_s: float = 5.0  # without a terminal: one plain progress line this often
+    on_record: Callable[[Any, dict[str, Any]], None] | None = None  # called with each stored record
 
 
 def pending(samples: Sequence[Any], done: dict[str, dict[str, Any]], retry_failed: bool) -> list[Any]:
@@ -255,6 +256,8 @@ async def run(
         for sample in queue:
             record = await solve(benchmark, solver, models, sample, base, store.dir)
             store.append(record)
+            if options.on_record is not None:
+                options.on_record(sample, record)
             done[sample.id] = record
             finished.append(record)
             progress.advance()
