@@ -80,7 +80,6 @@ class VllmServer:
             "--dtype", "float32",
             "--max-model-len", str(self.max_model_len),
             "--max-num-seqs", "16",
-            "--disable-log-stats",
         ]  # fmt: skip
         if self.api_key:
             args += ["--api-key", self.api_key]

@@ -31,7 +31,7 @@ def test_documents_over_the_context_are_context_too_long(servers: Servers, tmp_p
     assert len(records) == len(rows) == 6
     by_length = {
         row["meta"]["context_length"]: rec
-        for row, rec in zip(rows, sorted(records, key=lambda r: int(str(r["id"]).rsplit("-", 1)[-1])))
+        for row, rec in zip(rows, sorted(records, key=lambda r: int(str(r["id"]).rsplit("/", 1)[-1])))
     }
     short = [rec for length, rec in by_length.items() if length < 2000]
     long = [rec for length, rec in by_length.items() if length > 2 * MAX_MODEL_LEN // 1.5]
