@@ -9,8 +9,8 @@ architecture at toy size: text hidden 128, 2 layers; vision depth 2, hidden 64, 
 merge 2, temporal patch 2; about 1.6 M parameters), `model.safetensors`, a byte-level BPE
 tokenizer trained here on generated English with Qwen's special tokens, a chat template in Qwen's
 prompt format, and the image processor's configuration. Everything is seeded, so two builds are
-the same model; its answers are visible noise (it never picks a special token), which is all the
-tests need from it.
+the same model; its answers are visible ASCII noise (it never picks a special or unprintable
+token), which is all the tests need from it.
 """
 
 from __future__ import annotations
@@ -137,6 +137,19 @@ def build_tokenizer(out: Path, seed: int) -> dict[str, int]:
     return ids
 
 
+def unprintable_ids(out: Path) -> list[int]:
+    """Ids of the tokens that are special or do not decode to printable ASCII on their own."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+    bad = []
+    for i in range(tok.get_vocab_size()):
+        text = tok.decode([i], skip_special_tokens=False)
+        if tok.id_to_token(i) in SPECIAL_TOKENS or not text or not text.isascii() or not (text.isprintable() or text.isspace()):
+            bad.append(i)
+    return bad
+
+
 def model_config(ids: dict[str, int], vocab: int) -> dict:
     """Qwen2.5-VL's architecture at toy size."""
     return {
@@ -221,10 +234,11 @@ def build(out: Path, seed: int = 0) -> int:
     torch.manual_seed(seed)
     model = Qwen2_5_VLForConditionalGeneration(config).to(torch.float32).eval()
     with torch.no_grad():
-        # A zero output row gives a special token logit 0 while the best of ~2,800 random logits
-        # is positive: the model never ends early or emits tokens that decode to nothing, so every
-        # reply is visible text running to max_tokens.
-        model.lm_head.weight[[ids[t] for t in SPECIAL_TOKENS]] = 0.0
+        # A zero output row gives a token logit 0 while the best of ~2,800 random logits is
+        # positive. Zeroing the special tokens and those that are not printable ASCII (a lone byte
+        # of a UTF-8 sequence decodes to nothing) makes every reply visible text that runs to
+        # max_tokens: the model never ends early and never answers an empty string.
+        model.lm_head.weight[unprintable_ids(out)] = 0.0
     model.save_pretrained(out, safe_serialization=True)
     generation = {
         "bos_token_id": ids["<|endoftext|>"],
