@@ -169,7 +169,7 @@ def serve() -> int:
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    server = SimulatedServer(default="A")
+    server = SimulatedServer(default="A", models=("bench",))
     server.log = NoLog()  # the log would keep every document's text
     server.start()
     print(server.url, flush=True)

@@ -152,6 +152,8 @@ class Server:
             str(self.delay_ms),
             "--stats",
             str(self.stats_path),
+            "--model",
+            MODEL,
         ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None

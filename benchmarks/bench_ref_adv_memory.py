@@ -32,7 +32,7 @@ def main() -> int:
     exe = str(Path(sys.executable).parent / "needlepoint")
     sizes = tuple(int(v) for v in ns.sizes.split(","))
     peaks: dict[int, list[float]] = {n: [] for n in sizes}
-    with tempfile.TemporaryDirectory() as tmp, SimulatedServer(default='{"bboxes": [[0, 0, 10, 10]]}') as server:
+    with tempfile.TemporaryDirectory() as tmp, SimulatedServer(default='{"bboxes": [[0, 0, 10, 10]]}', models=("m",)) as server:
         root = Path(tmp)
         for n in sizes:
             make_release(root / f"data{n}", n)

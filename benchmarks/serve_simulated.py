@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay-ms", type=float, default=0.0, help="answer each request after this many ms (default 0)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
     parser.add_argument("--reply", default=DEFAULT_REPLY, help="the reply text for every request")
+    parser.add_argument("--model", action="append", help="a model name GET /v1/models lists (repeat; default the simulated name)")
     parser.add_argument("--stats", help="file that SIGUSR1 writes the request count and arrival times to")
     ns = parser.parse_args(argv)
 
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: stop.set())
 
     server = SimulatedServer(default=ns.reply, delay_s=ns.delay_ms / 1000.0, port=ns.port)
+    if ns.model:
+        server.models = tuple(ns.model)
     log = _ArrivalLog()
     server.log = log  # counts and times requests instead of keeping them all
     if ns.stats:

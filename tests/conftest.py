@@ -15,11 +15,15 @@ import pytest
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.demo.draw import render
 from needlepoint.demo.ref_adv import make_rows, write_release
-from needlepoint.models.simulated import SimulatedServer
+from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 REF_ADV_PREDICTIONS = SHARED_DATA / "ref-adv-s" / "qwen25a72b_direct_predictions.jsonl"
+
+
+# The model names the tests ask for; `serve()` lists them in GET /v1/models unless told otherwise.
+TEST_MODELS = (SIMULATED_MODEL_NAME, "sim-model", "m", "org/m", "org/sim-model", "sim/mc-bench", "org/niah-model")
 
 
 class RecordingServer(SimulatedServer):
@@ -41,6 +45,7 @@ def serve() -> Iterator[Callable[..., RecordingServer]]:
     started: list[RecordingServer] = []
 
     def start(**kwargs: Any) -> RecordingServer:
+        kwargs.setdefault("models", TEST_MODELS)
         server = RecordingServer(**kwargs).start()
         started.append(server)
         return server

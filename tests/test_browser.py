@@ -229,3 +229,34 @@ def test_hostile_answers_render_as_text(browser: Any, demo: Path, tmp_path: Path
         assert p.dialogs == [] and p.errors == []
     finally:
         p.close()
+
+
+def test_reasoning_is_shown_folded(browser: Any, demo: Path, tmp_path: Path) -> None:
+    src = demo / "runs" / "ref_adv_s"
+    run = tmp_path / "run"
+    shutil.copytree(src, run)
+    header = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    bench = make("ref_adv_s", **header["config"]["options"])
+    samples = bench.load(Path(header["config"]["data"]))
+    recs = {r["id"]: r for r in records(run)}
+    ordered = [recs[s.id] for s in samples if s.id in recs]
+    thought = "<img src=z onerror=alert(3)> Let me look at the shapes first."
+    ordered[0]["turns"] = [{"reply": "", "reasoning": thought, "finish_reason": "length"}]
+    ordered[0]["parse_error"] = "no_content"
+    path = write_run_report(run, bench, samples, ordered, bench.score(samples, ordered), header)
+    p = Page(browser, path)
+    try:
+        p.page.fill("#np-search", ordered[0]["id"])
+        p.count()
+        folded = p.page.locator(f"#np-cards article[data-id='{ordered[0]['id']}'] details.reasoning")
+        assert folded.count() == 1
+        assert folded.get_attribute("open") is None  # folded until clicked
+        assert folded.locator("summary").text_content() == f"reasoning ({len(thought)} characters)"
+        assert not folded.locator("pre").is_visible()
+        folded.locator("summary").click()
+        assert folded.locator("pre").is_visible() and folded.locator("pre").text_content() == thought
+        assert p.page.locator("details.reasoning").count() == 1  # only the sample that has reasoning
+        assert p.page.locator("img[src='z']").count() == 0
+        assert p.dialogs == [] and p.errors == []
+    finally:
+        p.close()

@@ -227,18 +227,21 @@ def test_export_rescores_to_run_metrics(serve: Any, tmp_path: Path, capsys: pyte
     keys = [prompt_key(s) for s in samples]
     script = {k: answers_for(r, i) for i, (k, r) in enumerate(zip(keys, rows))}
     script[keys[0]] = ["I cannot tell.", "Still cannot tell."]  # a parse failure after repair
-    server = serve(script=script, default=None, faults={keys[1]: ["400"]})  # a backend error
+    server = serve(script=script, default=None, faults={keys[1]: ["500"]})  # a backend error (no retries)
     run = tmp_path / "run"
     args = ["eval", "ref_adv_s", "--data", str(data), "--model", "org/sim-model", "--api-url", server.url,
             "--out", str(run), "--box-format", "abs_xyxy", "--no-progress", "--no-report", "--json",
             "--max-retries", "0"]  # fmt: skip
-    assert main(args) == 0
+    assert main(args) == 3  # some samples failed: the documented exit code
     captured = capsys.readouterr()
     printed = json.loads(captured.out)
     metrics = json.loads((run / "metrics.json").read_text())
     assert printed == metrics
     assert metrics["n"] == 20 and metrics["backend_errors"] == 1
-    assert metrics["parse_errors"] == {"backend_error": 1, "no_bbox_found": 1}
+    # a failed request is no parse failure: the two are counted apart
+    assert metrics["parse_errors"] == {"no_bbox_found": 1} and metrics["parse_fail"] == 1
+    assert metrics["failures"] == {"backend_error": 1} and metrics["failed"] == 1
+    assert (metrics["run"]["answered"], metrics["run"]["failed"]) == (19, 1)
     assert "--retry-failed" in captured.err
 
     exported = [json.loads(line) for line in (run / "predictions_ref_adv.jsonl").read_text().splitlines()]

@@ -191,7 +191,7 @@ def test_run_with_faults_then_retry_failed(serve: Any, ref_release: Any, tmp_pat
         keys[4]: ["hang"] * 3,  # every attempt times out: backend_error
         keys[5]: ["close"],
         keys[6]: ["badjson"],
-        keys[7]: ["400"],  # not retried: backend_error
+        keys[7]: ["400"],  # not retried: request_rejected
         keys[8]: ["500"] * 3,  # retries exhausted: backend_error
     }
     server = serve(script=script, faults=faults, default=None)
@@ -202,7 +202,7 @@ def test_run_with_faults_then_retry_failed(serve: Any, ref_release: Any, tmp_pat
     assert sorted(records, key=int) == [s.id for s in samples]
     by_index = [records[s.id] for s in samples]
     status = [r["status"] for r in by_index]
-    assert status == ["done"] * 4 + ["backend_error"] + ["done"] * 2 + ["backend_error"] * 2 + ["done"] * 3
+    assert status == ["done"] * 4 + ["backend_error"] + ["done"] * 2 + ["request_rejected", "backend_error"] + ["done"] * 3
     assert sorted(result.failed, key=int) == [samples[i].id for i in (4, 7, 8)]
 
     hang, bad_request, server_error = by_index[4], by_index[7], by_index[8]
@@ -210,7 +210,7 @@ def test_run_with_faults_then_retry_failed(serve: Any, ref_release: Any, tmp_pat
     assert bad_request["error"].startswith("http_400")
     assert server_error["error"].startswith("http_500") and "gave up after 3 attempts" in server_error["error"]
     for rec in (hang, bad_request, server_error):
-        assert rec["parse_error"] == "backend_error"
+        assert rec["parse_error"] == rec["status"]
         assert rec["iou"] == 0.0 and rec["hit"] is False
         assert len(rec["turns"]) == 1 and rec["repair_used"] is False
     assert bad_request["turns"][0]["attempts"] == 1
@@ -246,27 +246,34 @@ def test_run_with_faults_then_retry_failed(serve: Any, ref_release: Any, tmp_pat
 
     metrics = result.metrics
     assert metrics["n"] == 12
-    assert metrics["backend_errors"] == 3
-    assert metrics["parse_errors"] == {"backend_error": 3, "no_bbox_found": 1}
-    assert metrics["parse_fail"] == 4
+    assert metrics["backend_errors"] == 2
+    # failed requests are counted apart from parse failures (issue 8): the model never answered
+    assert metrics["parse_errors"] == {"no_bbox_found": 1} and metrics["failures"] == {"backend_error": 2, "request_rejected": 1}
+    assert metrics["parse_fail"] == 1
     assert metrics["repair_used"] == 3
     assert metrics["hits@0.5"] == 8
     assert metrics["run"]["failed"] == 3
+    assert metrics["run"]["answered"] == 9
+    assert metrics["run"]["failed_by_kind"] == {"backend_error": 2, "request_rejected": 1}
+    assert result.notes[0] == "3 sample(s) failed (2 backend_error, 1 request_rejected); listed in metrics.json under run.failed_ids"
+    assert "--retry-failed to request the 2 transient failure(s) again" in result.notes[1]
+    assert result.notes[2].startswith("request_rejected: the server refuses these samples as they are")
     assert json.loads((out / "metrics.json").read_text()) == json.loads(json.dumps(metrics))
     assert json.loads((out / "run.json").read_text())["status"] != "complete"
 
-    # --retry-failed asks again for the three failed samples only
+    # --retry-failed asks again for the two transient failures only, not for the rejected request
     before = len(server.log)
     again = evaluate(_config(folder, [server.url], out, retry_failed=True))
-    assert sorted(server.log[before:]) == sorted((keys[i], 0) for i in (4, 7, 8))
-    assert again.failed == []
+    assert sorted(server.log[before:]) == sorted((keys[i], 0) for i in (4, 8))
+    assert again.failed == [samples[7].id]
     assert again.metrics["backend_errors"] == 0
-    assert again.metrics["hits@0.5"] == 11
+    assert again.metrics["hits@0.5"] == 10
     assert again.metrics["n"] == 12
     final = read_records(out / "records.jsonl")
-    assert all(final[samples[i].id]["status"] == "done" for i in (4, 7, 8))
-    assert len((out / "records.jsonl").read_text().splitlines()) == 15  # 12 + 3 superseding records
-    assert json.loads((out / "run.json").read_text())["status"] == "complete"
+    assert all(final[samples[i].id]["status"] == "done" for i in (4, 8))
+    assert final[samples[7].id]["status"] == "request_rejected"
+    assert len((out / "records.jsonl").read_text().splitlines()) == 14  # 12 + 2 superseding records
+    assert json.loads((out / "run.json").read_text())["status"] == "incomplete"
 
     # a plain rerun of a complete run asks nothing
     before = len(server.log)

@@ -50,7 +50,7 @@ class CapturingServer(SimulatedServer):
 
 @pytest.fixture
 def server() -> Iterator[CapturingServer]:
-    with CapturingServer(default="A") as srv:
+    with CapturingServer(default="A", models=(MODEL,)) as srv:
         yield srv
 
 
@@ -305,7 +305,7 @@ class Run:
 def handmade_run(handmade: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     out = tmp_path_factory.mktemp("runs") / "handmade"
     err = io.StringIO()
-    with CapturingServer(default="A") as srv:
+    with CapturingServer(default="A", models=(MODEL,)) as srv:
         with no_heatmaps(), contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             rc = main(eval_args(handmade, srv.url, out, "--split", "val", "--concurrency", "1"))
         return Run(rc, err.getvalue(), out, list(srv.bodies))
@@ -442,7 +442,7 @@ def full_run(tmp_path_factory: pytest.TempPathFactory) -> FullRun:
     scored.sort(key=lambda r: r["context_length"])  # the run's order: shortest first, stable
     expected = aggregate(scored)
     run_dir = root / "run"
-    with CapturingServer(script=script, default=None) as srv:
+    with CapturingServer(script=script, default=None, models=(MODEL,)) as srv:
         with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
             rc = main(eval_args(root, srv.url, run_dir, "--split", "val", "--concurrency", "8"))
         assert rc == 0, err.getvalue()
@@ -589,7 +589,7 @@ def test_requests_over_the_byte_budget_are_input_errors_not_sent(
     write_split(tmp_path / "data", rows)
     run_dir = tmp_path / "run"
     rc, _, err = run_cli(capsys, *eval_args(tmp_path / "data", server.url, run_dir, "--max-request-bytes", "8000"))
-    assert rc == 0, err
+    assert rc == 3, err  # two samples failed (input errors): the documented exit code
     assert [marker(b) for b in server.bodies] == ["SMALL"], "requests over budget must not be sent"
     records = {r["id"]: r for r in map(json.loads, (run_dir / "records.jsonl").read_text().splitlines())}
     for sid in ("retrieval-image/1", "counting-image/2"):

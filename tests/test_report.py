@@ -13,10 +13,12 @@ import json
 import shutil
 from argparse import Namespace
 from html.parser import HTMLParser
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import SHARED_DATA
 from PIL import Image
 
 from needlepoint.benchmarks import NAMES
@@ -29,8 +31,9 @@ from needlepoint.demo.ref_adv import make_rows, write_release
 from needlepoint.errors import DataError
 from needlepoint.report import html as report_html
 from needlepoint.report import leaderboard as lb
-from needlepoint.report.published import PUBLISHED
+from needlepoint.report.published import PUBLISHED_TABLES
 
+PUBLISHED_SOURCES = SHARED_DATA / "published"
 HOSTILE = [
     "<script>alert(1)</script>",
     "<img src=x onerror=alert(1)>",
@@ -413,27 +416,116 @@ def test_leaderboard_sorts_by_headline_and_takes_newest_run(many_runs: list[Path
     assert sum(r.dir.name == "20260101-000000" for r in runs) == 3
 
 
-def test_leaderboard_with_published(many_runs: list[Path], tmp_path: Path) -> None:
-    runs = [lb.read_run(p) for p in many_runs]
-    boards = lb.build_boards(runs, with_published=True)
-    for board in boards:
-        bench = "mm_niah" if board.key.startswith("mm_niah") else board.key
-        published = [p for p in PUBLISHED if p.benchmark == bench]
-        rows = [r for r in board.rows if r.published]
-        assert [r.labels[0] for r in rows] == [p.model for p in published]
-        for row, p in zip(rows, published):
-            assert dict(zip(board.columns, row.values)) == {c: p.values.get(c) for c in board.columns}
-            assert set(p.values) <= set(board.columns)  # nothing published is dropped
-    ref = next(b for b in boards if b.key == "ref_adv_s")
-    row = next(r for r in ref.rows if r.published)
-    assert row.values == [1142, 54.0, 40.1, 18.0, 57.0, 52.7, 41.1, 8]
-    mc = next(b for b in boards if b.key == "mc_bench")
-    qwen = next(r for r in mc.rows if r.published and r.labels[0] == "Qwen2-VL-72B")
-    assert [c for c, v in zip(mc.columns, qwen.values) if v is not None] == ["Acc", "AP50"]
-    assert [b.key for b in boards] == ["ref_adv_s", "mc_bench", "mm_niah_ranges", "mm_niah_tasks"]
-    lb.write_leaderboard(boards, tmp_path)
-    html_text = (tmp_path / "leaderboard.html").read_text(encoding="utf-8")
-    assert "Gemini-1.5" in html_text and "class=published" in html_text
+class BoardParser(HTMLParser):
+    """The cell texts of every <table class="board">: one list of rows per table, header first."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: list[list[list[str]]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table" and dict(attrs).get("class") == "board":
+            self.tables.append([])
+        elif tag == "tr" and self.tables:
+            self.tables[-1].append([])
+        elif tag in ("td", "th") and self.tables:
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][-1].append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _shipped(name: str) -> Any:
+    return files("needlepoint.report") / "published_data" / name
+
+
+def _csv_rows(path: Any) -> list[dict[str, str]]:
+    """A CSV file (a path or a package resource), read here independently of report/published.py."""
+    with path.open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.mark.skipif(not PUBLISHED_SOURCES.is_dir(), reason=f"{PUBLISHED_SOURCES} is absent (../shared/data beside the checkout)")
+def test_shipped_published_tables_equal_their_sources() -> None:
+    names = sorted(p.name for p in PUBLISHED_SOURCES.iterdir())
+    assert sorted(p.name for p in _shipped("").iterdir()) == names
+    for name in names:
+        assert _shipped(name).read_bytes() == (PUBLISHED_SOURCES / name).read_bytes(), name
+    assert sorted(t.file for t in PUBLISHED_TABLES) == [n for n in names if n.endswith(".csv")]
+
+
+def test_leaderboard_shows_every_published_row(many_runs: list[Path], tmp_path: Path) -> None:
+    """Every row of every shipped table, cell for cell and labelled with its source, in the CSV,
+    Markdown and HTML outputs; the run rows beside them unchanged."""
+    out, plain = tmp_path / "with", tmp_path / "plain"
+    assert cli_main(["report", *map(str, many_runs), "--with-published", "--out", str(out)]) == 0
+    assert cli_main(["report", *map(str, many_runs), "--out", str(plain)]) == 0
+    md = (out / "leaderboard.md").read_text(encoding="utf-8")
+    html_tables = BoardParser()
+    html_tables.feed((out / "leaderboard.html").read_text(encoding="utf-8"))
+    keys = ["ref_adv_s", "mc_bench", "mm_niah_ranges", "mm_niah_tasks"]
+    boards = {key: _csv_rows(out / f"leaderboard_{key}.csv") for key in keys}
+    assert len(html_tables.tables) == len(keys)
+
+    # The run rows sit beside, as without --with-published; columns only a source has are empty in them.
+    for key, rows in boards.items():
+        mine = [r for r in rows if not r["source"].startswith("published: ")]
+        before = _csv_rows(plain / f"leaderboard_{key}.csv")
+        assert len(mine) == len(before) > 0
+        for row, old in zip(mine, before):
+            assert (Path(row["source"]) / "run.json").is_file()
+            assert {c: v for c, v in row.items() if c in old} == old
+            assert all(v == "" for c, v in row.items() if c not in old)
+
+    def shown(key: str, row: dict[str, str]) -> None:
+        """The CSV row (checked) is in the Markdown and the HTML as the same cells."""
+        cells = list(row.values())
+        md_cells = [f"*{c}*" if c else c for c in cells[:-1]] + [cells[-1]]
+        assert "| " + " | ".join(md_cells) + " |" in md
+        assert cells in html_tables.tables[keys.index(key)]
+
+    for table in PUBLISHED_TABLES:
+        label = f"published: {table.source}"
+        key = {"mm_niah": "mm_niah_ranges"}.get(table.benchmark, table.benchmark)
+        written = [r for r in boards[key] if r["source"] == label]
+        published = _csv_rows(_shipped(table.file))
+        assert len(written) == len(published) > 0
+        for row, want in zip(written, published):
+            for column, cell in want.items():
+                assert row[table.columns.get(column, column)] == cell, (table.file, column)
+            renamed = {table.columns.get(c, c) for c in want}
+            assert all(v == "" for c, v in row.items() if c not in renamed and c != "source")
+            shown(key, row)
+        if table.benchmark == "mm_niah":  # the by-task board: each task's overall cell, per split and model
+            by_task = {(r["split"], r["model"]): r for r in boards["mm_niah_tasks"] if r["source"] == label}
+            assert len(by_task) == len({(r.get("split", ""), r["model"]) for r in published})
+            for want in published:
+                assert by_task[(want.get("split", ""), want["model"])][want["task"]] == want["overall"]
+            for row in by_task.values():
+                shown("mm_niah_tasks", row)
+
+    # The columns land where they belong (the mapping above is the code's; these cells are not).
+    def find(key: str, **labels: str) -> dict[str, str]:
+        (row,) = [r for r in boards[key] if r["source"].startswith("published: ") and labels.items() <= r.items()]
+        return row
+
+    ref = find("ref_adv_s", model="Qwen2.5-VL-72B", cot="no")
+    assert (ref["Acc@0.5"], ref["Acc@0.75"], ref["Acc@0.9"], ref[">=7"], ref["n"], ref["prompt"]) == ("54.0", "40.1", "18.0", "41.1", "", "")
+    mc = find("mc_bench", model="GPT-4o")
+    assert (mc["Acc^com"], mc["Acc"], mc["AP50^ref"], mc["AP50"], mc["group"]) == ("82.8", "78.3", "1.8", "2.8", "API-Based Generalist MLLMs")
+    paper = find("mm_niah_ranges", model="InternVL-1.5", task="overall")
+    board = find("mm_niah_ranges", model="InternVL-Chat-V1-5", task="overall", split="test")
+    assert (paper["1k"], paper["64k"], paper["overall"], board["overall"]) == ("59.5", "30.1", "42.4", "41.1")
+    assert paper["source"] != board["source"]  # the paper and the later leaderboard disagree: both, labelled
+    gpt4v = find("mm_niah_tasks", model="GPT-4V", split="")
+    assert (gpt4v["retrieval-text"], gpt4v["retrieval-image"], gpt4v["overall"]) == ("94.8", "", "")
 
 
 def test_leaderboard_main_writes_to_out(many_runs: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -499,10 +591,15 @@ def test_run_files_that_are_not_objects_are_one_sentence(bad: Any, tmp_path: Pat
     for run, name in ((header_bad, "run.json"), (metrics_bad, "metrics.json"), (model_folder, "run.json")):
         with pytest.raises(DataError, match=f"{name} holds a JSON .*, not an object"):
             lb.read_run(run)
+    for run in (header_bad, metrics_bad):
         assert cli_main(["report", str(run), "--out", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and "not an object" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
+    # A folder of runs: the good run is reported, the bad one is named as skipped, with why.
+    assert cli_main(["report", str(model_folder), "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert f"skipped {model_folder / 'b'}: " in err and "not an object" in err and "Traceback" not in err
 
 
 def test_unreadable_or_malformed_run_files_are_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

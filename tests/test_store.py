@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -96,8 +99,13 @@ def test_corrupt_complete_line_is_a_clear_error(tmp_path: Path) -> None:
     run = tmp_path / "run"
     RunStore.open(run, _header()).close()
     (run / RECORDS).write_text('{"id": "0"}\nnot json\n{"id": "1"}\n')
-    with pytest.raises(DataError, match="corrupt line"):
+    with pytest.raises(DataError, match="line 2 is corrupt") as info:
         read_records(run / RECORDS)
+    # the message offers a way to keep the good records; following it keeps both
+    command = re.search(r"`(sed -i [^`]+)`", str(info.value))
+    assert command is not None, info.value
+    subprocess.run(shlex.split(command.group(1)), check=True)
+    assert sorted(read_records(run / RECORDS)) == ["0", "1"]
 
 
 def test_identity_mismatch_is_refused_and_names_the_difference(tmp_path: Path) -> None:
@@ -110,7 +118,7 @@ def test_identity_mismatch_is_refused_and_names_the_difference(tmp_path: Path) -
     with pytest.raises(DataError) as info:
         RunStore.open(run, _header("norm_1000_xyxy"))
     message = str(info.value)
-    assert "option.box_format" in message
+    assert 'option.box_format "abs_xyxy" -> "norm_1000_xyxy"' in message  # the field, its stored and new value
     assert "--fresh" in message
     assert str(run) in message
     assert "\n" not in message

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from needlepoint import __version__
+from needlepoint import __version__, status
 from needlepoint.benchmarks import make
 from needlepoint.benchmarks.base import Benchmark
 from needlepoint.config import (
@@ -21,7 +21,7 @@ from needlepoint.config import (
 )
 from needlepoint.conversation import Generation
 from needlepoint.errors import DataError
-from needlepoint.store import METRICS, RunStore, write_json
+from needlepoint.store import HEADER, METRICS, RECORDS, RunStore, read_records, write_json
 
 RUNS_ROOT = Path("runs")
 
@@ -35,15 +35,59 @@ class RunResult:
     benchmark: Benchmark
     failed: list[str]
     exports: list[Path]
+    notes: list[str] = field(default_factory=list)  # end-of-run advice (outcome.summary_lines)
 
 
-def _generation(bench: Benchmark, overrides: dict[str, Any]) -> Generation:
+def _generation(bench: Benchmark, overrides: dict[str, Any], neutral: bool = False) -> Generation:
+    from needlepoint.models.openai_compat import with_neutral_sampling
+
     known = {f.name for f in fields(Generation)}
     wrong = [k for k in overrides if k not in known]
     if wrong:
         raise DataError(f"unknown generation setting(s) {', '.join(wrong)}; use {', '.join(sorted(known))}")
     defaults = dict(bench.generation_defaults)
-    return Generation(**{**defaults, **{k: v for k, v in overrides.items() if v is not None}})
+    generation = Generation(**{**defaults, **{k: v for k, v in overrides.items() if v is not None}})
+    return with_neutral_sampling(generation) if neutral else generation
+
+
+def sampling_sent(bench: Benchmark, samples: list[Any], generation: Generation) -> list[dict[str, Any]]:
+    """The distinct sampling parameters the requests of a run carry (body keys other than model and
+    messages), as sent: usually one set; benchmarks with per-task settings have several."""
+    from needlepoint.models.openai_compat import sampling_params
+
+    out: list[dict[str, Any]] = []
+    for s in samples:
+        params = sampling_params(bench.generation(s, generation))
+        if params not in out:
+            out.append(params)
+    return out
+
+
+def _model(config: RunConfig) -> Any:
+    from needlepoint.models.openai_compat import OpenAICompatModel, RetryPolicy
+
+    return OpenAICompatModel(
+        config.model,
+        config.api_urls,
+        config.api_key,
+        retry=RetryPolicy(max_retries=config.max_retries, base_s=config.backoff_base_s, max_wait_s=config.max_wait_s),
+        reencode_images=config.reencode_images,
+        max_request_bytes=config.max_request_bytes,
+    )
+
+
+def check_endpoints(config: RunConfig) -> None:
+    """Raise DataError (one sentence) when an endpoint is unreachable, refuses the key, lacks /v1
+    or does not serve the model: before a run folder exists, so a failed start leaves none."""
+
+    async def go() -> None:
+        model = _model(config)
+        try:
+            await model.check_endpoints()
+        finally:
+            await model.aclose()
+
+    asyncio.run(go())
 
 
 def _resolve_run_dir(config: RunConfig, run_hash: str) -> Path:
@@ -72,6 +116,8 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     `evaluate(benchmark="ref_adv_s", data=Path("~/data/ref-adv-s"), model="Qwen/Qwen2.5-VL-7B-Instruct",
     api_urls=["http://localhost:8000/v1"], options={"box_format": "abs_xyxy"})`.
     """
+    from needlepoint.runner import pending
+
     if config is None:
         settings["data"] = Path(settings["data"]).expanduser()
         if isinstance(settings.get("api_urls"), str):
@@ -83,12 +129,13 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     samples = list(bench.load(config.data))
     if not samples:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")
-    generation = _generation(bench, config.generation)
+    generation = _generation(bench, config.generation, config.neutral_sampling)
     ident = identity(config, bench.identity(), generation, dataset_fingerprint(samples))
     run_hash = hash_identity(ident)
-    if config.limit:
-        samples = samples[: config.limit]
     run_dir = _resolve_run_dir(config, run_hash)
+    requested = samples[: config.limit] if config.limit else samples
+    if pending(requested, read_records(run_dir / RECORDS), config.retry_failed):
+        check_endpoints(config)
     header = {
         "needlepoint": __version__,
         "hash": run_hash,
@@ -98,59 +145,81 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
         "status": "running",
     }
     advice = "choose another --out folder, or drop --out and pass --fresh" if config.out else "pass --fresh for a new run folder"
+    created = RunStore.read_header(run_dir) is None
+    existed = run_dir.exists()
     store = RunStore.open(run_dir, header, advice)
     try:
         return _run(config, bench, samples, generation, store)
+    except BaseException:
+        if created and not store.records():
+            store.close()
+            _remove_empty_run(run_dir, keep_folder=existed)  # a failed start must not leave a run that blocks the next
+        raise
     finally:
         store.close()
 
 
-def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Generation, store: RunStore) -> RunResult:
-    """Answer the pending samples into an open run folder, then score, export and report."""
-    from needlepoint.models.openai_compat import OpenAICompatModel, RetryPolicy
-    from needlepoint.runner import RunOptions, pending, run
+def _remove_empty_run(run_dir: Path, keep_folder: bool) -> None:
+    """Delete the files of a run this process started that holds no record, and its folder
+    unless it was there before (or holds anything else)."""
+    for name in (HEADER, RECORDS, ".lock"):
+        (run_dir / name).unlink(missing_ok=True)
+    if not keep_folder:
+        try:
+            run_dir.rmdir()
+        except OSError:
+            pass  # something else is in it: leave it
 
-    store.update_header(status="running", last_started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), config=config.public())
-    model = OpenAICompatModel(
-        config.model,
-        config.api_urls,
-        config.api_key,
-        retry=RetryPolicy(max_retries=config.max_retries, base_s=config.backoff_base_s),
-        reencode_images=config.reencode_images,
-        max_request_bytes=config.max_request_bytes,
-    )
+
+def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Generation, store: RunStore) -> RunResult:
+    """Answer the pending samples among the first `config.limit` into an open run folder, then
+    score, export and report every finished record of the folder: `--limit` bounds what is
+    requested, never what a finished run's outputs cover."""
+    from needlepoint.outcome import summary_lines
+    from needlepoint.runner import RunOptions, run
+
+    store.update_header(
+        status="running", last_started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), config=config.public(),
+        sampling_sent=sampling_sent(bench, samples, generation),
+    )  # fmt: skip
+    model = _model(config)
     options = RunOptions(concurrency=config.concurrency, retry_failed=config.retry_failed, show_progress=config.show_progress)
 
-    async def go() -> dict[str, dict[str, Any]]:
+    requested = samples[: config.limit] if config.limit else samples
+
+    async def go() -> None:
         try:
-            if pending(samples, store.records(), config.retry_failed):
-                await model.check_reachable()
-            return await run(bench, samples, model, store, generation, options)
+            await run(bench, requested, model, store, generation, options)
         finally:
             await model.aclose()
 
-    records = asyncio.run(go())
+    asyncio.run(go())
+    records = store.records()
     result = finish(bench, samples, records, store.dir, config.model)
-    complete = len(records) == len(samples) and not result.failed
+    result.notes = summary_lines([records[s.id] for s in samples if s.id in records])
+    # "complete": every requested sample answered (a --limit run is complete at its limit, so that a
+    # changed configuration starts a new folder); metrics.json's run block still says how many of the
+    # dataset's samples have answers, and `needlepoint report` marks the run from it.
+    complete = all(s.id in records for s in requested) and not result.failed
     store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     if config.report:
-        answered = [s for s in samples if s.id in records]
+        answered = [s for s in samples if s.id in records]  # every finished record, not only this call's
         result.exports.extend(write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics))
     return result
 
 
 def finish(bench: Benchmark, samples: list[Any], records: dict[str, dict[str, Any]], run_dir: Path, model: str) -> RunResult:
     """Score the stored records, write metrics.json and the authors' formats."""
-    from needlepoint.runner import BACKEND_ERROR, INPUT_ERROR
+    from needlepoint.outcome import run_counts
 
     ordered = [records[s.id] for s in samples if s.id in records]
     done_ids = {r["id"] for r in ordered}
     metrics = bench.score([s for s in samples if s.id in done_ids], ordered)
-    failed = [r["id"] for r in ordered if r.get("status") in (BACKEND_ERROR, INPUT_ERROR)]
+    failed = [r["id"] for r in ordered if r.get("status") in status.FAILED]
     metrics["run"] = {
         "samples": len(samples),
-        "answered": len(ordered),
-        "failed": len(failed),
+        **run_counts(ordered),
+        "not_requested": len(samples) - len(ordered),
         "failed_ids": failed[:1000],
         "skipped": [{"id": i, "reason": r} for i, r in bench.skipped],
     }
@@ -167,9 +236,26 @@ def write_report(run_dir: Path, bench: Benchmark, samples: list[Any], records: l
     return [write_run_report(run_dir, bench, samples, records, metrics, header)]
 
 
-def score(benchmark: str, predictions: Path, data: Path | None = None, **options: Any) -> tuple[Benchmark, dict[str, Any]]:
-    """Metrics of saved predictions in the authors' format (or a run folder), without a model."""
+def score(
+    benchmark: str, predictions: str | Path, data: str | Path | None = None, **options: Any
+) -> tuple[Benchmark, dict[str, Any]]:
+    """Metrics of saved predictions in the authors' format (or a run folder), without a model.
+
+    A run folder must be one of `benchmark`; its data path (run.json) stands in for a missing `data`."""
+    predictions = Path(predictions).expanduser()
+    data = Path(data).expanduser() if data is not None else None
     bench = make(benchmark, **options)
     if not predictions.exists():
         raise DataError(f"--predictions {predictions} does not exist")
+    folder = predictions if predictions.is_dir() else predictions.parent if predictions.name == RECORDS else None
+    header = RunStore.read_header(folder) if folder is not None else None
+    if header is not None:
+        config = header.get("config")
+        config = config if isinstance(config, dict) else {}
+        ident = header.get("identity")
+        ran = config.get("benchmark") or (ident.get("benchmark") if isinstance(ident, dict) else None)
+        if ran and ran != benchmark:
+            raise DataError(f"{folder} is a run folder of {ran}, not {benchmark}; score it with `needlepoint score {ran}`")
+        if data is None and config.get("data"):
+            data = Path(str(config["data"]))
     return bench, bench.score_file(predictions, data)

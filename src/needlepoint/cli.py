@@ -1,6 +1,8 @@
-"""The command line: `needlepoint eval | score | report | demo`.
+"""The command line: `needlepoint eval | score | report | demo | build`.
 
-Bad input ends in one sentence on stderr and exit code 2; an interrupt says how to resume.
+Exit codes (documented in the README): 0 every requested sample was answered; 3 some samples
+failed (the run folder is kept; `--retry-failed` or a plain rerun continues it); 2 bad input, in
+one sentence on stderr; 130 interrupted (Ctrl-C or SIGTERM), with how to resume.
 """
 
 from __future__ import annotations
@@ -12,9 +14,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from needlepoint import __version__
+from needlepoint import __version__, build
 from needlepoint.benchmarks import NAMES
 from needlepoint.errors import DataError
+from needlepoint.store import json_text
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_FAILED_SAMPLES = 3
+EXIT_INTERRUPTED = 130
 
 
 def _bench_options(p: argparse.ArgumentParser) -> None:
@@ -29,12 +37,18 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--images", help="images folder for a JSONL data file (ref_adv_s)")
     g.add_argument("--max-image-side", type=int, help="downscale images so no side exceeds this many pixels")
     g.add_argument("--repair-on-length-only", action="store_true", help="repair turn only after finish_reason=length (ref_adv_s)")
+    g.add_argument("--abs-frame", help="what abs_xyxy boxes are pixels of: official (the image sent; default) or "
+                   "qwen-smart-resize (the image as Qwen2.5-VL's processor resized it) (ref_adv_s, mc_bench)")
+    g.add_argument("--abs-frame-factor", type=int, help="qwen-smart-resize: sides become multiples of this (default 28)")
+    g.add_argument("--abs-frame-min-pixels", type=int, help="qwen-smart-resize: least area after resizing (default 3136 = 56*56)")
+    g.add_argument("--abs-frame-max-pixels", type=int, help="qwen-smart-resize: largest area after resizing (default 1003520 = 28*28*1280)")
 
 
 def _options(ns: argparse.Namespace) -> dict[str, Any]:
     keys = ("box_format", "prompt_mode", "input_mode", "prompt_file", "styles", "tasks", "split", "images",
-            "max_image_side", "repair_on_length_only")  # fmt: skip
-    return {k: getattr(ns, k, None) for k in keys}
+            "max_image_side", "repair_on_length_only", "abs_frame", "abs_frame_factor", "abs_frame_min_pixels",
+            "abs_frame_max_pixels")  # fmt: skip
+    return {k: getattr(ns, k) for k in keys if getattr(ns, k, None) not in (None, False)}  # only what was given
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,23 +68,28 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", type=Path, help="run folder (default runs/<benchmark>/<model>/<timestamp>)")
     ev.add_argument("--fresh", action="store_true", help="start a new run folder instead of resuming")
     ev.add_argument("--retry-failed", action="store_true", help="rerun only the samples whose request failed")
-    ev.add_argument("--temperature", type=float)
-    ev.add_argument("--top-p", type=float)
-    ev.add_argument("--max-tokens", type=int)
-    ev.add_argument("--seed", type=int)
+    ev.add_argument("--temperature", type=float, help="sampling temperature, 0 or more (default: the benchmark authors')")
+    ev.add_argument("--top-p", type=float, help="nucleus sampling mass in (0, 1] (default: the benchmark authors')")
+    ev.add_argument("--max-tokens", type=int, help="most tokens a reply may have (default: the benchmark authors')")
+    ev.add_argument("--seed", type=int, help="sampling seed sent with every request")
     ev.add_argument("--timeout", type=float, help="seconds per request (default 180)")
-    ev.add_argument("--extra-body", help="JSON object merged into every request body")
-    ev.add_argument("--max-retries", type=int, default=6)
+    ev.add_argument("--extra-body", help="JSON object merged into every request body (keys neither OpenAI nor vLLM knows are warned about)")
+    ev.add_argument("--neutral-sampling", action="store_true",
+                    help="send neutral values (temperature 1, top_p 1, top_k -1, min_p 0, repetition_penalty 1, presence/frequency_penalty 0) "
+                         "for the sampling settings the benchmark's authors left to the server, instead of the model's generation_config")
+    ev.add_argument("--max-wait", type=float, default=300.0,
+                    help="longest wait in seconds for a retry (Retry-After or backoff, default 300); a server asking for longer fails the request at once")
+    ev.add_argument("--max-retries", type=int, default=6, help="retries of a failed request before it is recorded as failed (default 6)")
     ev.add_argument("--max-request-bytes", type=int, help="report requests larger than this instead of sending them")
     ev.add_argument("--reencode-images", action="store_true", help="re-encode JPEG sources too (JPEG q95 after RGB)")
-    ev.add_argument("--no-progress", action="store_true")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines on stderr")
     ev.add_argument("--no-report", action="store_true", help="skip the HTML report")
     ev.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
     _bench_options(ev)
 
     sc = sub.add_parser("score", help="score saved predictions (authors' formats or a run folder) without a model")
     sc.add_argument("benchmark", choices=NAMES)
-    sc.add_argument("--predictions", required=True, type=Path)
+    sc.add_argument("--predictions", required=True, type=Path, help="the authors' prediction file or folder, or a run folder")
     sc.add_argument("--data", type=Path, help="the release folder, where scoring needs the annotations (mc_bench)")
     sc.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
     sc.add_argument("--styles", help="comma-separated prompt styles (mc_bench)")
@@ -79,11 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="one leaderboard over several run folders")
     rp.add_argument("runs", nargs="+", type=Path, help="run folders, or model folders (each stands for its newest finished run)")
     rp.add_argument("--out", type=Path, help="folder for leaderboard.md, leaderboard.html and leaderboard_<board>.csv (default ./leaderboard)")
-    rp.add_argument("--with-published", action="store_true", help="add the papers' published rows")
+    rp.add_argument("--with-published", action="store_true", help="add every published row, labelled with its source")
 
     dm = sub.add_parser("demo", help="all benchmarks on bundled samples against a simulated model, offline")
     dm.add_argument("--out", type=Path, default=Path("runs/demo"), help="where the demo's data and runs go")
     dm.add_argument("--benchmarks", default=",".join(NAMES), help="comma-separated subset")
+
+    build.add_parser(sub)
     return parser
 
 
@@ -97,18 +118,38 @@ def _generation(ns: argparse.Namespace) -> dict[str, Any]:
     }
     if ns.extra_body:
         try:
-            extra = json.loads(ns.extra_body)
+            extra = json.loads(ns.extra_body, parse_constant=_no_constant, parse_float=_finite_number, parse_int=_finite_number)
         except ValueError:
-            raise DataError("--extra-body must be a JSON object, e.g. '{\"top_k\": 1}'") from None
+            raise DataError("--extra-body must be a JSON object of finite numbers, strings and lists, e.g. '{\"top_k\": 1}'") from None
         if not isinstance(extra, dict):
             raise DataError("--extra-body must be a JSON object, e.g. '{\"top_k\": 1}'")
         gen["extra"] = extra
+        from needlepoint.models.openai_compat import unknown_body_keys
+
+        unknown = unknown_body_keys(extra)
+        if unknown:
+            print(f"needlepoint: warning: --extra-body key(s) {', '.join(unknown)} are known to neither the OpenAI chat API "
+                  "nor vLLM, which ignores unknown keys silently; check the spelling", file=sys.stderr)  # fmt: skip
     return {k: v for k, v in gen.items() if v is not None}
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not strict JSON")
+
+
+def _finite_number(text: str) -> float | int:
+    """A JSON number of --extra-body, refused (ValueError) unless finite and within float range."""
+    from needlepoint.numbers import is_finite
+
+    value = int(text) if text.lstrip("-").isdigit() else float(text)
+    if not is_finite(value):
+        raise ValueError(f"{text[:20]} is not a finite number")
+    return value
 
 
 def _print_metrics(bench: Any, metrics: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        print(json.dumps(metrics, indent=2))
+        print(json_text(metrics, indent=2))
         return
     from needlepoint.report.terminal import print_tables
 
@@ -135,6 +176,8 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         max_retries=ns.max_retries,
         reencode_images=ns.reencode_images,
         max_request_bytes=ns.max_request_bytes,
+        max_wait_s=ns.max_wait,
+        neutral_sampling=ns.neutral_sampling,
         show_progress=not ns.no_progress and not ns.json,
         report=not ns.no_report,
     )
@@ -146,13 +189,9 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     if skipped:
         first = skipped[0]
         print(f"{len(skipped)} row(s) skipped as invalid, not sent (e.g. {first['id']}: {first['reason']}); listed in metrics.json under run.skipped", file=err)
-    if result.failed:
-        print(
-            f"{len(result.failed)} sample(s) failed (backend or input errors; listed in metrics.json under run.failed_ids); "
-            "rerun with --retry-failed to request only those",
-            file=err,
-        )
-    return 0
+    for line in result.notes:  # failures by kind, what --retry-failed would ask again, context overflows
+        print(line, file=err)
+    return EXIT_FAILED_SAMPLES if result.failed else EXIT_OK
 
 
 def cmd_score(ns: argparse.Namespace) -> int:
@@ -176,21 +215,48 @@ def cmd_demo(ns: argparse.Namespace) -> int:
     return run_demo(ns.out, [b.strip() for b in ns.benchmarks.split(",") if b.strip()])
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `needlepoint` command."""
-    ns = build_parser().parse_args(argv)
-    handlers = {"eval": cmd_eval, "score": cmd_score, "report": cmd_report, "demo": cmd_demo}
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM ends a run like Ctrl-C: records already written stay, the interrupt is reported."""
+    raise KeyboardInterrupt
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's last flush into a closed pipe is silent."""
     try:
-        return handlers[ns.command](ns)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `needlepoint` command; returns the exit code (see the module docstring)."""
+    ns = build_parser().parse_args(argv)
+    handlers = {"eval": cmd_eval, "score": cmd_score, "report": cmd_report, "demo": cmd_demo, "build": build.run}
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        code = handlers[ns.command](ns)
+        sys.stdout.flush()  # here, so that a closed pipe is caught below and not at exit
+        return code
     except DataError as exc:
         print(f"needlepoint: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("\nneedlepoint: interrupted; finished samples are saved, rerun the same command to resume", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `needlepoint score ... | head` closed our stdout: nothing to say
+        _quiet_stdout()
+        return EXIT_OK
     except OSError as exc:
         print(f"needlepoint: error: {exc.strerror or exc}: {exc.filename or ''}; check the path and permissions", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

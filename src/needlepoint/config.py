@@ -14,10 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from needlepoint import numbers
 from needlepoint.conversation import Generation
 from needlepoint.errors import DataError
+from needlepoint.redact import redact_url
+
+__all__ = ["RunConfig", "dataset_fingerprint", "default_run_dir", "hash_identity", "identity", "model_slug", "redact_url"]
 
 IDENTITY_VERSION = 1
 
@@ -42,15 +46,27 @@ class RunConfig:
     backoff_base_s: float = 1.0
     reencode_images: bool = False
     max_request_bytes: int | None = None
+    max_wait_s: float = 300.0
+    neutral_sampling: bool = False
     show_progress: bool = True
     report: bool = True
 
     def __post_init__(self) -> None:
         """Check the numbers and URLs a user typed, each in one sentence."""
+        gen = self.generation
+        numbers.flag("--temperature", gen.get("temperature"), 0.0)
+        numbers.flag("--top-p", gen.get("top_p"), 0.0)
+        if gen.get("top_p") is not None and gen["top_p"] > 1:
+            raise DataError(f"--top-p must be at most 1, not {gen['top_p']!r}")
+        numbers.flag("--timeout", gen.get("timeout_s"), 0.0, strict=True)
+        for name, key in (("--max-tokens", "max_tokens"), ("--seed", "seed")):
+            if gen.get(key) is not None and not isinstance(gen[key], int):
+                raise DataError(f"{name} must be a whole number, not {gen[key]!r}")
         checks = [
             (self.limit is None or self.limit >= 1, "--limit must be a positive number of samples"),
             (self.concurrency >= 1, "--concurrency must be at least 1"),
             (self.max_retries >= 0, "--max-retries must be 0 or more"),
+            (self.max_wait_s >= 0, "--max-wait must be 0 or more seconds"),
             (self.max_request_bytes is None or self.max_request_bytes > 0, "--max-request-bytes must be positive"),
             (self.options.get("max_image_side") is None or self.options["max_image_side"] > 0, "--max-image-side must be positive"),
             (self.generation.get("timeout_s") is None or self.generation["timeout_s"] > 0, "--timeout must be positive"),
@@ -78,24 +94,18 @@ class RunConfig:
             "max_retries": self.max_retries,
             "reencode_images": self.reencode_images,
             "max_request_bytes": self.max_request_bytes,
+            "max_wait_s": self.max_wait_s,
+            "neutral_sampling": self.neutral_sampling,
         }
-
-
-def redact_url(url: str) -> str:
-    """A URL without user info or query string, either of which may carry a credential."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "[unparseable URL]"
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit((parts.scheme, netloc, parts.path, "[redacted]" if parts.query else "", ""))
 
 
 def identity(config: RunConfig, bench_identity: dict[str, Any], generation: Generation, fingerprint: str) -> dict[str, Any]:
     """The settings that make two runs comparable; `hash_identity` of it names the run."""
     gen = generation.to_dict()
     gen.pop("timeout_s", None)
+    noted = {"neutral_sampling": True} if config.neutral_sampling else {}  # absent when off: older runs keep their hash
     return {
+        **noted,
         "version": IDENTITY_VERSION,
         "benchmark": config.benchmark,
         "model": config.model,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -49,6 +50,89 @@ def _nearest_aspect(number: float, key) -> int:  # type: ignore[no-untyped-def]
     return max(min(math.floor(number), math.ceil(number), key=key), 1)
 
 
+ABS_FRAMES: tuple[str, ...] = ("official", "qwen-smart-resize")
+QWEN_FACTOR = 28  # patch 14 x merge 2
+QWEN_MIN_PIXELS = 56 * 56
+QWEN_MAX_PIXELS = 28 * 28 * 1280  # Qwen2.5-VL's image processor defaults (transformers)
+
+
+@dataclass(frozen=True)
+class AbsFrame:
+    """Which frame a model's absolute (pixel) boxes refer to.
+
+    `official`: pixels of the image sent, as the benchmarks' authors read them. `qwen-smart-resize`:
+    pixels of the image as Qwen2.5-VL's processor resized it (`smart_resize` with `factor` and the
+    pixel bounds), mapped back to the image sent."""
+
+    name: str = "official"
+    factor: int = QWEN_FACTOR
+    min_pixels: int = QWEN_MIN_PIXELS
+    max_pixels: int = QWEN_MAX_PIXELS
+
+    def identity(self) -> dict[str, object]:
+        """What a run's identity records (nothing for the default, so older runs keep their hash)."""
+        if self.name == "official":
+            return {}
+        return {"abs_frame": self.name, "abs_frame_factor": self.factor,
+                "abs_frame_min_pixels": self.min_pixels, "abs_frame_max_pixels": self.max_pixels}  # fmt: skip
+
+
+def check_abs_frame(
+    name: str | None, box_format: str | None, factor: int | None = None, min_pixels: int | None = None, max_pixels: int | None = None
+) -> AbsFrame:
+    """The frame a user asked for, checked; DataError in one sentence for a bad combination."""
+    from needlepoint import numbers
+
+    name = name or "official"
+    if name not in ABS_FRAMES:
+        raise DataError(f"--abs-frame {name!r} is unknown; use one of {', '.join(ABS_FRAMES)}")
+    tuned = {"--abs-frame-factor": factor, "--abs-frame-min-pixels": min_pixels, "--abs-frame-max-pixels": max_pixels}
+    if name == "official":
+        given = [flag for flag, v in tuned.items() if v is not None]
+        if given:
+            raise DataError(f"{', '.join(given)} only applies with --abs-frame qwen-smart-resize")
+        return AbsFrame()
+    if box_format is not None and box_format != "abs_xyxy":
+        raise DataError(f"--abs-frame {name} reads pixel boxes; it needs --box-format abs_xyxy, not {box_format}")
+    for flag, v in tuned.items():
+        numbers.flag(flag, v, 1)
+        if v is not None and not isinstance(v, int):
+            raise DataError(f"{flag} must be a whole number, not {v!r}")
+    frame = AbsFrame(name, factor or QWEN_FACTOR, min_pixels or QWEN_MIN_PIXELS, max_pixels or QWEN_MAX_PIXELS)
+    if frame.min_pixels > frame.max_pixels:
+        raise DataError(f"--abs-frame-min-pixels {frame.min_pixels} exceeds --abs-frame-max-pixels {frame.max_pixels}")
+    return frame
+
+
+def smart_resize(width: int, height: int, factor: int = QWEN_FACTOR, min_pixels: int = QWEN_MIN_PIXELS,
+                 max_pixels: int = QWEN_MAX_PIXELS) -> tuple[int, int]:  # fmt: skip
+    """(width, height) of an image after Qwen2-VL / Qwen2.5-VL's processor resized it: each side
+    rounded to a multiple of `factor` (Python's round), then, when the area leaves
+    [min_pixels, max_pixels], both sides scaled by one factor and floored (too large) or ceiled
+    (too small) to multiples of `factor`; a side never drops below `factor`."""
+    h_bar = round(height / factor) * factor
+    w_bar = round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return w_bar, h_bar
+
+
+def model_frame(width: float, height: float, max_side: int | None, frame: AbsFrame | None = None) -> tuple[float, float] | None:
+    """The size a model's pixel boxes refer to, for an image annotated at `width` x `height` and
+    sent at most `max_side` pixels a side; None when that is the annotated size itself (pass it as
+    `to_absolute`'s `seen`)."""
+    sent = fitted_size(int(width), int(height), max_side) if max_side else (int(width), int(height))
+    if frame is not None and frame.name == "qwen-smart-resize":
+        return smart_resize(sent[0], sent[1], frame.factor, frame.min_pixels, frame.max_pixels)
+    return sent if max_side else None
+
+
 def to_absolute(
     box: Sequence[float], box_format: BoxFormat, width: float, height: float, seen: tuple[float, float] | None = None
 ) -> Box:
@@ -76,6 +160,16 @@ def to_absolute(
         min(max(x2, 0.0), float(width)),
         min(max(y2, 0.0), float(height)),
     )
+
+
+def from_absolute(box: Sequence[float], box_format: BoxFormat, width: float, height: float) -> Box:
+    """An absolute pixel xyxy box in a model's convention: the inverse of `to_absolute`'s scaling
+    (no sorting or clipping; used to write training answers in the convention evaluated)."""
+    x1, y1, x2, y2 = (float(v) for v in box)
+    scale = _SCALE[box_format]
+    if scale is None:
+        return x1, y1, x2, y2
+    return x1 / width * scale, y1 / height * scale, x2 / width * scale, y2 / height * scale
 
 
 def dedupe(boxes: Sequence[Box]) -> list[Box]:
@@ -111,6 +205,13 @@ def iou_matrix(a: np.ndarray | Sequence, b: np.ndarray | Sequence, fmt: Literal[
     """
     a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
     b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
+    # Finite boxes near float's limit overflow to inf areas; the result is then 0 (or, for inf/inf, 0
+    # by the rule below), so numpy's overflow warnings would only be noise on stderr.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _iou_arrays(a, b, fmt)
+
+
+def _iou_arrays(a: np.ndarray, b: np.ndarray, fmt: str) -> np.ndarray:
     if fmt == "xywh":
         ax1, ay1, ax2, ay2 = a[:, 0], a[:, 1], a[:, 0] + a[:, 2], a[:, 1] + a[:, 3]
         bx1, by1, bx2, by2 = b[:, 0], b[:, 1], b[:, 0] + b[:, 2], b[:, 1] + b[:, 3]
@@ -123,9 +224,7 @@ def iou_matrix(a: np.ndarray | Sequence, b: np.ndarray | Sequence, fmt: Literal[
     h = np.minimum(ay2[:, None], by2[None, :]) - np.maximum(ay1[:, None], by1[None, :])
     inter = np.where((w > 0) & (h > 0), w * h, 0.0)
     union = area_a[:, None] + area_b[None, :] - inter
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where((inter > 0) & (union > 0), inter / np.where(union > 0, union, 1.0), 0.0)
-    return out
+    return np.where((inter > 0) & (union > 0), inter / np.where(union > 0, union, 1.0), 0.0)
 
 
 def iou(a: Sequence[float], b: Sequence[float]) -> float:

@@ -8,7 +8,9 @@ A record written later for the same sample (a retried failure) supersedes the ea
 from __future__ import annotations
 
 import json
+import math
 import os
+import shlex
 from pathlib import Path
 from typing import IO, Any
 
@@ -19,10 +21,28 @@ RECORDS = "records.jsonl"
 METRICS = "metrics.json"
 
 
+def json_text(obj: Any, indent: int | None = None) -> str:
+    """The one JSON writer: strict JSON (NaN and infinities are refused, not written as `NaN`,
+    which no strict reader accepts), UTF-8 text kept as is. Raises ValueError on a non-finite float."""
+    return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def finite_only(obj: Any) -> Any:
+    """A copy of a JSON-ready value with non-finite floats replaced by None (for what a server
+    sent us: a record must reach disk even when a reply carries NaN)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite_only(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_only(v) for v in obj]
+    return obj
+
+
 def write_json(path: Path, obj: Any) -> None:
-    """Write JSON atomically (temp file, then rename)."""
+    """Write strict JSON atomically (temp file, then rename)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(json_text(obj, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -32,7 +52,7 @@ def read_records(path: Path) -> dict[str, dict[str, Any]]:
     if not path.exists():
         return out
     with path.open("rb") as fh:
-        for line in fh:
+        for lineno, line in enumerate(fh, 1):
             if not line.endswith(b"\n"):
                 break
             try:
@@ -40,9 +60,23 @@ def read_records(path: Path) -> dict[str, dict[str, Any]]:
             except ValueError:
                 rec = None
             if not isinstance(rec, dict) or "id" not in rec:
-                raise DataError(f"{path} has a corrupt line; move the run folder aside and start fresh")
+                raise DataError(
+                    f"{path} line {lineno} is corrupt (not a JSON record with an id); to keep the other records, "
+                    f"delete that line (`sed -i '{lineno}d' {shlex.quote(str(path))}`) and rerun: a sample it held is requested again"
+                )
             out[str(rec["id"])] = rec
     return out
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def identity_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """The identity fields that differ, each as `name old -> new` (long values shortened)."""
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    return "; ".join(f"{k} {_short(old.get(k))} -> {_short(new.get(k))}" for k in keys)
 
 
 class RunStore:
@@ -74,13 +108,10 @@ class RunStore:
         ends the refusal message (how to start fresh)."""
         existing = cls.read_header(run_dir)
         if existing is not None and existing.get("hash") != header["hash"]:
-            diff = sorted(
-                k
-                for k in set(existing.get("identity", {})) | set(header["identity"])
-                if existing.get("identity", {}).get(k) != header["identity"].get(k)
-            )
+            stored = existing.get("identity")
+            diff = identity_diff(stored if isinstance(stored, dict) else {}, header["identity"]) or "the needlepoint version differs"
             raise DataError(
-                f"{run_dir} holds a run with a different configuration ({', '.join(diff) or 'version'} differ); "
+                f"{run_dir} holds a run with a different configuration (stored -> now: {diff}); "
                 f"answers will not be mixed: {advice}"
             )
         if existing is None and (run_dir / RECORDS).exists():
@@ -138,7 +169,11 @@ class RunStore:
         """Write one record and flush it to the OS before returning."""
         if self._fh is None:
             self._fh = self.records_path.open("a", encoding="utf-8")
-        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        try:
+            line = json_text(record)
+        except ValueError:
+            line = json_text(finite_only(record))
+        self._fh.write(line + "\n")
         self._fh.flush()
 
     def update_header(self, **fields: Any) -> None:

@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from needlepoint import status
 from needlepoint.conversation import Conversation, Generation
 from needlepoint.errors import DataError
+from needlepoint.redact import scrub
 
-__all__ = ["Benchmark", "DataError", "Parsed", "ReportBox", "ReportImage", "ReportItem", "SampleLike", "Table", "count_parse_errors", "format_cell", "percent", "replies_text"]
+__all__ = ["Benchmark", "DataError", "Parsed", "ReportBox", "ReportImage", "ReportItem", "SampleLike", "Table", "count_parse_errors", "format_cell", "parse_errors", "percent", "replies_text", "report_parse_error", "request_failures"]
 
 
 class SampleLike(Protocol):
@@ -109,10 +111,31 @@ class ReportItem:
     sort_value: float | None = None
 
 
+def report_parse_error(record: dict[str, Any]) -> str | None:
+    """The parse error a report shows for a record: none for a failed request (status.FAILED),
+    which the report shows once, as the failure its reply text names, not again as a parse error."""
+    return None if record.get("status") in status.FAILED else record.get("parse_error")
+
+
+def request_failures(records: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """How many records failed, by kind (status.FAILED), sorted by name."""
+    return count_parse_errors(str(r.get("status")) for r in records if r.get("status") in status.FAILED)
+
+
+def parse_errors(records: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """How often each parse error occurs among the records whose request did not fail: a failed
+    request is no parse failure (the model never answered)."""
+    return count_parse_errors(r.get("parse_error") for r in records if r.get("status") not in status.FAILED)
+
+
 def replies_text(record: dict[str, Any]) -> str:
-    """The model's replies of a record, the repair turn marked, or the error that stood in."""
+    """The model's replies of a record, the repair turn marked, or the error that stood in (scrubbed
+    again of URL credentials and bearer tokens, for records written before errors were scrubbed)."""
     turns = record.get("turns") or []
-    texts = [t.get("reply") or (f"[{t['error']}]" if t.get("error") else "") for t in turns]
+    texts = [
+        t.get("reply") or (f"[{scrub(str(t['error']))}]" if t.get("error") else "[no content, only reasoning]" if t.get("reasoning") else "")
+        for t in turns
+    ]
     if record.get("status") == "input_error":
         texts.append(f"[not sent: {record.get('error')}]")
     return "\n--- repair turn ---\n".join(texts)

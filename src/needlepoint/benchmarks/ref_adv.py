@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from needlepoint import status
 from needlepoint.benchmarks.base import (
     DataError,
     Parsed,
@@ -26,11 +26,24 @@ from needlepoint.benchmarks.base import (
     count_parse_errors,
     percent,
     replies_text,
+    report_parse_error,
 )
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message
-from needlepoint.geometry import Box, BoxFormat, check_box_format, dedupe, fitted_size, iou, require_box_format, to_absolute
+from needlepoint.geometry import (
+    Box,
+    BoxFormat,
+    check_abs_frame,
+    check_box_format,
+    dedupe,
+    iou,
+    model_frame,
+    require_box_format,
+    to_absolute,
+)
 from needlepoint.jsonfind import find_json
 from needlepoint.jsonl import read_jsonl
+from needlepoint.numbers import finite, is_box, is_finite, size
+from needlepoint.store import json_text
 
 PROMPTS = {
     "direct": '<image>\nLocate every object that matches the description "{ref_sentence}" in the image. '
@@ -56,16 +69,15 @@ AUTHORS_FIELDS = (
 REQUIRED = ("normal_caption", "solution", "width", "height")
 
 
-def distractor_count(value: Any) -> int:
-    """The spec's rule: int as is (negatives 0), list length, JSON string, else digit runs."""
+def distractor_count(value: Any, where: str = "distractor count") -> int:
+    """The spec's rule: int as is (negatives 0), list length, JSON string, else digit runs. A number
+    that is not finite or beyond float range is refused (DataError naming `where`)."""
     if value is None:
         return 0
     if isinstance(value, bool):
         return int(value)
-    if isinstance(value, int):
-        return max(value, 0)
-    if isinstance(value, float):
-        return max(int(value), 0)
+    if isinstance(value, (int, float)):
+        return max(int(finite(value, where, "the distractor count", "fix the file")), 0)
     if isinstance(value, (list, tuple)):
         return len(value)
     if isinstance(value, str):
@@ -78,13 +90,15 @@ def distractor_count(value: Any) -> int:
         if isinstance(parsed, list):
             return len(parsed)
         if isinstance(parsed, (int, float)) and not isinstance(parsed, bool):
-            return max(int(parsed), 0)
+            return max(int(finite(parsed, where, "the distractor count", "fix the file")), 0)
         return len(re.findall(r"\d+", value))
     return 0
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float))  # bool is an int, as in the authors' Python
+    # bool is an int, as in the authors' Python; NaN, infinities and integers beyond float range
+    # are no coordinates (numbers.py has the one rule)
+    return isinstance(v, bool) or is_finite(v)
 
 
 def collect_boxes(value: Any) -> list[list[float]]:
@@ -154,9 +168,22 @@ def _box(value: Any, where: str, column: str = "solution") -> Box:
             value = json.loads(value)
         except ValueError:
             value = None
-    if not (isinstance(value, (list, tuple)) and len(value) == 4 and all(_is_number(v) for v in value)):
-        raise DataError(f"{where}: `{column}` must be a box [x1, y1, x2, y2], got {value!r}; fix the data file")
+    if not is_box(value):
+        raise DataError(f"{where}: `{column}` must be a box [x1, y1, x2, y2] of four finite numbers, got {value!r}; fix the file")
     return tuple(float(v) for v in value)  # type: ignore[return-value]
+
+
+def _dimension(value: Any, where: str, column: str) -> float:
+    """A positive finite image side; a numeric string ("640") counts, as the release stores some."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    side = size(value, where, f"`{column}`", "fix the data file")
+    if side == 0:
+        raise DataError(f"{where}: `{column}` is 0; image sides must be positive; fix the data file")
+    return side
 
 
 def _flag(value: Any) -> bool:
@@ -167,12 +194,7 @@ def _flag(value: Any) -> bool:
 
 
 def _sample(row: dict[str, Any], idx: int, image: ImageRef, where: str) -> RefAdvSample:
-    try:
-        width, height = float(row["width"]), float(row["height"])
-    except (TypeError, ValueError):
-        width = height = math.nan
-    if not (math.isfinite(width) and math.isfinite(height) and width > 0 and height > 0):
-        raise DataError(f"{where}: `width` and `height` must be positive numbers; fix the data file")
+    width, height = (_dimension(row[k], where, k) for k in ("width", "height"))
     return RefAdvSample(
         id=str(idx),
         row_idx=idx,
@@ -180,7 +202,7 @@ def _sample(row: dict[str, Any], idx: int, image: ImageRef, where: str) -> RefAd
         gt=_box(row["solution"], where),
         width=width,
         height=height,
-        distractors=distractor_count(row.get("distractors")),
+        distractors=distractor_count(row.get("distractors"), where),
         image=image,
         file_name=str(row.get("file_name") or ""),
         image_source=str(row.get("image_source") or ""),
@@ -255,10 +277,15 @@ def score_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for label, lo, hi in BINS:
         in_bin = [r for r in rows if r["distractors"] >= lo and (hi is None or r["distractors"] <= hi)]
         metrics["bins"][label] = {"n": len(in_bin), "acc@0.5": _rate(in_bin)}
-    errors = count_parse_errors(r["parse_error"] for r in rows)
+    # A request that failed (status.FAILED: backend errors, a prompt too long, ...) scores 0 but is
+    # no parse failure: the model never answered. The two are counted apart.
+    errors = count_parse_errors(r["parse_error"] for r in rows if r["parse_error"] not in status.FAILED)
+    failures = count_parse_errors(r["parse_error"] for r in rows if r["parse_error"] in status.FAILED)
     metrics["parse_fail"] = sum(errors.values())
     metrics["parse_errors"] = errors
-    metrics["backend_errors"] = errors.get("backend_error", 0)
+    metrics["failed"] = sum(failures.values())
+    metrics["failures"] = failures
+    metrics["backend_errors"] = failures.get(status.BACKEND_ERROR, 0)
     metrics["repair_used"] = sum(bool(r["repair_used"]) for r in rows)
     metrics["repair_share"] = metrics["repair_used"] / n if n else 0.0
     metrics["by_negation"] = _breakdown(rows, "use_negation")
@@ -271,11 +298,11 @@ def tables(metrics: dict[str, Any]) -> list[Table]:
     """The authors' table, then the extra breakdowns."""
     main = Table(
         "Ref-Adv-s",
-        ["n", "Acc@0.5", "Acc@0.75", "Acc@0.9", "2-3", "4-6", ">=7", "parse fail", "repair turns", "backend errors"],
+        ["n", "Acc@0.5", "Acc@0.75", "Acc@0.9", "2-3", "4-6", ">=7", "parse fail", "repair turns", "failed requests"],
         [[
             metrics["n"], percent(metrics["acc@0.5"]), percent(metrics["acc@0.75"]), percent(metrics["acc@0.9"]),
             *(percent(metrics["bins"][b]["acc@0.5"]) for b, _, _ in BINS),
-            metrics["parse_fail"], metrics["repair_used"], metrics["backend_errors"],
+            metrics["parse_fail"], metrics["repair_used"], metrics.get("failed", metrics.get("backend_errors")),
         ]],
     )  # fmt: skip
     extra = Table("Ref-Adv-s breakdowns (Acc@0.5)", ["by", "value", "n", "Acc@0.5"])
@@ -300,7 +327,7 @@ def read_authors_predictions(path: Path) -> list[dict[str, Any]]:
         rows.append(
             {
                 "iou": iou(pred, gt) if pred else 0.0,
-                "distractors": distractor_count(rec["distractor_count"]),
+                "distractors": distractor_count(rec["distractor_count"], where),
                 "parse_error": rec["parse_error"] or None,
                 "repair_used": bool(rec.get("retry_followup_used")),
                 "use_negation": bool(rec.get("use_negation")),
@@ -311,6 +338,14 @@ def read_authors_predictions(path: Path) -> list[dict[str, Any]]:
     if not rows:
         raise DataError(f"{path} holds no predictions")
     return rows
+
+
+def _final_error(record: dict[str, Any]) -> str | None:
+    """What stands in for a record's answer: the kind of request failure (status.FAILED) when the
+    request failed, else the parse error (None when the answer parsed)."""
+    if record.get("status") in status.FAILED:
+        return str(record["status"])
+    return record.get("parse_error")
 
 
 class RefAdv:
@@ -326,8 +361,13 @@ class RefAdv:
         repair_on_length_only: bool = False,
         images: str | Path | None = None,
         max_image_side: int | None = None,
+        abs_frame: str | None = None,
+        abs_frame_factor: int | None = None,
+        abs_frame_min_pixels: int | None = None,
+        abs_frame_max_pixels: int | None = None,
     ) -> None:
         self.box_format = check_box_format(box_format)
+        self.frame = check_abs_frame(abs_frame, self.box_format, abs_frame_factor, abs_frame_min_pixels, abs_frame_max_pixels)
         if prompt_mode not in PROMPTS:
             raise DataError(f"--prompt-mode must be one of {', '.join(PROMPTS)}, not {prompt_mode!r}")
         self.prompt_mode = prompt_mode
@@ -342,6 +382,7 @@ class RefAdv:
             "prompt_mode": self.prompt_mode,
             "repair_on_length_only": self.repair_on_length_only,
             "max_image_side": self.max_image_side,
+            **self.frame.identity(),
         }
 
     def load(self, data: Path) -> list[RefAdvSample]:
@@ -378,7 +419,7 @@ class RefAdv:
         return Conversation([Message("user", [text, sample.image])])
 
     def parse(self, sample: RefAdvSample, text: str) -> Parsed:
-        seen = fitted_size(int(sample.width), int(sample.height), self.max_image_side) if self.max_image_side else None
+        seen = model_frame(sample.width, sample.height, self.max_image_side, self.frame)
         return parse_boxes(text, self.box_format, sample.width, sample.height, seen)
 
     def followup(self, sample: RefAdvSample, parsed: Parsed, finish_reason: str | None) -> str | None:
@@ -399,7 +440,7 @@ class RefAdv:
                 {
                     "iou": rec.get("iou", 0.0),
                     "distractors": s.distractors,
-                    "parse_error": rec.get("parse_error"),
+                    "parse_error": _final_error(rec),
                     "repair_used": rec.get("repair_used", False),
                     "use_negation": s.use_negation,
                     "human_authored": s.human_authored,
@@ -418,8 +459,9 @@ class RefAdv:
         if not records:
             return ""
         hits = sum(bool(r.get("hit")) for r in records)
-        fails = sum(bool(r.get("parse_error")) for r in records)
-        return f"Acc@0.5 {100 * hits / len(records):.1f}  parse fail {fails}"
+        failed = sum(r.get("status") in status.FAILED for r in records)
+        fails = sum(bool(r.get("parse_error")) and r.get("status") not in status.FAILED for r in records)
+        return f"Acc@0.5 {100 * hits / len(records):.1f}  parse fail {fails}" + (f"  failed {failed}" if failed else "")
 
     def export(
         self, run_dir: Path, samples: Sequence[RefAdvSample], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
@@ -438,11 +480,11 @@ class RefAdv:
                     "use_negation": s.use_negation, "distractor_count": s.distractors,
                     "gt_bbox_xyxy": list(s.gt), "pred_box_xyxy_first": list(boxes[0]) if boxes else [],
                     "first_iou": rec.get("iou", 0.0), "first_hit": bool(rec.get("hit")),
-                    "parse_error": rec.get("parse_error") or "", "retry_followup_used": bool(rec.get("repair_used")),
+                    "parse_error": _final_error(rec) or "", "retry_followup_used": bool(rec.get("repair_used")),
                     "model_full_name": model, "prompt_id": self.prompt_mode,
                     "pred_box_expected_format": self.box_format,
                 }  # fmt: skip
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                fh.write(json_text(row) + "\n")
         return [path]
 
     def report_items(self, samples: Sequence[RefAdvSample], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
@@ -464,7 +506,7 @@ class RefAdv:
                             "human authored": s.human_authored, "source": s.image_source, "repair turn": rec.get("repair_used", False)},
                     filters={"bin": label, "negation": str(s.use_negation).lower(), "source": s.image_source},
                     correct=bool(rec.get("hit")),
-                    parse_error=rec.get("parse_error"),
+                    parse_error=report_parse_error(rec),
                     sort_value=rec.get("iou", 0.0),
                 )
             )  # fmt: skip

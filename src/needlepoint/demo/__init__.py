@@ -36,6 +36,7 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
         script.update(answers)
         plans.append((name, data, options))
     run_dirs = []
+    failed = 0
     with SimulatedServer(script=script, default=None) as server:
         for name, data, options in plans:
             config = RunConfig(
@@ -52,10 +53,11 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
             result = evaluate(config)
             print_tables(result.benchmark.tables(result.metrics))
             run_dirs.append(result.run_dir)
+            failed += len(result.failed)
     report = _combined_report(out, run_dirs)
     print(f"demo finished in {time.perf_counter() - started:.1f} s; run folders under {out / 'runs'}")
     print(f"report: {report}")
-    return 0
+    return 3 if failed else 0  # the exit codes of `needlepoint eval`
 
 
 def _combined_report(out: Path, run_dirs: list[Path]) -> Path:

@@ -2,8 +2,10 @@
 
 It is honest about what it is: it answers from a script that the demo writes from the ground truth
 (with controlled mistakes), and its model name says "simulated". It speaks the OpenAI chat
-protocol on 127.0.0.1 only, and can inject faults (429, 500, hangs, dropped connections, invalid
-JSON) for the tests of the client's retry policy.
+protocol on 127.0.0.1 only, and can inject the faults real servers show (429 with short or
+absurd Retry-After, 5xx, hangs, dropped connections, invalid JSON, vLLM's 400 error bodies, error
+bodies that echo the credentials, reasoning replies without content, a wrong key, a model list
+without the model asked for) for the tests of the client.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import asyncio
 import hashlib
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +23,25 @@ from needlepoint.conversation import Conversation
 SIMULATED_MODEL_NAME = "needlepoint-simulated"
 
 ScriptReply = str | Mapping[str, Any]
-"""A scripted answer: its text, or {"text": ..., "finish_reason": ...}."""
+"""A scripted answer: its text, or {"text": ..., "finish_reason": ..., "reasoning": ...,
+"reasoning_field": "reasoning_content"}; a text of None is sent as `content: null`."""
+
+# vLLM's answers to a prompt over the context and to too many images (as its OpenAI server sends them).
+VLLM_CONTEXT_ERROR = {
+    "object": "error",
+    "message": "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens "
+    "(8000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.",
+    "type": "BadRequestError",
+    "param": None,
+    "code": 400,
+}
+VLLM_IMAGES_ERROR = {
+    "object": "error",
+    "message": "At most 8 image(s) may be provided in one prompt.",
+    "type": "BadRequestError",
+    "param": None,
+    "code": 400,
+}
 
 
 def _first_user(messages: list[dict[str, Any]]) -> tuple[str, list[str]]:
@@ -58,8 +78,12 @@ class SimulatedServer:
     """An OpenAI-compatible server on 127.0.0.1 running in a background thread.
 
     `script` maps a request key (see request_key; the first user message's text alone also works)
-    to the answers for turn 1, 2, ...; `default` answers any other request. `faults` maps a key to a list of faults consumed one per request
-    before it is answered: "429", "500", "400", "hang", "close", "badjson".
+    to the answers for turn 1, 2, ...; `default` answers any other request. `faults` maps a key to a
+    list of faults consumed one per request before it is answered: "429", "500", "400", "hang",
+    "close", "badjson", "429long" (Retry-After: 100000), "429date" (Retry-After: a date in 2099),
+    "context" and "images" (vLLM's 400 bodies), "echo" (a 400 whose body repeats the request's
+    Authorization header and URL). `models` is what `GET /v1/models` lists; with `api_key` set, a
+    request without that Bearer key gets 401; with `failing` set, every chat request gets 503.
     """
 
     script: Mapping[str, list[ScriptReply]] = field(default_factory=dict)
@@ -69,6 +93,9 @@ class SimulatedServer:
     retry_after_s: float = 0.05
     log: list[tuple[str, int]] = field(default_factory=list)
     port: int = 0
+    models: Sequence[str] = (SIMULATED_MODEL_NAME,)
+    api_key: str | None = None
+    failing: bool = False
 
     def __post_init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -125,14 +152,28 @@ class SimulatedServer:
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
+    def _refused(self, request: Any) -> Any:
+        from aiohttp import web
+
+        if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            body = {"object": "error", "message": "Unauthorized", "type": "AuthenticationError", "param": None, "code": 401}
+            return web.json_response({"error": body}, status=401)
+        return None
+
     async def _models(self, request: Any) -> Any:
         from aiohttp import web
 
-        return web.json_response({"object": "list", "data": [{"id": SIMULATED_MODEL_NAME, "object": "model"}]})
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        return web.json_response({"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
 
     async def _chat(self, request: Any) -> Any:
         from aiohttp import web
 
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
         body = await request.json()
         messages = body.get("messages", [])
         key = request_key(messages)
@@ -140,9 +181,19 @@ class SimulatedServer:
             key = _first_user(messages)[0]
         turn = sum(1 for m in messages if m.get("role") == "assistant")
         self.log.append((key, turn))
+        if self.failing:
+            return web.Response(status=503, text="simulated 503: the server is failing")
         pending = self.faults.get(key)
         if pending:
             fault = pending.pop(0)
+            if fault in ("429long", "429date"):
+                after = "100000" if fault == "429long" else "Thu, 01 Jan 2099 00:00:00 GMT"
+                return web.Response(status=429, text="simulated 429: slow down", headers={"Retry-After": after})
+            if fault in ("context", "images"):
+                return web.json_response(VLLM_CONTEXT_ERROR if fault == "context" else VLLM_IMAGES_ERROR, status=400)
+            if fault == "echo":
+                auth = request.headers.get("Authorization", "")
+                return web.Response(status=400, text=f"bad request to {request.url} with headers Authorization: {auth}")
             if fault in ("429", "500", "400"):
                 headers = {"Retry-After": str(self.retry_after_s)} if fault == "429" else {}
                 return web.Response(status=int(fault), text=f"simulated {fault}", headers=headers)
@@ -159,18 +210,26 @@ class SimulatedServer:
         reply: ScriptReply | None = answers[min(turn, len(answers) - 1)] if answers else self.default
         if reply is None:
             return web.Response(status=404, text=f"the simulated model has no answer for this request: {key[:80]!r}")
+        message: dict[str, Any] = {"role": "assistant"}
+        text: str | None
         if isinstance(reply, str):
             text, finish = reply, "stop"
         else:
-            text, finish = str(reply.get("text", "")), str(reply.get("finish_reason", "stop"))
+            raw = reply.get("text", "")
+            text, finish = (None if raw is None else str(raw)), str(reply.get("finish_reason", "stop"))
+            if reply.get("reasoning") is not None:
+                message[str(reply.get("reasoning_field", "reasoning_content"))] = str(reply["reasoning"])
+        message["content"] = text
+        words = len((text or "").split())
+        prompt_words = sum(len(_first_user([m])[0].split()) for m in messages if m.get("role") == "user")
         return web.Response(
             text=json.dumps(
                 {
                     "id": "sim",
                     "object": "chat.completion",
                     "model": SIMULATED_MODEL_NAME,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": 0, "completion_tokens": len(text.split()), "total_tokens": len(text.split())},
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": {"prompt_tokens": prompt_words, "completion_tokens": words, "total_tokens": prompt_words + words},
                 }
             ),
             content_type="application/json",

@@ -200,6 +200,12 @@ JS = r"""
     body.appendChild(el("div", "prompt", it.p));
     body.appendChild(el("div", "lbl", "model answer"));
     body.appendChild(el("pre", "answer", it.a));
+    if (it.r) {
+      var think = el("details", "reasoning");
+      think.appendChild(el("summary", null, "reasoning (" + it.r.length + " characters)"));
+      think.appendChild(el("pre", "answer", it.r));
+      body.appendChild(think);
+    }
     if (it.f.length) {
       var t = el("table", "fields");
       var row = el("tr");

@@ -30,8 +30,8 @@ from urllib.parse import quote
 
 from needlepoint.benchmarks import make
 from needlepoint.benchmarks.base import Benchmark, ReportImage, ReportItem, Table, format_cell
-from needlepoint.config import redact_url
 from needlepoint.errors import DataError
+from needlepoint.redact import redact_url, scrub
 from needlepoint.report.assets import CSS, JS
 
 __all__ = ["BENCH_TITLES", "public_config", "write_atomic", "write_index", "write_run_report"]
@@ -54,7 +54,20 @@ PRED_COLOUR = "#e0218a"
 LEGEND_GREY = "#59636e"
 GROUP_COLOURS = ("#22c55e", "#2f6fed", "#f59e0b", "#ef4444", "#a855f7", "#06b6d4", "#ec4899")
 NO_SCRIPT = "'none'"
-SECRET = re.compile(r"key|token|secret|password|passwd|authori[sz]ation|credential|cookie|bearer", re.I)
+# Settings shown as "[redacted]", by exact name (case and -/_ aside): a pattern such as "token"
+# would hide max_tokens. Values that merely contain a credential are scrubbed by redact.scrub.
+SECRET_NAMES = frozenset(
+    {
+        "api_key", "apikey", "key", "x_api_key", "openai_api_key", "api_token", "x_api_token", "token",
+        "access_token", "auth_token", "bearer_token", "secret", "client_secret", "password", "passwd",
+        "authorization", "proxy_authorization", "credential", "credentials", "cookie", "bearer",
+    }
+)  # fmt: skip
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a setting of this name holds a credential (exact names only)."""
+    return name.strip().lower().replace("-", "_") in SECRET_NAMES
 
 
 # --- small helpers -------------------------------------------------------------------------------
@@ -136,14 +149,16 @@ def href(target: Path, start: Path) -> str:
 
 
 def _scrub(value: Any, key: str = "") -> Any:
-    if key and SECRET.search(key):
+    if key and is_secret_name(key):
         return "[redacted]"
     if isinstance(value, dict):
         return {k: _scrub(v, str(k)) for k, v in value.items()}
     if isinstance(value, list):
         return [_scrub(v, key) for v in value]
-    if isinstance(value, str) and "://" in value:
+    if isinstance(value, str) and "://" in value and " " not in value.strip():
         return redact_url(value)
+    if isinstance(value, str):
+        return scrub(value)
     return value
 
 
@@ -270,10 +285,19 @@ def _sort_value(value: Any) -> float | None:
     return float(value)
 
 
+def reasoning_text(record: dict[str, Any]) -> str:
+    """A reasoning model's thinking in a record's turns (the repair turn marked), or ""."""
+    turns = [t for t in record.get("turns") or [] if isinstance(t, dict)]
+    texts = [str(t.get("reasoning") or "") for t in turns]
+    return "\n--- repair turn ---\n".join(texts) if any(texts) else ""
+
+
 def sample_blob(
-    bench_name: str, items: Sequence[ReportItem], thumbs: dict[str, tuple[int, int] | None], grouped: bool
+    bench_name: str, items: Sequence[ReportItem], thumbs: dict[str, tuple[int, int] | None], grouped: bool,
+    reasoning: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The JSON the page's script renders (short keys: 2,000 samples stay a few MB at most)."""
+    """The JSON the page's script renders (short keys: 2,000 samples stay a few MB at most);
+    `reasoning` by sample id is shown folded under the answer."""
     rows = []
     counts: dict[str, dict[str, int]] = {}
     for it in items:
@@ -298,6 +322,7 @@ def sample_blob(
                 "e": it.parse_error or None,
                 "s": _sort_value(it.sort_value),
                 "im": ims,
+                "r": _clip((reasoning or {}).get(str(it.id), "")),
             }
         )
     has_sort = any(r["s"] is not None for r in rows)
@@ -349,7 +374,12 @@ def _config_section(header: dict[str, Any], metrics: dict[str, Any]) -> str:
         ("run hash", head.get("hash")),
         ("needlepoint", head.get("needlepoint")),
     ]
-    rows += [(k, v) for k, v in config.items() if k not in ("benchmark", "model")]
+    for k, v in config.items():
+        if k in ("benchmark", "model"):
+            continue
+        if k == "options":
+            v = own_options(str(config.get("benchmark") or ""), _obj(v))
+        rows.append((k, v))
     run = _obj(metrics.get("run"))
     if run:
         rows.append(("samples", f"{run.get('answered')} answered of {run.get('samples')}; {run.get('failed')} failed"))
@@ -364,6 +394,19 @@ def _config_section(header: dict[str, Any], metrics: dict[str, Any]) -> str:
         '<h2 id="config">Configuration</h2>\n<dl class="config">' + "".join(cells) + "</dl>\n"
         f'<details><summary>run identity (what must match for a run to resume)</summary><pre class="json">{esc(ident)}</pre></details>'
     )
+
+
+def own_options(benchmark: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The options a run set that belong to its benchmark (those its class takes), without unset ones."""
+    import inspect
+
+    from needlepoint.benchmarks import benchmark_class
+
+    try:
+        accepted = set(inspect.signature(benchmark_class(benchmark)).parameters)
+    except DataError:
+        accepted = set(options)
+    return {k: v for k, v in options.items() if k in accepted and v is not None and v is not False}
 
 
 def _heatmap_order(name: str, order: Sequence[str]) -> tuple[int, str]:
@@ -395,9 +438,9 @@ def _heatmap_section(pngs: Sequence[Path], report_dir: Path) -> str:
         cls = "main" if p.stem == "overall" else "small"
         svg = p.with_suffix(".svg")
         link = href(svg if svg.exists() else p, report_dir)
-        figs.append(
-            f'<figure class="{cls}"><a href="{esc(link)}"><img src="{esc(href(p, report_dir))}" alt="heatmap {esc(p.stem)}" '
-            f'loading="lazy"></a><figcaption>{esc(p.stem)}</figcaption></figure>'
+        figs.append(  # the caption above its plot: it names what the plot below shows
+            f'<figure class="{cls}"><figcaption>{esc(p.stem)}</figcaption><a href="{esc(link)}">'
+            f'<img src="{esc(href(p, report_dir))}" alt="heatmap {esc(p.stem)}" loading="lazy"></a></figure>'
         )
     return '<h2 id="heatmaps">Heatmaps</h2>\n<p class="note">needle depth by context length; click for the SVG</p>\n' + (
         '<div class="heatmaps">' + "".join(figs) + "</div>"
@@ -444,7 +487,8 @@ def write_run_report(
     items = bench.report_items(samples, records)
     grouped = _grouped(items)
     thumbs = write_thumbnails(items, report_dir / THUMBS_DIR, grouped)
-    blob = sample_blob(bench.name, items, thumbs, grouped)
+    thinking = {str(r.get("id")): text for r in records if (text := reasoning_text(r))}
+    blob = sample_blob(bench.name, items, thumbs, grouped, thinking)
 
     title = BENCH_TITLES.get(bench.name, bench.name)
     model = str(_obj(header.get("config")).get("model") or _obj(header.get("identity")).get("model") or "")

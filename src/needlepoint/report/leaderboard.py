@@ -3,8 +3,9 @@ layout of the paper's table, as a terminal table, Markdown, CSV and HTML.
 
 Every cell is read from the run's metrics.json: a rate is shown as 100 times the stored value
 (one decimal in the terminal, Markdown and HTML; unrounded in the CSV), a count as stored.
-`--with-published` adds the papers' rows (report/published.py), with the cells they do not give
-left empty.
+`--with-published` adds every row of the papers' tables (report/published.py), each cell as
+published and each row labelled with its source: a cell the source does not give stays empty, and
+a column only the source has is added (empty in the run rows).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 from argparse import Namespace
 from collections.abc import Callable, Sequence
@@ -21,15 +23,15 @@ from typing import Any
 
 from needlepoint.benchmarks import NAMES
 from needlepoint.benchmarks.mc_bench.tables import STYLE_KEYS, TABLE2_COLUMNS
-from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS
+from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, EXTENDED_RANGES, TASKS
 from needlepoint.benchmarks.ref_adv import BINS
 from needlepoint.errors import DataError
 from needlepoint.report.assets import BOARD_JS
 from needlepoint.report.html import esc, page, write_atomic
-from needlepoint.report.published import published_rows
+from needlepoint.report.published import PublishedRow, published_notes, published_rows
 from needlepoint.store import HEADER, METRICS
 
-__all__ = ["BUILDERS", "Board", "BoardRow", "Run", "build_boards", "find_run", "main", "read_run", "write_leaderboard"]
+__all__ = ["BUILDERS", "Board", "BoardRow", "Run", "build_boards", "discover", "find_run", "main", "progress_mark", "read_run", "write_leaderboard"]
 
 DEFAULT_OUT = Path("leaderboard")
 
@@ -70,6 +72,12 @@ class Run:
         """The model name as the run was asked for it ("?" when the header has none)."""
         return str(self.config.get("model") or self.identity.get("model") or "?")
 
+    @property
+    def label(self) -> str:
+        """The model as a leaderboard row names it, marked when the run is incomplete."""
+        mark = progress_mark(self)
+        return f"{self.model} (incomplete: {mark})" if mark else self.model
+
     def option(self, name: str) -> Any:
         """A benchmark option as the run used it (identity first: it holds the defaults too)."""
         ident = self.identity
@@ -80,6 +88,18 @@ class Run:
 
 def _obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def progress_mark(run: Run) -> str:
+    """"" for a run whose every sample was answered; else e.g. "18 answered, 2 failed of 20"
+    (from metrics.json's `run` block: failed requests are counted apart from answers)."""
+    block = _obj(run.metrics.get("run"))
+    total, answered, failed = (_count(block.get(k)) for k in ("samples", "answered", "failed"))
+    if total is None or answered is None or failed is None:
+        return ""
+    if failed == 0 and answered >= total:
+        return ""
+    return f"{answered} answered, {failed} failed of {total}"
 
 
 def _read_object(path: Path, advice: str) -> dict[str, Any]:
@@ -127,6 +147,45 @@ def find_run(path: Path) -> Path:
     return max(scored or inner, key=_created)
 
 
+def discover(path: Path) -> tuple[list[Path], list[str]]:
+    """Every run below `path`, found recursively: `path` itself when it is a run folder; else the
+    newest finished run of each model in each folder that holds run folders (runs/<bench>/<model>
+    holds one model's runs; the demo's runs/ holds one run per benchmark). Returns the run
+    folders and one line per run folder left out, saying why."""
+    path = Path(path)
+    if not path.is_dir() or (path / HEADER).is_file():
+        return [find_run(path)], []
+    candidates: list[Path] = []
+    for folder, subdirs, files in os.walk(path):
+        here = Path(folder)
+        if HEADER in files and here != path:
+            candidates.append(here)
+            subdirs[:] = []  # a run folder's own subfolders (report/, heatmaps/) hold no runs
+        else:
+            subdirs.sort()
+    if not candidates:
+        find_run(path)  # raises the one-sentence refusal
+    groups: dict[tuple[Path, str, str], list[Path]] = {}
+    skipped: list[str] = []
+    for run_dir in sorted(candidates):
+        try:
+            header = _read_object(run_dir / HEADER, HEADER_ADVICE)
+        except DataError as exc:
+            skipped.append(f"{run_dir}: {exc}")
+            continue
+        if not (run_dir / METRICS).is_file():
+            skipped.append(f"{run_dir}: no {METRICS} (the run never finished; rerun its command to resume)")
+            continue
+        probe = Run(run_dir, header, {})
+        groups.setdefault((run_dir.parent, probe.benchmark, probe.model), []).append(run_dir)
+    runs: list[Path] = []
+    for key in sorted(groups):
+        newest = max(groups[key], key=_created)
+        runs.append(newest)
+        skipped += [f"{d}: an older run of the same model beside {newest.name} (name it to include it)" for d in groups[key] if d != newest]
+    return runs, skipped
+
+
 def read_run(path: Path) -> Run:
     """The run in `path` (see `find_run`), with its metrics; DataError names what is missing."""
     run_dir = find_run(path)
@@ -142,12 +201,15 @@ def read_run(path: Path) -> Run:
 # --- boards --------------------------------------------------------------------------------------
 
 
+Cell = float | int | str | None  # a string: a published cell, shown as written
+
+
 @dataclass
 class BoardRow:
     """One leaderboard line: labels (model, setting, ...), value cells, where it comes from."""
 
     labels: list[str]
-    values: list[float | int | None]
+    values: Sequence[Cell]
     source: str
     published: bool = False
 
@@ -169,10 +231,13 @@ class Board:
         """All column names: labels, values, then the source column."""
         return [*self.label_columns, *self.columns, "source"]
 
-    def cell(self, column: str, value: float | int | None) -> str:
-        """A value as shown to people: one decimal for rates, integers for counts, empty for none."""
+    def cell(self, column: str, value: Cell) -> str:
+        """A value as shown to people: one decimal for rates, integers for counts, empty for none,
+        a published cell as written."""
         if value is None:
             return ""
+        if isinstance(value, str):
+            return value
         if column in self.counts:
             return str(int(value))
         return f"{value:.1f}"
@@ -223,7 +288,7 @@ def _ref_adv(runs: Sequence[Run]) -> list[Board]:
             *(pct(_get(m, "bins", b, "acc@0.5")) for b in REF_BINS),
             _count(m.get("parse_fail")),
         ]
-        board.rows.append(BoardRow([run.model, str(run.option("prompt_mode") or "")], values, str(run.dir)))
+        board.rows.append(BoardRow([run.label, str(run.option("prompt_mode") or "")], values, str(run.dir)))
     return [board]
 
 
@@ -252,8 +317,8 @@ def _mc_bench(runs: Sequence[Run]) -> list[Board]:
         official, corrected = _obj(m.get("official")), _obj(m.get("corrected"))
         corrected_styles = corrected.get("by_style") or _get(m, "analyses", "by_style")
         setting = str(run.option("input_mode") or "")
-        board.rows.append(BoardRow([run.model, setting, "official"], mc_values(official, official.get("by_style")), str(run.dir)))
-        board.rows.append(BoardRow([run.model, setting, "corrected"], mc_values(corrected, corrected_styles), str(run.dir)))
+        board.rows.append(BoardRow([run.label, setting, "official"], mc_values(official, official.get("by_style")), str(run.dir)))
+        board.rows.append(BoardRow([run.label, setting, "corrected"], mc_values(corrected, corrected_styles), str(run.dir)))
     return [board]
 
 
@@ -272,7 +337,7 @@ def _mm_niah(runs: Sequence[Run]) -> list[Board]:
     )
     for run in sorted(runs, key=lambda r: -(pct(_get(r.metrics, "overall", "overall")) or -1)):
         m = run.metrics
-        labels = [run.model, str(m.get("split") or run.option("split") or "")]
+        labels = [run.label, str(m.get("split") or run.option("split") or "")]
         overall = _obj(m.get("overall"))
         # The run's own range labels, if it stored them, say which score belongs to which column.
         stored = m.get("context_ranges")
@@ -281,7 +346,22 @@ def _mm_niah(runs: Sequence[Run]) -> list[Board]:
         ranges.rows.append(BoardRow(labels, [*by_range, pct(overall.get("overall"))], str(run.dir)))
         by_task = [pct(_get(m, "tasks", t, "overall")) for t in TASKS]
         tasks.rows.append(BoardRow(labels, [*by_task, pct(overall.get("overall"))], str(run.dir)))
-    return [ranges, tasks]
+    boards = [ranges, tasks]
+    extended = [r for r in runs if isinstance(r.metrics.get("extended"), dict)]
+    if extended:  # sets built past 64k: the 64k range split at 128k, 256k, 512k, 1M, beside the official board
+        wide = Board(
+            "mm_niah_ranges_extended",
+            "MM-NIAH by context range, extended past 64k (%, mean of the six tasks; not official: 64k ends at 128k)",
+            ["model", "split"],
+            [*EXTENDED_RANGES, "overall"],
+        )
+        for run in extended:
+            ext = _obj(_obj(run.metrics["extended"]).get("overall"))
+            labels = [run.model, str(run.metrics.get("split") or run.option("split") or "")]
+            wide.rows.append(BoardRow(labels, [*(pct(_get(ext, "scores", i)) for i in range(len(EXTENDED_RANGES))),
+                                               pct(ext.get("overall"))], str(run.dir)))  # fmt: skip
+        boards.insert(1, wide)
+    return boards
 
 
 # One builder per registered benchmark (a test checks that none is missing).
@@ -292,23 +372,45 @@ BUILDERS: dict[str, Callable[[Sequence[Run]], list[Board]]] = {
 }
 
 
-def _add_published(board: Board, benchmark: str) -> None:
-    for p in published_rows(benchmark):
-        labels = [p.model, p.setting, "paper"][: len(board.label_columns)]
-        board.rows.append(BoardRow(labels, [p.values.get(c) for c in board.columns], f"published: {p.source}", published=True))
+def _niah_by_task(rows: Sequence[PublishedRow]) -> list[PublishedRow]:
+    """MM-NIAH's published rows (one per task) laid out as the by-task board: one row per source,
+    split and model, each task's `overall` cell under the task's name."""
+    merged: dict[tuple[str, str, str], dict[str, str]] = {}
+    for r in rows:
+        key = (r.source, r.cells.get("split", ""), r.cells["model"])
+        cells = merged.setdefault(key, {k: r.cells[k] for k in ("model", "split") if k in r.cells})
+        cells[r.cells["task"]] = r.cells["overall"]
+    return [PublishedRow("mm_niah", cells, source) for (source, _, _), cells in merged.items()]
+
+
+def _add_published(board: Board, rows: Sequence[PublishedRow], notes: Sequence[str]) -> None:
+    """Append published rows cell for cell: a column only they have becomes a label column (empty
+    in the run rows); a board column they lack stays empty in theirs."""
+    known = {*board.label_columns, *board.columns}
+    extra = [c for c in dict.fromkeys(c for r in rows for c in r.cells) if c not in known]
+    board.label_columns += extra
+    for row in board.rows:
+        row.labels = [*row.labels, *[""] * len(extra)]  # a new list: MM-NIAH's two boards share one run's labels
+    for p in rows:
+        labels = [p.cells.get(c, "") for c in board.label_columns]
+        values = [p.cells.get(c) or None for c in board.columns]
+        board.rows.append(BoardRow(labels, values, f"published: {p.source}", published=True))
+    board.note = " ".join([board.note, *notes]).strip()
 
 
 def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Board]:
     """The leaderboards of these runs, in registry order: one per benchmark (MM-NIAH: by range and
-    by task), each with the papers' rows added when `with_published`."""
+    by task), each with every published row of the benchmark added when `with_published`."""
     boards: list[Board] = []
     for benchmark in NAMES:
         mine = [r for r in runs if r.benchmark == benchmark]
         if not mine:
             continue
+        published = published_rows(benchmark) if with_published else []
         for board in BUILDERS[benchmark](mine):
-            if with_published:
-                _add_published(board, benchmark)
+            if published:
+                rows = _niah_by_task(published) if board.key == "mm_niah_tasks" else published
+                _add_published(board, rows, published_notes(benchmark))
             boards.append(board)
     return boards
 
@@ -317,7 +419,7 @@ def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Boar
 
 
 def print_boards(boards: Sequence[Board]) -> None:
-    """The boards as rich tables on stdout (published rows dimmed)."""
+    """The boards as rich tables on stdout (published rows dimmed, with their source)."""
     from rich.console import Console
     from rich.table import Table as RichTable
 
@@ -330,10 +432,13 @@ def print_boards(boards: Sequence[Board]) -> None:
             t.add_column(c, justify="left")
         for c in b.columns:
             t.add_column(c, justify="right")
+        with_published = any(r.published for r in b.rows)
+        if with_published:
+            t.add_column("source", justify="left")
         for row, cells in zip(b.rows, b.display_rows()):
-            t.add_row(*cells[:-1], style="dim italic" if row.published else None)
+            t.add_row(*(cells if with_published else cells[:-1]), style="dim italic" if row.published else None)
         console.print(t)
-        if any(r.published for r in b.rows):
+        if with_published:
             console.print("[dim]italic rows: published numbers from the papers; empty cells: not published[/dim]")
 
 
@@ -357,8 +462,10 @@ def markdown(boards: Sequence[Board]) -> str:
     return "\n".join(out)
 
 
-def _csv_value(value: float | int | None) -> str:
-    return "" if value is None else repr(value)
+def _csv_value(value: Cell) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else repr(value)
 
 
 def csv_text(board: Board) -> str:
@@ -405,13 +512,30 @@ def main(ns: Namespace) -> int:
     """`needlepoint report`: read the runs, print the boards, write them to --out."""
     runs: list[Run] = []
     seen: set[Path] = set()
+    skipped: list[str] = []
     for p in ns.runs:
-        run = read_run(Path(p))
-        if run.dir.resolve() not in seen:
-            seen.add(run.dir.resolve())
-            runs.append(run)
+        found, left_out = discover(Path(p))
+        skipped += left_out
+        for run_dir in found:
+            try:
+                run = read_run(run_dir)
+            except DataError as exc:
+                if len(found) == 1 and not left_out and Path(p) == run_dir:
+                    raise
+                skipped.append(f"{run_dir}: {exc}")
+                continue
+            if run.dir.resolve() not in seen:
+                seen.add(run.dir.resolve())
+                runs.append(run)
+    for line in skipped:
+        print(f"skipped {line}", file=sys.stderr)
+    if not runs:
+        raise DataError(f"no finished run found in {', '.join(map(str, ns.runs))}; pass run folders written by `needlepoint eval`")
+    incomplete = [r for r in runs if progress_mark(r)]
     boards = build_boards(runs, with_published=ns.with_published)
     print_boards(boards)
     paths = write_leaderboard(boards, ns.out or DEFAULT_OUT)
+    for run in incomplete:
+        print(f"incomplete run {run.dir}: {progress_mark(run)}; its numbers cover the answered samples only", file=sys.stderr)
     print(f"leaderboard written: {', '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0

@@ -19,13 +19,15 @@ from needlepoint.benchmarks.base import (
     ReportImage,
     ReportItem,
     Table,
-    count_parse_errors,
+    parse_errors,
     replies_text,
+    report_parse_error,
+    request_failures,
 )
 from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth, load_groundtruth
 from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
-from needlepoint.geometry import check_box_format, iou_matrix, require_box_format, xywh_to_xyxy, xyxy_to_xywh
+from needlepoint.geometry import check_abs_frame, check_box_format, iou_matrix, require_box_format, xywh_to_xyxy, xyxy_to_xywh
 from needlepoint.store import RECORDS, read_records
 
 RELEASE_FILE = "mc-bench_v0.2_val.json"
@@ -128,8 +130,13 @@ class McBench:
         prompt_file: str | Path | None = None,
         styles: str | Sequence[str] | None = None,
         max_image_side: int | None = None,
+        abs_frame: str | None = None,
+        abs_frame_factor: int | None = None,
+        abs_frame_min_pixels: int | None = None,
+        abs_frame_max_pixels: int | None = None,
     ) -> None:
         self.box_format = check_box_format(box_format)
+        self.frame = check_abs_frame(abs_frame, self.box_format, abs_frame_factor, abs_frame_min_pixels, abs_frame_max_pixels)
         if input_mode not in ("sequence", "merged"):
             raise DataError(f"--input-mode must be sequence or merged, not {input_mode!r}")
         self.input_mode = input_mode
@@ -153,6 +160,7 @@ class McBench:
             "template": self.template,
             "styles": self.styles,
             "max_image_side": self.max_image_side,
+            **self.frame.identity(),
         }
 
     def _ground_truth(self, data: Path) -> tuple[GroundTruth, list[str] | None]:
@@ -192,7 +200,7 @@ class McBench:
                 path = safe_path(images_root, im.file_name, f"image {image_id}")
                 refs.append(ImageRef(key=im.file_name, path=path, max_side=self.max_image_side))
             sizes = tuple((float(gt.image_by_id[i].width), float(gt.image_by_id[i].height)) for i in s.image_ids)
-            samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), PairGeometry(sizes, BAND, self.max_image_side)))  # type: ignore[arg-type]
+            samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), PairGeometry(sizes, BAND, self.max_image_side, self.frame)))  # type: ignore[arg-type]
         return samples
 
     def generation(self, sample: McSample, base: Generation) -> Generation:
@@ -234,7 +242,8 @@ class McBench:
             raise DataError("mc_bench: load the data before scoring")
         results = results_from_records(samples, records)
         metrics = score_results(self.gt, results, [s.id for s in samples])
-        metrics["parse_errors"] = count_parse_errors(r.get("parse_error") for r in records)
+        metrics["parse_errors"] = parse_errors(records)
+        metrics["failures"] = request_failures(records)
         if not results:
             metrics["notes"] = ["no boxes were predicted: no results file is written (the authors' evaluator crashes on an empty one)"]
         return metrics
@@ -247,7 +256,7 @@ class McBench:
     def running(self, records: Sequence[dict[str, Any]]) -> str:
         if not records:
             return ""
-        fails = sum(bool(r.get("parse_error")) for r in records)
+        fails = sum(parse_errors(records).values())
         boxes = sum(r.get("boxes", 0) for r in records)
         return f"boxes/sample {boxes / len(records):.2f}  parse fail {fails}"
 
@@ -275,7 +284,7 @@ class McBench:
                             "predicted boxes": rec.get("boxes", 0), "predicted groups": rec.get("groups", 0)},
                     filters={"style": s.style or "unknown"},
                     correct=sample_correct(images),
-                    parse_error=rec.get("parse_error"),
+                    parse_error=report_parse_error(rec),
                 )
             )  # fmt: skip
         return items

@@ -8,7 +8,6 @@ file ends in one sentence naming the file and the field, never in a traceback du
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -21,6 +20,7 @@ from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mc_bench.cocoeval import GtBoxes
 from needlepoint.images import stays_inside
 from needlepoint.jsonl import read_json
+from needlepoint.numbers import is_finite as is_number
 
 STYLES: tuple[str, ...] = ("Referring", "Comparison", "Reasoning")
 _FIX = "use the MC-Bench release file (mc-bench_v0.2_val.json) or MC-Bench_coco_format.json as published"
@@ -193,6 +193,12 @@ class _Reader:
             self.fail(f"{where} field '{key}'", f"is {v!r}, not a finite number")
         return v
 
+    def get_size(self, obj: Any, key: str, where: str) -> float:
+        v = self.get_number(obj, key, where)
+        if v < 0:
+            self.fail(f"{where} field '{key}'", f"is {v!r}, a negative size")
+        return v
+
     def get_str(self, obj: Any, key: str, where: str) -> str:
         v = self.get(obj, key, where)
         if not isinstance(v, str):
@@ -208,7 +214,9 @@ class _Reader:
     def box(self, obj: Any, where: str, categories: set[int], images: dict[int, GtImage]) -> GtBox:
         bbox = self.get(obj, "bbox", where)
         if not isinstance(bbox, list) or len(bbox) != 4 or not all(is_number(x) for x in bbox):
-            self.fail(f"{where} field 'bbox'", f"is {bbox!r}, not [x, y, w, h] numbers")
+            self.fail(f"{where} field 'bbox'", f"is {bbox!r}, not [x, y, w, h] finite numbers")
+        if bbox[2] < 0 or bbox[3] < 0:
+            self.fail(f"{where} field 'bbox'", f"is {bbox!r}, with a negative width or height")
         image_id = self.get_int(obj, "image_id", where)
         if image_id not in images:
             self.fail(f"{where} field 'image_id'", f"is {image_id}, which is not an image of the file")
@@ -220,7 +228,7 @@ class _Reader:
             image_id=image_id,
             category_id=self.get_int(obj, "category_id", where, categories),
             bbox=tuple(bbox),  # type: ignore[arg-type]
-            area=self.get_number(obj, "area", where),
+            area=self.get_size(obj, "area", where),
             iscrowd=iscrowd,
         )
 
@@ -233,9 +241,6 @@ class _Reader:
         return tuple(out)
 
 
-def is_number(v: Any) -> bool:
-    """A finite int or float (numpy scalars too), not a bool."""
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _check_unique(r: _Reader, ids: list[int], what: str) -> None:

@@ -8,14 +8,14 @@ coordinates and belong to the image that holds their centre, whatever key they c
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from needlepoint.benchmarks.base import Parsed
-from needlepoint.geometry import BoxFormat, fitted_size, to_absolute
+from needlepoint.geometry import AbsFrame, BoxFormat, model_frame, to_absolute
 from needlepoint.jsonfind import find_json
+from needlepoint.numbers import is_finite
 
 BOX_KEYS = ("bbox_2d", "bbox", "box", "bbox_xyxy", "coordinates")
 LIST_KEYS = ("boxes", "bboxes", "objects", "instances", "results", "predictions", "answer")
@@ -28,10 +28,11 @@ class PairGeometry:
     sizes: tuple[tuple[float, float], tuple[float, float]]  # (width, height) per image
     band: int = 20
     max_side: int | None = None  # images (or the canvas) were downscaled to this before sending
+    frame: AbsFrame | None = None  # the frame pixel boxes refer to (None: the image sent)
 
     def seen(self, size: tuple[float, float]) -> tuple[float, float] | None:
-        """The size an image of `size` was shown at, when downscaled."""
-        return fitted_size(int(size[0]), int(size[1]), self.max_side) if self.max_side else None
+        """The size a model's pixel boxes on an image of `size` refer to, when not `size` itself."""
+        return model_frame(size[0], size[1], self.max_side, self.frame)
 
     @property
     def offset(self) -> float:
@@ -57,7 +58,7 @@ Item = tuple[int | None, int, list[float], float]
 
 def _is_number(x: Any) -> bool:
     """A finite JSON number (not a boolean): NaN or infinity from a model is no coordinate or score."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    return is_finite(x)
 
 
 def _is_box(v: Any) -> bool:

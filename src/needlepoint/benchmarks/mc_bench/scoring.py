@@ -6,7 +6,6 @@ the authors' `eval_mc_bench.py` accepts.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,11 @@ import numpy as np
 from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mc_bench.cocoeval import Detections
 from needlepoint.benchmarks.mc_bench.corrected import evaluate_corrected
-from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth, is_number
+from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth
 from needlepoint.benchmarks.mc_bench.official import score_official
 from needlepoint.jsonl import read_json
+from needlepoint.numbers import is_finite as is_number
+from needlepoint.store import json_text
 
 
 def score_results(gt: GroundTruth, results: list[dict], sample_ids: Iterable[str] | None = None) -> dict[str, Any]:
@@ -30,7 +31,11 @@ def score_results(gt: GroundTruth, results: list[dict], sample_ids: Iterable[str
     samples alone (the paper's per-style columns). Returns JSON-ready
     `{"official": {...}, "corrected": {...}, "analyses": {...}, "counts": {...}}`.
     """
-    dt = detections(results, gt)
+    with np.errstate(over="ignore", invalid="ignore"):  # boxes near float's limit: inf areas, no warnings
+        return _score(gt, detections(results, gt), sample_ids)
+
+
+def _score(gt: GroundTruth, dt: Detections, sample_ids: Iterable[str] | None) -> dict[str, Any]:
     if sample_ids is not None:
         gt, dt = _restrict(gt, dt, sample_ids)
     corrected = evaluate_corrected(gt, dt)
@@ -133,7 +138,7 @@ def write_results(path: str | Path, results: Sequence[dict[str, Any]]) -> None:
             f"no results file written to {path}: the run has no boxes at all, and the authors' "
             "eval_mc_bench.py cannot read an empty results list"
         )
-    Path(path).write_text(json.dumps(checked), encoding="utf-8")
+    Path(path).write_text(json_text(checked), encoding="utf-8")
 
 
 def _plain(v: Any) -> int | float:

@@ -48,6 +48,8 @@ def mc_tables(metrics: dict[str, Any]) -> list[Table]:
     notes += metrics.get("notes", [])
     for key, value in metrics.get("parse_errors", {}).items():
         notes.append(f"parse errors {key}: {value}")
+    for key, value in metrics.get("failures", {}).items():
+        notes.append(f"failed requests {key}: {value} (scored as no boxes; not parse errors)")
     if notes:
         tables.append(Table("MC-Bench notes", ["note"], [[n] for n in notes]))
     return tables

@@ -7,19 +7,21 @@ score per context range is the mean of its 5 depth cells, rounded to 6 decimals;
 range is the mean of the six rounded task scores, rounded again, only when all six are present.
 
 Added: sample counts per cell, micro accuracy over all rows, the share of rows dropped below 1k,
-and counts of rows the authors' script would have crashed on (see `judge.Verdict.crash`).
+and counts of rows the authors' script would have crashed on (see `judge.Verdict.crash`). When rows
+reach 128k tokens (sets built past the release's 72k), an `extended` block beside the official one
+splits the open-ended 64k range at 128k, 256k, 512k and 1M by the same rules; the official numbers
+never change.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
-from numbers import Real
 from typing import Any
 
 import numpy as np
 
 from needlepoint.benchmarks.base import DataError
+from needlepoint.numbers import finite
 
 TASKS = (
     "retrieval-text",
@@ -31,6 +33,8 @@ TASKS = (
 )
 CONTEXT_EDGES = (1000, 2000, 4000, 8000, 12000, 16000, 24000, 32000, 40000, 48000, 64000)
 CONTEXT_RANGES = tuple(f"{edge // 1000}k" for edge in CONTEXT_EDGES)
+EXTENDED_EDGES = CONTEXT_EDGES + (128000, 256000, 512000, 1000000)
+EXTENDED_RANGES = CONTEXT_RANGES + ("128k", "256k", "512k", "1M")
 DEPTH_STEP = 0.2
 DEPTH_BINS = 5
 DEPTH_LABELS = tuple(f"{i * DEPTH_STEP:.1f}-{(i + 1) * DEPTH_STEP:.1f}" for i in range(DEPTH_BINS))
@@ -38,14 +42,13 @@ DIGITS = 6
 
 
 def _number(value: Any, what: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value):
-        raise DataError(f"{where} has {what} {value!r}, which is not a number; fix that field.")
-    return float(value)
+    return finite(value, where, what, "fix that field")
 
 
-def context_bin(context_length: float) -> int:
-    """0 for below 1,000 tokens (dropped), 1..11 for the ranges 1k..64k (64k open-ended)."""
-    return int(np.digitize(context_length, CONTEXT_EDGES))
+def context_bin(context_length: float, edges: tuple[int, ...] = CONTEXT_EDGES) -> int:
+    """0 for below 1,000 tokens (dropped), 1..11 for the ranges 1k..64k (64k open-ended); with
+    EXTENDED_EDGES, 1..15 for 1k..1M (1M open-ended)."""
+    return int(np.digitize(context_length, edges))
 
 
 def depth_value(placed_depth: float | list[float]) -> float:
@@ -77,15 +80,15 @@ def _rounded(values: Iterable[float]) -> list[float]:
     return [round(float(value), DIGITS) for value in values]
 
 
-def _task_metrics(rows: list[Mapping[str, Any]], task: str) -> dict[str, Any]:
-    total = np.zeros((len(CONTEXT_EDGES) + 1, DEPTH_BINS))
-    correct = np.zeros((len(CONTEXT_EDGES) + 1, DEPTH_BINS))
+def _task_metrics(rows: list[Mapping[str, Any]], task: str, edges: tuple[int, ...] = CONTEXT_EDGES) -> dict[str, Any]:
+    total = np.zeros((len(edges) + 1, DEPTH_BINS))
+    correct = np.zeros((len(edges) + 1, DEPTH_BINS))
     crashes: dict[str, int] = {}
     score_sum = 0.0
     for index, row in enumerate(rows):
         where = f"Row {index} of task {task}"
         length = _number(row.get("context_length"), "context_length", where)
-        x = context_bin(length)
+        x = context_bin(length, edges)
         y = checked_depth_bin(row.get("placed_depth"), where)
         score = _number(row.get("score"), "score", where)
         if not 0.0 <= score <= 1.0:
@@ -144,15 +147,35 @@ def aggregate(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             f"{'is' if len(missing) == 1 else 'are'} missing."
         )
     else:
-        scores = _rounded(np.array([t["scores"] for t in tasks.values()]).mean(axis=0).tolist())
-        cells = np.mean([t["_cells"] for t in tasks.values()], axis=0)
-        counts = np.sum([t["counts"] for t in tasks.values()], axis=0)
-        metrics["overall"] = {
-            "scores": scores,
-            "overall": round(float(np.mean(scores)), DIGITS),
-            "cells": [_rounded(line) for line in cells.tolist()],
-            "counts": counts.astype(int).tolist(),
-        }
+        metrics["overall"] = _overall(tasks)
     for task_metrics in tasks.values():
         del task_metrics["_cells"]
+    if any(row.get("context_length", 0) >= EXTENDED_EDGES[len(CONTEXT_EDGES)] for rows in by_task.values() for row in rows):
+        metrics["extended"] = extended(by_task)
     return metrics
+
+
+def _overall(tasks: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    scores = _rounded(np.array([t["scores"] for t in tasks.values()]).mean(axis=0).tolist())
+    cells = np.mean([t["_cells"] for t in tasks.values()], axis=0)
+    counts = np.sum([t["counts"] for t in tasks.values()], axis=0)
+    return {
+        "scores": scores,
+        "overall": round(float(np.mean(scores)), DIGITS),
+        "cells": [_rounded(line) for line in cells.tolist()],
+        "counts": counts.astype(int).tolist(),
+    }
+
+
+def extended(by_task: Mapping[str, list[Mapping[str, Any]]]) -> dict[str, Any]:
+    """The official rules over 15 ranges (1k .. 64k, 128k, 256k, 512k, 1M; 64k now ends at 128k
+    and 1M is open-ended): per task scores, cells and counts, and the overall when all six tasks
+    are present. Not part of the authors' numbers; shown beside them."""
+    tasks = {}
+    for task, rows in by_task.items():
+        m = _task_metrics(rows, task, EXTENDED_EDGES)
+        tasks[task] = {k: m[k] for k in ("scores", "overall", "cells", "counts", "_cells")}
+    overall = _overall(tasks) if all(t in tasks for t in TASKS) else None
+    for m in tasks.values():
+        del m["_cells"]
+    return {"context_ranges": list(EXTENDED_RANGES), "depth_bins": list(DEPTH_LABELS), "tasks": tasks, "overall": overall}

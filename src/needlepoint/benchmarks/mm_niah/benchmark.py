@@ -8,8 +8,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import DataError, Parsed, ReportItem, Table, percent, replies_text
-from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS, aggregate, context_bin
+from needlepoint.benchmarks.base import DataError, Parsed, ReportItem, Table, percent, replies_text, report_parse_error
+from needlepoint.benchmarks.mm_niah.aggregate import (
+    CONTEXT_RANGES,
+    EXTENDED_EDGES,
+    EXTENDED_RANGES,
+    TASKS,
+    aggregate,
+    context_bin,
+)
 from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, load_release
 from needlepoint.benchmarks.mm_niah.judge import judge
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
@@ -67,9 +74,25 @@ def niah_tables(metrics: dict[str, Any]) -> list[Table]:
         o = metrics["overall"]
         main.rows.append(["overall", *(percent(v) for v in o["scores"]), percent(o["overall"])])
     tables = [main, extra]
+    ext = metrics.get("extended")
+    if ext:
+        wide = Table("MM-NIAH (extended ranges past 64k, not official; 64k ends at 128k, %)", ["task", *ext["context_ranges"], "overall"])
+        for task, m in ext["tasks"].items():
+            wide.rows.append([task, *(percent(v) for v in m["scores"]), percent(m["overall"])])
+        if ext.get("overall"):
+            wide.rows.append(["overall", *(percent(v) for v in ext["overall"]["scores"]), percent(ext["overall"]["overall"])])
+        tables.insert(1, wide)
     if metrics.get("overall_note"):
         tables.append(Table("MM-NIAH overall", ["note"], [[metrics["overall_note"]]]))
     return tables
+
+
+def shown_answer(answer: Any) -> str:
+    """The expected answer as a reader compares it with the reply: an option index (int) as the
+    letter the prompt asked for (0 -> "A"), anything else as JSON."""
+    if isinstance(answer, int) and not isinstance(answer, bool) and 0 <= answer < 26:
+        return chr(ord("A") + answer)
+    return json.dumps(answer, ensure_ascii=False)
 
 
 class MmNiah:
@@ -166,19 +189,19 @@ class MmNiah:
         items = []
         for rec in records:
             s = by_id[rec["id"]]
-            b = context_bin(s.context_length)
-            label = CONTEXT_RANGES[b - 1] if b > 0 else "<1k"
+            b = context_bin(s.context_length, EXTENDED_EDGES)
+            label = EXTENDED_RANGES[b - 1] if b > 0 else "<1k"
             score = rec.get("score")
             items.append(
                 ReportItem(
                     id=s.id,
                     prompt=s.question,
                     answer=replies_text(rec),
-                    fields={"answer": json.dumps(s.answer), "score": score, "context length": int(s.context_length),
+                    fields={"answer": shown_answer(s.answer), "score": score, "context length": int(s.context_length),
                             "depth": s.placed_depth, "images": len(s.images), "task": s.task},
                     filters={"task": s.task, "range": label},
                     correct=None if score is None else score >= 1.0,
-                    parse_error=rec.get("parse_error"),
+                    parse_error=report_parse_error(rec),
                     sort_value=score,
                 )
             )  # fmt: skip

@@ -4,7 +4,6 @@ authors' `get_input` builds them (specs/mm-niah.md)."""
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from needlepoint.benchmarks.mm_niah.judge import official_answer
 from needlepoint.conversation import ImageRef
 from needlepoint.images import safe_path
 from needlepoint.jsonl import read_jsonl_offsets, read_line_at
+from needlepoint.numbers import size
 
 PLACEHOLDER = "<image>"
 OPTION_SENTENCE = "\nAnswer with the option's letter from the given choices directly."
@@ -109,8 +109,7 @@ def _check_row(row: dict[str, Any], task: str, where: str) -> None:
     if not isinstance(meta, dict):
         raise DataError(f"{where}: `meta` must be an object; is this an MM-NIAH file?")
     length = meta.get("context_length")
-    if isinstance(length, bool) or not isinstance(length, (int, float)) or not math.isfinite(length):
-        raise DataError(f"{where}: `meta.context_length` must be a number, not {length!r}; fix the data file")
+    size(length, where, "`meta.context_length`", "fix the data file")
     for key in ("choices", "choices_image_path"):
         if meta.get(key) is not None and not isinstance(meta[key], list):
             raise DataError(f"{where}: `meta.{key}` must be a list or null; fix the data file")

@@ -15,9 +15,14 @@ from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, DEPTH_LABEL
 
 
 def draw_heatmap(
-    cells: Sequence[Sequence[float]], counts: Sequence[Sequence[int]], title: str, path_stem: Path
+    cells: Sequence[Sequence[float]],
+    counts: Sequence[Sequence[int]],
+    title: str,
+    path_stem: Path,
+    ranges: Sequence[str] = CONTEXT_RANGES,
 ) -> list[Path]:
-    """Write `path_stem`.png and .svg for a 5 x 11 grid of cell accuracies and sample counts."""
+    """Write `path_stem`.png and .svg for a 5 x 11 grid (5 x 15 with the extended ranges) of cell
+    accuracies and sample counts."""
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -27,7 +32,7 @@ def draw_heatmap(
     shown = np.ma.masked_where(numbers == 0, values)
     colours = _colormap()
 
-    fig = Figure(figsize=(13, 5), layout="constrained")
+    fig = Figure(figsize=(13 if values.shape[1] <= 11 else 17, 5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     image = ax.imshow(shown, cmap=colours, vmin=0.0, vmax=1.0, aspect="auto")
@@ -38,7 +43,7 @@ def draw_heatmap(
             label = f"{value:.2f}" if count else "–"
             ax.text(col, row - 0.12, label, ha="center", va="center", fontsize=10, color=ink)
             ax.text(col, row + 0.25, f"n={count}", ha="center", va="center", fontsize=6.5, color=ink)
-    ax.set_xticks(range(values.shape[1]), list(CONTEXT_RANGES)[: values.shape[1]])
+    ax.set_xticks(range(values.shape[1]), list(ranges)[: values.shape[1]])
     ax.set_yticks(range(values.shape[0]), list(DEPTH_LABELS)[: values.shape[0]])
     ax.set_xlabel("context length (tokens)")
     ax.set_ylabel("needle depth")
@@ -60,7 +65,8 @@ def _colormap() -> Any:
 
 
 def draw_all(metrics: dict[str, Any], out_dir: Path) -> list[Path]:
-    """One heatmap per task in `metrics` (from `aggregate`), plus the overall when it exists."""
+    """One heatmap per task in `metrics` (from `aggregate`), plus the overall when it exists; with
+    an `extended` block (rows past 128k), also `{name}_extended` over the 15 extended ranges."""
     out_dir = Path(out_dir)
     paths: list[Path] = []
     blocks = list(metrics["tasks"].items())
@@ -69,4 +75,10 @@ def draw_all(metrics: dict[str, Any], out_dir: Path) -> list[Path]:
     for name, block in blocks:
         title = f"MM-NIAH {name}: {100 * block['overall']:.1f} (mean over context ranges; grey = no samples, scored 0)"
         paths += draw_heatmap(block["cells"], block["counts"], title, out_dir / name)
+    ext = metrics.get("extended")
+    if ext:
+        blocks = list(ext["tasks"].items()) + ([("overall", ext["overall"])] if ext.get("overall") else [])
+        for name, block in blocks:
+            title = f"MM-NIAH {name}, extended ranges (not official; 64k ends at 128k): {100 * block['overall']:.1f}"
+            paths += draw_heatmap(block["cells"], block["counts"], title, out_dir / f"{name}_extended", ext["context_ranges"])
     return paths

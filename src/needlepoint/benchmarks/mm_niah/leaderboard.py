@@ -6,7 +6,6 @@ re-scored with the official judge and aggregation.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -16,6 +15,7 @@ from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mm_niah.aggregate import TASKS, aggregate
 from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
 from needlepoint.jsonl import read_jsonl
+from needlepoint.store import json_text
 
 FIELDS = ("question_id", "question", "answer", "response", "context_length", "placed_depth")
 # Longest first: 'rag-val' must win over 'val' (the authors' own order).
@@ -64,7 +64,7 @@ def write_leaderboard(
                 raise DataError(
                     f"Row {index} of {task} lacks {', '.join(absent)}; every leaderboard row needs {', '.join(FIELDS)}."
                 )
-            lines.append(json.dumps({key: row[key] for key in FIELDS}, ensure_ascii=False))
+            lines.append(json_text({key: row[key] for key in FIELDS}))
         path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         paths.append(path)
     return paths

@@ -1,0 +1,154 @@
+"""Embeddings from a CLIP-family model loaded in this process through `transformers` (CLIP,
+SigLIP: text and image towers), for users who have a model but no embedding server.
+
+torch and transformers come with the optional extra `models` (`pip install 'needlepoint[models]'`)
+and are imported only when a LocalEmbedder is made. The model runs in one worker thread, one
+batch at a time, so the event loop keeps serving the chat requests meanwhile. Vectors are
+L2-normalised, so a dot product is the cosine, as in the authors' retriever.
+
+TODO (InternVL-G mode): the authors' retriever is OpenGVLab/InternVL-14B-224px with
+`encode_text` and `encode_image(mode='InternVL-G')`, text tokenised to 80 tokens (truncated and
+padded with pad id 0) by its own LLaMA tokenizer (`use_fast=False, add_eos_token=True`), images
+through its CLIPImageProcessor, in bfloat16, and token counts as `len(tokenizer(piece).input_ids)
+- 1`. It needs `trust_remote_code=True` and a GPU (14B parameters); not built yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from needlepoint.conversation import ImageRef
+from needlepoint.errors import DataError
+from needlepoint.images import read_image
+from needlepoint.models.embeddings import normalise
+
+__all__ = ["EXTRA", "LocalEmbedder", "require_models"]
+
+EXTRA = "models"
+
+
+def require_models() -> tuple[Any, Any]:
+    """The torch and transformers modules, or DataError naming the extra that installs them."""
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise DataError(
+            f"--embed-backend transformers needs torch and transformers ({exc.name or exc} is missing); "
+            f"install them with pip install 'needlepoint[{EXTRA}]'"
+        ) from None
+    return torch, transformers
+
+
+def _features(out: Any) -> Any:
+    """A features tensor from `get_*_features` (a tensor in transformers 4, an output object in 5)."""
+    return out if hasattr(out, "ndim") else out.pooler_output
+
+
+def _rgb(ref: ImageRef) -> Any:
+    """An image as an RGB PIL image, DataError when it cannot be decoded."""
+    from PIL import Image
+
+    data = read_image(ref)
+    try:
+        return Image.open(io.BytesIO(data)).convert("RGB")
+    except Exception as exc:  # Pillow raises many types for bad files
+        raise DataError(f"image {ref.key} cannot be decoded ({exc}); replace or remove it") from None
+
+
+class LocalEmbedder:
+    """A CLIP or SigLIP model with its tokenizer and image processor, run on `device`."""
+
+    def __init__(
+        self, name: str, model: Any, tokenizer: Any, image_processor: Any, device: str = "cpu", batch_size: int = 32
+    ) -> None:
+        torch, _ = require_models()
+        if not (hasattr(model, "get_text_features") and hasattr(model, "get_image_features")):
+            raise DataError(
+                f"{name} has no text and image towers (get_text_features, get_image_features); use a CLIP or SigLIP model"
+            )
+        self._torch = torch
+        self.name = name
+        self.device = device
+        self.batch_size = batch_size
+        self.model = model.to(device).eval()
+        self.tokenizer = tokenizer
+        self.image_processor = image_processor
+        config = getattr(model.config, "text_config", model.config)
+        self.max_text_tokens = int(getattr(config, "max_position_embeddings", 77))
+        # SigLIP was trained on texts padded to full length, without an attention mask.
+        self._padding: str | bool = "max_length" if "siglip" in str(getattr(model.config, "model_type", "")) else True
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, path_or_id: str, device: str = "cpu", batch_size: int = 32) -> LocalEmbedder:
+        """Load a model folder (or a Hugging Face id already in the local cache; nothing is
+        downloaded at run time): model, tokenizer and image processor."""
+        torch, transformers = require_models()
+        try:
+            model = transformers.AutoModel.from_pretrained(path_or_id, local_files_only=True)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(path_or_id, local_files_only=True)
+            processor = transformers.AutoImageProcessor.from_pretrained(path_or_id, local_files_only=True)
+        except (OSError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+            raise DataError(
+                f"cannot load the embedding model {path_or_id!r} ({first}); pass a local folder with its "
+                "config, weights, tokenizer and preprocessor files to --embed-model"
+            ) from None
+        try:
+            return cls(path_or_id, model, tokenizer, processor, device, batch_size)
+        except (RuntimeError, AssertionError) as exc:  # an unusable device
+            raise DataError(f"cannot put {path_or_id!r} on --embed-device {device} ({exc})") from None
+
+    async def check(self) -> None:
+        """Nothing to reach: the model is loaded."""
+
+    async def aclose(self) -> None:
+        """Nothing to close (the model is released with the object)."""
+
+    def _texts_sync(self, texts: list[str]) -> np.ndarray:
+        torch = self._torch
+        rows = []
+        with self._lock, torch.inference_mode():
+            for i in range(0, len(texts), self.batch_size):
+                enc = self.tokenizer(
+                    texts[i : i + self.batch_size],
+                    padding=self._padding,
+                    truncation=True,
+                    max_length=self.max_text_tokens,
+                    return_tensors="pt",
+                ).to(self.device)
+                rows.append(_features(self.model.get_text_features(**enc)).float().cpu().numpy())
+        return normalise(np.concatenate(rows))
+
+    def _images_sync(self, images: list[ImageRef]) -> np.ndarray:
+        torch = self._torch
+        rows = []
+        with self._lock, torch.inference_mode():
+            for i in range(0, len(images), self.batch_size):
+                pil = [_rgb(ref) for ref in images[i : i + self.batch_size]]
+                pixels = self.image_processor(images=pil, return_tensors="pt")["pixel_values"].to(self.device)
+                rows.append(_features(self.model.get_image_features(pixel_values=pixels)).float().cpu().numpy())
+        return normalise(np.concatenate(rows))
+
+    async def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Text-tower embeddings, truncated to the tower's length."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return await asyncio.get_running_loop().run_in_executor(None, self._texts_sync, list(texts))
+
+    async def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
+        """Image-tower embeddings (each image read and converted to RGB)."""
+        if not images:
+            return np.zeros((0, 0), dtype=np.float32)
+        return await asyncio.get_running_loop().run_in_executor(None, self._images_sync, list(images))
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Token counts of the model's own tokenizer, without special tokens and untruncated."""
+        return [len(self.tokenizer(t, add_special_tokens=False)["input_ids"]) if t else 0 for t in texts]

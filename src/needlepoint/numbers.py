@@ -1,0 +1,66 @@
+"""One rule for numbers read from data files, prediction files, model replies and flags.
+
+A number is a JSON/Python int or float (numpy scalars too), not a boolean, finite, and within the
+range of a float (an integer such as 10**400 is not: it overflows every computation downstream).
+Sizes (widths, heights, areas, lengths) must also not be negative. Every reader checks through
+here, so NaN, infinities and huge integers are refused with one sentence everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from needlepoint.errors import DataError
+
+FLOAT_MAX = 1.7976931348623157e308
+
+
+def is_finite(value: Any) -> bool:
+    """Whether `value` is a finite real number that fits a float (not a bool)."""
+    if isinstance(value, bool) or not hasattr(value, "__float__") or isinstance(value, (str, bytes)):
+        return False
+    if isinstance(value, int):
+        return -FLOAT_MAX <= value <= FLOAT_MAX
+    try:
+        return math.isfinite(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def finite(value: Any, where: str, what: str = "a value", hint: str = "fix that value") -> float:
+    """`value` as a float; DataError saying `where` it is and what is wrong otherwise."""
+    if not is_finite(value):
+        raise DataError(f"{where}: {what} is {_show(value)}, not a finite number; {hint}")
+    return float(value)
+
+
+def size(value: Any, where: str, what: str = "a size", hint: str = "fix that value") -> float:
+    """A finite number that is not negative (a width, height, area or length)."""
+    number = finite(value, where, what, hint)
+    if number < 0:
+        raise DataError(f"{where}: {what} is {_show(value)}, a negative size; {hint}")
+    return number
+
+
+def is_box(value: Any) -> bool:
+    """Four finite numbers in a list or tuple."""
+    return isinstance(value, (list, tuple)) and len(value) == 4 and all(is_finite(v) for v in value)
+
+
+def flag(name: str, value: float | int | None, minimum: float | None = None, strict: bool = False) -> None:
+    """Check a numeric command-line setting: finite, and at least (or above, when `strict`) `minimum`."""
+    if value is None:
+        return
+    if not is_finite(value):
+        raise DataError(f"{name} must be a finite number, not {_show(value)}")
+    if minimum is not None and (value <= minimum if strict else value < minimum):
+        bound = "above" if strict else "at least"
+        raise DataError(f"{name} must be {bound} {minimum:g}, not {_show(value)}")
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > FLOAT_MAX:
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,61 @@
+"""Keeping credentials out of every text needlepoint stores or prints: the one place that knows how.
+
+A credential can travel in the API key, in an endpoint URL's user info (`http://user:key@host`) or
+query string (`?api-key=...`), and come back in whatever a server or a library says: an error body
+that echoes the request's headers, an exception that names the URL. `scrub` removes all of them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+REDACTED = "[redacted]"
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]+")
+_BEARER = re.compile(r"(?i)\b(bearer)(\s+)[A-Za-z0-9._~+/=-]{4,}")
+
+
+def redact_url(url: str) -> str:
+    """A URL without user info or query string, either of which may carry a credential."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "[unparseable URL]"
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, netloc, parts.path, REDACTED if parts.query else "", ""))
+
+
+def url_secrets(url: str) -> list[str]:
+    """The parts of a URL that may be credentials: the user info (and its password) and each query
+    value, to be scrubbed wherever they turn up alone (e.g. an error body quoting a parameter)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return [url]
+    out = []
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rsplit("@", 1)[0]
+        out += [userinfo, userinfo.split(":", 1)[-1]]  # the whole, and the password alone
+    out += [v for _, v in parse_qsl(parts.query, keep_blank_values=False)]
+    return [s for s in out if s]
+
+
+def _scrub_url(match: re.Match[str]) -> str:
+    url = match.group(0)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "[unparseable URL]"
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    query = "&".join(f"{k}={REDACTED}" for k, _ in parse_qsl(parts.query, keep_blank_values=True)) if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """`text` with each of `secrets` (e.g. the API key), every URL's user info and query values, and
+    any `Bearer ...` credential replaced by "[redacted]"."""
+    for secret in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    text = _URL.sub(_scrub_url, text)
+    return _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)

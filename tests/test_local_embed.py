@@ -1,0 +1,189 @@
+"""The local embedding backend: tiny randomly initialised CLIP and SigLIP models built from a config
+on the CPU, saved in the Hugging Face folder layout and loaded back as a user's model would be.
+
+Needs the `models` extra (torch, transformers). Without it these tests are skipped, unless
+NEEDLEPOINT_TEST_MODELS=1 says they must run, in which case they fail with what to install.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
+from needlepoint.benchmarks.mm_niah.retrieve import retrieve
+from needlepoint.conversation import ImageRef
+from needlepoint.errors import DataError
+from needlepoint.models.local_embed import LocalEmbedder, require_models
+
+WORDS = ["<pad>", "<unk>", "<s>", "</s>", "summarize", ":", "the", "penguin", "sings", "at", "dawn", "alpha", "beta", ".", "?"]
+MAX_TEXT = 16
+
+
+def _models() -> tuple[Any, Any]:
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        if os.environ.get("NEEDLEPOINT_TEST_MODELS") == "1":
+            pytest.fail(f"NEEDLEPOINT_TEST_MODELS=1 but {exc.name} is missing: install the extra with pip install -e '.[models]'")
+        pytest.skip("torch and transformers (the `models` extra) are not installed")
+    return torch, transformers
+
+
+def _tokenizer() -> Any:
+    """A word-level tokenizer that adds BOS and EOS, as CLIP's does."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate(WORDS)}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tk.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 2), ("</s>", 3)])
+    return PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>")
+
+
+TOWER = {"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2, "num_attention_heads": 4}
+
+
+@pytest.fixture(scope="module")
+def clip_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random CLIP with tokenizer and image processor, saved as a model folder."""
+    torch, transformers = _models()
+    config = transformers.CLIPConfig(
+        text_config={
+            **TOWER,
+            "vocab_size": len(WORDS),
+            "max_position_embeddings": MAX_TEXT,
+            "bos_token_id": 2,
+            "eos_token_id": 3,
+            "pad_token_id": 0,
+        },
+        vision_config={**TOWER, "image_size": 32, "patch_size": 8},
+        projection_dim=16,
+    )
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("tiny_clip")
+    transformers.CLIPModel(config).save_pretrained(folder)
+    _tokenizer().save_pretrained(folder)
+    transformers.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def clip(clip_folder: Path) -> LocalEmbedder:
+    return LocalEmbedder.load(str(clip_folder), batch_size=2)
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ImageRef]:
+    folder = tmp_path_factory.mktemp("images")
+    out = {}
+    for name, rgb in {"red": (220, 20, 20), "blue": (20, 20, 220)}.items():
+        Image.new("RGB", (48, 40), rgb).save(folder / f"{name}.png")
+        out[name] = ImageRef(key=f"{name}.png", path=folder / f"{name}.png")
+    return out
+
+
+def test_text_embeddings_are_unit_vectors_and_do_not_depend_on_the_batch(clip: LocalEmbedder) -> None:
+    texts = ["summarize:the penguin sings at dawn.", "summarize:alpha", "summarize:", "summarize:the penguin sings at dawn."]
+    together = asyncio.run(clip.embed_texts(texts))
+    assert together.shape == (4, 16) and together.dtype == np.float32
+    assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+    # Padding to the longest text of a batch changes nothing: each text alone gives the same row.
+    alone = np.concatenate([asyncio.run(clip.embed_texts([t])) for t in texts])
+    assert np.allclose(together, alone, atol=1e-5)
+    assert np.allclose(together[0], together[3]) and not np.allclose(together[0], together[1], atol=1e-3)
+
+
+def test_long_texts_are_truncated_to_the_text_tower(clip: LocalEmbedder) -> None:
+    words = ["summarize", ":"] + "the penguin sings at dawn .".split() * 10  # 62 tokens for a 16-position tower
+    got = asyncio.run(clip.embed_texts([" ".join(words), " ".join(words[:14]), " ".join(words[:13])]))
+    # BOS, the first 14 tokens, EOS: the long text reads as its first 14 tokens, not 13.
+    assert np.allclose(got[0], got[1], atol=1e-5) and not np.allclose(got[0], got[2], atol=1e-3)
+
+
+def test_image_embeddings(clip: LocalEmbedder, images: dict[str, ImageRef]) -> None:
+    got = asyncio.run(clip.embed_images([images["red"], images["blue"], images["red"]]))
+    assert got.shape == (3, 16)
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(got[0], got[2]) and not np.allclose(got[0], got[1], atol=1e-3)
+
+
+def test_token_counts_come_from_the_model_tokenizer_without_special_tokens(clip: LocalEmbedder) -> None:
+    assert asyncio.run(clip.count_tokens(["the penguin.", "", "alpha beta", " sings at dawn?"])) == [3, 0, 2, 4]
+
+
+def test_retrieval_with_the_local_backend(clip: LocalEmbedder, tmp_path: Path) -> None:
+    folder = tmp_path / "mm_niah_val"
+    (folder / "annotations").mkdir(parents=True)
+    (folder / "images").mkdir()
+    Image.new("RGB", (40, 40), (220, 20, 20)).save(folder / "images" / "red.png")
+    row = {
+        "id": 1,
+        "images_list": ["red.png"],
+        "context": "alpha beta. the penguin sings at dawn.<image>beta alpha.",
+        "question": "the penguin ?",
+        "answer": "sings",
+        "meta": {
+            "placed_depth": 0.5,
+            "context_length": 1200,
+            "needles": ["the penguin sings at dawn."],
+            "choices": None,
+            "choices_image_path": None,
+        },
+    }
+    (folder / "annotations" / "retrieval-text.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    (sample,) = MmNiah(tasks=["retrieval-text"]).load(folder)
+    got = asyncio.run(retrieve(sample, clip))
+    # Every score is the cosine of the piece's embedding with the question's.
+    query, *pieces = asyncio.run(clip.embed_texts([got.doc.query, *got.doc.embed_texts]))
+    (image,) = asyncio.run(clip.embed_images(list(got.doc.images)))
+    vectors = iter(pieces)
+    expected = [float(image @ query) if p == "<image>" else float(next(vectors) @ query) for p in got.doc.pieces]
+    assert got.scores.scores == pytest.approx(expected, abs=1e-5)
+    assert got.scores.token_counts == [3, 6, 0, 3, 0]
+    # The whole document fits the default budget: the prompt is the plain one.
+    assert got.selection.kept == tuple(range(len(got.doc.pieces)))
+    assert MmNiah().prompt(got.sample).messages == MmNiah().prompt(sample).messages
+    assert got.selection.needles[0].kept is True
+
+
+def test_siglip_pads_to_full_length(images: dict[str, ImageRef]) -> None:
+    torch, transformers = _models()
+    config = transformers.SiglipConfig(
+        text_config={**TOWER, "vocab_size": len(WORDS), "max_position_embeddings": MAX_TEXT, "pad_token_id": 0},
+        vision_config={**TOWER, "image_size": 32, "patch_size": 8},
+    )
+    torch.manual_seed(0)
+    processor = transformers.SiglipImageProcessor(size={"height": 32, "width": 32})
+    siglip = LocalEmbedder("tiny-siglip", transformers.SiglipModel(config), _tokenizer(), processor)
+    texts = asyncio.run(siglip.embed_texts(["summarize:alpha", "summarize:the penguin sings at dawn."]))
+    pics = asyncio.run(siglip.embed_images([images["red"], images["blue"]]))
+    assert texts.shape == (2, 32) and pics.shape == (2, 32)
+    assert np.allclose(np.linalg.norm(np.concatenate([texts, pics]), axis=1), 1.0, atol=1e-5)
+    enc = siglip.tokenizer(["summarize:alpha"], padding=siglip._padding, truncation=True, max_length=siglip.max_text_tokens)
+    assert len(enc["input_ids"][0]) == MAX_TEXT
+
+
+def test_a_folder_that_is_not_a_model_is_one_sentence(tmp_path: Path) -> None:
+    _models()
+    with pytest.raises(DataError, match=r"^cannot load the embedding model .*; pass a local folder with its config"):
+        LocalEmbedder.load(str(tmp_path / "nothing-here"))
+
+
+def test_missing_torch_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # an import of torch now fails
+    with pytest.raises(DataError) as err:
+        require_models()
+    assert str(err.value) == (
+        "--embed-backend transformers needs torch and transformers (torch is missing); install them with pip install 'needlepoint[models]'"
+    )
