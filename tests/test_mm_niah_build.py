@@ -27,7 +27,7 @@ from needlepoint.benchmarks.mm_niah.judge import judge
 from needlepoint.cli import main
 from needlepoint.demo.mm_niah import simulated_answer
 from needlepoint.demo.obelics import write_corpus
-from needlepoint.models.simulated import SimulatedServer, script_key
+from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer, script_key
 
 BUILT = ["retrieval-text", "retrieval-image", "counting-text", "counting-image", "reasoning-text"]
 LENGTHS = [1000, 2000]
@@ -297,7 +297,7 @@ def test_every_row_loads_and_evaluates_with_the_simulated_model(built: Built) ->
     run_dir = built.root.parent / "run"
     with SimulatedServer(script=script, default=None) as srv, pytest.MonkeyPatch.context() as mp:
         mp.setattr("needlepoint.benchmarks.mm_niah.heatmap.draw_all", lambda metrics, out_dir: [])
-        rc, err = run_quiet(["eval", "mm_niah", "--data", str(built.root), "--model", "sim", "--api-url", srv.url, "--out", str(run_dir),
+        rc, err = run_quiet(["eval", "mm_niah", "--data", str(built.root), "--model", SIMULATED_MODEL_NAME, "--api-url", srv.url, "--out", str(run_dir),
                              "--no-progress", "--no-report"])  # fmt: skip
     assert rc == 0, err
     metrics = json.loads((run_dir / "metrics.json").read_text())
