@@ -5,7 +5,7 @@ serving a tiny random Qwen2.5-VL that `scripts/make_tiny_qwen.py` writes for thi
 listen on free ports of 127.0.0.1 and are stopped when the session ends. When vLLM cannot run
 (no venv, a server that does not start) the tests fail with the reason; they never skip.
 
-At most two servers run at once (each takes about 6 GB).
+At most two servers run at once (4.7 GB of memory together, measured here).
 """
 
 from __future__ import annotations
