@@ -204,23 +204,24 @@ def servers(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     pair.keyed.stop()
 
 
+def _cli_env(extra: dict[str, str] | None) -> dict[str, str]:
+    """The environment of a `needlepoint` process: this checkout's package, no inherited API key."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH", "")) if p)
+    return {**env, **(extra or {})}
+
+
 def needlepoint(args: list[str], env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    """`needlepoint ARGS` (this checkout's package, the project's Python) as a separate process."""
-    base = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    base["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH", "")) if p)
-    return subprocess.run(
-        [sys.executable, "-m", "needlepoint.cli", *args],
-        cwd=REPO, env={**base, **(env or {})}, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+    """`needlepoint ARGS` with the project's Python, as a separate process."""
+    command = [sys.executable, "-m", "needlepoint.cli", *args]
+    return subprocess.run(command, cwd=REPO, env=_cli_env(env), capture_output=True, text=True, timeout=timeout)
 
 
 def needlepoint_popen(args: list[str], stdout: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """`needlepoint ARGS` in the background; stdout and stderr go to a file."""
-    base = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    base["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH", "")) if p)
     with stdout.open("wb") as fh:
-        return subprocess.Popen([sys.executable, "-m", "needlepoint.cli", *args], cwd=REPO, env={**base, **(env or {})},
-                                stdout=fh, stderr=subprocess.STDOUT)  # fmt: skip
+        command = [sys.executable, "-m", "needlepoint.cli", *args]
+        return subprocess.Popen(command, cwd=REPO, env=_cli_env(env), stdout=fh, stderr=subprocess.STDOUT)
 
 
 def read_records(run_dir: Path) -> list[dict[str, Any]]:
