@@ -68,8 +68,9 @@ def test_eval_through_vllm(benchmark: str, releases: dict[str, tuple[Path, list[
     turns = sum(len(r["turns"]) for r in records)
     assert vllm_counter(server, "vllm:request_success_total") - before == turns
 
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics, "metrics.json is empty"
+    counts = json.loads((out / "metrics.json").read_text())["run"]
+    assert (counts["answered"], counts["failed"]) == (LIMIT, 0), counts
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
     # The authors' export: MC-Bench's COCO results hold only parsed boxes, and noise parses to none.
     parsed = [r for r in records if r["answer"] is not None and not r["parse_error"]]
     assert (out / EXPORTS[benchmark]).exists() == (benchmark != "mc_bench" or bool(parsed))
