@@ -20,7 +20,9 @@ from needlepoint.config import (
     model_slug,
 )
 from needlepoint.conversation import Generation
+from needlepoint.endpoints import add_stats
 from needlepoint.errors import DataError
+from needlepoint.shard import parse_shard, sample_cost, select
 from needlepoint.store import HEADER, METRICS, RECORDS, RunStore, read_records, write_json
 
 RUNS_ROOT = Path("runs")
@@ -96,6 +98,8 @@ def _resolve_run_dir(config: RunConfig, run_hash: str) -> Path:
             raise DataError(f"{config.out} already holds a run; to start over, name a new folder with --out")
         return config.out
     parent = RUNS_ROOT / config.benchmark / model_slug(config.model)
+    if config.shard:  # shards of one array may start in the same second: a folder per shard
+        return _shard_run_dir(config, parent, run_hash)
     if not config.fresh and parent.is_dir():
         for previous in sorted((p for p in parent.iterdir() if p.is_dir()), reverse=True):
             header = RunStore.read_header(previous)
@@ -107,6 +111,18 @@ def _resolve_run_dir(config: RunConfig, run_hash: str) -> Path:
                 return previous  # RunStore.open refuses it and says how to start fresh
             break
     return default_run_dir(RUNS_ROOT, config.benchmark, config.model)
+
+
+def _shard_run_dir(config: RunConfig, parent: Path, run_hash: str) -> Path:
+    """The newest folder of this very shard run to resume, or a new `<timestamp>-shard-I-of-N`."""
+    suffix = "-shard-" + str(config.shard).replace("/", "-of-")
+    if not config.fresh and parent.is_dir():
+        for previous in sorted((p for p in parent.iterdir() if p.is_dir() and p.name.endswith(suffix)), reverse=True):
+            header = RunStore.read_header(previous)
+            if header is not None and header.get("hash") == run_hash:
+                return previous
+    new = default_run_dir(RUNS_ROOT, config.benchmark, config.model)
+    return new.with_name(new.name + suffix)
 
 
 def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
@@ -131,6 +147,9 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")
     generation = _generation(bench, config.generation, config.neutral_sampling)
     ident = identity(config, bench.identity(), generation, dataset_fingerprint(samples))
+    if config.shard:  # the shard's part of the whole dataset (whatever --limit requests of it)
+        samples = select(samples, parse_shard(config.shard), sample_cost(bench))
+        ident["shard"] = config.shard  # the unsharded identity plus I/N (merge checks the rest)
     run_hash = hash_identity(ident)
     run_dir = _resolve_run_dir(config, run_hash)
     requested = samples[: config.limit] if config.limit else samples
@@ -184,6 +203,13 @@ def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Ge
     )  # fmt: skip
     model = _model(config)
     options = RunOptions(concurrency=config.concurrency, retry_failed=config.retry_failed, show_progress=config.show_progress)
+    drafter = None
+    if config.report:  # the report's thumbnails are drawn while the run answers
+        from needlepoint.report.html import REPORT_DIR, THUMBS_DIR
+        from needlepoint.report.thumbs import Drafter
+
+        drafter = Drafter(store.dir / REPORT_DIR / THUMBS_DIR, bench.report_items)
+        options.on_record = drafter.add
 
     requested = samples[: config.limit] if config.limit else samples
 
@@ -193,7 +219,14 @@ def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Ge
         finally:
             await model.aclose()
 
-    asyncio.run(go())
+    try:
+        asyncio.run(go())
+    except BaseException:
+        if drafter is not None:
+            drafter.thumbnails.close(cancel=True)
+        raise
+    if drafter is not None:
+        drafter.flush()
     records = store.records()
     result = finish(bench, samples, records, store.dir, config.model)
     result.notes = summary_lines([records[s.id] for s in samples if s.id in records])
@@ -201,10 +234,12 @@ def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Ge
     # changed configuration starts a new folder); metrics.json's run block still says how many of the
     # dataset's samples have answers, and `needlepoint report` marks the run from it.
     complete = all(s.id in records for s in requested) and not result.failed
-    store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    endpoints = add_stats((RunStore.read_header(store.dir) or {}).get("endpoints"), model.endpoint_stats())
+    store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), endpoints=endpoints)
     if config.report:
         answered = [s for s in samples if s.id in records]  # every finished record, not only this call's
-        result.exports.extend(write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics))
+        thumbnails = drafter.thumbnails if drafter is not None else None
+        result.exports.extend(write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics, thumbnails))
     return result
 
 
@@ -228,12 +263,15 @@ def finish(bench: Benchmark, samples: list[Any], records: dict[str, dict[str, An
     return RunResult(run_dir=run_dir, metrics=metrics, benchmark=bench, failed=failed, exports=list(exports))
 
 
-def write_report(run_dir: Path, bench: Benchmark, samples: list[Any], records: list[dict[str, Any]], metrics: dict[str, Any]) -> list[Path]:
-    """The HTML report of a run (`<run>/report/index.html`)."""
+def write_report(
+    run_dir: Path, bench: Benchmark, samples: list[Any], records: list[dict[str, Any]], metrics: dict[str, Any], thumbnails: Any = None
+) -> list[Path]:
+    """The HTML report of a run (`<run>/report/index.html`); `thumbnails` (a report.thumbs.Thumbnails)
+    brings those drawn during the run."""
     from needlepoint.report.html import write_run_report
 
     header = RunStore.read_header(run_dir) or {}
-    return [write_run_report(run_dir, bench, samples, records, metrics, header)]
+    return [write_run_report(run_dir, bench, samples, records, metrics, header, thumbnails)]
 
 
 def score(
