@@ -196,7 +196,7 @@ def xywh_to_xyxy(box: Sequence[float]) -> list[float]:
     return [x, y, x + w, y + h]
 
 
-def iou_matrix(a: np.ndarray | Sequence, b: np.ndarray | Sequence, fmt: Literal["xyxy", "xywh"] = "xyxy") -> np.ndarray:
+def iou_matrix(a: np.ndarray | Sequence[Sequence[float]], b: np.ndarray | Sequence[Sequence[float]], fmt: Literal["xyxy", "xywh"] = "xyxy") -> np.ndarray:
     """IoU of every box in `a` against every box in `b`, shape (len(a), len(b)).
 
     Intersection sides are floored at 0; an empty intersection or a union of 0 or less gives 0.

@@ -12,9 +12,13 @@ import io
 import threading
 from collections import OrderedDict
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import TYPE_CHECKING
 
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
 
 JPEG_QUALITY = 95
 
@@ -37,7 +41,7 @@ def safe_path(root: Path, relative: str, where: str = "") -> Path:
     return root / PurePosixPath(str(relative).replace("\\", "/"))
 
 
-def _open(data: bytes, key: str):
+def _open(data: bytes, key: str) -> PILImage:
     from PIL import Image
 
     try:

@@ -420,7 +420,7 @@ class RefAdv:
 
     def parse(self, sample: RefAdvSample, text: str) -> Parsed:
         seen = model_frame(sample.width, sample.height, self.max_image_side, self.frame)
-        return parse_boxes(text, self.box_format, sample.width, sample.height, seen)
+        return parse_boxes(text, require_box_format(self.box_format, self.name), sample.width, sample.height, seen)
 
     def followup(self, sample: RefAdvSample, parsed: Parsed, finish_reason: str | None) -> str | None:
         if self.repair_on_length_only and finish_reason != "length":

@@ -180,7 +180,7 @@ def message_payload(conversation: Conversation, url_for: Callable[[ImageRef, int
         if m.role != "user" or all(isinstance(p, str) for p in m.parts):
             out.append({"role": m.role, "content": m.text})
             continue
-        content = []
+        content: list[dict[str, Any]] = []
         for p in m.parts:
             if isinstance(p, str):
                 if p:
@@ -207,6 +207,10 @@ def request_body(model: str, conversation: Conversation, generation: Generation,
     for i in range(1, len(pieces), 2):
         pieces[i] = DATA_URL_PREFIX + images_b64[int(pieces[i])]
     return b"".join(pieces)
+
+
+def _transcoded_base64(data: bytes, ref: ImageRef) -> bytes:
+    return base64.b64encode(transcode_jpeg(data, ref))
 
 
 def endpoint(base_url: str, path: str) -> str:
@@ -290,7 +294,7 @@ class OpenAICompatModel:
                 if passes_through(data, ref, self.reencode_images):
                     b64 = base64.b64encode(data)
                 else:
-                    b64 = await loop.run_in_executor(None, lambda d=data, r=ref: base64.b64encode(transcode_jpeg(d, r)))
+                    b64 = await loop.run_in_executor(None, _transcoded_base64, data, ref)
                 self.images.put(ref, b64)
             out.append(b64)
         return out

@@ -50,6 +50,8 @@ def _first_user(messages: list[dict[str, Any]]) -> tuple[str, list[str]]:
             content = m.get("content")
             if isinstance(content, str):
                 return content, []
+            if not isinstance(content, list):
+                return "", []
             text = "".join(p.get("text", "") for p in content if p.get("type") == "text")
             urls = [p["image_url"]["url"] for p in content if p.get("type") == "image_url"]
             return text, urls

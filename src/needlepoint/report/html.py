@@ -202,7 +202,7 @@ def draw_thumbnail(data: bytes, image: ReportImage, grouped: bool, dest: Path) -
     """Write a downscaled JPEG of `data` with the image's boxes drawn in; return its size."""
     from PIL import Image, ImageDraw
 
-    im = Image.open(io.BytesIO(data))
+    im: Image.Image = Image.open(io.BytesIO(data))
     width, height = im.size
     scale = min(1.0, THUMB_MAX / max(width, height, 1))
     size = (max(1, round(width * scale)), max(1, round(height * scale)))

@@ -208,7 +208,7 @@ class McBench:
 
     def _instruction(self, sample: McSample) -> str:
         of = "the whole picture" if self.input_mode == "merged" else "its own image"
-        coords = COORDINATES[self.box_format].format(of=of)
+        coords = COORDINATES[require_box_format(self.box_format, self.name)].format(of=of)
         return self.template.replace("{text}", sample.text).replace("{coordinates}", coords)
 
     def prompt(self, sample: McSample) -> Conversation:
@@ -226,7 +226,7 @@ class McBench:
         return Conversation([Message("user", parts)])
 
     def parse(self, sample: McSample, text: str) -> Parsed:
-        return parse_answer(text, sample.geometry, self.box_format, self.input_mode == "merged")
+        return parse_answer(text, sample.geometry, require_box_format(self.box_format, self.name), self.input_mode == "merged")
 
     def followup(self, sample: McSample, parsed: Parsed, finish_reason: str | None) -> str | None:
         return REPAIR_TEXT
