@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
+import subprocess
 import sys
 from importlib.resources import files
 from pathlib import Path
@@ -144,3 +146,31 @@ def test_the_version_has_one_source(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert stop.value.code == 0
     assert capsys.readouterr().out.strip() == f"needlepoint {needlepoint.__version__}"
+
+
+MISSING_DATA_TEST = '''
+from pathlib import Path
+
+from conftest import needs_shared
+
+
+@needs_shared(Path("/nonexistent/shared/data/file.json"))
+def test_reads_reference_data() -> None:
+    raise AssertionError("must not run without its data")
+'''
+
+
+@pytest.mark.parametrize(("ci", "outcome"), [("true", "1 error"), ("", "1 skipped")])
+def test_missing_shared_data_fails_in_ci_and_skips_elsewhere(tmp_path: Path, ci: str, outcome: str) -> None:
+    """conftest.needs_shared: a test whose ../shared data is absent cannot pass CI by skipping (its
+    setup fails: pytest counts an error, and exits 1)."""
+    (tmp_path / "test_needs_data.py").write_text(MISSING_DATA_TEST, encoding="utf-8")
+    env = {**os.environ, "CI": ci, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO / "src")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "conftest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert outcome in done.stdout, done.stdout + done.stderr
+    assert done.returncode == (1 if ci else 0), done.stdout
+    if ci:
+        assert "/nonexistent/shared/data/file.json is absent" in done.stdout
