@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -90,10 +91,23 @@ def check_endpoints(config: RunConfig) -> None:
     asyncio.run(go())
 
 
+def _move_aside(run_dir: Path) -> Path:
+    """Rename a run folder to `<name>.replaced-<timestamp>[-N]` (nothing answered is ever deleted)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = run_dir.with_name(f"{run_dir.name}.replaced-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = run_dir.with_name(f"{run_dir.name}.replaced-{stamp}-{n}")
+    run_dir.rename(aside)
+    print(f"needlepoint: --fresh: moved the run that was in {run_dir} to {aside}", file=sys.stderr)
+    return aside
+
+
 def _resolve_run_dir(config: RunConfig, run_hash: str) -> Path:
     if config.out is not None:
         if config.fresh and RunStore.read_header(config.out) is not None:
-            raise DataError(f"{config.out} already holds a run; to start over, name a new folder with --out")
+            _move_aside(config.out)  # a new run in the folder named; the old answers are kept beside it
         return config.out
     parent = RUNS_ROOT / config.benchmark / model_slug(config.model)
     if not config.fresh and parent.is_dir():
@@ -144,7 +158,7 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "status": "running",
     }
-    advice = "choose another --out folder, or drop --out and pass --fresh" if config.out else "pass --fresh for a new run folder"
+    advice = "pass --fresh to move it aside and start anew, or choose another --out folder" if config.out else "pass --fresh for a new run folder"
     created = RunStore.read_header(run_dir) is None
     existed = run_dir.exists()
     store = RunStore.open(run_dir, header, advice)
