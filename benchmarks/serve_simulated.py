@@ -1,10 +1,18 @@
 """Serve needlepoint's simulated OpenAI-compatible model in its own process, for benchmarks.
 
-    python benchmarks/serve_simulated.py [--delay-ms 100] [--port 0] [--reply TEXT] [--stats FILE]
+    python benchmarks/serve_simulated.py [--delay-ms 100] [--capacity K] [--port 0] [--reply TEXT] [--script FILE] [--stats FILE]
 
 Prints the base URL (e.g. http://127.0.0.1:41234/v1) as the first line on stdout, then serves
 until killed (SIGTERM or Ctrl-C). Every request gets the same reply after --delay-ms; the default
 reply is a box in the JSON schema the Ref-Adv-s prompt asks for, so no repair turn is triggered.
+
+With --capacity K at most K requests are answered at once (each takes --delay-ms); the others wait
+their turn, as on a GPU server whose batch is full. One endpoint then serves at most
+K / delay requests per second (benchmarks/bench_endpoints.py).
+
+With --script FILE (a JSON object: request key -> answers per turn, see SimulatedServer), requests
+are answered from the script as in the demo, and a request the script does not know gets a 404.
+It stands in for a vLLM server in the Slurm test (tests/test_slurm.py).
 
 With --stats FILE, SIGUSR1 writes {"requests": n, "first": t0, "last": t1} to FILE (atomically):
 the number of chat requests received since the previous SIGUSR1 and the arrival times (time.time(),
@@ -15,12 +23,14 @@ then start again. A benchmark sends SIGUSR1 before a run (to reset) and after it
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
 import sys
 import threading
 import time
+from typing import Any
 
 from needlepoint.models.simulated import SimulatedServer
 
@@ -32,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay-ms", type=float, default=0.0, help="answer each request after this many ms (default 0)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
     parser.add_argument("--reply", default=DEFAULT_REPLY, help="the reply text for every request")
+    parser.add_argument("--capacity", type=int, help="answer at most this many requests at once (default: no limit)")
+    parser.add_argument("--script", help="JSON file of scripted answers (request key -> list of answers per turn)")
     parser.add_argument("--model", action="append", help="a model name GET /v1/models lists (repeat; default the simulated name)")
     parser.add_argument("--stats", help="file that SIGUSR1 writes the request count and arrival times to")
     ns = parser.parse_args(argv)
@@ -40,7 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
 
-    server = SimulatedServer(default=ns.reply, delay_s=ns.delay_ms / 1000.0, port=ns.port)
+    script = None
+    if ns.script:
+        with open(ns.script, encoding="utf-8") as fh:
+            script = json.load(fh)
+    cls = SimulatedServer if not ns.capacity else _capped(ns.capacity)
+    if script is not None:
+        server = cls(script=script, default=None, delay_s=ns.delay_ms / 1000.0, port=ns.port)
+    else:
+        server = cls(default=ns.reply, delay_s=ns.delay_ms / 1000.0, port=ns.port)
     if ns.model:
         server.models = tuple(ns.model)
     log = _ArrivalLog()
@@ -55,6 +75,21 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
     return 0
+
+
+def _capped(capacity: int) -> type[SimulatedServer]:
+    """The simulated server answering at most `capacity` requests at once."""
+
+    class Capped(SimulatedServer):
+        _gate: asyncio.Semaphore | None = None
+
+        async def _chat(self, request: Any) -> Any:
+            if self._gate is None:  # created on the server's own loop
+                self._gate = asyncio.Semaphore(capacity)
+            async with self._gate:
+                return await super()._chat(request)
+
+    return Capped
 
 
 class _ArrivalLog(list):

@@ -111,6 +111,22 @@ def write_jsonl_release(folder: Path, rows: list[dict[str, Any]], fmt: str = "PN
     return folder
 
 
+def small_niah(folder: Path) -> tuple[Path, dict[str, Any], dict[str, list[Any]]]:
+    """The MM-NIAH demo set at 6 documents per task (the full demo set is slow on two cores): the
+    folder, the run options and the simulated model's script (as the demo's `build` returns them)."""
+    import random
+
+    from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
+    from needlepoint.demo.mm_niah import simulated_answer, write_release
+    from needlepoint.models.simulated import script_key
+
+    write_release(folder, per_task=6)
+    bench = MmNiah(split="val")
+    rng = random.Random(5)
+    script = {script_key(bench.prompt(s)): [simulated_answer(s.task, s.answer, s.context_length, rng)] for s in bench.load(folder)}
+    return folder, {"split": "val"}, script
+
+
 def run_cli(
     args: list[str], cwd: Path = REPO, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess:

@@ -21,7 +21,9 @@ from needlepoint.config import (
     model_slug,
 )
 from needlepoint.conversation import Generation
+from needlepoint.endpoints import add_stats
 from needlepoint.errors import DataError
+from needlepoint.shard import parse_shard, sample_cost, select
 from needlepoint.store import HEADER, METRICS, RECORDS, RunStore, read_records, write_json
 
 RUNS_ROOT = Path("runs")
@@ -110,6 +112,8 @@ def _resolve_run_dir(config: RunConfig, run_hash: str) -> Path:
             _move_aside(config.out)  # a new run in the folder named; the old answers are kept beside it
         return config.out
     parent = RUNS_ROOT / config.benchmark / model_slug(config.model)
+    if config.shard:  # shards of one array may start in the same second: a folder per shard
+        return _shard_run_dir(config, parent, run_hash)
     if not config.fresh and parent.is_dir():
         for previous in sorted((p for p in parent.iterdir() if p.is_dir()), reverse=True):
             header = RunStore.read_header(previous)
@@ -121,6 +125,18 @@ def _resolve_run_dir(config: RunConfig, run_hash: str) -> Path:
                 return previous  # RunStore.open refuses it and says how to start fresh
             break
     return default_run_dir(RUNS_ROOT, config.benchmark, config.model)
+
+
+def _shard_run_dir(config: RunConfig, parent: Path, run_hash: str) -> Path:
+    """The newest folder of this very shard run to resume, or a new `<timestamp>-shard-I-of-N`."""
+    suffix = "-shard-" + str(config.shard).replace("/", "-of-")
+    if not config.fresh and parent.is_dir():
+        for previous in sorted((p for p in parent.iterdir() if p.is_dir() and p.name.endswith(suffix)), reverse=True):
+            header = RunStore.read_header(previous)
+            if header is not None and header.get("hash") == run_hash:
+                return previous
+    new = default_run_dir(RUNS_ROOT, config.benchmark, config.model)
+    return new.with_name(new.name + suffix)
 
 
 def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
@@ -145,6 +161,9 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")
     generation = _generation(bench, config.generation, config.neutral_sampling)
     ident = identity(config, bench.identity(), generation, dataset_fingerprint(samples))
+    if config.shard:  # the shard's part of the whole dataset (whatever --limit requests of it)
+        samples = select(samples, parse_shard(config.shard), sample_cost(bench))
+        ident["shard"] = config.shard  # the unsharded identity plus I/N (merge checks the rest)
     run_hash = hash_identity(ident)
     run_dir = _resolve_run_dir(config, run_hash)
     requested = samples[: config.limit] if config.limit else samples
@@ -215,7 +234,8 @@ def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Ge
     # changed configuration starts a new folder); metrics.json's run block still says how many of the
     # dataset's samples have answers, and `needlepoint report` marks the run from it.
     complete = all(s.id in records for s in requested) and not result.failed
-    store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    endpoints = add_stats((RunStore.read_header(store.dir) or {}).get("endpoints"), model.endpoint_stats())
+    store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), endpoints=endpoints)
     if config.report:
         answered = [s for s in samples if s.id in records]  # every finished record, not only this call's
         result.exports.extend(write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics))

@@ -1,4 +1,4 @@
-"""The command line: `needlepoint eval | score | report | demo | build`.
+"""The command line: `needlepoint eval | score | report | merge | demo | build`.
 
 Exit codes (documented in the README): 0 every requested sample was answered; 3 some samples
 failed (the run folder is kept; `--retry-failed` or a plain rerun continues it); 2 bad input, in
@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-retries", type=int, default=6, help="retries of a failed request before it is recorded as failed (default 6)")
     ev.add_argument("--max-request-bytes", type=int, help="report requests larger than this instead of sending them")
     ev.add_argument("--reencode-images", action="store_true", help="re-encode JPEG sources too (JPEG q95 after RGB)")
+    ev.add_argument("--shard", metavar="I/N", help="answer only shard I of N (a fixed, cost-balanced 1/N of the samples); combine the shards with `needlepoint merge`")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines on stderr")
     ev.add_argument("--no-report", action="store_true", help="skip the HTML report")
     ev.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
@@ -99,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("runs", nargs="+", type=Path, help="run folders, or model folders (each stands for its newest finished run)")
     rp.add_argument("--out", type=Path, help="folder for leaderboard.md, leaderboard.html and leaderboard_<board>.csv (default ./leaderboard)")
     rp.add_argument("--with-published", action="store_true", help="add every published row, labelled with its source")
+
+    mg = sub.add_parser("merge", help="merge the shard runs of one evaluation (--shard I/N) into one run folder")
+    mg.add_argument("runs", nargs="+", type=Path, help="the shards' run folders")
+    mg.add_argument("--out", required=True, type=Path, help="the merged run folder")
+    mg.add_argument("--allow-partial", action="store_true", help="merge what exists when shards or samples are missing")
+    mg.add_argument("--data", type=Path, help="the dataset, where this machine sees it elsewhere than the shards did (same content)")
+    mg.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    mg.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
 
     dm = sub.add_parser("demo", help="all benchmarks on bundled samples against a simulated model, offline")
     dm.add_argument("--out", type=Path, default=Path("runs/demo"), help="where the demo's data and runs go")
@@ -180,6 +189,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         neutral_sampling=ns.neutral_sampling,
         show_progress=not ns.no_progress and not ns.json,
         report=not ns.no_report,
+        shard=ns.shard,
     )
     result = evaluate(config)
     _print_metrics(result.benchmark, result.metrics, ns.json)
@@ -209,6 +219,18 @@ def cmd_report(ns: argparse.Namespace) -> int:
     return leaderboard_main(ns)
 
 
+def cmd_merge(ns: argparse.Namespace) -> int:
+    from needlepoint.merge import merge
+
+    result = merge(ns.runs, ns.out, allow_partial=ns.allow_partial, data=ns.data, report=not ns.no_report)
+    _print_metrics(result.benchmark, result.metrics, ns.json)
+    run = result.metrics.get("run", {})
+    print(f"merged run folder: {result.run_dir} ({run.get('answered')} of {run.get('samples')} samples answered)", file=sys.stderr)
+    for line in result.notes:
+        print(line, file=sys.stderr)
+    return EXIT_FAILED_SAMPLES if result.failed else EXIT_OK  # as `eval` of the same run would
+
+
 def cmd_demo(ns: argparse.Namespace) -> int:
     from needlepoint.demo import run_demo
 
@@ -232,7 +254,7 @@ def _quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `needlepoint` command; returns the exit code (see the module docstring)."""
     ns = build_parser().parse_args(argv)
-    handlers = {"eval": cmd_eval, "score": cmd_score, "report": cmd_report, "demo": cmd_demo, "build": build.run}
+    handlers = {"eval": cmd_eval, "score": cmd_score, "report": cmd_report, "merge": cmd_merge, "demo": cmd_demo, "build": build.run}
     import signal
     import threading
 

@@ -50,6 +50,7 @@ class RunConfig:
     neutral_sampling: bool = False
     show_progress: bool = True
     report: bool = True
+    shard: str | None = None  # "I/N": answer only shard I of N (see shard.py)
 
     def __post_init__(self) -> None:
         """Check the numbers and URLs a user typed, each in one sentence."""
@@ -75,7 +76,14 @@ class RunConfig:
         for ok, message in checks:
             if not ok:
                 raise DataError(message)
+        if self.shard is not None:
+            from needlepoint.shard import parse_shard
+
+            self.shard = str(parse_shard(self.shard))
         for url in self.api_urls:
+            from needlepoint.endpoints import split_weight
+
+            url = split_weight(url)[0]
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise DataError(f"--api-url {redact_url(url)} is not an http(s) URL; use e.g. http://localhost:8000/v1")
@@ -96,6 +104,7 @@ class RunConfig:
             "max_request_bytes": self.max_request_bytes,
             "max_wait_s": self.max_wait_s,
             "neutral_sampling": self.neutral_sampling,
+            **({"shard": self.shard} if self.shard else {}),
         }
 
 

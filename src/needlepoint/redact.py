@@ -23,7 +23,8 @@ def redact_url(url: str) -> str:
     except ValueError:
         return "[unparseable URL]"
     netloc = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit((parts.scheme, netloc, parts.path, REDACTED if parts.query else "", ""))
+    weight = f"#{parts.fragment}" if re.fullmatch(r"[0-9.]+", parts.fragment) else ""  # URL#weight (endpoints.py)
+    return urlunsplit((parts.scheme, netloc, parts.path, REDACTED if parts.query else "", "")) + weight
 
 
 def url_secrets(url: str) -> list[str]:

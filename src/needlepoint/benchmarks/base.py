@@ -144,6 +144,9 @@ def replies_text(record: dict[str, Any]) -> str:
 class Benchmark(Protocol):
     """The verbs every benchmark offers. See DESIGN.md, 'The flow'.
 
+    Optional verb: `cost(sample) -> float`, what a sample costs to answer relative to the others
+    (e.g. its context length), for balancing `--shard` (shard.py); without it every sample costs 1.
+
     `generation_defaults` are the authors' sampling settings where they differ from Generation's;
     `skipped` lists (sample id, reason) for rows the last `load` found unfit to send.
     """

@@ -4,8 +4,9 @@ One concurrency gate lives in the runner; this module owns the one retry policy:
 backoff with full jitter on connection errors, timeouts, 429 and 5xx (Retry-After honoured up to a
 cap, `max_wait_s`), no retry on other 4xx, which are classified into the kinds of `status`.
 Requests spread over several endpoints: each goes to the healthy one with the fewest requests in
-flight, a failed attempt moves to another endpoint, and an endpoint that fails several times in a
-row is taken out of rotation for a cool-down, then tried again.
+flight per unit of weight (`URL#weight`, endpoints.py), a failed attempt moves to another endpoint,
+and an endpoint that fails several times in a row is taken out of rotation for a cool-down, then
+tried again.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import aiohttp
 
 from needlepoint import status
 from needlepoint.conversation import Conversation, Generation, ImageRef, Reply
+from needlepoint.endpoints import split_weight
 from needlepoint.errors import DataError
 from needlepoint.images import ImageCache, passes_through, read_image, transcode_jpeg
 from needlepoint.redact import redact_url, scrub, url_secrets
@@ -230,6 +232,8 @@ class _Endpoint:
     failures: int = 0  # consecutive transient failures
     down_until: float = 0.0  # out of rotation until this clock time
     sent: int = 0  # attempts posted, for tests and the record
+    errors: int = 0  # attempts that failed (any kind)
+    weight: float = 1.0  # share of the requests in flight (`URL#weight`)
 
 
 class OpenAICompatModel:
@@ -247,7 +251,10 @@ class OpenAICompatModel:
         if api_key and any("@" in urlsplit(u).netloc for u in api_urls):
             raise DataError("an --api-url carries user info and --api-key is given too; pass the credential one way only")
         self.name = name
-        self.endpoints = [_Endpoint(u, endpoint(u, "chat/completions"), redact_url(u)) for u in api_urls]
+        self.endpoints = [
+            _Endpoint(base, endpoint(base, "chat/completions"), redact_url(base), weight=weight)
+            for base, weight in map(split_weight, api_urls)
+        ]
         self._headers = {"Content-Type": "application/json"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
@@ -350,7 +357,8 @@ class OpenAICompatModel:
         return f"waiting {max(0.0, until - now):.0f} s: {why}{more}"
 
     def _pick(self, avoid: Sequence[_Endpoint] = ()) -> _Endpoint:
-        """The healthy endpoint with the fewest requests in flight, preferring one not in `avoid`
+        """The healthy endpoint with the fewest requests in flight per unit of weight (counting the one
+        about to be sent), preferring one not in `avoid`
         (those that failed this request); when every endpoint is out of rotation, the one whose
         cool-down ends first (a probe)."""
         now = self.clock()
@@ -358,7 +366,7 @@ class OpenAICompatModel:
         if not healthy:
             return min(self.endpoints, key=lambda e: e.down_until)
         fresh = [e for e in healthy if all(e is not a for a in avoid)]
-        return min(fresh or healthy, key=lambda e: e.in_flight)
+        return min(fresh or healthy, key=lambda e: (e.in_flight + 1) / e.weight)
 
     def _fresh_endpoint(self, avoid: Sequence[_Endpoint]) -> bool:
         """Whether a healthy endpoint that has not failed this request is available."""
@@ -404,8 +412,10 @@ class OpenAICompatModel:
                 reply = await self._post(session, ep.url, body, generation.timeout_s)
             except _Final as exc:
                 ep.failures = 0  # the server answered: it is alive
+                ep.errors += 1
                 return failure(str(exc), exc.kind, attempt + 1)
             except _Retryable as exc:
+                ep.errors += 1
                 last_error = str(exc)
                 if exc.unhealthy:
                     self._failed(ep)
@@ -440,6 +450,10 @@ class OpenAICompatModel:
             await asyncio.sleep(seconds)
         finally:
             del self._waits[key]
+
+    def endpoint_stats(self) -> list[dict[str, Any]]:
+        """Per endpoint: its URL (redacted), weight, requests sent (each attempt) and errors."""
+        return [{"url": e.label, "weight": e.weight, "requests": e.sent, "errors": e.errors} for e in self.endpoints]
 
     async def _post(self, session: aiohttp.ClientSession, url: str, body: bytes, timeout_s: float) -> Reply:
         try:

@@ -361,6 +361,18 @@ def _legend(items: Sequence[ReportItem], grouped: bool) -> str:
     return '<div class="legend">' + "".join(parts) + "</div>"
 
 
+def _endpoints_table(head: dict[str, Any]) -> str:
+    """Requests and errors per endpoint (summed over resumed sessions and merged shards)."""
+    rows = [e for e in head.get("endpoints") or [] if isinstance(e, dict)]
+    if not rows:
+        return ""
+    table = Table("Requests per endpoint", ["endpoint", "weight", "requests", "errors"])
+    table.rows = [[e.get("url"), e.get("weight"), e.get("requests"), e.get("errors")] for e in rows]
+    shards = [m.get("shard") for m in head.get("merged_from") or [] if isinstance(m, dict)]
+    note = f'<p class="note">merged from shards {esc(", ".join(map(str, shards)))}</p>\n' if shards else ""
+    return table_html(table) + "\n" + note
+
+
 def _config_section(header: dict[str, Any], metrics: dict[str, Any]) -> str:
     head = public_config(header)
     config = _obj(head.get("config"))
@@ -391,7 +403,8 @@ def _config_section(header: dict[str, Any], metrics: dict[str, Any]) -> str:
     ident = json.dumps(_obj(head.get("identity")), indent=2, ensure_ascii=False)
     return (
         '<h2 id="config">Configuration</h2>\n<dl class="config">' + "".join(cells) + "</dl>\n"
-        f'<details><summary>run identity (what must match for a run to resume)</summary><pre class="json">{esc(ident)}</pre></details>'
+        + _endpoints_table(head)
+        + f'<details><summary>run identity (what must match for a run to resume)</summary><pre class="json">{esc(ident)}</pre></details>'
     )
 
 

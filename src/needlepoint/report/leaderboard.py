@@ -176,6 +176,10 @@ def discover(path: Path) -> tuple[list[Path], list[str]]:
         if not (run_dir / METRICS).is_file():
             skipped.append(f"{run_dir}: no {METRICS} (the run never finished; rerun its command to resume)")
             continue
+        shard = (header.get("identity") or {}).get("shard") if isinstance(header.get("identity"), dict) else None
+        if shard:  # a part of a run: its merge stands for the whole (docs/scale-out.md)
+            skipped.append(f"{run_dir}: shard {shard} of a run, not the whole (report the folder `needlepoint merge` wrote, or name it to include it)")
+            continue
         probe = Run(run_dir, header, {})
         groups.setdefault((run_dir.parent, probe.benchmark, probe.model), []).append(run_dir)
     runs: list[Path] = []

@@ -123,6 +123,10 @@ class MmNiah:
                 s.images = [replace(im, max_side=self.max_image_side) for im in s.images]
         return samples
 
+    def cost(self, sample: NiahSample) -> float:
+        """What a sample costs to answer, for balancing shards: its context length in tokens."""
+        return max(sample.context_length, 1.0)
+
     def generation(self, sample: NiahSample, base: Generation) -> Generation:
         if base.max_tokens is None:
             return replace(base, max_tokens=32 if sample.task.startswith("counting") else 16)

@@ -1,0 +1,172 @@
+"""`needlepoint merge`: the shard runs of one evaluation put back together into one run folder.
+
+The shards must share the unsharded identity (their identities differ only in `shard`) and cover
+every sample exactly once. The merged folder is an ordinary run folder of the unsharded identity:
+its records (in the data's order), metrics, the authors' formats and the report are computed by the
+same code as an unsharded run's, from the same data, so they are the same numbers; `score`,
+`report` and even a rerun of the unsharded command (which then finds nothing left to do) accept it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from needlepoint import __version__
+from needlepoint.benchmarks import make
+from needlepoint.config import dataset_fingerprint, hash_identity
+from needlepoint.endpoints import add_stats
+from needlepoint.errors import DataError
+from needlepoint.shard import Shard, assign, parse_shard, sample_cost
+from needlepoint.store import RECORDS, RunStore, read_records
+
+
+def _shard_header(run_dir: Path) -> tuple[dict[str, Any], Shard]:
+    header = RunStore.read_header(run_dir)
+    if header is None:
+        raise DataError(f"{run_dir} holds no run (no run.json); pass the run folders the shards wrote")
+    shard = header.get("identity", {}).get("shard")
+    if not shard:
+        raise DataError(f"{run_dir} is not a shard run (it was not started with --shard I/N); merge only the shards of one run")
+    return header, parse_shard(shard)
+
+
+def _base_identity(header: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in header["identity"].items() if k != "shard"}
+
+
+def _names(items: Sequence[str]) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def check_shards(run_dirs: Sequence[Path], allow_partial: bool) -> tuple[dict[str, Any], dict[int, Path], dict[str, Any]]:
+    """The shared unsharded identity, the folder of each shard number, and the first shard's
+    header; refuses mixed identities, duplicated shards and (unless `allow_partial`) missing ones."""
+    if not run_dirs:
+        raise DataError("name the shard run folders to merge, e.g. needlepoint merge runs/shard-* --out runs/merged")
+    headers = [(d, *_shard_header(d)) for d in run_dirs]
+    first_dir, first, first_shard = headers[0]
+    base = _base_identity(first)
+    for d, h, s in headers[1:]:
+        other = _base_identity(h)
+        if other != base:
+            diff = sorted(k for k in set(base) | set(other) if base.get(k) != other.get(k))
+            raise DataError(
+                f"{d} and {first_dir} are shards of different runs ({', '.join(diff)} differ); merge only the shards of one run"
+            )
+        if s.count != first_shard.count:
+            raise DataError(f"{d} is shard {s} but {first_dir} is shard {first_shard}; all shards must split the run the same way (one N)")
+    by_index: dict[int, list[Path]] = {}
+    for d, _h, s in headers:
+        by_index.setdefault(s.index, []).append(d)
+    count = first_shard.count
+    missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in by_index]
+    dupes = [f"{i}/{count} ({' and '.join(map(str, ds))})" for i, ds in sorted(by_index.items()) if len(ds) > 1]
+    problems = []
+    if missing and not allow_partial:
+        problems.append(f"shard{'s' if len(missing) > 1 else ''} {_names(missing)} {'are' if len(missing) > 1 else 'is'} missing")
+    if dupes:
+        problems.append(f"shard{'s' if len(dupes) > 1 else ''} {_names(dupes)} {'are' if len(dupes) > 1 else 'is'} given twice")
+    if problems:
+        advice = "pass each shard's run folder once" + ("" if dupes else ", or --allow-partial to merge what exists")
+        raise DataError(f"cannot merge: {' and '.join(problems)}; {advice}")
+    return base, {i: ds[0] for i, ds in by_index.items()}, first
+
+
+def merge(run_dirs: Sequence[Path], out: Path, allow_partial: bool = False, data: Path | None = None, report: bool = True) -> Any:
+    """Merge shard run folders into one run folder at `out`; returns the api.RunResult.
+
+    `data` replaces the dataset path the shards recorded (when the merge job sees it elsewhere);
+    its content must be the same.
+    """
+    from needlepoint.api import finish, write_report
+    from needlepoint.outcome import summary_lines
+
+    run_dirs = [Path(d) for d in run_dirs]
+    base, shard_dirs, first = check_shards(run_dirs, allow_partial)
+    config = dict(first.get("config") or {})
+    data_path = Path(data).expanduser() if data is not None else Path(config.get("data", ""))
+    bench = make(config["benchmark"], **(config.get("options") or {}))
+    samples = list(bench.load(data_path))
+    if dataset_fingerprint(samples) != base.get("dataset"):
+        raise DataError(
+            f"the data at {data_path} is not the dataset the shards answered (its content differs); pass --data with the shards' dataset"
+        )
+    count = parse_shard(first["identity"]["shard"]).count
+    owner = assign([(s.id, sample_cost(bench)(s)) for s in samples], count)
+    records: dict[str, dict[str, Any]] = {}
+    unanswered: list[str] = []
+    for index, d in sorted(shard_dirs.items()):
+        got = read_records(d / RECORDS)
+        stray = [i for i in got if owner.get(i) != index]
+        if stray:
+            raise DataError(
+                f"{d} holds answers for {len(stray)} sample(s) outside shard {index}/{count} (e.g. {stray[0]}), "
+                "so its records were not written by that shard; rerun the shard into a new folder"
+            )
+        todo = sum(1 for s in samples if owner[s.id] == index and s.id not in got)
+        if todo:
+            unanswered.append(f"{index}/{count} ({d}: {todo} left)")
+        records.update(got)
+    if unanswered and not allow_partial:
+        raise DataError(
+            f"cannot merge: shard{'s' if len(unanswered) > 1 else ''} {_names(unanswered)} "
+            f"{'have' if len(unanswered) > 1 else 'has'} unanswered samples; rerun the shard's command to resume it, or pass --allow-partial"
+        )
+    headers = [RunStore.read_header(d) or {} for _, d in sorted(shard_dirs.items())]
+    header = _merged_header(first, base, config, shard_dirs, headers)
+    store = _open_out(out, header)
+    try:
+        ordered = [records[s.id] for s in samples if s.id in records]
+        tmp = out / (RECORDS + ".tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            for rec in ordered:
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        os.replace(tmp, out / RECORDS)
+        result = finish(bench, samples, records, out, config["model"])
+        result.notes = summary_lines(ordered)
+        complete = len(ordered) == len(samples) and not result.failed
+        store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        if report:
+            answered = [s for s in samples if s.id in records]
+            result.exports.extend(write_report(out, bench, answered, [records[s.id] for s in answered], result.metrics))
+        return result
+    finally:
+        store.close()
+
+
+def _merged_header(
+    first: dict[str, Any], base: dict[str, Any], config: dict[str, Any], shard_dirs: dict[int, Path], headers: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    urls: list[str] = []
+    for h in headers:
+        urls.extend(u for u in (h.get("config") or {}).get("api_urls", []) if u not in urls)
+    public = {k: v for k, v in config.items() if k != "shard"}
+    public["api_urls"] = urls
+    count = parse_shard(first["identity"]["shard"]).count
+    return {
+        "needlepoint": __version__,
+        "hash": hash_identity(base),
+        "identity": base,
+        "config": public,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "status": "merging",
+        "merged_from": [{"shard": f"{i}/{count}", "run": str(d), "hash": h.get("hash")} for (i, d), h in zip(sorted(shard_dirs.items()), headers)],
+        "endpoints": add_stats(*(h.get("endpoints") for h in headers)),
+    }
+
+
+def _open_out(out: Path, header: dict[str, Any]) -> RunStore:
+    """The merge's run folder: new, or an earlier merge of the same run (rewritten)."""
+    existing = RunStore.read_header(out)
+    if existing is not None and "merged_from" not in existing:
+        raise DataError(f"{out} already holds a run that is not a merge; choose a new folder with --out")
+    store = RunStore.open(out, header, "choose another --out folder")  # refuses a merge of another run
+    if existing is not None:
+        store.update_header(**header)  # a merge again (e.g. after a shard was resumed): the new shard list
+    return store
