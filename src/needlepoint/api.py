@@ -53,6 +53,19 @@ def _generation(bench: Benchmark, overrides: dict[str, Any], neutral: bool = Fal
     return with_neutral_sampling(generation) if neutral else generation
 
 
+def _move_aside(run_dir: Path) -> Path:
+    """Rename a run folder to `<name>.replaced-<timestamp>[-N]` (nothing answered is ever deleted)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = run_dir.with_name(f"{run_dir.name}.replaced-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = run_dir.with_name(f"{run_dir.name}.replaced-{stamp}-{n}")
+    run_dir.rename(aside)
+    print(f"needlepoint: --fresh: moved the run that was in {run_dir} to {aside}", file=sys.stderr)
+    return aside
+
+
 def sampling_sent(bench: Benchmark, samples: list[Any], generation: Generation) -> list[dict[str, Any]]:
     """The distinct sampling parameters the requests of a run carry (body keys other than model and
     messages), as sent: usually one set; benchmarks with per-task settings have several."""
@@ -91,19 +104,6 @@ def check_endpoints(config: RunConfig) -> None:
             await model.aclose()
 
     asyncio.run(go())
-
-
-def _move_aside(run_dir: Path) -> Path:
-    """Rename a run folder to `<name>.replaced-<timestamp>[-N]` (nothing answered is ever deleted)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside = run_dir.with_name(f"{run_dir.name}.replaced-{stamp}")
-    n = 1
-    while aside.exists():
-        n += 1
-        aside = run_dir.with_name(f"{run_dir.name}.replaced-{stamp}-{n}")
-    run_dir.rename(aside)
-    print(f"needlepoint: --fresh: moved the run that was in {run_dir} to {aside}", file=sys.stderr)
-    return aside
 
 
 def _resolve_run_dir(config: RunConfig, run_hash: str) -> Path:
@@ -177,7 +177,7 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "status": "running",
     }
-    advice = "pass --fresh to move it aside and start anew, or choose another --out folder" if config.out else "pass --fresh for a new run folder"
+    advice = "choose another --out folder, or drop --out and pass --fresh" if config.out else "pass --fresh for a new run folder"
     created = RunStore.read_header(run_dir) is None
     existed = run_dir.exists()
     store = RunStore.open(run_dir, header, advice)
