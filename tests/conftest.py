@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -34,6 +35,17 @@ def needs_shared(*paths: Path) -> pytest.MarkDecorator:
     When a path is absent the test is skipped on a developer's machine, but FAILS in CI: a suite
     that runs without the reference data must not pass by quietly dropping these tests."""
     return pytest.mark.needs_shared(*paths)
+
+
+def extra_module(module: str) -> Any:
+    """Import a module of the `test` extra (e.g. pycocotools, the reference a comparison runs
+    against): skipped on a developer's machine without it, a failure in CI, where it is installed."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        if in_ci():
+            pytest.fail(f"{module} is missing: CI installs the test extra (pip install -e '.[test]')", pytrace=False)
+        pytest.skip(f"{module} is not installed (pip install -e '.[test]')")
 
 
 def pytest_configure(config: pytest.Config) -> None:

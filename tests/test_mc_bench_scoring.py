@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import MC_BENCH_RELEASE, needs_shared
+from conftest import MC_BENCH_RELEASE, extra_module, needs_shared
 
 from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mc_bench.cocoeval import Detections, match, precision
@@ -74,8 +74,8 @@ def random_results(gt: GroundTruth, seed: int) -> list[dict[str, Any]]:
 
 def pycocotools_precision(coco_gt: dict[str, Any], results: list[dict[str, Any]]) -> np.ndarray:
     """pycocotools' precision at IoU 0.5 and maxDets 100, as (area, category, recall)."""
-    coco_mod = pytest.importorskip("pycocotools.coco")
-    eval_mod = pytest.importorskip("pycocotools.cocoeval")
+    coco_mod = extra_module("pycocotools.coco")
+    eval_mod = extra_module("pycocotools.cocoeval")
     with contextlib.redirect_stdout(io.StringIO()):
         coco = coco_mod.COCO()
         coco.dataset = copy.deepcopy(coco_gt)
