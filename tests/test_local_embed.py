@@ -183,7 +183,7 @@ def test_a_folder_that_is_not_a_model_is_one_sentence(tmp_path: Path) -> None:
 def test_missing_torch_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)  # an import of torch now fails
     with pytest.raises(DataError) as err:
-        require_models()
+        require_models("--embed-backend transformers")
     assert str(err.value) == (
-        "--embed-backend transformers needs torch and transformers (torch is missing); install them with pip install 'needlepoint[models]'"
+        "--embed-backend transformers needs torch and transformers (torch is missing); install them with pip install -e '.[models]'"
     )

@@ -1,7 +1,7 @@
 """Embeddings from a CLIP-family model loaded in this process through `transformers` (CLIP,
 SigLIP: text and image towers), for users who have a model but no embedding server.
 
-torch and transformers come with the optional extra `models` (`pip install 'needlepoint[models]'`)
+torch and transformers come with the optional extra `models` (`pip install -e '.[models]'`)
 and are imported only when a LocalEmbedder is made. The model runs in one worker thread, one
 batch at a time, so the event loop keeps serving the chat requests meanwhile. Vectors are
 L2-normalised, so a dot product is the cosine, as in the authors' retriever.
@@ -16,7 +16,6 @@ through its CLIPImageProcessor, in bfloat16, and token counts as `len(tokenizer(
 from __future__ import annotations
 
 import asyncio
-import io
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -25,41 +24,17 @@ import numpy as np
 
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
-from needlepoint.images import read_image
 from needlepoint.models.embeddings import normalise
+from needlepoint.models.extra import EXTRA, require_models, rgb_image
 
 __all__ = ["EXTRA", "LocalEmbedder", "require_models"]
 
-EXTRA = "models"
-
-
-def require_models() -> tuple[Any, Any]:
-    """The torch and transformers modules, or DataError naming the extra that installs them."""
-    try:
-        import torch
-        import transformers
-    except ImportError as exc:
-        raise DataError(
-            f"--embed-backend transformers needs torch and transformers ({exc.name or exc} is missing); "
-            f"install them with pip install 'needlepoint[{EXTRA}]'"
-        ) from None
-    return torch, transformers
+FEATURE = "--embed-backend transformers"
 
 
 def _features(out: Any) -> Any:
     """A features tensor from `get_*_features` (a tensor in transformers 4, an output object in 5)."""
     return out if hasattr(out, "ndim") else out.pooler_output
-
-
-def _rgb(ref: ImageRef) -> Any:
-    """An image as an RGB PIL image, DataError when it cannot be decoded."""
-    from PIL import Image
-
-    data = read_image(ref)
-    try:
-        return Image.open(io.BytesIO(data)).convert("RGB")
-    except Exception as exc:  # Pillow raises many types for bad files
-        raise DataError(f"image {ref.key} cannot be decoded ({exc}); replace or remove it") from None
 
 
 class LocalEmbedder:
@@ -68,7 +43,7 @@ class LocalEmbedder:
     def __init__(
         self, name: str, model: Any, tokenizer: Any, image_processor: Any, device: str = "cpu", batch_size: int = 32
     ) -> None:
-        torch, _ = require_models()
+        torch, _ = require_models(FEATURE)
         if not (hasattr(model, "get_text_features") and hasattr(model, "get_image_features")):
             raise DataError(
                 f"{name} has no text and image towers (get_text_features, get_image_features); use a CLIP or SigLIP model"
@@ -90,7 +65,7 @@ class LocalEmbedder:
     def load(cls, path_or_id: str, device: str = "cpu", batch_size: int = 32) -> LocalEmbedder:
         """Load a model folder (or a Hugging Face id already in the local cache; nothing is
         downloaded at run time): model, tokenizer and image processor."""
-        torch, transformers = require_models()
+        torch, transformers = require_models(FEATURE)
         try:
             model = transformers.AutoModel.from_pretrained(path_or_id, local_files_only=True)
             tokenizer = transformers.AutoTokenizer.from_pretrained(path_or_id, local_files_only=True)
@@ -132,7 +107,7 @@ class LocalEmbedder:
         rows = []
         with self._lock, torch.inference_mode():
             for i in range(0, len(images), self.batch_size):
-                pil = [_rgb(ref) for ref in images[i : i + self.batch_size]]
+                pil = [rgb_image(ref) for ref in images[i : i + self.batch_size]]
                 pixels = self.image_processor(images=pil, return_tensors="pt")["pixel_values"].to(self.device)
                 rows.append(_features(self.model.get_image_features(pixel_values=pixels)).float().cpu().numpy())
         return normalise(np.concatenate(rows))

@@ -1,0 +1,321 @@
+"""The detector localizer: tiny randomly initialised Grounding DINO, OWLv2 and OWL-ViT models built from
+configs on the CPU, saved in the Hugging Face folder layout with tokenizers written here (a BERT
+`vocab.txt`, a CLIP BPE vocabulary and merges), and loaded back as a user's model would be.
+
+The boxes and scores `Detector` returns are compared with transformers' own post-processing of the
+same model on the same inputs (transformers 5 scales OWLv2 boxes by the padded square, as the
+model sees it). Needs the `models` extra (torch, transformers). Without it these tests are skipped,
+unless NEEDLEPOINT_TEST_MODELS=1 says they must run, in which case they fail with what to install.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+from test_local_embed import _models
+
+from needlepoint.conversation import ImageRef
+from needlepoint.errors import DataError
+from needlepoint.models.detector import DEFAULT_THRESHOLD, Detection, Detector
+
+WORDS = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    ".",
+    "a",
+    "the",
+    "red",
+    "blue",
+    "green",
+    "square",
+    "circle",
+    "on",
+    "left",
+    "right",
+    "big",
+]
+SIZES = [(80, 50), (40, 60), (64, 64)]  # (width, height): wide, tall, square
+
+
+def _images() -> list[Any]:
+    """Three small images of different sizes and shapes, with coloured shapes on them."""
+    out = []
+    for k, (w, h) in enumerate(SIZES):
+        im = Image.new("RGB", (w, h), (240, 240, 240))
+        im.paste((200, 30, 30), (5 + k, 5, 25 + k, 20))
+        im.paste((30, 30, 200), (w - 20, h - 25, w - 4, h - 6))
+        out.append(im)
+    return out
+
+
+QUERIES = [["the red square", "a blue circle"], ["big green square"], ["left", "the red circle on the right", "blue"]]
+
+
+@pytest.fixture(scope="module")
+def grounding_dino(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Grounding DINO (Swin backbone, BERT text encoder) with its processor, as a model folder."""
+    torch, transformers = _models()
+    folder = tmp_path_factory.mktemp("tiny_grounding_dino")
+    (folder / "vocab.txt").write_text("\n".join(WORDS) + "\n", encoding="utf-8")
+    tokenizer = transformers.BertTokenizer.from_pretrained(str(folder))
+    swin = transformers.SwinConfig(embed_dim=8, depths=[1, 1, 1, 1], num_heads=[1, 1, 1, 1], window_size=2, image_size=64,
+                                   out_features=["stage2", "stage3", "stage4"])  # fmt: skip
+    bert = transformers.BertConfig(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                   intermediate_size=16, max_position_embeddings=32)  # fmt: skip
+    config = transformers.GroundingDinoConfig(
+        backbone_config=swin, text_config=bert, d_model=32, encoder_layers=1, decoder_layers=2,  # fewer decoder layers do not build
+        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_queries=7,
+        num_feature_levels=3, encoder_n_points=1, decoder_n_points=1, max_text_len=32,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    transformers.GroundingDinoForObjectDetection(config).save_pretrained(folder)
+    image_processor = transformers.GroundingDinoImageProcessor(size={"shortest_edge": 48, "longest_edge": 64})
+    transformers.GroundingDinoProcessor(image_processor=image_processor, tokenizer=tokenizer).save_pretrained(folder)
+    return folder
+
+
+def _clip_tokenizer_files(folder: Path) -> int:
+    """A CLIP BPE vocabulary (every byte's character, alone and word-final, a few merges) and its
+    merges file; returns the vocabulary size. "!" has id 0 as in CLIP's own vocabulary, so a
+    query's first token (the start token) is never 0, which OWL reads as a padded query."""
+    chars = [chr(c) for c in range(33, 127)]  # the printable ASCII bytes map to themselves in CLIP's byte alphabet
+    merges = [("r", "e"), ("re", "d</w>"), ("b", "l"), ("bl", "u"), ("blu", "e</w>")]
+    vocab = chars + [c + "</w>" for c in chars] + [a + b for a, b in merges] + ["<|startoftext|>", "<|endoftext|>"]
+    (folder / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(vocab)}), encoding="utf-8")
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges), encoding="utf-8")
+    return len(vocab)
+
+
+OWL_TEXT_LEN = 24
+
+
+def _owl_folder(tmp_path_factory: pytest.TempPathFactory, kind: str) -> Path:
+    torch, transformers = _models()
+    folder = tmp_path_factory.mktemp(f"tiny_{kind}")
+    vocab_size = _clip_tokenizer_files(folder)
+    tokenizer = transformers.CLIPTokenizer.from_pretrained(str(folder), model_max_length=OWL_TEXT_LEN)
+    tower = {"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 1, "num_attention_heads": 2}
+    text = {**tower, "vocab_size": vocab_size, "max_position_embeddings": OWL_TEXT_LEN,
+            "bos_token_id": vocab_size - 2, "eos_token_id": vocab_size - 1, "pad_token_id": 0}  # fmt: skip
+    vision = {**tower, "image_size": 32, "patch_size": 8}
+    torch.manual_seed(1)
+    if kind == "owlv2":
+        model = transformers.Owlv2ForObjectDetection(
+            transformers.Owlv2Config(text_config=text, vision_config=vision, projection_dim=32)
+        )
+        image_processor = transformers.Owlv2ImageProcessor(size={"height": 32, "width": 32})
+        processor = transformers.Owlv2Processor(image_processor=image_processor, tokenizer=tokenizer)
+    else:
+        model = transformers.OwlViTForObjectDetection(
+            transformers.OwlViTConfig(text_config=text, vision_config=vision, projection_dim=32)
+        )
+        image_processor = transformers.OwlViTImageProcessor(
+            size={"height": 32, "width": 32}, crop_size={"height": 32, "width": 32}
+        )
+        processor = transformers.OwlViTProcessor(image_processor=image_processor, tokenizer=tokenizer)
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module", params=["owlv2", "owlvit"])
+def owl(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    return request.param, _owl_folder(tmp_path_factory, request.param)
+
+
+class ForwardLog:
+    """The inputs of every forward pass of a model (a torch forward pre-hook)."""
+
+    def __init__(self, model: Any) -> None:
+        self.calls: list[dict[str, tuple[int, ...]]] = []
+        model.register_forward_pre_hook(self._hook, with_kwargs=True)
+
+    def _hook(self, module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        self.calls.append({k: tuple(v.shape) for k, v in kwargs.items() if hasattr(v, "shape")})
+
+
+def _clip(box: Any, width: int, height: int) -> list[float]:
+    x1, y1, x2, y2 = (float(v) for v in box)
+    return [min(max(x1, 0.0), width), min(max(y1, 0.0), height), min(max(x2, 0.0), width), min(max(y2, 0.0), height)]
+
+
+def _same(detection: Detection, box: list[float], score: float) -> bool:
+    return all(math.isclose(a, b, abs_tol=1e-3) for a, b in zip(detection.box, box)) and math.isclose(
+        detection.score, score, abs_tol=1e-5
+    )
+
+
+def test_grounding_dino_batches_every_phrase_of_every_image_into_one_pass(grounding_dino: Path) -> None:
+    torch, _ = _models()
+    detector = Detector.load(str(grounding_dino), device="cpu")
+    assert detector.kind == "grounding-dino" and detector.threshold == DEFAULT_THRESHOLD == 0.05
+    log = ForwardLog(detector.model)
+    images = _images()
+    got = detector.detect(list(zip(images, QUERIES)))
+    assert [len(d) for d in got] == [len(q) for q in QUERIES]
+    (call,) = log.calls  # six (image, phrase) rows, one pass
+    assert call["pixel_values"][0] == call["input_ids"][0] == 6 and call["pixel_mask"][0] == 6
+
+    # transformers' own post-processing of the same rows: per row, the best box, in pixels
+    processor = detector.processor
+    rows = [(images[i], p) for i, q in enumerate(QUERIES) for p in q]
+    pixels = processor.image_processor(images=[im for im, _ in rows], return_tensors="pt")
+    text = processor.tokenizer([p.lower() + "." for _, p in rows], padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        outputs = detector.model(pixel_values=pixels["pixel_values"], pixel_mask=pixels["pixel_mask"], **text)
+    sizes = [(im.size[1], im.size[0]) for im, _ in rows]
+    post = processor.post_process_grounded_object_detection(
+        outputs, text["input_ids"], threshold=0.0, text_threshold=0.0, target_sizes=sizes
+    )
+    flat = [d for per_image in got for d in per_image]
+    for (im, _), result, detection in zip(rows, post, flat):
+        best = int(result["scores"].argmax())
+        assert _same(detection, _clip(result["boxes"][best], *im.size), float(result["scores"][best]))
+        assert detection.kept == (detection.score >= 0.05)
+        x1, y1, x2, y2 = detection.box
+        assert 0 <= x1 <= x2 <= im.size[0] and 0 <= y1 <= y2 <= im.size[1]
+
+    # two rows a pass: the same six answers, in three passes
+    log.calls.clear()
+    detector.batch_size = 2
+    again = detector.detect(list(zip(images, QUERIES)))
+    assert [c["input_ids"][0] for c in log.calls] == [2, 2, 2]
+    assert [len(d) for d in again] == [len(q) for q in QUERIES]
+
+
+def test_owl_sends_an_image_once_with_its_phrases_as_queries(owl: tuple[str, Path]) -> None:
+    torch, _ = _models()
+    kind, folder = owl
+    detector = Detector.load(str(folder), device="cpu")
+    assert detector.kind == kind
+    log = ForwardLog(detector.model)
+    images = _images()
+    got = detector.detect(list(zip(images, QUERIES)))
+    assert [len(d) for d in got] == [len(q) for q in QUERIES]
+    (call,) = log.calls  # three images, each with three queries (the longest list), in one pass
+    assert call["pixel_values"][0] == 3 and call["input_ids"] == (9, OWL_TEXT_LEN)
+
+    # each phrase alone through the processor and transformers' post-processing: its best box
+    for im, phrases, detections in zip(images, QUERIES, got):
+        for phrase, detection in zip(phrases, detections):
+            inputs = detector.processor(text=[[phrase]], images=[im], return_tensors="pt")
+            with torch.inference_mode():
+                outputs = detector.model(**inputs)
+            (result,) = detector.processor.image_processor.post_process_object_detection(
+                outputs, threshold=0.0, target_sizes=[(im.size[1], im.size[0])]
+            )
+            best = int(result["scores"].argmax())
+            assert _same(detection, _clip(result["boxes"][best], *im.size), float(result["scores"][best])), (kind, phrase)
+
+
+def test_the_threshold_keeps_a_score_equal_to_it(grounding_dino: Path) -> None:
+    images = _images()
+    first = Detector.load(str(grounding_dino), device="cpu").detect([(images[0], ["the red square"])])[0][0]
+    at = Detector.load(str(grounding_dino), device="cpu", threshold=first.score).detect([(images[0], ["the red square"])])[0][0]
+    above = math.nextafter(first.score, 1.0)
+    over = Detector.load(str(grounding_dino), device="cpu", threshold=above).detect([(images[0], ["the red square"])])[0][0]
+    assert at.kept and not over.kept
+    assert at.box == over.box == first.box and over.score == first.score  # the box and score are kept for the record
+    assert over.to_json() == {"box": list(first.box), "score": first.score, "kept": False}
+
+
+def test_image_files_and_async_calls(owl: tuple[str, Path], tmp_path: Path) -> None:
+    kind, folder = owl
+    detector = Detector.load(str(folder), device="cpu")
+    images = _images()
+    refs = []
+    for k, im in enumerate(images):
+        path = tmp_path / f"im{k}.png"
+        im.save(path)
+        refs.append(ImageRef(key=path.name, path=path))
+    from_files = asyncio.run(detector.adetect([(refs[1], ["blue"]), (refs[0], []), (refs[2], ["red", "a circle"])]))
+    direct = detector.detect([(images[1], ["blue"]), (images[0], []), (images[2], ["red", "a circle"])])
+    assert [len(d) for d in from_files] == [1, 0, 2]
+    assert from_files == direct
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"not an image")
+    with pytest.raises(DataError, match=r"^image bad.jpg cannot be decoded"):
+        detector.detect([(ImageRef(key="bad.jpg", path=bad), ["red"])])
+
+
+def test_devices_and_bad_settings(grounding_dino: Path, tmp_path: Path) -> None:
+    torch, transformers = _models()
+    assert Detector.load(str(grounding_dino)).device == ("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(
+            DataError, match=r"^--localizer-device cuda: torch sees no CUDA GPU on this machine; use --localizer-device cpu$"
+        ):
+            Detector.load(str(grounding_dino), device="cuda")
+    with pytest.raises(DataError, match=r"^--detector-threshold must be between 0 and 1, not 1.5$"):
+        Detector.load(str(grounding_dino), device="cpu", threshold=1.5)
+    with pytest.raises(DataError, match=r"^cannot load the detector .*nothing-here.*; pass a local folder with the config"):
+        Detector.load(str(tmp_path / "nothing-here"))
+    bert = transformers.BertModel(transformers.BertConfig(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=1,
+                                                          num_attention_heads=2, intermediate_size=16))  # fmt: skip
+    with pytest.raises(
+        DataError, match=r"^not-a-detector is a bert model; the detector localizer runs Grounding DINO, OWLv2, OWL-ViT$"
+    ):
+        Detector("not-a-detector", bert, None, device="cpu")
+
+
+def test_missing_torch_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # an import of torch now fails
+    with pytest.raises(DataError) as err:
+        Detector.load("IDEA-Research/grounding-dino-base")
+    assert str(err.value) == (
+        "--localizer detector: needs torch and transformers (torch is missing); install them with pip install -e '.[models]'"
+    )
+
+
+def test_a_detected_box_reaches_results_coco_json(grounding_dino: Path, tmp_path: Path) -> None:
+    """Phrases of a generated MC-Bench release through the detector and into the authors' results
+    format: each kept box, converted to COCO [x, y, w, h] of its image with the detector's score."""
+    from needlepoint.benchmarks.mc_bench.agentic import Target, answer_from_detections, detector_queries
+    from needlepoint.benchmarks.mc_bench.benchmark import McBench
+    from needlepoint.benchmarks.mc_bench.scoring import read_results
+    from needlepoint.demo.mc_bench import write_release
+
+    folder, _ = write_release(tmp_path / "release", pairs=3)
+    bench = McBench(box_format="abs_xyxy")
+    samples = bench.load(folder)
+    detector = Detector.load(str(grounding_dino), device="cpu")
+    plans = [[Target(image=1, group=1, phrase="the red square"), Target(image=0, group=2, phrase="a blue circle")],
+             [], [Target(image=1, group=1, phrase="big green square")]]  # fmt: skip
+    queries = [q for s, targets in zip(samples, plans) for q in detector_queries(s, targets)]
+    log = ForwardLog(detector.model)
+    detections = detector.detect(queries)  # three samples' phrases: one pass
+    assert len(log.calls) == 1 and log.calls[0]["input_ids"][0] == 3
+    records = []
+    for k, (sample, targets) in enumerate(zip(samples, plans)):
+        parsed = answer_from_detections(targets, detections[2 * k : 2 * k + 2])
+        records.append({"id": sample.id, "answer": parsed.answer, **bench.judge(sample, parsed)})
+    (path,) = bench.export(tmp_path, samples, records, "reasoner + tiny detector", {})
+    expected = []
+    for sample, targets, pair in zip(samples, plans, [detections[i : i + 2] for i in range(0, 6, 2)]):
+        seen = [0, 0]
+        for t in targets:
+            d = pair[t["image"]][seen[t["image"]]]
+            seen[t["image"]] += 1
+            assert d.kept  # scores of this random model are far above 0.05
+            x1, y1, x2, y2 = d.box
+            width, height = sample.geometry.sizes[t["image"]]
+            assert 0 <= x1 <= x2 <= width and 0 <= y1 <= y2 <= height
+            expected.append(
+                {
+                    "image_id": sample.image_ids[t["image"]],
+                    "category_id": t["group"],
+                    "bbox": [x1, y1, x2 - x1, y2 - y1],
+                    "score": d.score,
+                }
+            )
+    assert read_results(path) == expected
