@@ -3,7 +3,10 @@
 The harness comparison (bench_ref_adv_harness.py) interleaves two tools and servers, which makes its
 memory figures noisy; this runs only needlepoint against a local simulated server, several times.
 
-    python benchmarks/bench_ref_adv_memory.py [--runs 3] [--sizes 400,1600,4800]
+    python benchmarks/bench_ref_adv_memory.py [--runs 3] [--sizes 400,1600,4800] [--row-group 1132] [--report]
+
+The data is written in a child process: a child's ru_maxrss starts at the peak of the process it
+is forked from, so this process stays small.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_ref_adv_harness import make_release  # noqa: E402
+from bench_ref_adv_harness import ROW_GROUP, make_release_in_child  # noqa: E402
 
 from needlepoint.models.simulated import SimulatedServer  # noqa: E402
 
@@ -28,6 +31,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sizes", default="400,1600,4800", help="comma-separated sample counts")
+    parser.add_argument("--row-group", type=int, default=ROW_GROUP, help=f"rows per parquet row group (default {ROW_GROUP})")
+    parser.add_argument("--report", action="store_true", help="write the HTML report too (default: --no-report)")
     ns = parser.parse_args()
     exe = str(Path(sys.executable).parent / "needlepoint")
     sizes = tuple(int(v) for v in ns.sizes.split(","))
@@ -35,13 +40,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, SimulatedServer(default='{"bboxes": [[0, 0, 10, 10]]}', models=("m",)) as server:
         root = Path(tmp)
         for n in sizes:
-            make_release(root / f"data{n}", n)
+            make_release_in_child(root / f"data{n}", n, 0, ns.row_group)
         timeline: list[tuple[int, float]] = []
         for run in range(ns.runs):
             for n in sizes:
                 argv = [exe, "eval", "ref_adv_s", "--data", str(root / f"data{n}"), "--model", "m", "--api-url", server.url,
                         "--box-format", "abs_xyxy", "--out", str(root / f"run{n}-{run}"), "--concurrency", "64",
-                        "--no-progress", "--no-report", "--json"]  # fmt: skip
+                        "--no-progress", "--json", *([] if ns.report else ["--no-report"])]  # fmt: skip
                 child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 points, status, usage = _watch(child.pid, root / f"run{n}-{run}" / "records.jsonl")
                 if run == 0 and n == max(sizes):
@@ -49,7 +54,8 @@ def main() -> int:
                 if status != 0:
                     raise SystemExit(f"the run of {n} samples failed (status {status})")
                 peaks[n].append(usage.ru_maxrss / 1024)
-    print(f"command: python benchmarks/bench_ref_adv_memory.py --runs {ns.runs} --sizes {ns.sizes}\n")
+    print(f"command: python benchmarks/bench_ref_adv_memory.py --runs {ns.runs} --sizes {ns.sizes} --row-group {ns.row_group}"
+          f"{' --report' if ns.report else ''}\n")  # fmt: skip
     print("| samples | peak RSS median (MB) | min-max (MB) | runs (MB) |\n|---:|---:|---|---|")
     for n in sizes:
         v = peaks[n]

@@ -62,6 +62,13 @@ def test_iou_matrix_matches_pairwise() -> None:
         for j in range(len(b)):
             assert m[i, j] == iou(a[i], b[j])
     assert iou_matrix(np.zeros((0, 4)), b).shape == (0, 20)
+    # Degenerate, inverted and touching integer boxes too: the one-pair path is the same arithmetic.
+    rng = np.random.default_rng(2)
+    a = rng.integers(0, 12, size=(60, 4)).astype(float)
+    b = rng.integers(0, 12, size=(60, 4)).astype(float)
+    m = iou_matrix(a, b)
+    assert [[iou(x, y) for y in b] for x in a] == m.tolist()
+    assert isinstance(iou([0, 0, 2, 2], [1, 1, 3, 3]), float)
 
 
 def _pycocotools_iou(dt: np.ndarray, gt: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ unescaped, no secret in the page, thumbnails written once.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import shutil
 from argparse import Namespace
@@ -31,6 +32,7 @@ from needlepoint.demo.ref_adv import make_rows, write_release
 from needlepoint.errors import DataError
 from needlepoint.report import html as report_html
 from needlepoint.report import leaderboard as lb
+from needlepoint.report import thumbs
 from needlepoint.report.published import PUBLISHED_TABLES
 
 PUBLISHED_SOURCES = SHARED_DATA / "published"
@@ -196,16 +198,16 @@ def _png(width: int, height: int) -> bytes:
 def test_thumbnail_is_small_jpeg_with_boxes(tmp_path: Path) -> None:
     data = _png(960, 480)
     image = ReportImage(
-        ImageRef("x", loader=lambda: data), [ReportBox([100, 100, 300, 200], "gt"), ReportBox([500, 100, 900, 300], "pred")]
+        ImageRef("x", loader=lambda: data), [ReportBox([90, 90, 300, 210], "gt"), ReportBox([510, 90, 900, 300], "pred")]
     )
-    dest = tmp_path / "t.jpg"
-    assert report_html.draw_thumbnail(data, image, False, dest) == (480, 240)
-    im = Image.open(dest)
-    assert im.format == "JPEG" and im.size == (480, 240)
+    jpeg, size = thumbs.render_thumbnail(data, image, False)
+    assert size == (thumbs.THUMB_MAX, thumbs.THUMB_MAX // 2)
+    im = Image.open(io.BytesIO(jpeg))
+    assert im.format == "JPEG" and im.size == size
     px = im.convert("RGB")
-    r, g, b = px.getpixel((100, 50))  # top edge of the ground truth (scaled by 0.5)
+    r, g, b = px.getpixel((60, 30))  # top edge of the ground truth (scaled by 1/3)
     assert g > 150 and r < 120 and b < 150
-    edge = [px.getpixel((x, 50)) for x in range(252, 448)]  # top edge of the dashed prediction
+    edge = [px.getpixel((x, 30)) for x in range(172, 298)]  # top edge of the dashed prediction
     magenta = [p for p in edge if p[0] > 170 and p[1] < 110 and p[2] > 100]
     white = [p for p in edge if min(p) > 230]
     assert magenta and white  # dashes and gaps
@@ -215,10 +217,12 @@ def test_thumbnails_written_once_and_stale_ones_removed(tmp_path: Path) -> None:
     run_dir, bench, samples, recs, header = hostile_run(tmp_path)
     m = bench.score(samples, recs)
     report_html.write_run_report(run_dir, bench, samples, recs, m, header)
-    thumbs = sorted((run_dir / "report" / "thumbs").glob("*.jpg"))
-    assert len(thumbs) == len(recs)
-    assert all(max(Image.open(t).size) <= report_html.THUMB_MAX for t in thumbs)
-    stamps = {t.name: t.stat().st_mtime_ns for t in thumbs}
+    files = sorted((run_dir / "report" / "thumbs").glob("*.jpg"))
+    assert len(files) == len(recs)
+    for f in files:  # the size in the name is the size of the file
+        w, h = f.stem.split("-")[1].split("x")
+        assert Image.open(f).size == (int(w), int(h)) and max(int(w), int(h)) <= thumbs.THUMB_MAX
+    stamps = {t.name: t.stat().st_mtime_ns for t in files}
     (run_dir / "report" / "thumbs" / "stale.jpg").write_bytes(b"x")
     report_html.write_run_report(run_dir, bench, samples, recs, m, header)
     assert {t.name: t.stat().st_mtime_ns for t in (run_dir / "report" / "thumbs").glob("*.jpg")} == stamps
@@ -226,6 +230,42 @@ def test_thumbnails_written_once_and_stale_ones_removed(tmp_path: Path) -> None:
     recs[0] = {**recs[0], "answer": [[5.0, 5.0, 60.0, 60.0]]}
     report_html.write_run_report(run_dir, bench, samples, recs, m, header)
     assert len(set(p.name for p in (run_dir / "report" / "thumbs").glob("*.jpg")) - set(stamps)) == 1
+
+
+def test_existing_thumbnails_are_reused_without_reading_the_images(tmp_path: Path) -> None:
+    run_dir, bench, samples, recs, header = hostile_run(tmp_path)
+    m = bench.score(samples, recs)
+    first = blob(report_html.write_run_report(run_dir, bench, samples, recs, m, header))
+    # The images can no longer be read: a rewritten report (a resumed run) still shows every
+    # thumbnail, because it draws none of them again.
+    for s in samples:
+        s.image = ImageRef(s.image.key, loader=lambda: b"gone")
+    again = blob(report_html.write_run_report(run_dir, bench, samples, recs, m, header))
+    assert [it["im"] for it in again["items"]] == [it["im"] for it in first["items"]]
+    assert all(it["im"][0][0] for it in again["items"])
+
+
+def test_thumbnails_drafted_during_a_run_are_the_report_thumbnails(tmp_path: Path) -> None:
+    run_dir, bench, samples, recs, header = hostile_run(tmp_path)
+    folder = run_dir / "report" / "thumbs"
+    # Drafts never read: with nothing read from the parquet file yet, they draw nothing...
+    drafter = thumbs.Drafter(folder, bench.report_items, batch=2)
+    for s, r in zip(samples, recs):
+        drafter.add(s, r)
+    drafter.flush()
+    drafter.thumbnails.close()
+    assert not list(folder.glob("*.jpg"))
+    # ...and once the requests have read the images, they draw each one.
+    drafter = thumbs.Drafter(folder, bench.report_items, batch=2)
+    for s, r in zip(samples, recs):
+        assert s.image.read_bytes()  # what building the request does
+        drafter.add(s, r)
+    drafter.flush()
+    drafter.thumbnails.close()
+    drafted = {p.name for p in folder.glob("*.jpg")}
+    assert len(drafted) == len(recs)
+    page = report_html.write_run_report(run_dir, bench, samples, recs, bench.score(samples, recs), header, drafter.thumbnails)
+    assert {it["im"][0][0].split("/")[-1] for it in blob(page)["items"]} == drafted
 
 
 def test_unreadable_image_does_not_break_the_report(tmp_path: Path) -> None:
@@ -652,11 +692,11 @@ def _item(*boxes: ReportBox) -> ReportItem:
 
 def test_legend_follows_the_boxes() -> None:
     plain = [_item(ReportBox([0, 0, 1, 1], "gt"), ReportBox([0, 0, 1, 1], "pred", label="first box"))]
-    assert not report_html._grouped(plain)
+    assert not thumbs.grouped(plain)
     legend = report_html._legend(plain, False)
     assert "ground truth" in legend and "prediction (first box)" in legend and "group" not in legend
     grouped = [_item(ReportBox([0, 0, 1, 1], "gt", 1), ReportBox([0, 0, 1, 1], "pred", 2))]
-    assert report_html._grouped(grouped)
+    assert thumbs.grouped(grouped)
     legend = report_html._legend(grouped, True)
     assert "group 1" in legend and "group 2" in legend and "dashed: prediction" in legend
     assert report_html._legend([_item()], False) == ""

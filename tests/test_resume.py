@@ -178,3 +178,28 @@ def test_moved_data_resumes(serve: Any, tmp_path: Path) -> None:
     before = len(server.log)
     assert main(_eval_args(moved, server.url, out)) == 0
     assert len(server.log) == before
+
+
+def test_resumed_run_draws_only_the_thumbnails_it_lacks(serve: Any, tmp_path: Path) -> None:
+    """A failed request retried later: the rerun's report reuses every thumbnail drawn before
+    (same file, untouched), draws the one whose boxes changed, and removes the one it replaces."""
+    data = write_release(tmp_path / "data", make_rows(6, seed=3))
+    samples = RefAdv(box_format="abs_xyxy").load(data)
+    failing = prompt_key(samples[2])
+    server = serve(faults={failing: ["500"]})
+    out = tmp_path / "run"
+    args = [a for a in _eval_args(data, server.url, out) if a != "--no-report"]
+    assert main(args) == 3  # one sample failed
+    thumbs = out / "report" / "thumbs"
+    first = {p.name: p.stat().st_mtime_ns for p in thumbs.glob("*.jpg")}
+    assert len(first) == 6
+    assert read_records(out / "records.jsonl")["2"]["status"] == "backend_error"
+
+    assert main([*args, "--retry-failed"]) == 0
+    assert read_records(out / "records.jsonl")["2"]["status"] == "done"
+    second = {p.name: p.stat().st_mtime_ns for p in thumbs.glob("*.jpg")}
+    kept = set(first) & set(second)
+    assert len(kept) == 5 and all(first[n] == second[n] for n in kept)  # reused, not redrawn
+    assert len(set(second) - set(first)) == 1 and len(set(first) - set(second)) == 1
+    page = (out / "report" / "index.html").read_text()
+    assert all(f"thumbs/{n}" in page for n in second)

@@ -217,6 +217,13 @@ def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Ge
     )  # fmt: skip
     model = _model(config)
     options = RunOptions(concurrency=config.concurrency, retry_failed=config.retry_failed, show_progress=config.show_progress)
+    drafter = None
+    if config.report:  # the report's thumbnails are drawn while the run answers
+        from needlepoint.report.html import REPORT_DIR, THUMBS_DIR
+        from needlepoint.report.thumbs import Drafter
+
+        drafter = Drafter(store.dir / REPORT_DIR / THUMBS_DIR, bench.report_items)
+        options.on_record = drafter.add
 
     requested = samples[: config.limit] if config.limit else samples
 
@@ -226,7 +233,14 @@ def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Ge
         finally:
             await model.aclose()
 
-    asyncio.run(go())
+    try:
+        asyncio.run(go())
+    except BaseException:
+        if drafter is not None:
+            drafter.thumbnails.close(cancel=True)
+        raise
+    if drafter is not None:
+        drafter.flush()
     records = store.records()
     result = finish(bench, samples, records, store.dir, config.model)
     result.notes = summary_lines([records[s.id] for s in samples if s.id in records])
@@ -238,7 +252,8 @@ def _run(config: RunConfig, bench: Benchmark, samples: list[Any], generation: Ge
     store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), endpoints=endpoints)
     if config.report:
         answered = [s for s in samples if s.id in records]  # every finished record, not only this call's
-        result.exports.extend(write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics))
+        thumbnails = drafter.thumbnails if drafter is not None else None
+        result.exports.extend(write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics, thumbnails))
     return result
 
 
@@ -262,12 +277,15 @@ def finish(bench: Benchmark, samples: list[Any], records: dict[str, dict[str, An
     return RunResult(run_dir=run_dir, metrics=metrics, benchmark=bench, failed=failed, exports=list(exports))
 
 
-def write_report(run_dir: Path, bench: Benchmark, samples: list[Any], records: list[dict[str, Any]], metrics: dict[str, Any]) -> list[Path]:
-    """The HTML report of a run (`<run>/report/index.html`)."""
+def write_report(
+    run_dir: Path, bench: Benchmark, samples: list[Any], records: list[dict[str, Any]], metrics: dict[str, Any], thumbnails: Any = None
+) -> list[Path]:
+    """The HTML report of a run (`<run>/report/index.html`); `thumbnails` (a report.thumbs.Thumbnails)
+    brings those drawn during the run."""
     from needlepoint.report.html import write_run_report
 
     header = RunStore.read_header(run_dir) or {}
-    return [write_run_report(run_dir, bench, samples, records, metrics, header)]
+    return [write_run_report(run_dir, bench, samples, records, metrics, header, thumbnails)]
 
 
 def score(

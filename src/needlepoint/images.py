@@ -3,6 +3,10 @@
 The one image encoder in needlepoint. An RGB JPEG that needs no resizing is sent as its own bytes
 (a second JPEG generation would only add loss); anything else is converted to RGB and encoded as
 JPEG at quality 95, as the benchmarks' authors send images.
+
+Decoding is bounded: images are decoded at reduced size where the format allows (`decode_rgb`),
+the pixels decoded at once across threads are capped (`DECODE_BUDGET`), and a big file stays on
+disk until its decoder reads it, so huge images cost a bounded amount of memory per process.
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ import base64
 import io
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
@@ -41,11 +47,12 @@ def safe_path(root: Path, relative: str, where: str = "") -> Path:
     return root / PurePosixPath(str(relative).replace("\\", "/"))
 
 
-def _open(data: bytes, key: str) -> PILImage:
+def _open(data: bytes | Path, key: str) -> PILImage:
+    """Pillow's lazy open (header only) of stored bytes, or of a file read as it is decoded."""
     from PIL import Image
 
     try:
-        im = Image.open(io.BytesIO(data))
+        im = Image.open(data if isinstance(data, Path) else io.BytesIO(data))
         im.size  # noqa: B018 - forces the header to be read
         return im
     except Exception as exc:  # Pillow raises many types for bad files
@@ -60,31 +67,166 @@ def read_image(ref: ImageRef) -> bytes:
         raise DataError(f"image {ref.key} cannot be read ({exc.strerror or exc}); check the images folder") from None
 
 
+INLINE_FILE_BYTES = 4 << 20  # image files up to this size are read whole at once (on the event loop)
+
+
+def read_small_image(ref: ImageRef) -> bytes | None:
+    """The bytes of an image file of at most INLINE_FILE_BYTES, else None: a bigger file is left
+    on disk, to be read by its decoder under the pixel budget (`encode_jpeg`), so that many big
+    files in flight never sit in memory together."""
+    if ref.loader is None and ref.path is not None:
+        try:
+            if ref.path.stat().st_size > INLINE_FILE_BYTES:
+                return None
+        except OSError as exc:
+            raise DataError(f"image {ref.key} cannot be read ({exc.strerror or exc}); check the images folder") from None
+    return read_image(ref)
+
+
+def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
+    """(width, height, components) from a baseline or progressive JPEG's frame header, read
+    without Pillow; None when `data` is not a JPEG this parser understands (Pillow then decides).
+    Pillow opens 3 components as RGB, 1 as L and 4 as CMYK."""
+    if data[:2] != b"\xff\xd8":
+        return None
+    pos, end = 2, len(data)
+    while pos + 4 <= end:
+        if data[pos] != 0xFF:
+            return None
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker in (0x01, *range(0xD0, 0xD8)):  # markers without a length
+            pos += 2
+            continue
+        length = int.from_bytes(data[pos + 2 : pos + 4], "big")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            if pos + 10 > end:
+                return None
+            height = int.from_bytes(data[pos + 5 : pos + 7], "big")
+            width = int.from_bytes(data[pos + 7 : pos + 9], "big")
+            return (width, height, data[pos + 9]) if width and height else None
+        if marker == 0xDA or length < 2:  # scan data before any frame header: not understood
+            return None
+        pos += 2 + length
+    return None
+
+
 def passes_through(data: bytes, ref: ImageRef, reencode: bool = False) -> bool:
     """True when the stored bytes can be sent as they are: an RGB JPEG within `ref.max_side`.
-    Reads only the header, so it is cheap enough for the event loop."""
+    Reads only the frame header (without Pillow for a JPEG), so it is cheap enough for the
+    event loop."""
+    if reencode:
+        return False
+    head = jpeg_header(data)
+    if head is not None:
+        width, height, components = head
+        return components == 3 and (ref.max_side is None or max(width, height) <= ref.max_side)
     im = _open(data, ref.key)
     too_big = ref.max_side is not None and max(im.size) > ref.max_side
-    return im.format == "JPEG" and im.mode == "RGB" and not too_big and not reencode
+    return im.format == "JPEG" and im.mode == "RGB" and not too_big
 
 
-def transcode_jpeg(data: bytes, ref: ImageRef) -> bytes:
-    """Stored bytes converted to RGB, shrunk to `ref.max_side`, and encoded as JPEG at quality 95."""
-    im = _open(data, ref.key)
+class PixelBudget:
+    """A bound on the pixels being decoded at once across threads, so that a few huge images
+    decoded in parallel cannot exhaust memory. An image over the whole budget waits until it can
+    be decoded alone."""
+
+    def __init__(self, pixels: int) -> None:
+        self.pixels = pixels
+        self._used = 0
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def hold(self, pixels: int) -> Iterator[None]:
+        """Wait until `pixels` more fit in the budget (or nothing else is held), then hold them."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._used == 0 or self._used + pixels <= self.pixels)
+            self._used += pixels
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._used -= pixels
+                self._cond.notify_all()
+
+
+DECODE_BUDGET = PixelBudget(12_000_000)
+BAND_PIXELS = 1_000_000  # full-size pixels decoded at once from a big PNG (pngstrips)
+
+
+def decode_rgb(data: bytes | Path, key: str, max_side: int | None = None, gap: float = 2.0) -> Any:
+    """The image as an RGB Pillow image, shrunk (aspect kept) to `fitted_size(.., max_side)`.
+
+    Decodes at reduced size where the format allows: a JPEG at 1/2, 1/4 or 1/8 scale (draft
+    mode), a big non-interlaced PNG band by band (`pngstrips`); anything else whole. As in
+    Pillow's `thumbnail`, the reduced decode stays at least `gap` times the target before the
+    final resampling (1.0: decode straight to the target where possible, for report thumbnails).
+    The pixels decoded at once count against `DECODE_BUDGET`. `data` may be a file's path: it is
+    then read as it is decoded, never whole."""
+    from PIL import Image
+
+    from needlepoint.geometry import fitted_size
+    from needlepoint.pngstrips import read_header
+
+    im = _open(data, key)
+    width, height = im.size
+    target = fitted_size(width, height, max_side)
     try:
-        im = im.convert("RGB")
-        if ref.max_side is not None and max(im.size) > ref.max_side:
-            im.thumbnail((ref.max_side, ref.max_side))
-        out = io.BytesIO()
+        if target != (width, height) and im.format == "PNG":
+            with data.open("rb") if isinstance(data, Path) else io.BytesIO(data) as fh:
+                header = read_header(fh)
+            factor = int(min(width / target[0], height / target[1]) / gap)
+            if header is not None and header.banded and factor >= 2 and width * height > 2 * BAND_PIXELS:
+                from needlepoint.pngstrips import decode_reduced
+
+                rows = max(factor, BAND_PIXELS // width // factor * factor)
+                with DECODE_BUDGET.hold(rows * width + (width // factor) * (height // factor)):
+                    try:
+                        small = decode_reduced(im, header, factor, BAND_PIXELS)
+                    finally:
+                        im.close()
+                    return small.resize(target, Image.Resampling.BICUBIC) if small.size != target else small
+        if target != (width, height) and im.format == "JPEG":
+            im.draft("RGB", (round(target[0] * gap), round(target[1] * gap)))
+        with DECODE_BUDGET.hold(im.size[0] * im.size[1]):
+            im = im.convert("RGB")
+            if im.size != target:
+                im = im.resize(target, Image.Resampling.BICUBIC, reducing_gap=gap if gap > 1 else None)
+            return im
+    except DataError:
+        raise
+    except Exception as exc:
+        raise DataError(f"image {key} cannot be decoded ({exc}); replace or remove it") from None
+
+
+def transcode_jpeg(data: bytes | Path, ref: ImageRef) -> bytes:
+    """Stored bytes (or a file) converted to RGB, shrunk to `ref.max_side`, and encoded as JPEG at
+    quality 95."""
+    im = decode_rgb(data, ref.key, ref.max_side)
+    out = io.BytesIO()
+    try:
         im.save(out, format="JPEG", quality=JPEG_QUALITY)
     except Exception as exc:
-        raise DataError(f"image {ref.key} cannot be decoded ({exc}); replace or remove it") from None
+        raise DataError(f"image {ref.key} cannot be encoded ({exc}); replace or remove it") from None
     return out.getvalue()
 
 
-def encode_jpeg(ref: ImageRef, reencode: bool = False) -> bytes:
-    """The JPEG bytes to send for an image (see the module docstring for the rule)."""
-    data = read_image(ref)
+def encode_jpeg(ref: ImageRef, reencode: bool = False, data: bytes | None = None) -> bytes:
+    """The JPEG bytes to send for an image (see the module docstring for the rule); `data`: its
+    stored bytes when already read. A big file (see `read_small_image`) is read whole only if it
+    is sent as it is; otherwise its decoder reads it."""
+    if data is None:
+        data = read_small_image(ref)
+    if data is None:
+        assert ref.path is not None
+        with _open(ref.path, ref.key) as im:
+            head = (im.format, im.mode, im.size)
+        too_big = ref.max_side is not None and max(head[2]) > ref.max_side
+        if head[0] == "JPEG" and head[1] == "RGB" and not too_big and not reencode:
+            return read_image(ref)
+        return transcode_jpeg(ref.path, ref)
     return data if passes_through(data, ref, reencode) else transcode_jpeg(data, ref)
 
 
@@ -135,9 +277,9 @@ class ImageCache:
                 self._bytes -= len(old)
 
 
-def base64_jpeg(ref: ImageRef, reencode: bool = False) -> bytes:
-    """Base64 (ASCII bytes) of the JPEG to send for an image, with no cache."""
-    return base64.b64encode(encode_jpeg(ref, reencode))
+def base64_jpeg(ref: ImageRef, reencode: bool = False, data: bytes | None = None) -> bytes:
+    """Base64 (ASCII bytes) of the JPEG to send for an image, with no cache (see encode_jpeg)."""
+    return base64.b64encode(encode_jpeg(ref, reencode, data))
 
 
 def merge_pair(left: bytes, right: bytes, band: int = 20) -> tuple[bytes, int]:

@@ -1,9 +1,12 @@
 """Reading Hugging Face parquet releases without holding their images in memory.
 
-Metadata columns are read at load time; an image's bytes are read when its request is built, one
-row group at a time with a small cache, so memory is bounded by a few row groups, not by the data
-set. The next row group is read ahead in a background thread, so a run walking through the file
-in order rarely waits for a read.
+Metadata columns are read at load time. Images are read when their requests are built, a slice of
+32 rows at a time, by one background thread that walks the image column forward (pyarrow's
+batch iterator, reading the file as a stream): memory holds a few slices and the page being read,
+never a whole row group, whatever size the release's row groups are (the Hugging Face writers
+make them about 1,100 rows and 100 MB of images). The next slice is read ahead, so a run walking
+through the file in order rarely waits, and `ParquetImage.cached` hands over bytes already read
+without a thread hop.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from typing import Any
 
 from needlepoint.errors import DataError
 
+SLICE_ROWS = 32
+CACHED_SLICES = 6
+
 
 def parquet_files(folder: Path) -> list[Path]:
     """The parquet files of a release folder, in name order (HF shards sort in row order)."""
@@ -25,13 +31,14 @@ def parquet_files(folder: Path) -> list[Path]:
 class ParquetTable:
     """One parquet file: its metadata rows, and lazy access to one binary-image column."""
 
-    def __init__(self, path: Path, image_column: str = "image", cached_groups: int = 3) -> None:
+    def __init__(self, path: Path, image_column: str = "image", slice_rows: int = SLICE_ROWS, cached_slices: int = CACHED_SLICES) -> None:
         import pyarrow.parquet as pq
 
         self.path = path
         self.image_column = image_column
         try:
-            self._file = pq.ParquetFile(path)
+            # A buffered stream: pyarrow reads pages as it needs them, not whole column chunks.
+            self._file = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
         except Exception as exc:
             raise DataError(f"{path} is not a readable parquet file ({exc}); re-download the release") from None
         self.columns = list(self._file.schema_arrow.names)
@@ -42,10 +49,12 @@ class ParquetTable:
             self._starts.append(start)
             start += meta.row_group(g).num_rows
         self.num_rows = start
-        self._groups: OrderedDict[int, Future[Any]] = OrderedDict()
-        self._cached_groups = cached_groups
+        self._slice_rows = slice_rows
+        self._slices: OrderedDict[tuple[int, int], Future[list[bytes | None]]] = OrderedDict()
+        self._cached_slices = cached_slices
         self._lock = threading.Lock()
         self._reader: ThreadPoolExecutor | None = None
+        self._cursor: tuple[int, int, Any] | None = None  # (group, next slice, batch iterator): reader thread only
 
     def rows(self, columns: list[str]) -> list[dict[str, Any]]:
         """The given columns (those present) as Python dicts, one per row."""
@@ -55,39 +64,103 @@ class ParquetTable:
         except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for damaged files
             raise DataError(f"{self.path} cannot be read ({exc}); re-download the release") from None
 
-    def _read_group(self, group: int) -> Any:
-        try:
-            return self._file.read_row_group(group, columns=[self.image_column]).column(0)
-        except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for damaged files
-            raise DataError(f"row group {group} of {self.path} cannot be read ({exc}); re-download the release") from None
-
-    def _group(self, group: int) -> Future[Any]:
-        """The (pending or done) read of a row group's image column; call with the lock held."""
-        future = self._groups.get(group)
-        if future is None:
-            if self._reader is None:
-                self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-read")
-            future = self._reader.submit(self._read_group, group)
-            self._groups[group] = future
-            while len(self._groups) > self._cached_groups:
-                self._groups.popitem(last=False)
-        else:
-            self._groups.move_to_end(group)
-        return future
-
-    def image_bytes(self, row: int) -> bytes:
-        """The encoded image bytes stored in `row` (a struct with `bytes`, or plain binary)."""
+    def _where(self, row: int) -> tuple[int, int, int]:
+        """(row group, slice in the group, position in the slice) of a row."""
         import bisect
 
         group = bisect.bisect_right(self._starts, row) - 1
-        with self._lock:
-            future = self._group(group)
-            if group + 1 < len(self._starts):
-                self._group(group + 1)
-        column = future.result()
-        value = column[row - self._starts[group]].as_py()
-        if isinstance(value, dict):
-            value = value.get("bytes")
+        local = row - self._starts[group]
+        return group, local // self._slice_rows, local % self._slice_rows
+
+    def _read_slice(self, group: int, index: int) -> list[bytes | None]:
+        """The image bytes of one slice; runs on the reader thread, which alone owns the cursor."""
+        import pyarrow as pa
+
+        try:
+            if self._cursor is None or self._cursor[0] != group or self._cursor[1] > index:
+                batches = self._file.iter_batches(
+                    batch_size=self._slice_rows, row_groups=[group], columns=[self.image_column], use_threads=False
+                )
+                self._cursor = (group, 0, batches)
+            _, position, batches = self._cursor
+            while position < index:  # skip forward (a resumed run, a retried failure)
+                next(batches)
+                position += 1
+            batch = next(batches)
+            self._cursor = (group, position + 1, batches)
+            pa.default_memory_pool().release_unused()  # hand the pages already decoded back to the OS
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for damaged files
+            self._cursor = None
+            raise DataError(f"row group {group} of {self.path} cannot be read ({exc}); re-download the release") from None
+        column = batch.column(0)
+        if column.type.num_fields:  # the datasets Image struct {bytes, path}
+            column = column.field("bytes")
+        return column.to_pylist()
+
+    def _slice(self, key: tuple[int, int]) -> Future[list[bytes | None]]:
+        """The (pending or done) read of a slice; call with the lock held."""
+        future = self._slices.get(key)
+        if future is None:
+            if self._reader is None:
+                self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-read")
+            future = self._reader.submit(self._read_slice, *key)
+            self._slices[key] = future
+            while len(self._slices) > self._cached_slices:
+                self._slices.popitem(last=False)
+        else:
+            self._slices.move_to_end(key)
+        return future
+
+    def _read_ahead(self, group: int, index: int) -> None:
+        """Start reading the slice after (group, index); call with the lock held."""
+        rows = (self._starts[group + 1] if group + 1 < len(self._starts) else self.num_rows) - self._starts[group]
+        if (index + 1) * self._slice_rows < rows:
+            self._slice((group, index + 1))
+        elif group + 1 < len(self._starts):
+            self._slice((group + 1, 0))
+
+    def _bytes(self, row: int, values: list[bytes | None], position: int) -> bytes:
+        value = values[position]
         if not value:
             raise DataError(f"row {row} of {self.path} has no image bytes in column {self.image_column!r}")
         return value
+
+    def image_bytes(self, row: int) -> bytes:
+        """The encoded image bytes stored in `row` (a struct with `bytes`, or plain binary).
+        May wait for a read; see `cached` for the non-blocking way."""
+        group, index, position = self._where(row)
+        with self._lock:
+            future = self._slice((group, index))
+            self._read_ahead(group, index)
+        return self._bytes(row, future.result(), position)
+
+    def cached(self, row: int) -> bytes | None:
+        """The bytes of `row` if its slice has been read already, else None (never waits, never
+        starts a read of the row itself)."""
+        group, index, position = self._where(row)
+        with self._lock:
+            future = self._slices.get((group, index))
+            if future is None or not future.done() or future.exception() is not None:
+                return None
+            self._slices.move_to_end((group, index))
+            self._read_ahead(group, index)
+        return self._bytes(row, future.result(), position)
+
+
+class ParquetImage:
+    """The loader of one row's image (`ImageRef.loader`): calling it reads the bytes (and may
+    wait); `cached()` returns them only when already in memory, so a caller on the event loop or
+    a background drafter need not wait or trigger a read."""
+
+    __slots__ = ("row", "table")
+
+    def __init__(self, table: ParquetTable, row: int) -> None:
+        self.table = table
+        self.row = row
+
+    def __call__(self) -> bytes:
+        return self.table.image_bytes(self.row)
+
+    def cached(self) -> bytes | None:
+        """The bytes if they are in memory now, else None."""
+        return self.table.cached(self.row)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ class RunOptions:
     retry_failed: bool = False
     show_progress: bool = True
     progress_every_s: float = 5.0  # without a terminal: one plain progress line this often
+    on_record: Callable[[Any, dict[str, Any]], None] | None = None  # called with each stored record
 
 
 def pending(samples: Sequence[Any], done: dict[str, dict[str, Any]], retry_failed: bool) -> list[Any]:
@@ -247,6 +248,8 @@ async def run(
         for sample in queue:
             record = await solve(benchmark, model, sample, base)
             store.append(record)
+            if options.on_record is not None:
+                options.on_record(sample, record)
             done[sample.id] = record
             finished.append(record)
             progress.advance()

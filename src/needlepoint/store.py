@@ -85,7 +85,7 @@ class RunStore:
     def __init__(self, run_dir: Path) -> None:
         self.dir = run_dir
         self.records_path = run_dir / RECORDS
-        self._fh: IO[str] | None = None
+        self._fd: int | None = None
         self._lock_fh: IO[str] | None = None
 
     @staticmethod
@@ -166,15 +166,17 @@ class RunStore:
         return read_records(self.records_path)
 
     def append(self, record: dict[str, Any]) -> None:
-        """Write one record and flush it to the OS before returning."""
-        if self._fh is None:
-            self._fh = self.records_path.open("a", encoding="utf-8")
+        """Write one record; it is in the operating system's hands (one `write` call on an
+        append-only descriptor, no user-space buffer) before this returns."""
+        if self._fd is None:
+            self._fd = os.open(self.records_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            line = json_text(record)
+            text = json_text(record)
         except ValueError:
-            line = json_text(finite_only(record))
-        self._fh.write(line + "\n")
-        self._fh.flush()
+            text = json_text(finite_only(record))
+        view = memoryview((text + "\n").encode("utf-8"))
+        while view:
+            view = view[os.write(self._fd, view) :]
 
     def update_header(self, **fields: Any) -> None:
         """Merge fields into the header (status, finish time)."""
@@ -184,9 +186,9 @@ class RunStore:
 
     def close(self) -> None:
         """Close the records file and release the run folder for other processes."""
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         if self._lock_fh is not None:
             self._lock_fh.close()
             self._lock_fh = None

@@ -7,7 +7,6 @@ prediction schema.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Sequence
@@ -220,7 +219,7 @@ def _check_columns(columns: Sequence[str], where: str, needed: Sequence[str]) ->
 def load_parquet(root: Path, files: list[Path]) -> list[RefAdvSample]:
     """Samples from the parquet release; images stay in the files until requested. Image keys
     name the file relative to `root`, so shards of the same name in two folders stay apart."""
-    from needlepoint.parquet import ParquetTable
+    from needlepoint.parquet import ParquetImage, ParquetTable
 
     samples: list[RefAdvSample] = []
     wanted = [*REQUIRED, "file_name", "distractors", "image_source", "human_authored", "use_negation"]
@@ -229,7 +228,7 @@ def load_parquet(root: Path, files: list[Path]) -> list[RefAdvSample]:
         _check_columns(table.columns, str(path), [*REQUIRED, "image"])
         for local, row in enumerate(table.rows(wanted)):
             idx = len(samples)
-            image = ImageRef(key=f"{path.relative_to(root).as_posix()}#{local}", loader=functools.partial(table.image_bytes, local))
+            image = ImageRef(key=f"{path.relative_to(root).as_posix()}#{local}", loader=ParquetImage(table, local))
             samples.append(_sample(row, idx, image, f"{path} row {local}"))
     return samples
 

@@ -31,7 +31,7 @@ from needlepoint import status
 from needlepoint.conversation import Conversation, Generation, ImageRef, Reply
 from needlepoint.endpoints import split_weight
 from needlepoint.errors import DataError
-from needlepoint.images import ImageCache, passes_through, read_image, transcode_jpeg
+from needlepoint.images import ImageCache, base64_jpeg, passes_through, read_small_image
 from needlepoint.redact import redact_url, scrub, url_secrets
 
 
@@ -211,10 +211,6 @@ def request_body(model: str, conversation: Conversation, generation: Generation,
     return b"".join(pieces)
 
 
-def _transcoded_base64(data: bytes, ref: ImageRef) -> bytes:
-    return base64.b64encode(transcode_jpeg(data, ref))
-
-
 def endpoint(base_url: str, path: str) -> str:
     """`path` under an API base URL, keeping its query string (e.g. `?api-version=...`)."""
     parts = urlsplit(base_url)
@@ -295,13 +291,15 @@ class OpenAICompatModel:
         for ref in (im for m in conversation.messages for im in m.images):
             b64 = self.images.get(ref)
             if b64 is None:
-                # Files are read on the loop (page cache, cheap); loaders (parquet rows, merged
-                # canvases) may read or compute for a while, so they run in a worker thread.
-                data = await loop.run_in_executor(None, read_image, ref) if ref.loader is not None else read_image(ref)
-                if passes_through(data, ref, self.reencode_images):
+                # Files are read on the loop (page cache, cheap), and so are loaded bytes already
+                # in memory (`cached()`: parquet rows read ahead); other loads (a parquet read, a
+                # merged canvas, a big file decoded from disk) and transcoding run in a worker thread.
+                peek = getattr(ref.loader, "cached", None)
+                data = read_small_image(ref) if ref.loader is None else peek() if peek is not None else None
+                if data is not None and passes_through(data, ref, self.reencode_images):
                     b64 = base64.b64encode(data)
                 else:
-                    b64 = await loop.run_in_executor(None, _transcoded_base64, data, ref)
+                    b64 = await loop.run_in_executor(None, base64_jpeg, ref, self.reencode_images, data)
                 self.images.put(ref, b64)
             out.append(b64)
         return out

@@ -4,8 +4,8 @@ One self-contained page per run that works offline: the run's configuration (sec
 the metric tables, MM-NIAH's heatmaps, and a sample browser. The samples travel as one JSON blob
 in a `<script type="application/json">` element and are rendered in pages of 50 by a small inline
 script that writes text with `textContent` only. Images become thumbnails under `report/thumbs/`
-(JPEG, at most 480 px, boxes drawn in with Pillow), written once and loaded lazily, so a report of
-thousands of samples opens at once.
+(`report.thumbs`: JPEG, at most 320 px, boxes drawn in with Pillow), written once and loaded lazily,
+so a report of thousands of samples opens at once.
 
 Everything shown is escaped: `html.escape` in the page, `textContent` in the script, and `<`, `>`
 and `&` written as `\\u003c`-style escapes inside the JSON blob. A Content-Security-Policy allows
@@ -17,21 +17,20 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import io
 import json
 import os
 import re
 import shutil
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from needlepoint.benchmarks.base import Benchmark, ReportImage, ReportItem, Table, format_cell
+from needlepoint.benchmarks.base import Benchmark, ReportItem, Table, format_cell
 from needlepoint.errors import DataError
 from needlepoint.redact import redact_url, scrub
 from needlepoint.report.assets import CSS, JS
+from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
 
 __all__ = ["BENCH_TITLES", "public_config", "write_atomic", "write_run_report"]
 
@@ -43,15 +42,9 @@ SORT_LABELS = {"ref_adv_s": "IoU"}
 REPORT_DIR = "report"
 THUMBS_DIR = "thumbs"
 HEATMAPS_DIR = "heatmaps"
-THUMB_MAX = 480
-THUMB_QUALITY = 82
-THUMB_VERSION = "1"
 PAGE_SIZE = 50
 MAX_TEXT = 20_000
-GT_COLOUR = "#1fbf4a"
-PRED_COLOUR = "#e0218a"
 LEGEND_GREY = "#59636e"
-GROUP_COLOURS = ("#22c55e", "#2f6fed", "#f59e0b", "#ef4444", "#a855f7", "#06b6d4", "#ec4899")
 NO_SCRIPT = "'none'"
 # Settings shown as "[redacted]", by exact name (case and -/_ aside): a pattern such as "token"
 # would hide max_tokens. Values that merely contain a credential are scrubbed by redact.scrub.
@@ -166,99 +159,6 @@ def public_config(header: dict[str, Any]) -> dict[str, Any]:
     return _scrub(dict(header))
 
 
-# --- thumbnails ----------------------------------------------------------------------------------
-
-
-def _grouped(items: Sequence[ReportItem]) -> bool:
-    """Whether boxes are coloured by group (some box is in a group other than 1) rather than by kind."""
-    return any(b.group != 1 for it in items for im in it.images for b in im.boxes)
-
-
-def _thumb_name(image: ReportImage, grouped: bool) -> str:
-    boxes = [[round(float(v), 2) for v in b.box] + [b.kind, b.group] for b in image.boxes]
-    key = json.dumps([THUMB_VERSION, THUMB_MAX, grouped, str(image.image.key), boxes])
-    return hashlib.sha1(key.encode()).hexdigest()[:20] + ".jpg"
-
-
-def _box_colour(kind: str, group: int, grouped: bool) -> str:
-    if grouped:
-        return GROUP_COLOURS[(max(int(group), 1) - 1) % len(GROUP_COLOURS)]
-    return GT_COLOUR if kind == "gt" else PRED_COLOUR
-
-
-def _dashed_rect(draw: Any, box: Sequence[float], colour: str, width: int, dash: int = 9, gap: int = 6) -> None:
-    x1, y1, x2, y2 = box
-    for a, b, fixed, horizontal in ((x1, x2, y1, True), (x1, x2, y2, True), (y1, y2, x1, False), (y1, y2, x2, False)):
-        pos = a
-        while pos < b:
-            end = min(pos + dash, b)
-            line = [(pos, fixed), (end, fixed)] if horizontal else [(fixed, pos), (fixed, end)]
-            draw.line(line, fill=colour, width=width)
-            pos = end + gap
-
-
-def draw_thumbnail(data: bytes, image: ReportImage, grouped: bool, dest: Path) -> tuple[int, int]:
-    """Write a downscaled JPEG of `data` with the image's boxes drawn in; return its size."""
-    from PIL import Image, ImageDraw
-
-    im: Image.Image = Image.open(io.BytesIO(data))
-    width, height = im.size
-    scale = min(1.0, THUMB_MAX / max(width, height, 1))
-    size = (max(1, round(width * scale)), max(1, round(height * scale)))
-    if im.format == "JPEG":
-        im.draft("RGB", size)  # decode at a reduced scale: much faster for large photos
-    im = im.convert("RGB")
-    if im.size != size:
-        im = im.resize(size, Image.Resampling.LANCZOS)
-    draw = ImageDraw.Draw(im)
-    line = max(2, round(max(size) / 160))
-    # Ground truth first, predictions on top.
-    for b in sorted(image.boxes, key=lambda b: b.kind != "gt"):
-        x1, y1, x2, y2 = (float(v) * scale for v in b.box)
-        x1, x2 = sorted((x1, x2))
-        y1, y2 = sorted((y1, y2))
-        colour = _box_colour(b.kind, b.group, grouped)
-        if b.kind == "gt":
-            draw.rectangle((x1, y1, x2, y2), outline=colour, width=line)
-        else:
-            _dashed_rect(draw, (x1, y1, x2, y2), colour, line)
-    buf = io.BytesIO()
-    im.save(buf, format="JPEG", quality=THUMB_QUALITY, optimize=True)
-    write_atomic(dest, buf.getvalue())
-    return size
-
-
-def _make_thumb(image: ReportImage, grouped: bool, dest: Path) -> tuple[int, int] | None:
-    from PIL import Image
-
-    try:
-        if dest.exists():
-            with Image.open(dest) as done:
-                return done.size
-        return draw_thumbnail(image.image.read_bytes(), image, grouped, dest)
-    except Exception:  # an unreadable image must not cost the whole report; the page says so
-        return None
-
-
-def write_thumbnails(items: Sequence[ReportItem], folder: Path, grouped: bool) -> dict[str, tuple[int, int] | None]:
-    """Thumbnails of every item image (existing ones kept); file name -> size, None if unreadable.
-    Thumbnails no item uses any more are removed."""
-    wanted: dict[str, ReportImage] = {}
-    for it in items:
-        for im in it.images:
-            wanted.setdefault(_thumb_name(im, grouped), im)
-    if wanted:
-        folder.mkdir(parents=True, exist_ok=True)
-    workers = max(1, min(8, os.cpu_count() or 1))
-    names = list(wanted)
-    with ThreadPoolExecutor(workers) as pool:
-        sizes = list(pool.map(lambda n: _make_thumb(wanted[n], grouped, folder / n), names))
-    for old in folder.glob("*.jpg") if folder.is_dir() else ():
-        if old.name not in wanted:
-            old.unlink()
-    return dict(zip(names, sizes))
-
-
 # --- the run report ------------------------------------------------------------------------------
 
 
@@ -292,7 +192,7 @@ def reasoning_text(record: dict[str, Any]) -> str:
 
 
 def sample_blob(
-    bench_name: str, items: Sequence[ReportItem], thumbs: dict[str, tuple[int, int] | None], grouped: bool,
+    bench_name: str, items: Sequence[ReportItem], thumbs: dict[str, tuple[int, int] | None], is_grouped: bool,
     reasoning: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The JSON the page's script renders (short keys: 2,000 samples stay a few MB at most);
@@ -302,10 +202,10 @@ def sample_blob(
     for it in items:
         ims = []
         for n, im in enumerate(it.images, 1):
-            name = _thumb_name(im, grouped)
-            size = thumbs.get(name)
+            key = thumb_key(im, is_grouped)
+            size = thumbs.get(key)
             caption = f"Image {n}" if len(it.images) > 1 else "image"
-            ims.append([f"{THUMBS_DIR}/{name}", size[0], size[1], caption] if size else ["", 0, 0, caption])
+            ims.append([f"{THUMBS_DIR}/{file_name(key, size)}", size[0], size[1], caption] if size else ["", 0, 0, caption])
         filters = {str(k): str(v) for k, v in it.filters.items()}
         for k, v in filters.items():
             counts.setdefault(k, {})
@@ -347,7 +247,7 @@ def _legend(items: Sequence[ReportItem], grouped: bool) -> str:
     kinds = {b.kind for b in boxes}
     if grouped:
         groups = sorted({max(int(b.group), 1) for b in boxes})
-        parts = [_swatch(_box_colour("gt", g, True), False, f"group {g}") for g in groups]
+        parts = [_swatch(box_colour("gt", g, True), False, f"group {g}") for g in groups]
         if "gt" in kinds:
             parts.append(_swatch(LEGEND_GREY, False, "solid: ground truth"))
         if "pred" in kinds:
@@ -488,19 +388,21 @@ def write_run_report(
     records: Sequence[dict[str, Any]],
     metrics: dict[str, Any],
     header: dict[str, Any],
+    thumbnails: Thumbnails | None = None,
 ) -> Path:
     """Write `<run>/report/index.html` (with thumbs/ and heatmaps/ beside it); return its path.
 
     What the page shows comes from the run: the benchmark's `report_items` and `tables`, and the
-    heatmaps when the run folder has any; so one page layout serves every benchmark."""
+    heatmaps when the run folder has any; so one page layout serves every benchmark.
+    `thumbnails` may bring thumbnails already drawn (or under way) during the run."""
     run_dir = Path(run_dir)
     report_dir = run_dir / REPORT_DIR
     report_dir.mkdir(parents=True, exist_ok=True)
     items = bench.report_items(samples, records)
-    grouped = _grouped(items)
-    thumbs = write_thumbnails(items, report_dir / THUMBS_DIR, grouped)
+    is_grouped = grouped(items)
+    thumbs = (thumbnails or Thumbnails(report_dir / THUMBS_DIR)).finish(items, is_grouped)
     thinking = {str(r.get("id")): text for r in records if (text := reasoning_text(r))}
-    blob = sample_blob(bench.name, items, thumbs, grouped, thinking)
+    blob = sample_blob(bench.name, items, thumbs, is_grouped, thinking)
 
     title = BENCH_TITLES.get(bench.name, bench.name)
     model = str(_obj(header.get("config")).get("model") or _obj(header.get("identity")).get("model") or "")
@@ -517,6 +419,6 @@ def write_run_report(
         f'<nav class="toc">{"".join(nav)}</nav></header>\n<main>\n'
         f"{_config_section(header, metrics)}\n"
         f'<h2 id="metrics">Metrics</h2>\n{tables}\n{heatmaps}\n'
-        f"{_samples_html(items, grouped)}\n</main>"
+        f"{_samples_html(items, is_grouped)}\n</main>"
     )
     return write_atomic(report_dir / "index.html", page(f"{title} · {model} · needlepoint", body, [JS], blob))

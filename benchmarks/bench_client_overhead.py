@@ -1,0 +1,228 @@
+"""needlepoint's request pipeline against a raw aiohttp loop doing the same base64 and JSON work.
+
+    python benchmarks/bench_client_overhead.py [--samples 1600] [--in-flight 64,256] [--rounds 3]
+
+Both run in this process, one after the other, against one minimal HTTP server in its own process
+(it reads each request body and answers a fixed chat completion at once, so it costs little and
+is the same for both). The data is a synthetic Ref-Adv-s parquet release written the way the
+Hugging Face release is (row groups of 1,132 rows, pyarrow's default pages), 640x480 JPEGs.
+
+- raw: for each sample, base64 of its JPEG bytes (read from the parquet file beforehand, so the
+  raw loop does not even pay for reading), the request body (json.dumps of the message, the base64
+  spliced in as needlepoint does), an aiohttp POST, json.loads of the answer. `--in-flight` workers.
+- raw reading parquet: the same, but each image read from the parquet file as needlepoint reads
+  it (`needlepoint.parquet.ParquetTable`), the data access any tool on this release must do.
+- needlepoint: `runner.run` with the Ref-Adv-s benchmark, the OpenAI-compatible client and a run
+  folder: images read from the parquet file as requests are built, the answer parsed, the box
+  judged and each record written to records.jsonl before the next sample is taken.
+
+Printed per in-flight setting: requests/s of each (median of --rounds, interleaved) and this
+process's CPU time per request, and needlepoint / raw. The target is needlepoint >= 80% of raw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROW_GROUP = 1132
+REPLY = json.dumps(
+    {
+        "id": "x",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": '```json\n{"bboxes": [[100, 100, 300, 260]]}\n```'},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+).encode()  # fmt: skip
+
+SERVER = r"""
+import asyncio, sys
+REPLY = sys.stdin.buffer.read()
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(REPLY)
+MODELS = b'{"object": "list", "data": []}'
+MODELS_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(MODELS)
+
+class Http(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.t, self.buf, self.need, self.get = transport, bytearray(), None, False
+    def data_received(self, data):
+        self.buf += data
+        while True:
+            if self.need is None:
+                end = self.buf.find(b"\r\n\r\n")
+                if end < 0:
+                    return
+                head = bytes(self.buf[:end]).lower()
+                self.get = head.startswith(b"get")
+                i = head.find(b"content-length:")
+                self.need = end + 4 + (int(head[i + 15:].split(b"\r\n")[0]) if i >= 0 else 0)
+            if len(self.buf) < self.need:
+                return
+            del self.buf[:self.need]
+            self.need = None
+            self.t.write(MODELS_HEAD + MODELS if self.get else HEAD + REPLY)
+
+async def main():
+    server = await asyncio.get_running_loop().create_server(Http, "127.0.0.1", 0, backlog=1024)
+    print(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+def make_release(folder: Path, n: int, row_group: int = ROW_GROUP, distinct: int = 64) -> Path:
+    """A Ref-Adv-s parquet release of n rows: `distinct` real 640x480 JPEGs (bench_ref_adv_harness's
+    textured images), each row's made unique by 4 trailing bytes (after the JPEG's end marker), so
+    parquet stores every image in full; written with pyarrow's defaults, as `datasets` writes."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sys.path.insert(0, str(HERE))
+    from bench_ref_adv_harness import _image
+
+    rng = np.random.default_rng(0)
+    jpegs = [_image(rng, i) for i in range(distinct)]
+    rows = [
+        {"image": {"bytes": jpegs[i % distinct] + i.to_bytes(4, "big"), "path": f"{i:012d}.jpg"}, "row_idx": i,
+         "file_name": f"{i:012d}.jpg", "normal_caption": f"the second cup from the right (case {i})",
+         "solution": [100.0, 100.0, 300.0, 260.0], "width": 640, "height": 480, "image_source": "coco_val2017",
+         "human_authored": True, "use_negation": False, "distractors": 2 + i % 7}
+        for i in range(n)
+    ]  # fmt: skip
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), folder / "data" / "train-00000-of-00001.parquet", row_group_size=row_group)
+    return folder
+
+
+async def raw_loop(url: str, jpegs: list[bytes] | None, in_flight: int, data: Path | None = None) -> None:
+    """The reference: base64, body, POST, parse; nothing else. With `data` instead of `jpegs`,
+    each image is read from the parquet file as needlepoint reads it (its ParquetTable)."""
+    import aiohttp
+
+    from needlepoint.parquet import ParquetTable
+
+    table = ParquetTable(data / "data" / "train-00000-of-00001.parquet") if data is not None else None
+    count = table.num_rows if table is not None else len(jpegs or [])
+    queue = iter(range(count))
+    headers = {"Content-Type": "application/json"}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), headers=headers) as session:
+
+        async def worker() -> None:
+            for i in queue:
+                if table is not None:
+                    jpeg = table.cached(i) or await asyncio.get_running_loop().run_in_executor(None, table.image_bytes, i)
+                else:
+                    jpeg = jpegs[i]  # type: ignore[index]
+                b64 = base64.b64encode(jpeg)
+                head, tail = json.dumps(
+                    {"model": "m", "messages": [{"role": "user", "content": [
+                        {"type": "text", "text": f"Locate the object (case {i}). Report bbox coordinates in JSON format."},
+                        {"type": "image_url", "image_url": {"url": "@@"}}]}],
+                     "temperature": 0.0, "top_p": 1.0, "max_tokens": 1024, "seed": 7}
+                ).encode().split(b"@@")  # fmt: skip
+                body = head + b"data:image/jpeg;base64," + b64 + tail
+                async with session.post(url + "/chat/completions", data=body) as resp:
+                    raw = await resp.read()
+                json.loads(raw)["choices"][0]["message"]["content"]
+
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+
+
+def needlepoint_run(url: str, data: Path, run_dir: Path, in_flight: int) -> int:
+    """needlepoint's pipeline on the release: returns the records written."""
+    from needlepoint.benchmarks.ref_adv import RefAdv
+    from needlepoint.conversation import Generation
+    from needlepoint.models.openai_compat import OpenAICompatModel
+    from needlepoint.runner import RunOptions, run
+    from needlepoint.store import RunStore
+
+    bench = RefAdv(box_format="abs_xyxy")
+    samples = bench.load(data)
+    store = RunStore.open(run_dir, {"hash": "bench", "identity": {}})
+    model = OpenAICompatModel("m", [url])
+
+    async def go() -> None:
+        try:
+            await run(bench, samples, model, store, Generation(), RunOptions(concurrency=in_flight, show_progress=False))
+        finally:
+            await model.aclose()
+
+    try:
+        asyncio.run(go())
+    finally:
+        store.close()
+    return (run_dir / "records.jsonl").read_bytes().count(b"\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=1600)
+    parser.add_argument("--in-flight", default="64,256")
+    parser.add_argument("--rounds", type=int, default=3)
+    ns = parser.parse_args()
+    import pyarrow.parquet as pq
+
+    server = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write(REPLY)
+    server.stdin.close()
+    url = server.stdout.readline().decode().strip()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            data = make_release(Path(tmp) / "release", ns.samples)
+            column = pq.read_table(data / "data" / "train-00000-of-00001.parquet", columns=["image"]).column(0)
+            jpegs = [v["bytes"] for v in column.to_pylist()]
+            del column
+            results: dict[tuple[int, str], list[tuple[float, float]]] = {}
+            for r in range(ns.rounds):
+                for k in (int(v) for v in ns.in_flight.split(",")):
+                    for name in ("raw", "raw+parquet", "needlepoint"):
+                        cpu, t0 = time.process_time(), time.perf_counter()
+                        if name == "raw":
+                            asyncio.run(raw_loop(url, jpegs, k))
+                            done = len(jpegs)
+                        elif name == "raw+parquet":
+                            asyncio.run(raw_loop(url, None, k, data))
+                            done = len(jpegs)
+                        else:
+                            done = needlepoint_run(url, data, Path(tmp) / f"run-{r}-{k}", k)
+                        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu
+                        if done != ns.samples:
+                            raise SystemExit(f"{name} finished {done} of {ns.samples} requests")
+                        results.setdefault((k, name), []).append((done / wall, cpu / done * 1e6))
+                        print(f"round {r + 1} in flight {k} {name}: {done / wall:.0f} requests/s, {cpu / done * 1e6:.0f} us CPU each",
+                              file=sys.stderr, flush=True)  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait()
+    print(f"command: python benchmarks/bench_client_overhead.py --samples {ns.samples} --in-flight {ns.in_flight} --rounds {ns.rounds}\n")
+    print("| in flight | raw loop (requests/s) | raw loop reading parquet (requests/s) | needlepoint (requests/s) "
+          "| needlepoint / raw | needlepoint / raw reading parquet | CPU per request: raw / raw reading parquet / needlepoint (us) |")
+    print("|---:|---:|---:|---:|---:|---:|---|")
+
+    def cell(runs: list[tuple[float, float]]) -> str:
+        rates = [x for x, _ in runs]
+        return f"{statistics.median(rates):.0f} ({min(rates):.0f}-{max(rates):.0f})"
+
+    for k in (int(v) for v in ns.in_flight.split(",")):
+        raw, rawp, npt = results[(k, "raw")], results[(k, "raw+parquet")], results[(k, "needlepoint")]
+        rr, rp, nr = (statistics.median(x for x, _ in r) for r in (raw, rawp, npt))
+        cpu = " / ".join(f"{statistics.median(c for _, c in r):.0f}" for r in (raw, rawp, npt))
+        print(f"| {k} | {cell(raw)} | {cell(rawp)} | {cell(npt)} | {nr / rr:.2f} | {nr / rp:.2f} | {cpu} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
