@@ -31,6 +31,7 @@ from needlepoint.errors import DataError
 from needlepoint.redact import redact_url, scrub
 from needlepoint.report.assets import CSS, JS
 from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
+from needlepoint.store import write_atomic  # re-exported: the report modules write through it
 
 __all__ = ["BENCH_TITLES", "public_config", "write_atomic", "write_run_report"]
 
@@ -117,18 +118,6 @@ def page(title: str, body: str, scripts: Sequence[str] = (), data: Any = None) -
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n{blob}{code}</body>\n</html>\n"
     )
-
-
-def write_atomic(path: Path, content: str | bytes) -> Path:
-    """Write text (UTF-8) or bytes through a temporary file and a rename, so a reader (or a
-    killed run) never sees half a page, CSV or thumbnail; return `path`. JSON goes through
-    `needlepoint.store.write_json` instead."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
-    os.replace(tmp, path)
-    return path
 
 
 def href(target: Path, start: Path) -> str:
