@@ -169,7 +169,8 @@ def _box(value: Any, where: str, column: str = "solution") -> Box:
             value = None
     if not is_box(value):
         raise DataError(f"{where}: `{column}` must be a box [x1, y1, x2, y2] of four finite numbers, got {value!r}; fix the file")
-    return tuple(float(v) for v in value)  # type: ignore[return-value]
+    x1, y1, x2, y2 = (float(v) for v in value)
+    return x1, y1, x2, y2
 
 
 def _dimension(value: Any, where: str, column: str) -> float:

@@ -152,7 +152,7 @@ class SimulatedServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # _server is set once start() has returned
 
     def _refused(self, request: Any) -> Any:
         from aiohttp import web

@@ -200,7 +200,7 @@ class McBench:
                 path = safe_path(images_root, im.file_name, f"image {image_id}")
                 refs.append(ImageRef(key=im.file_name, path=path, max_side=self.max_image_side))
             sizes = tuple((float(gt.image_by_id[i].width), float(gt.image_by_id[i].height)) for i in s.image_ids)
-            samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), PairGeometry(sizes, BAND, self.max_image_side, self.frame)))  # type: ignore[arg-type]
+            samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), PairGeometry(sizes, BAND, self.max_image_side, self.frame)))  # type: ignore[arg-type]  # a pair: the ground truth holds two images per sample
         return samples
 
     def generation(self, sample: McSample, base: Generation) -> Generation:
