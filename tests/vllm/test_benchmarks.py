@@ -1,0 +1,102 @@
+"""Each benchmark end to end through a real vLLM: release files made by needlepoint.demo ->
+`needlepoint eval --limit` -> vLLM serving the tiny Qwen2.5-VL -> records, metrics, exports."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from needlepoint.demo import mc_bench, mm_niah, ref_adv
+from needlepoint.status import DONE
+
+from .conftest import MODEL_NAME, Servers, needlepoint, read_records, vllm_counter
+
+pytestmark = pytest.mark.vllm
+
+LIMIT = 3
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, list[str]]]:
+    """Each benchmark's demo release on disk, with the options its eval needs."""
+    root = tmp_path_factory.mktemp("releases")
+    ref = ref_adv.write_release(root / "ref_adv_s", ref_adv.make_rows(8))
+    mc, _ = mc_bench.write_release(root / "mc_bench", pairs=6)
+    niah = mm_niah.write_release(root / "mm_niah", per_task=2)
+    return {
+        "ref_adv_s": (ref, ["--box-format", "abs_xyxy", "--prompt-mode", "direct"]),
+        "mc_bench": (mc, ["--box-format", "norm_1000_xyxy", "--input-mode", "sequence"]),
+        "mm_niah": (niah, ["--split", "val", "--tasks", "retrieval-image,counting-text"]),
+    }
+
+
+# The authors' export each benchmark writes into the run folder.
+EXPORTS = {
+    "ref_adv_s": "predictions_ref_adv.jsonl",
+    "mc_bench": "results_coco.json",
+    "mm_niah": "leaderboard",
+}
+
+
+@pytest.mark.parametrize("benchmark", ["ref_adv_s", "mc_bench", "mm_niah"])
+def test_eval_through_vllm(benchmark: str, releases: dict[str, tuple[Path, list[str]]], servers: Servers, tmp_path: Path) -> None:
+    data, options = releases[benchmark]
+    out = tmp_path / "run"
+    server = servers.open
+    before = vllm_counter(server, "vllm:request_success_total")
+    proc = needlepoint([
+        "eval", benchmark, "--data", str(data), "--model", MODEL_NAME, "--api-url", server.url,
+        "--limit", str(LIMIT), "--max-tokens", "24", "--temperature", "0", "--out", str(out), "--no-progress", *options,
+    ])  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    records = read_records(out)
+    assert len(records) == LIMIT, [r["id"] for r in records]
+    assert len({r["id"] for r in records}) == LIMIT
+    for rec in records:
+        assert rec["status"] == DONE, rec
+        first: dict[str, Any] = rec["turns"][0]
+        assert first["error"] is None, first
+        # A reply the model generated: tokens counted by vLLM, a finish reason, text on disk.
+        assert first["usage"]["prompt_tokens"] > 0 and first["usage"]["completion_tokens"] > 0, first
+        assert first["finish_reason"] in ("stop", "length"), first
+        assert isinstance(first["reply"], str) and first["reply"], first
+    turns = sum(len(r["turns"]) for r in records)
+    assert vllm_counter(server, "vllm:request_success_total") - before == turns
+
+    counts = json.loads((out / "metrics.json").read_text())["run"]
+    assert (counts["answered"], counts["failed"]) == (LIMIT, 0), counts
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
+    # The authors' export: MC-Bench's COCO results hold only parsed boxes, and noise parses to none.
+    parsed = [r for r in records if r["answer"] is not None and not r["parse_error"]]
+    assert (out / EXPORTS[benchmark]).exists() == (benchmark != "mc_bench" or bool(parsed))
+    assert (out / "report" / "index.html").exists()
+    assert MODEL_NAME in json.loads((out / "run.json").read_text())["config"]["model"]
+
+
+def test_images_reach_the_model(releases: dict[str, tuple[Path, list[str]]], servers: Servers, tmp_path: Path) -> None:
+    """An MC-Bench sample costs more prompt tokens than its text alone: vLLM's processor expanded
+    both images into their <|image_pad|> tokens (at least 4 each, with the vision markers)."""
+    from needlepoint.benchmarks.mc_bench.benchmark import McBench
+
+    data, options = releases["mc_bench"]
+    out = tmp_path / "run"
+    proc = needlepoint([
+        "eval", "mc_bench", "--data", str(data), "--model", MODEL_NAME, "--api-url", servers.open.url,
+        "--limit", "1", "--max-tokens", "4", "--out", str(out), "--no-progress", "--no-report", *options,
+    ])  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (rec,) = read_records(out)
+    assert len(rec["request"]["images"]) == 2
+    bench = McBench(box_format="norm_1000_xyxy", input_mode="sequence")
+    conversation = bench.prompt(next(iter(bench.load(data))))
+    text = "".join(m.text for m in conversation.messages)
+    body = json.dumps({"model": MODEL_NAME, "messages": [{"role": "user", "content": text}]}).encode()
+    request = urllib.request.Request(f"{servers.open.base}/tokenize", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        text_only = int(json.loads(resp.read())["count"])
+    assert rec["turns"][0]["usage"]["prompt_tokens"] >= text_only + 2 * (4 + 2), (rec["turns"][0]["usage"], text_only)

@@ -1,0 +1,59 @@
+"""Two real vLLM servers, one killed mid-run (issue 8, point 3): requests that fail on the dead
+server are sent to the live one, and no sample is lost. The doomed server is named first, so
+that a client which prefers it (ties, fewest in flight) keeps retrying on it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.demo import ref_adv
+from needlepoint.status import DONE
+
+from .conftest import API_KEY, MODEL_NAME, Servers, needlepoint_popen, read_records, vllm_counter
+
+pytestmark = pytest.mark.vllm
+
+SAMPLES = 80
+
+
+def test_one_of_two_servers_killed_mid_run_loses_nothing(servers: Servers, tmp_path: Path) -> None:
+    data = ref_adv.write_release(tmp_path / "ref_adv_s", ref_adv.make_rows(SAMPLES))
+    ids = {str(s.id) for s in RefAdv(box_format="abs_xyxy").load(data)}
+    assert len(ids) == SAMPLES
+    live, doomed = servers.open, servers.ensure_keyed()
+    out = tmp_path / "run"
+    log = tmp_path / "eval.log"
+    proc = needlepoint_popen([
+        "eval", "ref_adv_s", "--data", str(data), "--model", MODEL_NAME, "--api-url", doomed.url, "--api-url", live.url,
+        "--box-format", "abs_xyxy", "--max-tokens", "48", "--concurrency", "4", "--out", str(out), "--no-progress", "--no-report",
+    ], log, env={"OPENAI_API_KEY": API_KEY})  # fmt: skip
+    try:
+        # Kill the second server once both have answered and most samples are still to come.
+        records = out / "records.jsonl"
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:
+            done = records.read_text().count("\n") if records.exists() else 0
+            if done >= 8 and vllm_counter(doomed, "vllm:request_success_total") > 0:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, f"the run ended before the kill:\n{log.read_text()[-3000:]}"
+        answered_by_doomed = vllm_counter(doomed, "vllm:request_success_total")
+        done_at_kill = records.read_text().count("\n")
+        assert answered_by_doomed > 0 and done_at_kill < SAMPLES // 2, (answered_by_doomed, done_at_kill)
+        doomed.kill()
+        rc = proc.wait(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    output = log.read_text()
+    assert rc == 0, output[-3000:]
+    got = read_records(out)
+    assert sorted(str(r["id"]) for r in got) == sorted(ids), "a sample is missing or was recorded twice"
+    assert [r for r in got if r["status"] != DONE] == []
+    assert all(r["turns"][0]["usage"]["completion_tokens"] > 0 for r in got)
+    # The kill hit requests (first turns or repair turns): some were answered only after a failed attempt.
+    assert any(turn["attempts"] > 1 for r in got for turn in r["turns"])
