@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import extra_module
 
 from needlepoint.errors import DataError
 from needlepoint.geometry import (
@@ -71,7 +72,7 @@ def test_iou_matrix_matches_pairwise() -> None:
 
 
 def _pycocotools_iou(dt: np.ndarray, gt: np.ndarray) -> np.ndarray:
-    mask_utils = pytest.importorskip("pycocotools.mask", reason="pycocotools is not installed")
+    mask_utils = extra_module("pycocotools.mask")
     return np.asarray(mask_utils.iou(dt.tolist(), gt.tolist(), [0] * len(gt)))
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
+from conftest import MC_BENCH_RELEASE, needs_shared, run_cli
 from PIL import Image
 
 from needlepoint.benchmarks.mc_bench.benchmark import BAND, REPAIR_TEXT, McBench
@@ -30,14 +30,11 @@ from needlepoint.benchmarks.mc_bench.scoring import read_results, score_results
 from needlepoint.cli import main
 from needlepoint.models.simulated import request_key, script_key
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-RELEASE = SHARED_DATA / "mc-bench" / "mc-bench_v0.2_val.json"
+RELEASE = MC_BENCH_RELEASE
 N_SAMPLES = 300  # descriptions 0..299 get images; the runs use --limit N_SAMPLES or less
 FORMATS = {"jpg": "JPEG", "jpeg": "JPEG", "png": "PNG", "bmp": "BMP"}
 
-pytestmark = pytest.mark.skipif(
-    not RELEASE.is_file(), reason=f"MC-Bench annotations not found at {RELEASE} (the shared data folder beside the checkout)"
-)
+pytestmark = needs_shared(RELEASE)
 
 Script = dict[str, list[Any]]
 FILE_NUMBERS: dict[str, int] = {}  # file name -> the number its stand-in's colour encodes (set by `release`)

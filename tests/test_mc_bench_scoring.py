@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import MC_BENCH_RELEASE, extra_module, needs_shared
 
 from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mc_bench.cocoeval import Detections, match, precision
@@ -21,14 +22,12 @@ from needlepoint.benchmarks.mc_bench.groundtruth import GroundTruth, groundtruth
 from needlepoint.benchmarks.mc_bench.official import regroup_images
 from needlepoint.benchmarks.mc_bench.scoring import detections, read_results, score_results, write_results
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mc-bench"
-RELEASE = DATA / "mc-bench_v0.2_val.json"
+RELEASE = MC_BENCH_RELEASE
+DATA = RELEASE.parent
 COCO_FILE = DATA / "MC-Bench_coco_format.json"
 AREAS = ("all", "small", "medium", "large")
 
-pytestmark = pytest.mark.skipif(
-    not RELEASE.exists(), reason=f"MC-Bench annotations not found at {DATA} (the shared data folder beside the checkout)"
-)
+pytestmark = needs_shared(RELEASE, COCO_FILE, DATA / "perturbed_noswap_result.json", DATA / "dummy_result.json")
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +74,8 @@ def random_results(gt: GroundTruth, seed: int) -> list[dict[str, Any]]:
 
 def pycocotools_precision(coco_gt: dict[str, Any], results: list[dict[str, Any]]) -> np.ndarray:
     """pycocotools' precision at IoU 0.5 and maxDets 100, as (area, category, recall)."""
-    coco_mod = pytest.importorskip("pycocotools.coco")
-    eval_mod = pytest.importorskip("pycocotools.cocoeval")
+    coco_mod = extra_module("pycocotools.coco")
+    eval_mod = extra_module("pycocotools.cocoeval")
     with contextlib.redirect_stdout(io.StringIO()):
         coco = coco_mod.COCO()
         coco.dataset = copy.deepcopy(coco_gt)

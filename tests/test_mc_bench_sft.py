@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import MC_BENCH_RELEASE, needs_shared
 from PIL import Image, ImageDraw
 
 from needlepoint.benchmarks.mc_bench.benchmark import BAND, McBench, McSample
@@ -27,7 +28,6 @@ from needlepoint.demo.mc_bench import write_release
 from needlepoint.geometry import xyxy_to_xywh
 
 FORMATS = ("abs_xyxy", "norm_1000_xyxy", "norm_1_xyxy")
-MC_BENCH_RELEASE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mc-bench" / "mc-bench_v0.2_val.json"
 CATEGORIES = [
     {"id": 1, "name": "cat", "supercategory": "animal"},
     {"id": 2, "name": "dog", "supercategory": "animal"},
@@ -253,9 +253,8 @@ def test_manifest_records_inputs_shares_and_skips(built: Any, coco: tuple[Path, 
     assert info["mc_bench_sft"]["columns"] == {"messages": "messages", "images": "images"}
 
 
+@needs_shared(MC_BENCH_RELEASE)
 def test_negative_share_is_mc_bench_s() -> None:
-    if not MC_BENCH_RELEASE.exists():
-        pytest.skip(f"MC-Bench annotations not found at {MC_BENCH_RELEASE}")
     release = json.loads(MC_BENCH_RELEASE.read_text(encoding="utf-8"))
     with_boxes = {a["image_id"] for a in release["annotations"]}
     negatives = sum(1 for d in release["descriptions"] if not set(d["images_id"]) & with_boxes)

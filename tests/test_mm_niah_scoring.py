@@ -127,7 +127,6 @@ def test_judge_rules(response: str, answer: object, expected: float, why: str) -
     ],
 )
 def test_judge_flags_what_crashes_upstream(response: object, answer: object, crash: str) -> None:
-    assert judge(response, answer) == judge(response, answer)  # deterministic, hashable verdict
     verdict = judge(response, answer)  # type: ignore[arg-type]
     assert verdict.score == 0.0
     assert verdict.crash == crash

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, needs_shared
 from PIL import Image
 
 from needlepoint.benchmarks import NAMES
@@ -492,7 +492,7 @@ def _csv_rows(path: Any) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-@pytest.mark.skipif(not PUBLISHED_SOURCES.is_dir(), reason=f"{PUBLISHED_SOURCES} is absent (../shared/data beside the checkout)")
+@needs_shared(PUBLISHED_SOURCES)
 def test_shipped_published_tables_equal_their_sources() -> None:
     names = sorted(p.name for p in PUBLISHED_SOURCES.iterdir())
     assert sorted(p.name for p in _shipped("").iterdir()) == names

@@ -131,22 +131,27 @@ def test_changed_configuration_is_refused(serve: Any, tmp_path: Path, capsys: py
 
 
 def test_fresh_as_advised_does_not_refuse_again(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Following the refusal's advice (`--fresh`) must not end in the same refusal, nor mix answers."""
+    """Following the refusal's advice (`--fresh`) starts a new run in the folder named, with none of
+    the old answers; the old run is moved aside, not deleted."""
     data, server, out = _finished_run(serve, tmp_path)
+    old_records = (out / "records.jsonl").read_bytes()
     capsys.readouterr()
+    refused = main(_eval_args(data, server.url, out, box_format="norm_1000_xyxy"))
+    assert refused == 2 and "--fresh" in _one_error_line(capsys.readouterr().err)
+    before = len(server.log)
+
     code = main([*_eval_args(data, server.url, out, box_format="norm_1000_xyxy"), "--fresh"])
     err = capsys.readouterr().err
-    if code == 2:
-        line = _one_error_line(err)
-        assert "--fresh" not in line, "the message advises --fresh, which was given and cannot help"
-        return
     assert code == 0, err
-    run_line = [line for line in err.splitlines() if line.startswith("run folder: ")]
-    assert len(run_line) == 1
-    run_dir = Path(run_line[0].removeprefix("run folder: "))
-    header = json.loads((run_dir / "run.json").read_text())
-    assert header["identity"]["option.box_format"] == "norm_1000_xyxy"
-    assert len((run_dir / "records.jsonl").read_bytes().splitlines()) == 6  # no answers of the old configuration
+    assert "Traceback" not in err
+    assert f"run folder: {out}" in err.splitlines()
+    header = json.loads((out / "run.json").read_text())
+    assert header["identity"]["option.box_format"] == "norm_1000_xyxy" and header["status"] == "complete"
+    assert len(read_records(out / "records.jsonl")) == 6
+    assert len(server.log) - before == 6, "every sample is asked again: no answer of the old configuration is reused"
+    (aside,) = [p for p in tmp_path.iterdir() if p.name.startswith("run.replaced-")]
+    assert (aside / "records.jsonl").read_bytes() == old_records
+    assert str(aside) in err
 
 
 def test_other_data_in_the_same_run_folder_is_refused(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -53,6 +54,19 @@ def _generation(bench: Benchmark, overrides: dict[str, Any], neutral: bool = Fal
     return with_neutral_sampling(generation) if neutral else generation
 
 
+def _move_aside(run_dir: Path) -> Path:
+    """Rename a run folder to `<name>.replaced-<timestamp>[-N]` (nothing answered is ever deleted)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = run_dir.with_name(f"{run_dir.name}.replaced-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = run_dir.with_name(f"{run_dir.name}.replaced-{stamp}-{n}")
+    run_dir.rename(aside)
+    print(f"needlepoint: --fresh: moved the run that was in {run_dir} to {aside}", file=sys.stderr)
+    return aside
+
+
 def sampling_sent(bench: Benchmark, samples: list[Any], generation: Generation) -> list[dict[str, Any]]:
     """The distinct sampling parameters the requests of a run carry (body keys other than model and
     messages), as sent: usually one set; benchmarks with per-task settings have several."""
@@ -101,7 +115,7 @@ def _resolve_run_dir(config: RunConfig, run_hash: str, label: str | None = None)
     label = label or config.model
     if config.out is not None:
         if config.fresh and RunStore.read_header(config.out) is not None:
-            raise DataError(f"{config.out} already holds a run; to start over, name a new folder with --out")
+            _move_aside(config.out)  # a new run in the folder named; the old answers are kept beside it
         return config.out
     parent = RUNS_ROOT / config.benchmark / model_slug(label)
     if config.shard:  # shards of one array may start in the same second: a folder per shard

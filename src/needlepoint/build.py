@@ -15,7 +15,7 @@ BUILDERS: dict[str, tuple[str, str]] = {
 }
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The `build` command with one sub-command per builder."""
     bd = sub.add_parser("build", help="build data from your own: MM-NIAH haystacks to 1M tokens, MC-Bench training data")
     names = bd.add_subparsers(dest="builder", required=True)

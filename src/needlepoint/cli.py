@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=int, help="only the first N samples")
     ev.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
     ev.add_argument("--out", type=Path, help="run folder (default runs/<benchmark>/<model>/<timestamp>)")
-    ev.add_argument("--fresh", action="store_true", help="start a new run folder instead of resuming")
+    ev.add_argument("--fresh", action="store_true", help="start a new run instead of resuming (with --out, a run already there is moved aside to OUT.replaced-TIME)")
     ev.add_argument("--retry-failed", action="store_true", help="rerun only the samples whose request failed")
     ev.add_argument("--temperature", type=float, help="sampling temperature, 0 or more (default: the benchmark authors')")
     ev.add_argument("--top-p", type=float, help="nucleus sampling mass in (0, 1] (default: the benchmark authors')")

@@ -7,9 +7,9 @@ every metric goes through it, so a convention is decided once.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 
@@ -29,7 +29,7 @@ def check_box_format(name: str | None) -> BoxFormat | None:
         return None
     if name not in _SCALE:
         raise DataError(f"--box-format {name!r} is unknown; use one of {', '.join(BOX_FORMATS)}")
-    return name  # type: ignore[return-value]
+    return cast(BoxFormat, name)  # one of the keys of _SCALE: the names of BoxFormat
 
 
 def fitted_size(width: int, height: int, max_side: int | None) -> tuple[int, int]:
@@ -46,7 +46,7 @@ def fitted_size(width: int, height: int, max_side: int | None) -> tuple[int, int
     return x, y
 
 
-def _nearest_aspect(number: float, key) -> int:  # type: ignore[no-untyped-def]
+def _nearest_aspect(number: float, key: Callable[[int], float]) -> int:
     return max(min(math.floor(number), math.ceil(number), key=key), 1)
 
 
@@ -196,7 +196,7 @@ def xywh_to_xyxy(box: Sequence[float]) -> list[float]:
     return [x, y, x + w, y + h]
 
 
-def iou_matrix(a: np.ndarray | Sequence, b: np.ndarray | Sequence, fmt: Literal["xyxy", "xywh"] = "xyxy") -> np.ndarray:
+def iou_matrix(a: np.ndarray | Sequence[Sequence[float]], b: np.ndarray | Sequence[Sequence[float]], fmt: Literal["xyxy", "xywh"] = "xyxy") -> np.ndarray:
     """IoU of every box in `a` against every box in `b`, shape (len(a), len(b)).
 
     Intersection sides are floored at 0; an empty intersection or a union of 0 or less gives 0.

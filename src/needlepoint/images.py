@@ -18,10 +18,13 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
 
 JPEG_QUALITY = 95
 
@@ -44,7 +47,7 @@ def safe_path(root: Path, relative: str, where: str = "") -> Path:
     return root / PurePosixPath(str(relative).replace("\\", "/"))
 
 
-def _open(data: bytes | Path, key: str):
+def _open(data: bytes | Path, key: str) -> PILImage:
     """Pillow's lazy open (header only) of stored bytes, or of a file read as it is decoded."""
     from PIL import Image
 

@@ -47,7 +47,8 @@ def read_line_at(path: Path, offset: int) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
             fh.seek(offset)
-            return json.loads(fh.readline())
+            row: dict[str, Any] = json.loads(fh.readline())
+            return row
     except (OSError, ValueError) as exc:
         raise DataError(f"{path} changed or became unreadable during the run ({exc}); rerun to resume") from None
 

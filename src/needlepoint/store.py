@@ -39,11 +39,20 @@ def finite_only(obj: Any) -> Any:
     return obj
 
 
+def write_atomic(path: Path, content: str | bytes) -> Path:
+    """Write text (UTF-8) or bytes through a temporary file and a rename, so a reader (or a
+    killed run) never sees half a page, CSV, thumbnail or JSON file; return `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+    os.replace(tmp, path)
+    return path
+
+
 def write_json(path: Path, obj: Any) -> None:
     """Write strict JSON atomically (temp file, then rename)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json_text(obj, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json_text(obj, indent=2) + "\n")
 
 
 def read_records(path: Path) -> dict[str, dict[str, Any]]:

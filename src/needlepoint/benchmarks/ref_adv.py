@@ -170,7 +170,8 @@ def _box(value: Any, where: str, column: str = "solution") -> Box:
             value = None
     if not is_box(value):
         raise DataError(f"{where}: `{column}` must be a box [x1, y1, x2, y2] of four finite numbers, got {value!r}; fix the file")
-    return tuple(float(v) for v in value)  # type: ignore[return-value]
+    x1, y1, x2, y2 = (float(v) for v in value)
+    return x1, y1, x2, y2
 
 
 def _dimension(value: Any, where: str, column: str) -> float:
@@ -420,7 +421,7 @@ class RefAdv:
 
     def parse(self, sample: RefAdvSample, text: str) -> Parsed:
         seen = model_frame(sample.width, sample.height, self.max_image_side, self.frame)
-        return parse_boxes(text, self.box_format, sample.width, sample.height, seen)
+        return parse_boxes(text, require_box_format(self.box_format, self.name), sample.width, sample.height, seen)
 
     def followup(self, sample: RefAdvSample, parsed: Parsed, finish_reason: str | None) -> str | None:
         if self.repair_on_length_only and finish_reason != "length":

@@ -61,6 +61,6 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
 
 
 def _combined_report(out: Path, run_dirs: list[Path]) -> Path:
-    from needlepoint.report.html import write_index
+    from needlepoint.report.index import write_index
 
     return write_index(out, run_dirs)

@@ -110,7 +110,7 @@ def build(folder: Path) -> tuple[Path, dict[str, Any], dict[str, list[Any]]]:
     from needlepoint.models.simulated import script_key
 
     _, cases = write_release(folder)
-    options = {"box_format": "norm_1000_xyxy", "input_mode": "sequence"}
+    options: dict[str, Any] = {"box_format": "norm_1000_xyxy", "input_mode": "sequence"}
     bench = McBench(**options)
     script = {}
     for i, sample in enumerate(bench.load(folder)):

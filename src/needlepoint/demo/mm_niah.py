@@ -66,6 +66,7 @@ def make_rows(task: str, count: int, images: Path, seed: int = 11, real_length: 
         doc_images = [rng.choice(pool) for _ in range(n_images)]
         meta: dict[str, Any] = {"placed_depth": depth, "choices": None, "choices_image_path": None}
         needles: list[tuple[float, str]] = []
+        answer: str | int | list[int]
         if task == "retrieval-text":
             word = rng.choice(WORDS)
             needles = [(depth, f"The secret word of the archive is {word}.")]

@@ -183,7 +183,7 @@ def message_payload(conversation: Conversation, url_for: Callable[[ImageRef, int
         if m.role != "user" or all(isinstance(p, str) for p in m.parts):
             out.append({"role": m.role, "content": m.text})
             continue
-        content = []
+        content: list[dict[str, Any]] = []
         for p in m.parts:
             if isinstance(p, str):
                 if p:

@@ -50,6 +50,8 @@ def _first_user(messages: list[dict[str, Any]]) -> tuple[str, list[str]]:
             content = m.get("content")
             if isinstance(content, str):
                 return content, []
+            if not isinstance(content, list):
+                return "", []
             text = "".join(p.get("text", "") for p in content if p.get("type") == "text")
             urls = [p["image_url"]["url"] for p in content if p.get("type") == "image_url"]
             return text, urls
@@ -150,7 +152,7 @@ class SimulatedServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # _server is set once start() has returned
 
     def _refused(self, request: Any) -> Any:
         from aiohttp import web

@@ -26,14 +26,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from needlepoint.benchmarks import make
 from needlepoint.benchmarks.base import Benchmark, ReportItem, Table, format_cell
 from needlepoint.errors import DataError
 from needlepoint.redact import redact_url, scrub
 from needlepoint.report.assets import CSS, JS
 from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
+from needlepoint.store import write_atomic  # re-exported: the report modules write through it
 
-__all__ = ["BENCH_TITLES", "public_config", "write_atomic", "write_index", "write_run_report"]
+__all__ = ["BENCH_TITLES", "public_config", "write_atomic", "write_run_report"]
 
 # Presentation only: how a benchmark's name, prompt and sort key read on the page. A name missing
 # here falls back to the raw name, "prompt" and "score".
@@ -118,18 +118,6 @@ def page(title: str, body: str, scripts: Sequence[str] = (), data: Any = None) -
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n{blob}{code}</body>\n</html>\n"
     )
-
-
-def write_atomic(path: Path, content: str | bytes) -> Path:
-    """Write text (UTF-8) or bytes through a temporary file and a rename, so a reader (or a
-    killed run) never sees half a page, CSV or thumbnail; return `path`. JSON goes through
-    `needlepoint.store.write_json` instead."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
-    os.replace(tmp, path)
-    return path
 
 
 def href(target: Path, start: Path) -> str:
@@ -423,44 +411,3 @@ def write_run_report(
         f"{_samples_html(items, is_grouped)}\n</main>"
     )
     return write_atomic(report_dir / "index.html", page(f"{title} · {model} · needlepoint", body, [JS], blob))
-
-
-# --- the demo's index ----------------------------------------------------------------------------
-
-
-def write_index(out: Path, run_dirs: Sequence[Path]) -> Path:
-    """`out/report/index.html`: each run's headline numbers, linking to its own report."""
-    from needlepoint.report.leaderboard import read_run  # here: leaderboard imports this module
-
-    out = Path(out)
-    report_dir = out / REPORT_DIR
-    report_dir.mkdir(parents=True, exist_ok=True)
-    blocks = []
-    for run_dir in run_dirs:
-        run = read_run(Path(run_dir))
-        try:
-            bench = make(run.benchmark, **run.options)
-        except DataError:  # e.g. a --prompt-file that has moved since; the tables do not need it
-            bench = make(run.benchmark)
-        tables = bench.tables(run.metrics)
-        title = BENCH_TITLES.get(run.benchmark, run.benchmark)
-        own = run.dir / REPORT_DIR / "index.html"
-        link = f'<a href="{esc(href(own, report_dir))}">open the {esc(title)} report</a>' if own.exists() else ""
-        heat = run.dir / REPORT_DIR / HEATMAPS_DIR / "overall.png"
-        if not heat.exists():
-            heat = run.dir / HEATMAPS_DIR / "overall.png"
-        image = (
-            f'<img class="heat" src="{esc(href(heat, report_dir))}" alt="overall heatmap" loading="lazy">'
-            if heat.exists()
-            else ""
-        )
-        blocks.append(
-            f'<section class="run"><h2>{esc(title)} · {esc(run.model)}</h2>'
-            f'<div class="note">{esc(run.dir)} · {esc(run.header.get("status", ""))}</div>'
-            f"<p>{link}</p>{table_html(tables[0]) if tables else ''}{image}</section>"
-        )
-    body = (
-        '<header class="top"><h1>needlepoint report</h1>'
-        f'<div class="sub">{len(blocks)} run(s)</div></header>\n<main><div class="runs">{"".join(blocks)}</div></main>'
-    )
-    return write_atomic(report_dir / "index.html", page("needlepoint report", body))

@@ -134,7 +134,7 @@ class Thumbnails:
 
     def _draw(self, key: str, image: ReportImage, is_grouped: bool, draft: bool) -> Size | None | str:
         from needlepoint.images import read_small_image
-        from needlepoint.report.html import write_atomic
+        from needlepoint.store import write_atomic
 
         try:
             ref = image.image

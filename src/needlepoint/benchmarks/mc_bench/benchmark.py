@@ -201,7 +201,7 @@ class McBench:
                 path = safe_path(images_root, im.file_name, f"image {image_id}")
                 refs.append(ImageRef(key=im.file_name, path=path, max_side=self.max_image_side))
             sizes = tuple((float(gt.image_by_id[i].width), float(gt.image_by_id[i].height)) for i in s.image_ids)
-            samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), PairGeometry(sizes, BAND, self.max_image_side, self.frame)))  # type: ignore[arg-type]
+            samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), PairGeometry(sizes, BAND, self.max_image_side, self.frame)))  # type: ignore[arg-type]  # a pair: the ground truth holds two images per sample
         return samples
 
     def generation(self, sample: McSample, base: Generation) -> Generation:
@@ -209,7 +209,7 @@ class McBench:
 
     def _instruction(self, sample: McSample) -> str:
         of = "the whole picture" if self.input_mode == "merged" else "its own image"
-        coords = COORDINATES[self.box_format].format(of=of)
+        coords = COORDINATES[require_box_format(self.box_format, self.name)].format(of=of)
         return self.template.replace("{text}", sample.text).replace("{coordinates}", coords)
 
     def prompt(self, sample: McSample) -> Conversation:
@@ -227,7 +227,7 @@ class McBench:
         return Conversation([Message("user", parts)])
 
     def parse(self, sample: McSample, text: str) -> Parsed:
-        return parse_answer(text, sample.geometry, self.box_format, self.input_mode == "merged")
+        return parse_answer(text, sample.geometry, require_box_format(self.box_format, self.name), self.input_mode == "merged")
 
     def followup(self, sample: McSample, parsed: Parsed, finish_reason: str | None) -> str | None:
         return REPAIR_TEXT

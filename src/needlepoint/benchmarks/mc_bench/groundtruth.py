@@ -227,7 +227,7 @@ class _Reader:
             id=self.get_int(obj, "id", where),
             image_id=image_id,
             category_id=self.get_int(obj, "category_id", where, categories),
-            bbox=tuple(bbox),  # type: ignore[arg-type]
+            bbox=tuple(bbox),
             area=self.get_size(obj, "area", where),
             iscrowd=iscrowd,
         )

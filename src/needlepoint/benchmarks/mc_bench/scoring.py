@@ -150,6 +150,6 @@ def _is_int(v: Any) -> bool:
     """An integer id; an integral float (12.0) counts, as it does for pycocotools' dict lookups."""
     if isinstance(v, float):
         return v.is_integer() and -(2**63) <= v < 2**63
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and -(2**63) <= v < 2**63
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and bool(-(2**63) <= v < 2**63)
 
 

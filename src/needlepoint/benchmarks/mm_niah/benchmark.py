@@ -185,6 +185,7 @@ class MmNiah:
         from needlepoint.config import model_slug
 
         rows = leaderboard_rows(samples, {r["id"]: r for r in records})
+        assert self.split is not None, "load() sets the split before a run exports"
         paths = write_leaderboard(run_dir / "leaderboard", model_slug(model), self.split, rows)
         if metrics.get("tasks"):
             paths += draw_all(metrics, run_dir / "heatmaps")

@@ -272,7 +272,7 @@ def _render(
     a, b = draft.pair
     refs = (ImageRef(key=ds.file_names[a], path=images.path(a)), ImageRef(key=ds.file_names[b], path=images.path(b)))
     sizes = (tuple(ds.sizes[a].tolist()), tuple(ds.sizes[b].tolist()))
-    sample = McSample(str(index), draft.text, None, (int(ds.image_ids[a]), int(ds.image_ids[b])), refs, PairGeometry(sizes, BAND))  # type: ignore[arg-type]
+    sample = McSample(str(index), draft.text, None, (int(ds.image_ids[a]), int(ds.image_ids[b])), refs, PairGeometry(sizes, BAND))
     conversation = bench.prompt(sample)
     paths: list[str] = []
     user = ""

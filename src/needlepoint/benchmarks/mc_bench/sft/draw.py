@@ -69,7 +69,7 @@ class Drawer:
         """One sample of `kind`; DataError when the data cannot supply it."""
         fn = getattr(self, "_" + kind)
         for _ in range(ATTEMPTS):
-            got = fn()
+            got: Draft | None = fn()
             if got is not None:
                 self.pairs += 1
                 self.same_super_pairs += self.p.shares_supercategory(*got.pair)
@@ -105,7 +105,9 @@ class Drawer:
     def _name(self, cat: int) -> str:
         return self.ds.categories[cat].name
 
-    def _ordered(self, a: int, b: int, boxes_a: tuple[AnswerBox, ...], boxes_b: tuple[AnswerBox, ...]):  # type: ignore[no-untyped-def]
+    def _ordered(
+        self, a: int, b: int, boxes_a: tuple[AnswerBox, ...], boxes_b: tuple[AnswerBox, ...]
+    ) -> tuple[tuple[int, int], tuple[tuple[AnswerBox, ...], tuple[AnswerBox, ...]]]:
         """(pair, boxes) with the anchor placed first or second at random."""
         if self.rng.random() < 0.5:
             return (a, b), (boxes_a, boxes_b)

@@ -283,7 +283,7 @@ class Builder:
         if "reasoning-image" in tasks:
             from needlepoint.benchmarks.mm_niah.build.blink import BlinkSource
 
-            blink = BlinkSource(cfg.blink)  # type: ignore[arg-type]
+            blink = BlinkSource(cfg.blink)  # type: ignore[arg-type]  # reasoning-image is kept only when --blink was given
         (self.folder / "annotations").mkdir(parents=True, exist_ok=True)
         (self.folder / "images").mkdir(parents=True, exist_ok=True)
         try:

@@ -1,0 +1,51 @@
+"""The demo's index page (`<out>/report/index.html`): each run's headline table, linking to its
+own report. Its own module because it reads runs as the leaderboard does and writes HTML as the
+run report does, while those two modules stay independent of each other (leaderboard -> html)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from needlepoint.benchmarks import make
+from needlepoint.errors import DataError
+from needlepoint.report.html import BENCH_TITLES, HEATMAPS_DIR, REPORT_DIR, esc, href, page, table_html, write_atomic
+from needlepoint.report.leaderboard import read_run
+
+__all__ = ["write_index"]
+
+
+def write_index(out: Path, run_dirs: Sequence[Path]) -> Path:
+    """`out/report/index.html`: each run's headline numbers, linking to its own report."""
+    out = Path(out)
+    report_dir = out / REPORT_DIR
+    report_dir.mkdir(parents=True, exist_ok=True)
+    blocks = []
+    for run_dir in run_dirs:
+        run = read_run(Path(run_dir))
+        try:
+            bench = make(run.benchmark, **run.options)
+        except DataError:  # e.g. a --prompt-file that has moved since; the tables do not need it
+            bench = make(run.benchmark)
+        tables = bench.tables(run.metrics)
+        title = BENCH_TITLES.get(run.benchmark, run.benchmark)
+        own = run.dir / REPORT_DIR / "index.html"
+        link = f'<a href="{esc(href(own, report_dir))}">open the {esc(title)} report</a>' if own.exists() else ""
+        heat = run.dir / REPORT_DIR / HEATMAPS_DIR / "overall.png"
+        if not heat.exists():
+            heat = run.dir / HEATMAPS_DIR / "overall.png"
+        image = (
+            f'<img class="heat" src="{esc(href(heat, report_dir))}" alt="overall heatmap" loading="lazy">'
+            if heat.exists()
+            else ""
+        )
+        blocks.append(
+            f'<section class="run"><h2>{esc(title)} · {esc(run.model)}</h2>'
+            f'<div class="note">{esc(run.dir)} · {esc(run.header.get("status", ""))}</div>'
+            f"<p>{link}</p>{table_html(tables[0]) if tables else ''}{image}</section>"
+        )
+    body = (
+        '<header class="top"><h1>needlepoint report</h1>'
+        f'<div class="sub">{len(blocks)} run(s)</div></header>\n<main><div class="runs">{"".join(blocks)}</div></main>'
+    )
+    return write_atomic(report_dir / "index.html", page("needlepoint report", body))
