@@ -151,3 +151,22 @@ def run_cli(
         text=True,
         timeout=timeout,
     )
+
+
+def good_ref_reply(row: dict[str, Any]) -> str:
+    """A Ref-Adv-s reply naming the row's ground-truth box, fenced as models write it."""
+    fence = "`" * 3
+    return f"{fence}json\n" + json.dumps([{"bbox_2d": row["solution"], "label": "target"}]) + f"\n{fence}"
+
+
+def ref_run_config(data: Path, urls: list[str], out: Path, **kw: Any) -> Any:
+    """A quiet Ref-Adv-s RunConfig against local servers (fast retries, no report); `kw` overrides."""
+    from needlepoint.config import RunConfig
+
+    settings: dict[str, Any] = {
+        "benchmark": "ref_adv_s", "data": data, "model": "sim-model", "api_urls": urls,
+        "options": {"box_format": "abs_xyxy"}, "generation": {"timeout_s": 2.0}, "concurrency": 4, "out": out,
+        "max_retries": 2, "backoff_base_s": 0.01, "show_progress": False, "report": False,
+    }  # fmt: skip
+    settings.update(kw)
+    return RunConfig(**settings)

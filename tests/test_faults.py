@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import prompt_key, run_cli
+from conftest import good_ref_reply, prompt_key, ref_run_config, run_cli
 
 from needlepoint import status
 from needlepoint.api import evaluate
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.cli import build_parser, main
-from needlepoint.config import RunConfig
 from needlepoint.conversation import Conversation, Generation, Message
 from needlepoint.errors import DataError
 from needlepoint.models.openai_compat import (
@@ -34,21 +33,8 @@ from needlepoint.report import html as report_html
 from needlepoint.runner import _Progress
 from needlepoint.store import read_records
 
-FENCE = "```"
-
-
-def _good(row: dict[str, Any]) -> str:
-    return f"{FENCE}json\n" + json.dumps([{"bbox_2d": row["solution"], "label": "target"}]) + f"\n{FENCE}"
-
-
-def _config(data: Path, urls: list[str], out: Path, **kw: Any) -> RunConfig:
-    settings: dict[str, Any] = {
-        "benchmark": "ref_adv_s", "data": data, "model": "sim-model", "api_urls": urls,
-        "options": {"box_format": "abs_xyxy"}, "generation": {"timeout_s": 2.0}, "concurrency": 4, "out": out,
-        "max_retries": 2, "backoff_base_s": 0.01, "show_progress": False, "report": False,
-    }  # fmt: skip
-    settings.update(kw)
-    return RunConfig(**settings)
+_good = good_ref_reply
+_config = ref_run_config
 
 
 def _model(urls: list[str], **retry: Any) -> OpenAICompatModel:

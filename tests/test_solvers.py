@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RecordingServer, prompt_key
+from conftest import RecordingServer, good_ref_reply, prompt_key, ref_run_config
 from test_report import blob
 
 from needlepoint import status
@@ -30,21 +30,12 @@ from needlepoint.solvers import SolveContext, ToolError, make_solver
 from needlepoint.solvers.default import read_reply
 from needlepoint.store import RunStore, read_records
 
-FENCE = "`" * 3
-
-
-def _good(row: dict[str, Any]) -> str:
-    return f"{FENCE}json\n" + json.dumps([{"bbox_2d": row["solution"], "label": "target"}]) + f"\n{FENCE}"
+_good = good_ref_reply
 
 
 def _config(data: Path, urls: list[str], out: Path, **kw: Any) -> RunConfig:
-    settings: dict[str, Any] = {
-        "benchmark": "ref_adv_s", "data": data, "model": "sim-model", "api_urls": urls,
-        "options": {"box_format": "abs_xyxy"}, "generation": {"timeout_s": 2.0}, "concurrency": 4, "out": out,
-        "max_retries": 0, "backoff_base_s": 0.01, "show_progress": False, "report": False,
-    }  # fmt: skip
-    settings.update(kw)
-    return RunConfig(**settings)
+    config: RunConfig = ref_run_config(data, urls, out, **{"max_retries": 0, **kw})
+    return config
 
 
 async def _length(text: str) -> int:
