@@ -19,7 +19,7 @@ from needlepoint.api import evaluate
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.config import RunConfig
 from needlepoint.conversation import Conversation, Generation, Message
-from needlepoint.models.openai_compat import OpenAICompatModel, RetryPolicy, _retry_after
+from needlepoint.models.openai_compat import OpenAICompatModel, RetryPolicy, retry_after_s
 from needlepoint.store import read_records
 
 FENCE = "```"
@@ -133,12 +133,12 @@ def test_api_key_header(serve: Any) -> None:
 
 
 def test_retry_after_parsing() -> None:
-    assert _retry_after(None) is None
-    assert _retry_after("") is None
-    assert _retry_after("2.5") == 2.5
-    assert _retry_after("-3") == 0.0
-    assert _retry_after("soon") is None
-    future = _retry_after(formatdate(timeval=None, usegmt=True))  # an HTTP date: now
+    assert retry_after_s(None) is None
+    assert retry_after_s("") is None
+    assert retry_after_s("2.5") == 2.5
+    assert retry_after_s("-3") == 0.0
+    assert retry_after_s("soon") is None
+    future = retry_after_s(formatdate(timeval=None, usegmt=True))  # an HTTP date: now
     assert future is not None and 0.0 <= future < 5.0
 
 

@@ -38,7 +38,7 @@ import numpy as np
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.images import base64_jpeg
-from needlepoint.models.openai_compat import RetryPolicy, _retry_after, classify_rejection, endpoint
+from needlepoint.models.openai_compat import RetryPolicy, classify_rejection, endpoint, retry_after_s
 from needlepoint.redact import redact_url, scrub, url_secrets
 from needlepoint.status import BACKEND_ERROR
 
@@ -185,7 +185,7 @@ class ServedEmbedder:
         session = await self._client()
         async with self._gate:
             async with session.post(url, data=body, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-                return resp.status, await resp.read(), _retry_after(resp.headers.get("Retry-After"))
+                return resp.status, await resp.read(), retry_after_s(resp.headers.get("Retry-After"))
 
     async def _post(self, url: str, payload: dict[str, Any]) -> Any:
         """POST JSON with the retry policy; the parsed answer, or EmbeddingError."""

@@ -133,7 +133,8 @@ class _Final(Exception):
         self.kind = kind
 
 
-def _retry_after(value: str | None) -> float | None:
+def retry_after_s(value: str | None) -> float | None:
+    """Seconds a Retry-After header asks for (a number or an HTTP date), never negative; None if absent or unreadable."""
     if not value:
         return None
     try:
@@ -471,7 +472,7 @@ class OpenAICompatModel:
             async with session.post(url, data=body, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
                 raw = await resp.read()
                 code = resp.status
-                retry_after = _retry_after(resp.headers.get("Retry-After"))
+                retry_after = retry_after_s(resp.headers.get("Retry-After"))
         except asyncio.TimeoutError:
             raise _Retryable(f"timeout: no answer within {timeout_s:g} s", reason="timed out") from None
         except aiohttp.ClientError as exc:

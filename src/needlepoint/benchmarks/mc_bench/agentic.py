@@ -23,7 +23,7 @@ from needlepoint.benchmarks.mc_bench.benchmark import COORDINATES, REPAIR_TEXT, 
 
 # The end-to-end parser's readers of image keys ("image_1", "Image 1", "img1") and group numbers
 # ("2", 2.0, "group 2"): one reading of both for the two prompts.
-from needlepoint.benchmarks.mc_bench.parse import _group, _image_index
+from needlepoint.benchmarks.mc_bench.parse import group_number, image_index
 from needlepoint.benchmarks.ref_adv import parse_boxes
 from needlepoint.conversation import Conversation, ImageRef, Message
 from needlepoint.geometry import BoxFormat
@@ -126,7 +126,7 @@ def _targets(value: Any) -> list[Target]:
         raise _Invalid("bad_schema")
     per_image: dict[int, Any] = {}
     for key, v in value.items():
-        index = _image_index(key)
+        index = image_index(key)
         if index is not None:
             per_image[index] = v
     if per_image:
@@ -177,10 +177,10 @@ def _item(v: Any, image: int | None) -> list[Target]:
             phrases = many
         else:
             raise _Invalid("bad_schema")
-        number = _group(v.get("group", v.get("group_id", 1)))
+        number = group_number(v.get("group", v.get("group_id", 1)))
         group = number if number is not None and number >= 1 else 1
         if "image" in v:
-            number = _group(v["image"])
+            number = group_number(v["image"])
             image = number - 1 if number in (1, 2) else None
     else:
         raise _Invalid("bad_schema")

@@ -47,7 +47,8 @@ class PairGeometry:
         return w1 + self.band + w2, max(h1, h2)
 
 
-def _image_index(key: str) -> int | None:
+def image_index(key: str) -> int | None:
+    """0 or 1 for an answer key naming the first or second image (`image_1`, `Image 2`, ...), else None."""
     norm = re.sub(r"[^a-z0-9]", "", key.lower())
     m = re.fullmatch(r"(?:image|img|picture)([12])", norm)
     return int(m.group(1)) - 1 if m else None
@@ -66,7 +67,8 @@ def _is_box(v: Any) -> bool:
     return isinstance(v, list) and len(v) == 4 and all(_is_number(x) for x in v)
 
 
-def _group(v: Any) -> int | None:
+def group_number(v: Any) -> int | None:
+    """A group number from a model's JSON: an integral number, or the first digits of a string; else None."""
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)) and float(v).is_integer():
@@ -86,12 +88,12 @@ def _item(v: Any, image: int | None) -> Item | None:
     box = next((v[k] for k in BOX_KEYS if k in v and _is_box(v[k])), None)
     if box is None:
         return None
-    group = _group(v.get("group", v.get("group_id", 1)))
+    group = group_number(v.get("group", v.get("group_id", 1)))
     if group is None or group < 1:
         group = 1
     img = image
     if "image" in v:
-        g = _group(v["image"])
+        g = group_number(v["image"])
         img = g - 1 if g in (1, 2) else None
     score = v.get("score", 1.0)
     score = float(score) if _is_number(score) else 1.0
@@ -111,7 +113,7 @@ def _items(values: list[Any], image: int | None) -> list[Item] | None:
 
 def _collect(value: Any) -> list[Item] | None:
     if isinstance(value, dict):
-        per_image = {(_image_index(k)): v for k, v in value.items() if _image_index(k) is not None}
+        per_image = {(image_index(k)): v for k, v in value.items() if image_index(k) is not None}
         if per_image:
             out: list[Item] = []
             for idx, items in sorted(per_image.items()):

@@ -43,7 +43,7 @@ class NiahSample:
     def text(self) -> str:
         """The full prompt text (context, newline, question with options and instruction)."""
         text = full_text(read_line_at(self.source, self.offset))[0]
-        if _digest(text) != self.digest:
+        if text_digest(text) != self.digest:
             raise DataError(f"{self.source} changed during the run (row {self.row_id}); restore it, or start a fresh run")
         return text
 
@@ -52,7 +52,8 @@ class NiahSample:
         return f"{self.id}|{self.digest}|{self.answer}|{self.context_length}|{self.placed_depth}|{keys}"
 
 
-def _digest(text: str) -> str:
+def text_digest(text: str) -> str:
+    """A short digest of a document's text, to notice a data file that changed since it was loaded."""
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
@@ -153,7 +154,7 @@ def load_task(path: Path, task: str, images_root: Path) -> tuple[list[NiahSample
                 placed_depth=meta.get("placed_depth", 0.0),
                 source=path,
                 offset=offset,
-                digest=_digest(text),
+                digest=text_digest(text),
                 meta={k: meta.get(k) for k in ("num_images", "context_length_text", "context_length_image")},
             )
         )
