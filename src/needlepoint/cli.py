@@ -53,6 +53,42 @@ def _options(ns: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(ns, k) for k in keys if getattr(ns, k, None) not in (None, False)}  # only what was given
 
 
+def _declared_solvers() -> list[tuple[str, str, type]]:
+    """(benchmark, solver name, class) of every solver a benchmark declares besides the default."""
+    from needlepoint.benchmarks import benchmark_class
+    from needlepoint.solvers import DEFAULT, solver_class, solver_names
+
+    out = []
+    for bench_name in NAMES:
+        cls = benchmark_class(bench_name)
+        out.extend((bench_name, name, solver_class(name, cls)) for name in solver_names(cls) if name != DEFAULT)
+    return out
+
+
+def _solver_flags(p: argparse.ArgumentParser) -> None:
+    """Each declared solver's own flags (its `options`), in a group per solver."""
+    from needlepoint.options import add_options
+
+    seen: set[str] = set()
+    for bench_name, name, cls in _declared_solvers():
+        options = getattr(cls, "options", ())
+        if options:
+            add_options(p.add_argument_group(f"--solver {name} ({bench_name})"), options, seen)
+
+
+def _given_solver_flags(ns: argparse.Namespace) -> dict[str, Any]:
+    """The chosen solver's flags that were given, by keyword; DataError for a flag of another solver."""
+    from needlepoint.options import given
+
+    declared = _declared_solvers()
+    own = [o for b, n, cls in declared if (b, n) == (ns.benchmark, ns.solver) for o in getattr(cls, "options", ())]
+    for b, n, cls in declared:
+        for o in getattr(cls, "options", ()):
+            if o not in own and getattr(ns, o.dest, None) is not None:
+                raise DataError(f"{o.flag} applies to `needlepoint eval {b} --solver {n}`; add --solver {n} or drop {o.flag}")
+    return given(ns, own)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for the docs and tests)."""
     parser = argparse.ArgumentParser(prog="needlepoint", description="Evaluate multimodal models on finding things.")
@@ -94,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--solver-option", action="append", default=[], metavar="KEY=VALUE",
                     help="a setting of the solver (VALUE read as JSON when it parses, else as text); repeat for several")
     _bench_options(ev)
+    _solver_flags(ev)
 
     sc = sub.add_parser("score", help="score saved predictions (authors' formats or a run folder) without a model")
     sc.add_argument("benchmark", choices=NAMES)
@@ -211,7 +248,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         show_progress=not ns.no_progress and not ns.json,
         report=not ns.no_report,
         solver=ns.solver,
-        solver_options=_solver_options(ns.solver_option),
+        solver_options={**_solver_options(ns.solver_option), **_given_solver_flags(ns)},
         shard=ns.shard,
     )
     result = evaluate(config)

@@ -15,25 +15,31 @@ from needlepoint.benchmarks.base import Benchmark
 from needlepoint.errors import DataError
 from needlepoint.solvers.base import MAIN, SolveContext, Solver, ToolError
 
-__all__ = ["DEFAULT", "MAIN", "SolveContext", "Solver", "ToolError", "make_solver", "solver_names"]
+__all__ = ["DEFAULT", "MAIN", "SolveContext", "Solver", "ToolError", "make_solver", "solver_class", "solver_names"]
 
 DEFAULT = "default"
 _REGISTRY = {DEFAULT: "needlepoint.solvers.default:DefaultSolver"}
 
 
-def solver_names(benchmark: Benchmark) -> list[str]:
+def solver_names(benchmark: Any) -> list[str]:
     """The solvers a benchmark can run: the shared ones, then its own."""
     return [*_REGISTRY, *(n for n in getattr(benchmark, "solvers", {}) if n not in _REGISTRY)]
+
+
+def solver_class(name: str, benchmark: Any) -> type:
+    """The class of solver `name` for a benchmark (object or class); DataError names the known ones."""
+    target = {**_REGISTRY, **getattr(benchmark, "solvers", {})}.get(name)
+    if target is None:
+        raise DataError(f"unknown --solver {name!r} for {benchmark.name}; choose one of {', '.join(solver_names(benchmark))}")
+    module, attr = target.split(":")
+    cls: type = getattr(importlib.import_module(module), attr)
+    return cls
 
 
 def make_solver(name: str, benchmark: Benchmark, **settings: Any) -> Solver:
     """The solver `name` for `benchmark` with `settings`; DataError (one sentence) for an unknown
     name or a setting it does not take."""
-    target = {**_REGISTRY, **getattr(benchmark, "solvers", {})}.get(name)
-    if target is None:
-        raise DataError(f"unknown --solver {name!r} for {benchmark.name}; choose one of {', '.join(solver_names(benchmark))}")
-    module, attr = target.split(":")
-    cls = getattr(importlib.import_module(module), attr)
+    cls = solver_class(name, benchmark)
     accepted = inspect.signature(cls).parameters
     given = {k: v for k, v in settings.items() if v is not None}
     wrong = [k for k in given if k not in accepted]
