@@ -273,7 +273,7 @@ def test_missing_torch_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(DataError) as err:
         Detector.load("IDEA-Research/grounding-dino-base")
     assert str(err.value) == (
-        "--localizer detector: needs torch and transformers (torch is missing); install them with pip install -e '.[models]'"
+        "--localizer detector: needs torch and transformers (torch is missing); install them with pip install -e '.[agentic]'"
     )
 
 

@@ -178,6 +178,9 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
         raise DataError("no --api-url given; pass the base URL of an OpenAI-compatible server, e.g. http://localhost:8000/v1")
     bench = make(config.benchmark, **config.options)
     solver = make_solver(config.solver, bench, **config.solver_options)
+    follow = getattr(solver, "follow", None)
+    if callable(follow):  # a solver's own chat clients adopt the run's retry policy, encoding and byte budget
+        follow(_model(config))
     samples = list(bench.load(config.data))
     if not samples:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")

@@ -152,7 +152,11 @@ def replies_text(record: dict[str, Any]) -> str:
 def _call_head(turn: dict[str, Any]) -> str:
     """`[role: model]` or `[tool: name]`, the head of one call in a report."""
     role = str(turn.get("role", "model"))
-    return f"[tool: {turn.get('tool')}] " if role == "tool" else f"[{role}: {turn.get('model')}] "
+    head = f"tool: {turn.get('tool')}" if role == "tool" else f"{role}: {turn.get('model')}"
+    about = turn.get("about")
+    if isinstance(about, dict) and about:  # what the call was for (a solver's `about`), e.g. the phrase boxed
+        head += " | " + ", ".join(f"{k} {v}" for k, v in about.items())
+    return f"[{head}] "
 
 
 def _tool_result(turn: dict[str, Any]) -> str:

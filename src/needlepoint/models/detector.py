@@ -30,6 +30,7 @@ from needlepoint.models.extra import require_models, rgb_image
 __all__ = ["DEFAULT_THRESHOLD", "Detection", "Detector", "KINDS"]
 
 FEATURE = "--localizer detector:"
+EXTRA = "agentic"  # the install the agentic baseline's docs name (the same packages as `models`)
 DEFAULT_THRESHOLD = 0.05  # MC-Bench's agentic baseline keeps Grounding DINO's top-1 box above 0.05
 KINDS = {"grounding-dino": "Grounding DINO", "owlv2": "OWLv2", "owlvit": "OWL-ViT"}
 """The model types (config.json `model_type`) a detector may be, with their names."""
@@ -77,7 +78,7 @@ class Detector:
         threshold: float = DEFAULT_THRESHOLD,
         batch_size: int = 8,
     ) -> None:
-        torch, _ = require_models(FEATURE)
+        torch, _ = require_models(FEATURE, EXTRA)
         kind = str(getattr(model.config, "model_type", ""))
         if kind not in KINDS:
             raise DataError(f"{name} is a {kind or 'unknown'} model; the detector localizer runs {', '.join(KINDS.values())}")
@@ -101,7 +102,7 @@ class Detector:
     ) -> Detector:
         """Load a model folder (or a Hugging Face id already in the local cache; nothing is
         downloaded at run time): the model and its processor (image processor and tokenizer)."""
-        _, transformers = require_models(FEATURE)
+        _, transformers = require_models(FEATURE, EXTRA)
         try:
             model = transformers.AutoModelForZeroShotObjectDetection.from_pretrained(path_or_id, local_files_only=True)
             processor = transformers.AutoProcessor.from_pretrained(path_or_id, local_files_only=True)

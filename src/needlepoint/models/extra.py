@@ -16,15 +16,16 @@ EXTRA = "models"
 INSTALL = f"pip install -e '.[{EXTRA}]'"
 
 
-def require_models(feature: str) -> tuple[Any, Any]:
+def require_models(feature: str, extra: str = EXTRA) -> tuple[Any, Any]:
     """The torch and transformers modules, or DataError saying that `feature` (the flag that asked
-    for a local model) needs them and how to install them."""
+    for a local model) needs them and how to install them (`extra`: the name of the install the
+    feature's docs give, e.g. "agentic", the same packages as "models")."""
     try:
         import torch
         import transformers
     except ImportError as exc:
         raise DataError(
-            f"{feature} needs torch and transformers ({exc.name or exc} is missing); install them with {INSTALL}"
+            f"{feature} needs torch and transformers ({exc.name or exc} is missing); install them with pip install -e '.[{extra}]'"
         ) from None
     return torch, transformers
 

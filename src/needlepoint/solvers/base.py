@@ -134,19 +134,33 @@ class SolveContext:
         """Keep JSON-ready solver facts in the record (under "solver")."""
         self.notes.update(fields)
 
-    async def complete(self, conversation: Conversation, generation: Generation | None = None, role: str = MAIN) -> Reply:
-        """Ask the model of `role`; the reply (or its failure) is recorded as a turn."""
+    async def complete(
+        self, conversation: Conversation, generation: Generation | None = None, role: str = MAIN,
+        about: Mapping[str, Any] | None = None,
+    ) -> Reply:  # fmt: skip
+        """Ask the model of `role`; the reply (or its failure) is recorded as a turn. `about`
+        (JSON-ready) says what the call was for, e.g. the phrase a localizer was asked to box;
+        it is kept in the turn under "about" and shown in the report."""
         model = self.model(role)
         reply = await model.complete(conversation, generation or self.generation)
-        self.turns.append(reply_turn(reply, role, model.name))
+        turn = reply_turn(reply, role, model.name)
+        if about:
+            turn["about"] = dict(about)
+        self.turns.append(turn)
         return reply
 
-    async def tool(self, name: str, call: Callable[[], Awaitable[T]], summary: Callable[[T], Any] | None = None) -> T:
+    async def tool(
+        self, name: str, call: Callable[[], Awaitable[T]], summary: Callable[[T], Any] | None = None,
+        about: Mapping[str, Any] | None = None,
+    ) -> T:  # fmt: skip
         """Await a tool call, recording its latency and result summary (`summary(result)`, JSON-ready)
         or its failure: a ToolError (or any exception with a `kind` of status.REQUEST_FAILURES, as
-        the embedding client raises) is recorded with that kind and raised again."""
+        the embedding client raises) is recorded with that kind and raised again. `about` as for
+        `complete`."""
         started = time.perf_counter()
         turn: dict[str, Any] = {"role": "tool", "tool": name, "error": None, "error_kind": None}
+        if about:
+            turn["about"] = dict(about)
         try:
             result = await call()
         except Exception as exc:
@@ -162,8 +176,11 @@ class SolveContext:
         self.turns.append(turn)
         return result
 
-    async def tool_sync(self, name: str, fn: Callable[..., T], *args: Any, summary: Callable[[T], Any] | None = None) -> T:
+    async def tool_sync(
+        self, name: str, fn: Callable[..., T], *args: Any, summary: Callable[[T], Any] | None = None,
+        about: Mapping[str, Any] | None = None,
+    ) -> T:  # fmt: skip
         """`tool` for blocking work (a detector's forward pass, a local embedding model): `fn(*args)`
         runs in a worker thread, so that the other samples' requests keep flowing."""
         loop = asyncio.get_running_loop()
-        return await self.tool(name, lambda: loop.run_in_executor(None, functools.partial(fn, *args)), summary)
+        return await self.tool(name, lambda: loop.run_in_executor(None, functools.partial(fn, *args)), summary, about)

@@ -123,6 +123,7 @@ class McBench:
 
     name = "mc_bench"
     generation_defaults: dict[str, Any] = {}
+    solvers = {"agentic": "needlepoint.benchmarks.mc_bench.agentic_solver:AgenticSolver"}
 
     def __init__(
         self,

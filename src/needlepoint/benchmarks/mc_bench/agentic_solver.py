@@ -1,0 +1,319 @@
+"""MC-Bench's agentic baseline as a solver: a reasoning model names the target instances as
+phrases, a localizer boxes each phrase in its own image (the paper's best system, Table 2).
+
+    needlepoint eval mc_bench --data D --solver agentic --model REASONER --api-url URL \\
+        --localizer vlm:MODEL --localizer-url URL2 --box-format FORMAT     # a served grounding VLM
+    needlepoint eval mc_bench --data D --solver agentic --model REASONER --api-url URL \\
+        --localizer detector:PATH_OR_HF_ID [--localizer-device cuda|cpu]    # Grounding DINO, OWLv2, OWL-ViT
+
+The reasoner (role "model", the --model client) gets both images in pair order and the
+description (`agentic.reasoner_prompt`), with one repair turn after a reply that is no valid
+answer. Each named instance then goes to the localizer, all phrases of a sample at once: a served
+VLM (role "localizer", an `OpenAICompatModel` of its own with retries and a bound on requests in
+flight per endpoint) gets one request per phrase holding that phrase's image alone, and its first
+box is kept; a detector (`BatchedDetector`) boxes the phrases of every sample in flight in shared
+forward passes, and keeps each phrase's top box when its score reaches the threshold. Every call
+is a turn of the record with `about` naming its target; the targets and their boxes are noted
+under record["solver"]["targets"]. The pure part (prompts, parsers, the answer) is `agentic.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from needlepoint import status
+from needlepoint.benchmarks.base import Parsed
+from needlepoint.benchmarks.mc_bench.agentic import (
+    LOCALIZER_PROMPT,
+    REASONER_PROMPT,
+    REASONER_REPAIR_TEXT,
+    Target,
+    assemble_answer,
+    localizer_request,
+    parse_localizer_target,
+    parse_targets,
+    reasoner_prompt,
+)
+from needlepoint.benchmarks.mc_bench.benchmark import SEQUENCE_PROMPT, McBench, McSample
+from needlepoint.conversation import Reply
+from needlepoint.errors import DataError
+from needlepoint.geometry import BoxFormat, require_box_format
+from needlepoint.options import Option
+from needlepoint.solvers.base import SolveContext
+
+__all__ = ["LOCALIZER_KEY_ENV", "AgenticSolver", "localizer_tail", "prompt_hash"]
+
+LOCALIZER_KEY_ENV = "NEEDLEPOINT_LOCALIZER_API_KEY"
+"""The served localizer's API key; $OPENAI_API_KEY when unset. Never a flag, so never on disk."""
+LOCALIZER_ROLE = "localizer"
+DETECTOR_TOOL = "detector"
+PROMPT_VERSION = 1
+
+
+def prompt_hash(*texts: str) -> str:
+    """A short digest of prompt texts, for the run identity (a changed prompt is a new run)."""
+    return hashlib.sha256("\n\x00".join(texts).encode("utf-8")).hexdigest()[:16]
+
+
+def localizer_tail(ref: str) -> str:
+    """The short name of a model id or folder for a leaderboard: `IDEA-Research/grounding-dino-base`
+    and `/models/grounding-dino-base/` both give `grounding-dino-base`."""
+    return ref.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or ref
+
+
+def _threshold(value: Any) -> float:
+    """--detector-threshold as a number from 0 to 1 (argparse's error for a flag, DataError for a setting)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = -1.0
+    if not 0.0 <= number <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a score between 0 and 1; give e.g. 0.05")
+    return number
+
+
+def _positive(value: Any) -> int:
+    """--localizer-concurrency as a whole number of at least 1."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1; give e.g. 32")
+    return number
+
+
+def _setting(flag: str, read: Any, value: Any) -> Any:
+    """A setting given as --solver-option (not checked by argparse) read as its flag reads it."""
+    if value is None:
+        return None
+    try:
+        return read(value)
+    except argparse.ArgumentTypeError as exc:
+        raise DataError(f"{flag}: {exc}") from None
+
+
+class AgenticSolver:
+    """A reasoner that names target phrases, and a served VLM or a detector that boxes them."""
+
+    name = "agentic"
+    options: tuple[Option, ...] = (
+        Option("--localizer", "what boxes the reasoner's phrases: vlm:MODEL (a served grounding VLM, with --localizer-url "
+               "and --box-format its box convention) or detector:PATH_OR_HF_ID (Grounding DINO, OWLv2, OWL-ViT; needs "
+               "pip install -e '.[agentic]')", metavar="vlm:MODEL|detector:PATH"),
+        Option("--localizer-url", "vlm: the localizer's base URL (repeat to spread over servers; may be the --api-url); "
+               f"its API key comes from ${LOCALIZER_KEY_ENV} or $OPENAI_API_KEY", metavar="URL", repeat=True),
+        Option("--localizer-concurrency", "vlm: requests in flight per localizer endpoint (default 32)", type=_positive,
+               metavar="N"),
+        Option("--localizer-device", "detector: where the detector runs (default: the GPU when there is one)",
+               choices=("cuda", "cpu"), metavar="cuda|cpu"),
+        Option("--detector-threshold", "detector: the least score of a kept box (default 0.05, the paper's)",
+               type=_threshold, metavar="SCORE"),
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        benchmark: McBench,
+        localizer: str | None = None,
+        localizer_url: str | Sequence[str] | None = None,
+        localizer_concurrency: int | None = None,
+        localizer_device: str | None = None,
+        detector_threshold: float | None = None,
+        detector_batch: int | None = None,
+    ) -> None:
+        if not isinstance(benchmark, McBench):
+            raise DataError(f"--solver agentic answers mc_bench, not {getattr(benchmark, 'name', benchmark)}")
+        self.benchmark = benchmark
+        kind, _, ref = (localizer or "").partition(":")
+        if localizer is None:
+            raise DataError(
+                "--solver agentic needs --localizer: vlm:MODEL (a served grounding VLM, with --localizer-url) or "
+                "detector:PATH_OR_HF_ID (a Grounding DINO, OWLv2 or OWL-ViT model)"
+            )
+        if kind not in ("vlm", "detector") or not ref.strip():
+            raise DataError(
+                f"--localizer {localizer!r} is not vlm:MODEL or detector:PATH_OR_HF_ID; "
+                "write e.g. vlm:Qwen/Qwen2.5-VL-7B-Instruct or detector:IDEA-Research/grounding-dino-base"
+            )
+        if benchmark.input_mode != "sequence" or benchmark.template != SEQUENCE_PROMPT:
+            raise DataError(
+                "--input-mode merged and --prompt-file do not apply to --solver agentic (the reasoner gets both images "
+                "and its own prompt); drop them"
+            )
+        self.kind, self.ref = kind, ref.strip()
+        detector_threshold = _setting("--detector-threshold", _threshold, detector_threshold)
+        localizer_concurrency = _setting("--localizer-concurrency", _positive, localizer_concurrency)
+        detector_batch = _setting("detector_batch", _positive, detector_batch)
+        self.localizer_model: Any = None
+        self.detector: Any = None
+        urls = [localizer_url] if isinstance(localizer_url, str) else list(localizer_url or [])
+        if kind == "vlm":
+            for flag, value in (("--localizer-device", localizer_device), ("--detector-threshold", detector_threshold),
+                                ("detector_batch", detector_batch)):  # fmt: skip
+                if value is not None:
+                    raise DataError(f"{flag} applies to --localizer detector:...; drop it for a vlm: localizer")
+            if not urls:
+                raise DataError(
+                    f"--localizer {localizer} needs --localizer-url: the base URL of the server that serves {self.ref} "
+                    "(it may be the --api-url)"
+                )
+            if benchmark.box_format is None:
+                raise DataError(
+                    f"--box-format is required with --localizer {localizer}: the box convention of the localizer's model "
+                    "family (abs_xyxy, norm_1000_xyxy or norm_1_xyxy; e.g. Qwen2.5-VL abs_xyxy, Qwen3-VL norm_1000_xyxy)"
+                )
+            from needlepoint.models.openai_compat import OpenAICompatModel
+
+            key = os.environ.get(LOCALIZER_KEY_ENV) or os.environ.get("OPENAI_API_KEY") or None
+            self.localizer_model = OpenAICompatModel(self.ref, urls, key, max_in_flight=localizer_concurrency or 32)
+            self.threshold: float | None = None
+        else:
+            for flag, value in (("--localizer-url", urls or None), ("--localizer-concurrency", localizer_concurrency)):
+                if value is not None:
+                    raise DataError(f"{flag} applies to --localizer vlm:...; drop it for a detector: localizer")
+            if benchmark.box_format not in (None, "abs_xyxy"):
+                raise DataError(
+                    f"--box-format {benchmark.box_format} does not apply to --localizer {localizer} (a detector's boxes "
+                    "are pixels of the image); drop it"
+                )
+            # A detector's boxes are pixels of the image as stored: the answer's format is abs_xyxy.
+            benchmark.box_format = "abs_xyxy"
+            from needlepoint.models.detector import DEFAULT_THRESHOLD, Detector
+            from needlepoint.models.detector_batch import BatchedDetector
+
+            threshold = DEFAULT_THRESHOLD if detector_threshold is None else detector_threshold
+            self.threshold = threshold
+            batch = detector_batch or 16
+            self.detector = BatchedDetector(
+                lambda: Detector.load(self.ref, localizer_device, threshold, batch), self.ref, max_rows=2 * batch
+            )
+
+    # --- what the run records of the solver -----------------------------------------------------
+
+    def identity(self) -> dict[str, Any]:
+        ident: dict[str, Any] = {
+            "prompt_version": PROMPT_VERSION,
+            "reasoner_prompt": prompt_hash(REASONER_PROMPT, REASONER_REPAIR_TEXT),
+            "localizer": f"{self.kind}:{self.ref}",
+        }
+        if self.kind == "vlm":
+            ident["localizer_prompt"] = prompt_hash(LOCALIZER_PROMPT)
+            ident["box_format"] = self.benchmark.box_format
+        else:
+            ident["threshold"] = self.threshold
+        return ident
+
+    def label(self, model: str) -> str:
+        return f"{model} + {localizer_tail(self.ref)} (agentic)"
+
+    def models(self) -> Mapping[str, Any]:
+        if self.localizer_model is not None:
+            return {LOCALIZER_ROLE: self.localizer_model}
+        return {DETECTOR_TOOL: self.detector}
+
+    def follow(self, main: Any) -> None:
+        """Adopt the run's settings for chat requests from its main client (--max-retries,
+        --max-wait, image re-encoding, --max-request-bytes): the localizer's requests are retried
+        and budgeted as the reasoner's are. Called by `evaluate` before the run."""
+        if self.localizer_model is not None:
+            for name in ("retry", "reencode_images", "max_request_bytes"):
+                setattr(self.localizer_model, name, getattr(main, name))
+
+    # --- one sample -----------------------------------------------------------------------------
+
+    async def solve(self, sample: McSample, ctx: SolveContext) -> Parsed:
+        conversation = reasoner_prompt(sample)
+        ctx.request(conversation)
+        reply = await ctx.complete(conversation)
+        parsed = _read_targets(reply)
+        if not reply.error and parsed.error and parsed.error != status.NO_CONTENT:
+            ctx.repaired()
+            second = await ctx.complete(conversation.with_turn(reply.text, REASONER_REPAIR_TEXT))
+            parsed = _read_targets(second)
+        if parsed.error:
+            return parsed
+        targets: list[Target] = parsed.answer
+        if not targets:
+            ctx.note(targets=[])
+            return Parsed(answer=[])
+        if self.kind == "vlm":
+            return await self._with_vlm(sample, targets, ctx)
+        return await self._with_detector(sample, targets, ctx)
+
+    async def _with_vlm(self, sample: McSample, targets: list[Target], ctx: SolveContext) -> Parsed:
+        box_format: BoxFormat = require_box_format(self.benchmark.box_format, self.benchmark.name)
+
+        async def one(k: int, target: Target) -> tuple[Reply, Parsed | None]:
+            reply = await ctx.complete(localizer_request(sample, target, box_format), role=LOCALIZER_ROLE, about=_about(k, target))
+            if reply.error:
+                return reply, None
+            return reply, parse_localizer_target(sample, target, reply.text, box_format)
+
+        # every phrase of the sample in flight together; the client bounds requests per endpoint
+        done = await asyncio.gather(*(one(k, t) for k, t in enumerate(targets)))
+        notes = [_about(k, t) for k, t in enumerate(targets)]
+        failed = next((r.error_kind or status.BACKEND_ERROR for r, _ in done if r.error), None)
+        boxes: list[list[float] | None] = []
+        for note, (reply, got) in zip(notes, done):
+            if got is None:
+                note["error"] = reply.error_kind
+                boxes.append(None)
+            elif got.error:
+                note["error"] = got.error
+                boxes.append(None)
+            else:
+                note["box"] = [round(v, 2) for v in got.answer]
+                boxes.append(got.answer)
+        ctx.note(targets=notes)
+        if failed is not None:  # the sample takes the failure's kind; --retry-failed asks it again
+            return Parsed(error=failed)
+        return assemble_answer(targets, boxes)
+
+    async def _with_detector(self, sample: McSample, targets: list[Target], ctx: SolveContext) -> Parsed:
+        detector = self.detector
+
+        async def one(k: int, target: Target) -> Any:
+            return await ctx.tool(
+                DETECTOR_TOOL, lambda: detector.locate(sample.images[target["image"]], target["phrase"]),
+                summary=lambda found: {**found.detection.to_json(), "image_size": list(found.size), "pass_phrases": found.rows,
+                                       "pass_s": found.forward_s},
+                about=_about(k, target),
+            )  # fmt: skip
+
+        found = await asyncio.gather(*(one(k, t) for k, t in enumerate(targets)))
+        notes = [_about(k, t) for k, t in enumerate(targets)]
+        boxes: list[list[float] | None] = []
+        scores: list[float] = []
+        for target, note, located in zip(targets, notes, found):
+            d = located.detection
+            # pixels of the decoded image, in pixels of the image as annotated (the same, for a true release)
+            width, height = sample.geometry.sizes[target["image"]]
+            sx, sy = width / located.size[0], height / located.size[1]
+            x1, y1, x2, y2 = d.box
+            box = [x1 * sx, y1 * sy, x2 * sx, y2 * sy]
+            note.update(score=round(d.score, 6), kept=d.kept)
+            if d.kept:
+                note["box"] = [round(v, 2) for v in box]
+            boxes.append(box if d.kept else None)
+            scores.append(d.score)
+        ctx.note(targets=notes)
+        return assemble_answer(targets, boxes, scores)
+
+
+def _read_targets(reply: Reply) -> Parsed:
+    """The reasoner's reply as targets, or the error that stands in (as the default solver reads replies)."""
+    if reply.error:
+        return Parsed(error=reply.error_kind or status.BACKEND_ERROR)
+    if not reply.text.strip() and reply.reasoning:
+        return Parsed(error=status.NO_CONTENT)
+    return parse_targets(reply.text)
+
+
+def _about(k: int, target: Target) -> dict[str, Any]:
+    """A target as its calls and the record's notes name it (numbers from 1, as the prompt's images)."""
+    return {"target": k + 1, "image": target["image"] + 1, "group": target["group"], "phrase": target["phrase"]}

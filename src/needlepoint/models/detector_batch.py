@@ -1,0 +1,138 @@
+"""One forward pass for the phrases of many samples: a small async batcher in front of a `Detector`.
+
+The agentic solver asks for one phrase at a time (each phrase is its own recorded call), and many
+samples are in flight at once. A forward pass per phrase would leave the GPU mostly idle, so the
+batcher collects the requests that arrive within a few milliseconds (or until `max_rows` phrases
+wait), groups the phrases of each image, and runs one `Detector.detect` over all of them in a
+worker thread. While a pass runs, new requests wait and go together into the next one.
+
+The detector is loaded on first use (or by `check()`, which a run calls before its folder exists,
+so that a bad model folder is one sentence, not a failed sample per sample).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from needlepoint.conversation import ImageRef
+from needlepoint.models.detector import Detection, Detector
+from needlepoint.models.extra import rgb_image
+
+__all__ = ["BatchedDetector", "Located"]
+
+
+@dataclass(frozen=True)
+class Located:
+    """A phrase's best box from the detector, with what the record keeps of its pass: the decoded
+    image's size (width, height) the box is in pixels of, the phrases the pass held (`rows`) and
+    its duration (`forward_s`, image decoding included)."""
+
+    detection: Detection
+    size: tuple[int, int]
+    rows: int
+    forward_s: float
+
+
+@dataclass
+class _Request:
+    image: ImageRef
+    phrase: str
+    future: asyncio.Future[Located]
+
+
+class BatchedDetector:
+    """A detector shared by every sample of a run; `await locate(image, phrase)` from any task."""
+
+    def __init__(
+        self, load: Callable[[], Detector], name: str, window_s: float = 0.005, max_rows: int = 32
+    ) -> None:
+        self.name = name
+        self._load = load
+        self._detector: Detector | None = None
+        self.window_s = window_s
+        self.max_rows = max_rows
+        self._pending: list[_Request] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._running = False
+        self.passes: list[int] = []  # phrases per forward pass, in order (for tests and perf)
+
+    @property
+    def detector(self) -> Detector:
+        """The loaded detector (loading it on first use)."""
+        if self._detector is None:
+            self._detector = self._load()
+        return self._detector
+
+    async def check(self) -> None:
+        """Load the detector now (in a worker thread): a bad folder or device fails before the run."""
+        await asyncio.get_running_loop().run_in_executor(None, lambda: self.detector)
+
+    async def aclose(self) -> None:
+        """Nothing to close: the model stays loaded for the next run of this process."""
+
+    async def locate(self, image: ImageRef, phrase: str) -> Located:
+        """The best box of `phrase` on `image`, computed in a pass shared with other requests."""
+        loop = asyncio.get_running_loop()
+        request = _Request(image, phrase, loop.create_future())
+        self._pending.append(request)
+        if not self._running:
+            if len(self._pending) >= self.max_rows:
+                self._flush()
+            elif self._timer is None:
+                self._timer = loop.call_later(self.window_s, self._flush)
+        return await request.future
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._running or not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        self._running = True
+        asyncio.ensure_future(self._run(batch))
+
+    async def _run(self, batch: list[_Request]) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+            try:
+                found = await loop.run_in_executor(None, self._detect, batch)
+            except BaseException as exc:  # noqa: BLE001 - every waiter gets the failure (a DataError for a bad image)
+                for r in batch:
+                    if not r.future.done():
+                        r.future.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+            else:
+                for r, located in zip(batch, found):
+                    if not r.future.done():
+                        r.future.set_result(located)
+        finally:
+            self._running = False
+            if self._pending:  # what arrived during the pass has waited long enough
+                self._flush()
+
+    def _detect(self, batch: list[_Request]) -> list[Located]:
+        """One `Detector.detect` over the batch, the phrases of each image together (runs in a thread)."""
+        started = time.perf_counter()
+        order: dict[tuple[str, Any], int] = {}
+        queries: list[tuple[Any, list[str]]] = []
+        slots: list[tuple[int, int]] = []
+        for r in batch:
+            key = (r.image.key, r.image.path)
+            if key not in order:
+                order[key] = len(queries)
+                queries.append((rgb_image(r.image), []))
+            i = order[key]
+            slots.append((i, len(queries[i][1])))
+            queries[i][1].append(r.phrase)
+        detections = self.detector.detect(queries)
+        self.passes.append(len(batch))
+        elapsed = time.perf_counter() - started
+        return [
+            Located(detections[i][j], queries[i][0].size, len(batch), round(elapsed, 4)) for i, j in slots
+        ]

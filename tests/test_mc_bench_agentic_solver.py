@@ -1,0 +1,291 @@
+"""MC-Bench's agentic solver end to end through the CLI, against local HTTP servers: a simulated
+reasoner naming the target instances of a generated release, a simulated grounding VLM boxing each
+phrase (one image per request, the phrases of a sample in flight together), the boxes converted
+from the localizer's box format into results_coco.json and the scores; the repair turn, a reply
+naming nothing, flags, identity and resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import RecordingServer
+
+from needlepoint.benchmarks.mc_bench.agentic import REASONER_REPAIR_TEXT, Target, localizer_request, reasoner_prompt
+from needlepoint.benchmarks.mc_bench.benchmark import McBench, McSample
+from needlepoint.benchmarks.mc_bench.scoring import read_results
+from needlepoint.cli import main
+from needlepoint.demo.mc_bench import write_release
+from needlepoint.geometry import xywh_to_xyxy
+from needlepoint.models.simulated import script_key
+from needlepoint.store import read_records
+
+REASONER, LOCALIZER = "sim/reasoner", "sim/localizer"
+FMT = "norm_1000_xyxy"
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, McBench, list[McSample]]:
+    folder, _ = write_release(tmp_path_factory.mktemp("mc_agentic"), pairs=6)
+    bench = McBench(box_format=FMT)
+    return folder, bench, bench.load(folder)
+
+
+def gt_targets(bench: McBench, sample: McSample) -> list[tuple[Target, list[float]]]:
+    """Every GT instance of a sample as a target named after its annotation, with its xyxy box."""
+    assert bench.gt is not None
+    out = []
+    for position, image_id in enumerate(sample.image_ids):
+        for b in bench.gt.boxes:
+            if b.image_id == image_id:
+                out.append((Target(image=position, group=b.category_id, phrase=f"the shape {b.id}"), xywh_to_xyxy(b.bbox)))
+    return out
+
+
+def norm_1000(box: list[float], size: tuple[float, float]) -> list[float]:
+    w, h = size
+    return [round(box[0] / w * 1000, 4), round(box[1] / h * 1000, 4), round(box[2] / w * 1000, 4), round(box[3] / h * 1000, 4)]
+
+
+def reasoner_reply(targets: list[Target]) -> str:
+    per_image: dict[str, list[dict[str, Any]]] = {"image_1": [], "image_2": []}
+    for t in targets:
+        per_image[f"image_{t['image'] + 1}"].append({"group": t["group"], "phrase": t["phrase"]})
+    return "```json\n" + json.dumps(per_image) + "\n```"
+
+
+def scripts(bench: McBench, samples: list[McSample]) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+    """The reasoner's script (each sample's GT instances as phrases) and the localizer's (each phrase's GT box)."""
+    reasoner: dict[str, list[Any]] = {}
+    localizer: dict[str, list[Any]] = {}
+    for sample in samples:
+        pairs = gt_targets(bench, sample)
+        reasoner[script_key(reasoner_prompt(sample))] = [reasoner_reply([t for t, _ in pairs])]
+        for t, box in pairs:
+            size = sample.geometry.sizes[t["image"]]
+            localizer[script_key(localizer_request(sample, t, FMT))] = [json.dumps({"bbox_2d": norm_1000(box, size)})]
+    return reasoner, localizer
+
+
+class HoldingServer(RecordingServer):
+    """Holds each chat request until `hold` are being answered at once (or 10 s pass), and counts
+    the most in flight together: requests sent one after another never reach `hold`."""
+
+    hold: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.active = 0
+        self.most = 0
+
+    async def _chat(self, request: Any) -> Any:
+        self.active += 1
+        self.most = max(self.most, self.active)
+        try:
+            for _ in range(1000):
+                if self.most >= self.hold:
+                    break
+                await asyncio.sleep(0.01)
+            return await super()._chat(request)
+        finally:
+            self.active -= 1
+
+
+def agentic_args(folder: Path, reasoner_url: str, localizer_url: str, out: Path, *extra: str) -> list[str]:
+    return ["eval", "mc_bench", "--data", str(folder), "--model", REASONER, "--api-url", reasoner_url,
+            "--solver", "agentic", "--localizer", f"vlm:{LOCALIZER}", "--localizer-url", localizer_url,
+            "--box-format", FMT, "--out", str(out), "--no-progress", "--max-retries", "1", *extra]  # fmt: skip
+
+
+def test_vlm_localizer_end_to_end(serve: Any, release: Any, tmp_path: Path) -> None:
+    folder, bench, samples = release
+    reasoner_script, localizer_script = scripts(bench, samples)
+    reasoner = serve(script=reasoner_script, default=None, models=(REASONER,))
+    localizer = serve(script=localizer_script, default=None, models=(LOCALIZER,))
+    out = tmp_path / "run"
+    assert main(agentic_args(folder, reasoner.url, localizer.url, out)) == 0
+
+    # the reasoner got both images and our prompt; the localizer one image and one phrase per request
+    assert len(reasoner.requests) == len(samples)
+    for _, body in reasoner.requests:
+        content = body["messages"][0]["content"]
+        assert [p["type"] for p in content].count("image_url") == 2
+    expected_calls = sum(len(gt_targets(bench, s)) for s in samples)
+    assert len(localizer.requests) == expected_calls > len(samples)
+    for headers, body in localizer.requests:
+        assert body["model"] == LOCALIZER and len(body["messages"]) == 1
+        content = body["messages"][0]["content"]
+        assert [p["type"] for p in content] == ["image_url", "text"]
+        assert "Authorization" not in headers  # no key in the environment
+
+    # each phrase's box, converted from norm_1000 to pixels, is in results_coco.json with its group
+    written = read_results(out / "results_coco.json")
+    got = sorted((r["image_id"], r["category_id"], r["bbox"], r["score"]) for r in written)
+    assert bench.gt is not None
+    want = sorted((b.image_id, b.category_id, list(b.bbox), 1.0) for b in bench.gt.boxes)
+    assert [g[:2] for g in got] == [w[:2] for w in want]
+    for g, w in zip(got, want):
+        assert all(math.isclose(a, b, abs_tol=0.01) for a, b in zip(g[2], w[2])), (g, w)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["corrected"]["ap50"] == metrics["corrected"]["acc"] == 1.0
+
+    # the record keeps every call: the reasoner's turn, then one localizer turn per phrase
+    records = read_records(out / "records.jsonl")
+    sample = max(samples, key=lambda s: len(gt_targets(bench, s)))
+    rec = records[sample.id]
+    pairs = gt_targets(bench, sample)
+    assert rec["status"] == "done" and rec["turns"][0]["role"] == "model" and rec["turns"][0]["model"] == REASONER
+    calls = rec["turns"][1:]
+    assert len(calls) == len(pairs) and {t["role"] for t in calls} == {"localizer"}
+    assert sorted(t["about"]["phrase"] for t in calls) == sorted(t["phrase"] for t, _ in pairs)
+    assert all(t["latency_s"] >= 0 and t["reply"].startswith('{"bbox_2d"') for t in calls)
+    assert [n["phrase"] for n in rec["solver"]["targets"]] == [t["phrase"] for t, _ in pairs]
+    assert all(len(n["box"]) == 4 for n in rec["solver"]["targets"])
+
+    # run.json: the name of both models, the solver's identity, no credentials
+    header = json.loads((out / "run.json").read_text())
+    assert header["model_label"] == "sim/reasoner + localizer (agentic)"
+    ident = header["identity"]
+    assert ident["solver"] == "agentic" and ident["solver.localizer"] == f"vlm:{LOCALIZER}"
+    assert ident["solver.box_format"] == FMT and "solver.threshold" not in ident
+
+    # the report shows each localizer call with its phrase
+    html = (out / "report" / "index.html").read_text(encoding="utf-8")
+    assert f"[localizer: {LOCALIZER} | target 1, image" in html and pairs[0][0]["phrase"] in html
+
+    # the leaderboard names both models, beside the paper's agentic row
+    from needlepoint.report.leaderboard import build_boards, read_run
+
+    (board,) = build_boards([read_run(out)], with_published=True)
+    names = [row.labels[0] for row in board.rows]
+    assert "sim/reasoner + localizer (agentic)" in names and "Agentic Baseline (GPT-4o + G-DINO)" in names
+
+
+def test_phrases_of_a_sample_are_in_flight_together(serve: Any, release: Any, tmp_path: Path) -> None:
+    folder, bench, samples = release
+    sample = max(samples, key=lambda s: len(gt_targets(bench, s)))
+    n = len(gt_targets(bench, sample))
+    assert n >= 3
+    reasoner_script, localizer_script = scripts(bench, [sample])
+    reasoner = serve(script=reasoner_script, default='{"image_1": [], "image_2": []}', models=(REASONER,))
+    localizer = HoldingServer(script=localizer_script, default=None, models=(LOCALIZER,)).start()
+    localizer.hold = n
+    try:
+        # one sample in flight at a time: only the phrases of one sample can overlap
+        assert main(agentic_args(folder, reasoner.url, localizer.url, tmp_path / "run", "--concurrency", "1", "--no-report")) == 0
+    finally:
+        localizer.stop()
+    assert len(localizer.requests) == n and localizer.most == n
+
+
+def test_repair_turn_and_a_reply_naming_nothing(serve: Any, release: Any, tmp_path: Path) -> None:
+    folder, bench, samples = release
+    reasoner_script, localizer_script = scripts(bench, samples[:3])
+    first, second, third = samples[:3]
+    good = reasoner_script[script_key(reasoner_prompt(first))][0]
+    reasoner_script[script_key(reasoner_prompt(first))] = ["I see shapes in both images.", good]  # prose, then JSON
+    reasoner_script[script_key(reasoner_prompt(second))] = ['{"image_1": [], "image_2": "none"}']  # names nothing
+    reasoner_script[script_key(reasoner_prompt(third))] = ["no idea", "still no idea"]  # stays unparsed
+    reasoner = serve(script=reasoner_script, default=None, models=(REASONER,))
+    localizer = serve(script=localizer_script, default=None, models=(LOCALIZER,))
+    out = tmp_path / "run"
+    assert main(agentic_args(folder, reasoner.url, localizer.url, out, "--limit", "3", "--no-report")) == 0
+    records = read_records(out / "records.jsonl")
+
+    rec = records[first.id]
+    assert rec["repair_used"] and [t["role"] for t in rec["turns"][:2]] == ["model", "model"]
+    repair = next(body for _, body in reasoner.requests if len(body["messages"]) == 3 and "shapes" in json.dumps(body))
+    assert repair["messages"][2]["content"] == REASONER_REPAIR_TEXT
+    assert rec["parse_error"] is None and len(rec["answer"]) == len(gt_targets(bench, first)) > 0
+
+    rec = records[second.id]
+    assert rec["status"] == "done" and rec["answer"] == [] and rec["parse_error"] is None and not rec["repair_used"]
+    assert len(rec["turns"]) == 1 and rec["solver"] == {"targets": []}
+
+    rec = records[third.id]
+    assert rec["repair_used"] and rec["parse_error"] == "no_json_found" and len(rec["turns"]) == 2
+    # no localizer call for the samples that named nothing
+    phrases = {t["phrase"] for t, _ in gt_targets(bench, first)}
+    assert len(localizer.requests) == len(phrases)
+
+
+def test_flags_are_checked_in_one_sentence(serve: Any, release: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder, _, _ = release
+    reasoner = serve(default=None, models=(REASONER,))
+    base = ["eval", "mc_bench", "--data", str(folder), "--model", REASONER, "--api-url", reasoner.url, "--out", str(tmp_path / "r")]
+    cases = [
+        ([*base, "--box-format", FMT, "--localizer", "vlm:x"], "--localizer applies to `needlepoint eval mc_bench --solver agentic`"),
+        ([*base, "--box-format", FMT, "--solver", "agentic"], "--solver agentic needs --localizer: vlm:MODEL"),
+        ([*base, "--box-format", FMT, "--solver", "agentic", "--localizer", "gpt:x"], "--localizer 'gpt:x' is not vlm:MODEL"),
+        ([*base, "--box-format", FMT, "--solver", "agentic", "--localizer", "vlm:x"], "--localizer vlm:x needs --localizer-url"),
+        ([*base, "--solver", "agentic", "--localizer", "vlm:x", "--localizer-url", reasoner.url],
+         "--box-format is required with --localizer vlm:x"),
+        ([*base, "--box-format", FMT, "--solver", "agentic", "--localizer", "vlm:x", "--localizer-url", reasoner.url,
+          "--detector-threshold", "0.1"], "--detector-threshold applies to --localizer detector:"),
+        ([*base, "--solver", "agentic", "--localizer", "detector:some/model", "--localizer-url", reasoner.url],
+         "--localizer-url applies to --localizer vlm:"),
+        ([*base, "--box-format", FMT, "--solver", "agentic", "--localizer", "detector:some/model"],
+         "--box-format norm_1000_xyxy does not apply to --localizer detector:some/model"),
+        ([*base, "--box-format", FMT, "--input-mode", "merged", "--solver", "agentic", "--localizer", "vlm:x",
+          "--localizer-url", reasoner.url], "--input-mode merged and --prompt-file do not apply to --solver agentic"),
+        ([*base, "--box-format", FMT, "--solver", "agentic", "--localizer", "vlm:not-served", "--localizer-url", reasoner.url],
+         "does not serve model 'not-served'"),
+    ]  # fmt: skip
+    for args, message in cases:
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and err.count("\n") == 1, err
+    # a flag of the agentic solver with Ref-Adv-s's default solver, and a bad threshold, are refused by argparse
+    with pytest.raises(SystemExit) as exit_info:
+        main([*base, "--solver", "agentic", "--localizer", "detector:x", "--detector-threshold", "2"])
+    assert exit_info.value.code == 2 and "not a score between 0 and 1" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_identity_changes_with_the_localizer_and_threshold(release: Any) -> None:
+    from needlepoint.solvers import make_solver
+
+    def ident(**settings: Any) -> dict[str, Any]:
+        bench = McBench(box_format=settings.pop("box_format", None))
+        return make_solver("agentic", bench, **settings).identity()
+
+    vlm = ident(box_format=FMT, localizer="vlm:a", localizer_url="http://127.0.0.1:9/v1")
+    assert vlm != ident(box_format=FMT, localizer="vlm:b", localizer_url="http://127.0.0.1:9/v1")
+    assert vlm != ident(box_format="abs_xyxy", localizer="vlm:a", localizer_url="http://127.0.0.1:9/v1")
+    assert vlm == ident(box_format=FMT, localizer="vlm:a", localizer_url="http://127.0.0.1:8/v1")  # where it is served is not
+    det = ident(localizer="detector:x/gdino")
+    assert det["threshold"] == 0.05 and det["localizer"] == "detector:x/gdino"
+    assert det != ident(localizer="detector:x/gdino", detector_threshold=0.3)
+    assert det["reasoner_prompt"] == vlm["reasoner_prompt"] and "localizer_prompt" not in det
+
+
+def test_resume_and_retry_failed(serve: Any, release: Any, tmp_path: Path) -> None:
+    folder, bench, samples = release
+    reasoner_script, localizer_script = scripts(bench, samples)
+    reasoner = serve(script=reasoner_script, default=None, models=(REASONER,))
+    # the localizer fails every request of one sample's first phrase twice (both attempts), then answers
+    target_sample = next(s for s in samples if gt_targets(bench, s))
+    t0, _ = gt_targets(bench, target_sample)[0]
+    key = script_key(localizer_request(target_sample, t0, FMT))
+    localizer = serve(script=localizer_script, default=None, models=(LOCALIZER,), faults={key: ["500", "500"]})
+    out = tmp_path / "run"
+    first = agentic_args(folder, reasoner.url, localizer.url, out, "--limit", "3", "--no-report")
+    code = main(first)
+    records = read_records(out / "records.jsonl")
+    assert len(records) == 3
+    failed = [r for r in records.values() if r["status"] != "done"]
+    assert code == 3 and [r["id"] for r in failed] == [target_sample.id] and failed[0]["status"] == "backend_error"
+    assert any(t.get("error_kind") == "backend_error" and t["role"] == "localizer" for t in failed[0]["turns"])
+
+    # the whole run: the three finished samples are not asked again, the failed one only with --retry-failed
+    asked = len(reasoner.requests)
+    assert main(agentic_args(folder, reasoner.url, localizer.url, out, "--no-report")) == 3
+    assert len(reasoner.requests) == asked + len(samples) - 3
+    assert main(agentic_args(folder, reasoner.url, localizer.url, out, "--no-report", "--retry-failed")) == 0
+    assert len(reasoner.requests) == asked + len(samples) - 2
+    records = read_records(out / "records.jsonl")
+    assert all(r["status"] == "done" for r in records.values()) and len(records) == len(samples)
