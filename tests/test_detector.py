@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,9 @@ WORDS = [
     "right",
     "big",
 ]
+DEVICE = os.environ.get("NEEDLEPOINT_TEST_DEVICE", "cpu")
+"""Where the tiny models run: the CPU, or e.g. `cuda` on a machine with a GPU (the numbers compared
+are computed on the same device)."""
 SIZES = [(80, 50), (40, 60), (64, 64)]  # (width, height): wide, tall, square
 
 
@@ -157,7 +161,7 @@ def _same(detection: Detection, box: list[float], score: float) -> bool:
 
 def test_grounding_dino_batches_every_phrase_of_every_image_into_one_pass(grounding_dino: Path) -> None:
     torch, _ = _models()
-    detector = Detector.load(str(grounding_dino), device="cpu")
+    detector = Detector.load(str(grounding_dino), device=DEVICE)
     assert detector.kind == "grounding-dino" and detector.threshold == DEFAULT_THRESHOLD == 0.05
     log = ForwardLog(detector.model)
     images = _images()
@@ -172,7 +176,11 @@ def test_grounding_dino_batches_every_phrase_of_every_image_into_one_pass(ground
     pixels = processor.image_processor(images=[im for im, _ in rows], return_tensors="pt")
     text = processor.tokenizer([p.lower() + "." for _, p in rows], padding=True, return_tensors="pt")
     with torch.inference_mode():
-        outputs = detector.model(pixel_values=pixels["pixel_values"], pixel_mask=pixels["pixel_mask"], **text)
+        outputs = detector.model(
+            pixel_values=pixels["pixel_values"].to(DEVICE), pixel_mask=pixels["pixel_mask"].to(DEVICE),
+            **{k: v.to(DEVICE) for k, v in text.items()},
+        )
+    outputs.logits, outputs.pred_boxes = outputs.logits.cpu(), outputs.pred_boxes.cpu()
     sizes = [(im.size[1], im.size[0]) for im, _ in rows]
     post = processor.post_process_grounded_object_detection(
         outputs, text["input_ids"], threshold=0.0, text_threshold=0.0, target_sizes=sizes
@@ -196,7 +204,7 @@ def test_grounding_dino_batches_every_phrase_of_every_image_into_one_pass(ground
 def test_owl_sends_an_image_once_with_its_phrases_as_queries(owl: tuple[str, Path]) -> None:
     torch, _ = _models()
     kind, folder = owl
-    detector = Detector.load(str(folder), device="cpu")
+    detector = Detector.load(str(folder), device=DEVICE)
     assert detector.kind == kind
     log = ForwardLog(detector.model)
     images = _images()
@@ -210,7 +218,8 @@ def test_owl_sends_an_image_once_with_its_phrases_as_queries(owl: tuple[str, Pat
         for phrase, detection in zip(phrases, detections):
             inputs = detector.processor(text=[[phrase]], images=[im], return_tensors="pt")
             with torch.inference_mode():
-                outputs = detector.model(**inputs)
+                outputs = detector.model(**{k: v.to(DEVICE) for k, v in inputs.items()})
+            outputs.logits, outputs.pred_boxes = outputs.logits.cpu(), outputs.pred_boxes.cpu()
             (result,) = detector.processor.image_processor.post_process_object_detection(
                 outputs, threshold=0.0, target_sizes=[(im.size[1], im.size[0])]
             )
@@ -220,10 +229,10 @@ def test_owl_sends_an_image_once_with_its_phrases_as_queries(owl: tuple[str, Pat
 
 def test_the_threshold_keeps_a_score_equal_to_it(grounding_dino: Path) -> None:
     images = _images()
-    first = Detector.load(str(grounding_dino), device="cpu").detect([(images[0], ["the red square"])])[0][0]
-    at = Detector.load(str(grounding_dino), device="cpu", threshold=first.score).detect([(images[0], ["the red square"])])[0][0]
+    first = Detector.load(str(grounding_dino), device=DEVICE).detect([(images[0], ["the red square"])])[0][0]
+    at = Detector.load(str(grounding_dino), device=DEVICE, threshold=first.score).detect([(images[0], ["the red square"])])[0][0]
     above = math.nextafter(first.score, 1.0)
-    over = Detector.load(str(grounding_dino), device="cpu", threshold=above).detect([(images[0], ["the red square"])])[0][0]
+    over = Detector.load(str(grounding_dino), device=DEVICE, threshold=above).detect([(images[0], ["the red square"])])[0][0]
     assert at.kept and not over.kept
     assert at.box == over.box == first.box and over.score == first.score  # the box and score are kept for the record
     assert over.to_json() == {"box": list(first.box), "score": first.score, "kept": False}
@@ -231,7 +240,7 @@ def test_the_threshold_keeps_a_score_equal_to_it(grounding_dino: Path) -> None:
 
 def test_image_files_and_async_calls(owl: tuple[str, Path], tmp_path: Path) -> None:
     kind, folder = owl
-    detector = Detector.load(str(folder), device="cpu")
+    detector = Detector.load(str(folder), device=DEVICE)
     images = _images()
     refs = []
     for k, im in enumerate(images):
@@ -257,7 +266,7 @@ def test_devices_and_bad_settings(grounding_dino: Path, tmp_path: Path) -> None:
         ):
             Detector.load(str(grounding_dino), device="cuda")
     with pytest.raises(DataError, match=r"^--detector-threshold must be between 0 and 1, not 1.5$"):
-        Detector.load(str(grounding_dino), device="cpu", threshold=1.5)
+        Detector.load(str(grounding_dino), device=DEVICE, threshold=1.5)
     with pytest.raises(DataError, match=r"^cannot load the detector .*nothing-here.*; pass a local folder with the config"):
         Detector.load(str(tmp_path / "nothing-here"))
     bert = transformers.BertModel(transformers.BertConfig(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=1,
@@ -288,7 +297,7 @@ def test_a_detected_box_reaches_results_coco_json(grounding_dino: Path, tmp_path
     folder, _ = write_release(tmp_path / "release", pairs=3)
     bench = McBench(box_format="abs_xyxy")
     samples = bench.load(folder)
-    detector = Detector.load(str(grounding_dino), device="cpu")
+    detector = Detector.load(str(grounding_dino), device=DEVICE)
     plans = [[Target(image=1, group=1, phrase="the red square"), Target(image=0, group=2, phrase="a blue circle")],
              [], [Target(image=1, group=1, phrase="big green square")]]  # fmt: skip
     queries = [q for s, targets in zip(samples, plans) for q in detector_queries(s, targets)]
