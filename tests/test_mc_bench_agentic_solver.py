@@ -289,3 +289,25 @@ def test_resume_and_retry_failed(serve: Any, release: Any, tmp_path: Path) -> No
     assert len(reasoner.requests) == asked + len(samples) - 2
     records = read_records(out / "records.jsonl")
     assert all(r["status"] == "done" for r in records.values()) and len(records) == len(samples)
+
+
+def test_the_demo_runs_the_agentic_solver(tmp_path: Path) -> None:
+    from needlepoint.benchmarks.mc_bench.agentic_demo import LOCALIZER_NAME, MISTAKES
+
+    out = tmp_path / "demo"
+    assert main(["demo", "--benchmarks", "mc_bench", "--out", str(out)]) == 0
+    run = out / "runs" / "mc_bench_agentic"
+    header = json.loads((run / "run.json").read_text())
+    assert header["model_label"] == f"needlepoint-simulated + {LOCALIZER_NAME} (agentic)" and header["status"] == "complete"
+    records = read_records(run / "records.jsonl")
+    samples = McBench(box_format=FMT).load(out / "data" / "mc_bench")
+    ordered = [records[s.id] for s in samples]  # in the set's order, as MISTAKES counts
+    prose = next(i for i, m in MISTAKES.items() if m == "prose")
+    no_box = next(i for i, m in MISTAKES.items() if m == "no_box")
+    assert [r["repair_used"] for r in ordered].count(True) == 1 and ordered[prose]["repair_used"]
+    assert ordered[no_box]["solver"]["targets"][0]["error"] == "no_bbox_found"
+    assert sum(t["role"] == "localizer" for r in ordered for t in r["turns"]) > len(ordered)
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert 0 < metrics["corrected"]["ap50"] < 1  # the scripted mistakes cost something
+    index = (out / "report" / "index.html").read_text(encoding="utf-8")
+    assert "mc_bench_agentic/report/index.html" in index

@@ -54,6 +54,13 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
             print_tables(result.benchmark.tables(result.metrics))
             run_dirs.append(result.run_dir)
             failed += len(result.failed)
+            if name == "mc_bench":  # and MC-Bench's agentic baseline on the same set (simulated reasoner and localizer)
+                from needlepoint.benchmarks.mc_bench.agentic_demo import run_agentic
+
+                result = run_agentic(out / "runs" / "mc_bench_agentic", data, server, sys.stderr.isatty())
+                print_tables(result.benchmark.tables(result.metrics))
+                run_dirs.append(result.run_dir)
+                failed += len(result.failed)
     report = _combined_report(out, run_dirs)
     print(f"demo finished in {time.perf_counter() - started:.1f} s; run folders under {out / 'runs'}")
     print(f"report: {report}")

@@ -274,7 +274,7 @@ class McBench:
             s = by_id[rec["id"]]
             images = []
             for position, image_id in enumerate(s.image_ids):
-                preds = [ReportBox(b["bbox"], "pred", b["group"], f"group {b['group']}") for b in rec.get("answer") or [] if b["image"] == position]
+                preds = [ReportBox(b["bbox"], "pred", b["group"], _pred_label(b)) for b in rec.get("answer") or [] if b["image"] == position]
                 images.append(ReportImage(s.images[position], gt_boxes.get(image_id, []) + preds))
             items.append(
                 ReportItem(
@@ -322,6 +322,12 @@ class McBench:
         else:
             results = read_results(predictions)
         return score_results(gt, results, ids)
+
+
+def _pred_label(box: dict[str, Any]) -> str:
+    """A predicted box's label in the report: its group, and the phrase it was found by (agentic solver)."""
+    phrase = box.get("phrase")
+    return f"group {box['group']}" + (f": {phrase}" if phrase else "")
 
 
 def sample_correct(images: Sequence[ReportImage]) -> bool:
