@@ -15,12 +15,12 @@ from typing import Any
 
 from needlepoint.benchmarks.mc_bench.agentic import Target, localizer_request, reasoner_prompt
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
-from needlepoint.geometry import xywh_to_xyxy
+from needlepoint.geometry import BoxFormat, xywh_to_xyxy
 
 __all__ = ["LOCALIZER_NAME", "agentic_script", "run_agentic"]
 
 LOCALIZER_NAME = "needlepoint-simulated-localizer"
-BOX_FORMAT = "norm_1000_xyxy"
+BOX_FORMAT: BoxFormat = "norm_1000_xyxy"
 MISTAKES = {3: "prose", 6: "wrong_group", 8: "missed_image", 11: "named_on_negative", 14: "no_box", 17: "jitter"}
 
 
