@@ -311,3 +311,12 @@ def test_the_demo_runs_the_agentic_solver(tmp_path: Path) -> None:
     assert 0 < metrics["corrected"]["ap50"] < 1  # the scripted mistakes cost something
     index = (out / "report" / "index.html").read_text(encoding="utf-8")
     assert "mc_bench_agentic/report/index.html" in index
+
+
+def test_the_prompts_are_documented_verbatim() -> None:
+    from conftest import REPO
+
+    from needlepoint.benchmarks.mc_bench.agentic import LOCALIZER_PROMPT, REASONER_PROMPT
+
+    text = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert f"```text\n{REASONER_PROMPT}\n```" in text and f"```text\n{LOCALIZER_PROMPT}\n```" in text
