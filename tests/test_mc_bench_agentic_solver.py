@@ -320,3 +320,27 @@ def test_the_prompts_are_documented_verbatim() -> None:
 
     text = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     assert f"```text\n{REASONER_PROMPT}\n```" in text and f"```text\n{LOCALIZER_PROMPT}\n```" in text
+
+
+def test_the_localizer_key_comes_from_the_environment_and_stays_off_disk(
+    serve: Any, release: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder, bench, samples = release
+    reasoner_script, localizer_script = scripts(bench, samples)
+    key = "sk-localizer-secret-123"
+    monkeypatch.setenv("NEEDLEPOINT_LOCALIZER_API_KEY", key)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-this-one")
+    reasoner = serve(script=reasoner_script, default=None, models=(REASONER,))
+    localizer = serve(script=localizer_script, default=None, models=(LOCALIZER,), api_key=key)
+    out = tmp_path / "run"
+    url = localizer.url + "?token=abc-query-secret"  # a query value in the URL stays off disk too
+    assert main(agentic_args(folder, reasoner.url, url, out, "--limit", "2", "--api-key", "sk-reasoner-key")) == 0
+    assert localizer.requests and all(h["Authorization"] == f"Bearer {key}" for h, _ in localizer.requests)
+    assert all(h["Authorization"] == "Bearer sk-reasoner-key" for h, _ in reasoner.requests)
+    for path in out.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert key.encode() not in data and b"sk-reasoner-key" not in data and b"abc-query-secret" not in data, path
+    # without the variable, OPENAI_API_KEY is the localizer's key: refused here, in one sentence
+    monkeypatch.delenv("NEEDLEPOINT_LOCALIZER_API_KEY")
+    assert main(agentic_args(folder, reasoner.url, localizer.url, tmp_path / "other", "--limit", "1")) == 2

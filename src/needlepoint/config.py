@@ -121,8 +121,17 @@ def public_solver_options(options: dict[str, Any]) -> dict[str, Any]:
     for name, value in options.items():
         if any(word in name.lower() for word in _SECRET_WORDS):
             continue
-        out[name] = redact_url(value) if isinstance(value, str) and "://" in value else value
+        out[name] = _public_value(value)
     return out
+
+
+def _public_value(value: Any) -> Any:
+    """A setting's value with every URL in it (alone or in a list, e.g. a repeated --localizer-url) redacted."""
+    if isinstance(value, str) and "://" in value:
+        return redact_url(value)
+    if isinstance(value, (list, tuple)):
+        return [_public_value(v) for v in value]
+    return value
 
 
 def identity(
