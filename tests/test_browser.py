@@ -196,9 +196,17 @@ def test_mm_niah_and_mc_bench_reports(browser: Any, demo: Path) -> None:
     finally:
         p.close()
 
+    p = Page(browser, demo / "runs" / "mc_bench_agentic" / "report" / "index.html")  # the agentic solver's run
+    try:
+        assert p.count() == len(records(demo / "runs" / "mc_bench_agentic"))
+        assert "[localizer: needlepoint-simulated-localizer | target 1" in p.page.content()
+        assert p.errors == []
+    finally:
+        p.close()
+
     p = Page(browser, demo / "report" / "index.html", samples=False)
     try:
-        assert p.page.locator("a[href$='report/index.html']").count() == 3
+        assert p.page.locator("a[href$='report/index.html']").count() == 4  # three benchmarks, and MC-Bench's agentic run
         assert p.errors == []
     finally:
         p.close()
