@@ -281,14 +281,25 @@ def test_resume_and_retry_failed(serve: Any, release: Any, tmp_path: Path) -> No
     assert code == 3 and [r["id"] for r in failed] == [target_sample.id] and failed[0]["status"] == "backend_error"
     assert any(t.get("error_kind") == "backend_error" and t["role"] == "localizer" for t in failed[0]["turns"])
 
-    # the whole run: the three finished samples are not asked again, the failed one only with --retry-failed
+    # the whole run: the three finished samples are not asked again
     asked = len(reasoner.requests)
     assert main(agentic_args(folder, reasoner.url, localizer.url, out, "--no-report")) == 3
     assert len(reasoner.requests) == asked + len(samples) - 3
+    # --retry-failed: only the failed localizer call of the failed sample is sent again
+    asked, located = len(reasoner.requests), len(localizer.requests)
+    assert (out / "cache" / "agentic").is_dir() and len(list((out / "cache" / "agentic").iterdir())) == 1
     assert main(agentic_args(folder, reasoner.url, localizer.url, out, "--no-report", "--retry-failed")) == 0
-    assert len(reasoner.requests) == asked + len(samples) - 2
+    assert len(reasoner.requests) == asked and len(localizer.requests) == located + 1
     records = read_records(out / "records.jsonl")
     assert all(r["status"] == "done" for r in records.values()) and len(records) == len(samples)
+    rec = records[target_sample.id]
+    pairs = gt_targets(bench, target_sample)
+    # every call is in the record: the reused ones (reasoner, answered phrases) marked, the new one not
+    assert [t["role"] for t in rec["turns"]].count("localizer") == len(pairs)
+    fresh = [t for t in rec["turns"] if not t.get("reused")]
+    assert [(t["role"], t["about"]["phrase"]) for t in fresh] == [("localizer", t0["phrase"])]
+    assert rec["turns"][0]["role"] == "model" and rec["turns"][0]["reused"]
+    assert len(rec["answer"]) == len(pairs) and not any((out / "cache" / "agentic").iterdir())
 
 
 def test_the_demo_runs_the_agentic_solver(tmp_path: Path) -> None:

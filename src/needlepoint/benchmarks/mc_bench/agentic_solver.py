@@ -22,8 +22,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import json
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from needlepoint import status
@@ -44,7 +46,8 @@ from needlepoint.conversation import Reply
 from needlepoint.errors import DataError
 from needlepoint.geometry import BoxFormat, require_box_format
 from needlepoint.options import Option
-from needlepoint.solvers.base import SolveContext
+from needlepoint.solvers.base import MAIN, SolveContext
+from needlepoint.store import write_json
 
 __all__ = ["LOCALIZER_KEY_ENV", "AgenticSolver", "localizer_tail", "prompt_hash"]
 
@@ -229,6 +232,9 @@ class AgenticSolver:
     async def solve(self, sample: McSample, ctx: SolveContext) -> Parsed:
         conversation = reasoner_prompt(sample)
         ctx.request(conversation)
+        saved = _Partial.load(ctx, sample) if self.kind == "vlm" else None
+        if saved is not None:  # --retry-failed after a failed localizer call: the reasoner's answer stands
+            return await self._with_vlm(sample, saved.reuse_reasoner(ctx), ctx, saved)
         reply = await ctx.complete(conversation)
         parsed = _read_targets(reply)
         if not reply.error and parsed.error and parsed.error != status.NO_CONTENT:
@@ -245,11 +251,14 @@ class AgenticSolver:
             return await self._with_vlm(sample, targets, ctx)
         return await self._with_detector(sample, targets, ctx)
 
-    async def _with_vlm(self, sample: McSample, targets: list[Target], ctx: SolveContext) -> Parsed:
+    async def _with_vlm(self, sample: McSample, targets: list[Target], ctx: SolveContext, saved: _Partial | None = None) -> Parsed:
         box_format: BoxFormat = require_box_format(self.benchmark.box_format, self.benchmark.name)
 
         async def one(k: int, target: Target) -> tuple[Reply, Parsed | None]:
-            reply = await ctx.complete(localizer_request(sample, target, box_format), role=LOCALIZER_ROLE, about=_about(k, target))
+            reply = saved.reuse_localizer(ctx, k) if saved is not None else None
+            if reply is None:
+                conversation = localizer_request(sample, target, box_format)
+                reply = await ctx.complete(conversation, role=LOCALIZER_ROLE, about=_about(k, target))
             if reply.error:
                 return reply, None
             return reply, parse_localizer_target(sample, target, reply.text, box_format)
@@ -270,8 +279,10 @@ class AgenticSolver:
                 note["box"] = [round(v, 2) for v in got.answer]
                 boxes.append(got.answer)
         ctx.note(targets=notes)
-        if failed is not None:  # the sample takes the failure's kind; --retry-failed asks it again
+        if failed is not None:  # the sample takes the failure's kind; --retry-failed asks only the failed calls again
+            _Partial.save(ctx, sample, targets)
             return Parsed(error=failed)
+        _Partial.drop(ctx, sample)
         return assemble_answer(targets, boxes)
 
     async def _with_detector(self, sample: McSample, targets: list[Target], ctx: SolveContext) -> Parsed:
@@ -303,6 +314,73 @@ class AgenticSolver:
             scores.append(d.score)
         ctx.note(targets=notes)
         return assemble_answer(targets, boxes, scores)
+
+
+class _Partial:
+    """What a sample whose localizer calls partly failed keeps for `--retry-failed`, in
+    `<run>/cache/agentic/<sample>.json`: the reasoner's turns and targets and each localizer call
+    that was answered. The retry copies those turns into the new record (marked `"reused": true`)
+    and sends only the calls that failed; the file goes once the sample succeeds. A changed
+    identity is a new run folder, so a saved answer is never mixed with other settings."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    @staticmethod
+    def path(ctx: SolveContext, sample: McSample) -> Path | None:
+        if ctx.run_dir is None:
+            return None
+        name = hashlib.sha256(sample.id.encode("utf-8")).hexdigest()[:24]
+        return ctx.run_dir / "cache" / AgenticSolver.name / f"{name}.json"
+
+    @classmethod
+    def load(cls, ctx: SolveContext, sample: McSample) -> _Partial | None:
+        path = cls.path(ctx, sample)
+        if path is None or not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None  # unreadable: the sample is answered afresh
+        if not isinstance(data, dict) or data.get("id") != sample.id:
+            return None
+        return cls(data)
+
+    @classmethod
+    def save(cls, ctx: SolveContext, sample: McSample, targets: list[Target]) -> None:
+        path = cls.path(ctx, sample)
+        if path is None:
+            return
+        answered = {
+            str(t["about"]["target"]): t for t in ctx.turns
+            if t.get("role") == LOCALIZER_ROLE and not t.get("error") and isinstance(t.get("about"), dict)
+        }  # fmt: skip
+        reasoner = [t for t in ctx.turns if t.get("role") == MAIN]
+        data = {"id": sample.id, "targets": targets, "reasoner": reasoner, "repair_used": ctx.repair_used, "localizer": answered}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, data)
+
+    @classmethod
+    def drop(cls, ctx: SolveContext, sample: McSample) -> None:
+        path = cls.path(ctx, sample)
+        if path is not None:
+            path.unlink(missing_ok=True)
+
+    def reuse_reasoner(self, ctx: SolveContext) -> list[Target]:
+        """Copy the reasoner's turns into the record; the targets it named."""
+        for turn in self.data["reasoner"]:
+            ctx.turns.append({**turn, "reused": True})
+        if self.data.get("repair_used"):
+            ctx.repaired()
+        return [Target(image=int(t["image"]), group=int(t["group"]), phrase=str(t["phrase"])) for t in self.data["targets"]]
+
+    def reuse_localizer(self, ctx: SolveContext, k: int) -> Reply | None:
+        """The saved answer to target k's localizer call (its turn copied into the record), or None."""
+        turn = self.data["localizer"].get(str(k + 1))
+        if turn is None:
+            return None
+        ctx.turns.append({**turn, "reused": True})
+        return Reply(text=str(turn.get("reply") or ""), finish_reason=turn.get("finish_reason"))
 
 
 def _read_targets(reply: Reply) -> Parsed:
