@@ -14,7 +14,9 @@ flight per endpoint) gets one request per phrase holding that phrase's image alo
 box is kept; a detector (`BatchedDetector`) boxes the phrases of every sample in flight in shared
 forward passes, and keeps each phrase's top box when its score reaches the threshold. Every call
 is a turn of the record with `about` naming its target; the targets and their boxes are noted
-under record["solver"]["targets"]. The pure part (prompts, parsers, the answer) is `agentic.py`.
+under record["solver"]["targets"]. A failed localizer call fails the sample with its kind;
+`--retry-failed` then sends only the failed calls again (`_Partial`). The pure part (prompts,
+parsers, the answer) is `agentic.py`.
 """
 
 from __future__ import annotations
