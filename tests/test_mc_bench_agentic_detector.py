@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_detector import DEVICE, ForwardLog, _owl_folder, grounding_dino  # noqa: F401 - a fixture
+from test_detector import BOX_TOL, DEVICE, SCORE_TOL, ForwardLog, _owl_folder, grounding_dino  # noqa: F401 - a fixture
 from test_mc_bench_agentic_solver import REASONER, gt_targets, reasoner_reply
 
 from needlepoint.benchmarks.mc_bench.agentic import Target, detector_queries, reasoner_prompt
@@ -83,7 +83,7 @@ def test_detector_boxes_reach_results_coco_json(kind: str, request: pytest.Fixtu
     assert len(written) == len(expected)
     for w, e in zip(written, expected):
         assert (w["image_id"], w["category_id"]) == (e["image_id"], e["category_id"])
-        assert w["bbox"] == pytest.approx(e["bbox"], abs=1e-3) and w["score"] == pytest.approx(e["score"], abs=1e-5)
+        assert w["bbox"] == pytest.approx(e["bbox"], abs=BOX_TOL) and w["score"] == pytest.approx(e["score"], abs=SCORE_TOL)
 
     # the record: one detector call per phrase, with its score, box and the pass it was in
     records = read_records(out / "records.jsonl")
@@ -117,5 +117,5 @@ def test_phrases_of_several_samples_share_one_pass(grounding_dino: Path, small_r
         for t in ts:
             flat.append(per_image[t["image"]][seen[t["image"]]])
             seen[t["image"]] += 1
-    assert [v for f in found for v in f.detection.box] == pytest.approx([v for d in flat for v in d.box], abs=1e-3)
-    assert [f.detection.score for f in found] == pytest.approx([d.score for d in flat], abs=1e-5)
+    assert [v for f in found for v in f.detection.box] == pytest.approx([v for d in flat for v in d.box], abs=BOX_TOL)
+    assert [f.detection.score for f in found] == pytest.approx([d.score for d in flat], abs=SCORE_TOL)
