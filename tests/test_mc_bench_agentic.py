@@ -24,9 +24,9 @@ from needlepoint.benchmarks.mc_bench.agentic import (
     reasoner_prompt,
 )
 from needlepoint.benchmarks.mc_bench.benchmark import REPAIR_TEXT, McBench, McSample
+from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.benchmarks.mc_bench.scoring import read_results, score_results
 from needlepoint.conversation import ImageRef
-from needlepoint.demo.mc_bench import write_release
 from needlepoint.geometry import model_frame, xywh_to_xyxy
 from needlepoint.models.detector import Detection
 

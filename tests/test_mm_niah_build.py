@@ -23,9 +23,9 @@ from PIL import Image
 from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_EDGES, EXTENDED_RANGES, aggregate
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah, niah_tables
 from needlepoint.benchmarks.mm_niah.build import needles, tokens
+from needlepoint.benchmarks.mm_niah.demo import simulated_answer
 from needlepoint.benchmarks.mm_niah.judge import judge
 from needlepoint.cli import main
-from needlepoint.demo.mm_niah import simulated_answer
 from needlepoint.demo.obelics import write_corpus
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer, script_key
 

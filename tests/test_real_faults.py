@@ -20,8 +20,8 @@ from needlepoint import numbers, status
 from needlepoint.api import evaluate, score
 from needlepoint.benchmarks.mm_niah.benchmark import shown_answer
 from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.demo import answers_for, make_rows, write_release
 from needlepoint.cli import build_parser, main
-from needlepoint.demo.ref_adv import answers_for, make_rows, write_release
 from needlepoint.errors import DataError
 from needlepoint.geometry import AbsFrame, check_abs_frame, iou, model_frame, smart_resize, to_absolute
 from needlepoint.report.html import _heatmap_section, write_run_report

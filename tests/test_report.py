@@ -26,9 +26,9 @@ from needlepoint.benchmarks import NAMES
 from needlepoint.benchmarks.base import ReportBox, ReportImage, ReportItem, format_cell
 from needlepoint.benchmarks.mc_bench.tables import table2_row
 from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release
 from needlepoint.cli import main as cli_main
 from needlepoint.conversation import ImageRef
-from needlepoint.demo.ref_adv import make_rows, write_release
 from needlepoint.errors import DataError
 from needlepoint.report import html as report_html
 from needlepoint.report import leaderboard as lb
