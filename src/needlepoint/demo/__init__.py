@@ -49,7 +49,7 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
     if unknown:
         raise DataError(f"no demo for {', '.join(unknown)}; choose from {', '.join(known)}")
     started = time.perf_counter()
-    script: dict[str, list] = {}
+    script: dict[str, list[Any]] = {}
     plans = []
     for name in benchmarks:
         data, options, answers = builder(name)(out / "data" / name)
