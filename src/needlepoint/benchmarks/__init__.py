@@ -13,10 +13,13 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from needlepoint.benchmarks.base import Benchmark, DataError
-from needlepoint.benchmarks.declaration import Declaration, load_target
+from needlepoint.benchmarks.base import Benchmark, DataError, Dataset
+from needlepoint.benchmarks.declaration import Builder, Declaration, PublishedTable, load_target
 
-__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "benchmark_class", "declaration", "declarations", "make", "names", "register", "unregister"]
+__all__ = [
+    "BUILTIN", "ENTRY_POINT_GROUP", "Benchmark", "Builder", "Dataset", "Declaration", "PublishedTable",
+    "benchmark_class", "declaration", "declarations", "make", "names", "register", "unregister",
+]  # fmt: skip
 
 BUILTIN: dict[str, str] = {
     "ref_adv_s": "needlepoint.benchmarks.ref_adv",
