@@ -102,6 +102,24 @@ def test_a_registered_package_runs_eval_score_report_and_the_html_report(
     assert blob["filters"] == [{"key": "letter", "values": [["a", 1], ["e", 1], ["p", 1], ["s", 1], ["t", 1]]}]
 
 
+def test_a_solver_the_package_declares_runs_with_its_own_flag(
+    toy: None, serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = {f"How often does the letter {c} occur in {w}? Answer with a number. Look twice.": [str(n)] for _, w, c, n, _ in WORDS}
+    server = serve(script=script, default=None)
+    data = _data(tmp_path / "data")
+    monkeypatch.chdir(tmp_path)
+    base = ["eval", "toy_letters", "--data", str(data), "--model", "sim-model", "--api-url", server.url, "--no-progress"]
+    assert cli_main([*base, "--hint", "Look twice."]) == 2  # the solver's flag without the solver
+    assert "--hint applies to `needlepoint eval toy_letters --solver hinted`" in capsys.readouterr().err
+    assert cli_main([*base, "--solver", "hinted", "--hint", "Look twice.", "--out", str(tmp_path / "run"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["accuracy"] == 1.0 and len(server.requests) == 5
+    header = json.loads((tmp_path / "run" / "run.json").read_text(encoding="utf-8"))
+    assert header["model_label"] == "sim-model (hinted)" and header["identity"]["solver.hint"] == "Look twice."
+    assert cli_main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "board")]) == 0
+    assert "sim-model (hinted),5,100.0," in (tmp_path / "board" / "leaderboard_toy_letters.csv").read_text(encoding="utf-8")
+
+
 def test_register_refuses_a_taken_name_and_a_wrong_target(toy: None) -> None:
     with pytest.raises(ValueError, match="already registered"):
         register("mc_bench", "toybench")

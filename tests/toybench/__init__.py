@@ -15,6 +15,7 @@ BENCHMARK = Declaration(
     title="Toy letters",
     benchmark="toybench.benchmark:ToyLetters",
     options=(Option("--instruction", "what the prompt asks for after the question (default: Answer with a number.)"),),
+    solvers={"hinted": "toybench.solver:Hinted"},
     prompt_label="word",
     sort_label="error",
     leaderboard="toybench.board:boards",
