@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay-ms", type=float, default=100.0, help="each server's answer time (default 100)")
     parser.add_argument("--detector", action="store_true", help="also the detector: path (needs the agentic extra)")
     ns = parser.parse_args(argv)
-    from needlepoint.demo.mc_bench import write_release
+    from needlepoint.benchmarks.mc_bench.demo import write_release
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release
 from needlepoint.demo.draw import render
-from needlepoint.demo.ref_adv import make_rows, write_release
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -129,7 +129,7 @@ def small_niah(folder: Path) -> tuple[Path, dict[str, Any], dict[str, list[Any]]
     import random
 
     from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
-    from needlepoint.demo.mm_niah import simulated_answer, write_release
+    from needlepoint.benchmarks.mm_niah.demo import simulated_answer, write_release
     from needlepoint.models.simulated import script_key
 
     write_release(folder, per_task=6)

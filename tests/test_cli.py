@@ -16,8 +16,8 @@ import pytest
 from conftest import REF_ADV_PREDICTIONS, REPO, needs_shared, prompt_key, run_cli, write_jsonl_release
 
 from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.demo import answers_for, make_rows, write_release
 from needlepoint.cli import main
-from needlepoint.demo.ref_adv import answers_for, make_rows, write_release
 from needlepoint.geometry import iou
 
 needs_predictions = needs_shared(REF_ADV_PREDICTIONS)

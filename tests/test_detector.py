@@ -294,8 +294,8 @@ def test_a_detected_box_reaches_results_coco_json(grounding_dino: Path, tmp_path
     format: each kept box, converted to COCO [x, y, w, h] of its image with the detector's score."""
     from needlepoint.benchmarks.mc_bench.agentic import Target, answer_from_detections, detector_queries
     from needlepoint.benchmarks.mc_bench.benchmark import McBench
+    from needlepoint.benchmarks.mc_bench.demo import write_release
     from needlepoint.benchmarks.mc_bench.scoring import read_results
-    from needlepoint.demo.mc_bench import write_release
 
     folder, _ = write_release(tmp_path / "release", pairs=3)
     bench = McBench(box_format="abs_xyxy")

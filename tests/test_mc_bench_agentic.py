@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from needlepoint.benchmarks.base import Dataset
 from needlepoint.benchmarks.mc_bench.agentic import (
     REASONER_REPAIR_TEXT,
     Target,
@@ -24,9 +25,9 @@ from needlepoint.benchmarks.mc_bench.agentic import (
     reasoner_prompt,
 )
 from needlepoint.benchmarks.mc_bench.benchmark import REPAIR_TEXT, McBench, McSample
+from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.benchmarks.mc_bench.scoring import read_results, score_results
 from needlepoint.conversation import ImageRef
-from needlepoint.demo.mc_bench import write_release
 from needlepoint.geometry import model_frame, xywh_to_xyxy
 from needlepoint.models.detector import Detection
 
@@ -85,14 +86,14 @@ def test_reasoner_replies(reply: str, expected: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory) -> tuple[McBench, list[McSample]]:
+def release(tmp_path_factory: pytest.TempPathFactory) -> tuple[McBench, Dataset[McSample]]:
     """A generated MC-Bench release (the demo set: all styles, negatives, two-group samples)."""
     folder, _ = write_release(tmp_path_factory.mktemp("mc_release"), pairs=12)
     bench = McBench(box_format="norm_1000_xyxy")
     return bench, bench.load(folder)
 
 
-def test_reasoner_prompt_sends_the_pair_as_sequence_mode_does(release: tuple[McBench, list[McSample]]) -> None:
+def test_reasoner_prompt_sends_the_pair_as_sequence_mode_does(release: tuple[McBench, Dataset[McSample]]) -> None:
     bench, samples = release
     sample = samples[3]
     ours = reasoner_prompt(sample).messages
@@ -153,12 +154,12 @@ def test_localizer_pixels_of_a_downscaled_image_are_scaled_back() -> None:
     assert parsed.answer == [20.0, 40.0, 220.0, 440.0]
 
 
-def perfect(bench: McBench, sample: McSample) -> tuple[list[Target], list[list[float]], list[float]]:
+def perfect(dataset: Dataset[McSample], sample: McSample) -> tuple[list[Target], list[list[float]], list[float]]:
     """A reasoner naming every GT instance with its group, and a localizer boxing each exactly."""
-    assert bench.gt is not None
+    assert dataset.truth is not None
     targets, boxes, scores = [], [], []
     for position, image_id in enumerate(sample.image_ids):
-        for b in bench.gt.boxes:
+        for b in dataset.truth.boxes:
             if b.image_id == image_id:
                 targets.append(T(position, b.category_id, f"object {b.id}"))
                 boxes.append(xywh_to_xyxy(b.bbox))
@@ -166,16 +167,16 @@ def perfect(bench: McBench, sample: McSample) -> tuple[list[Target], list[list[f
     return targets, boxes, scores
 
 
-def test_a_perfect_agent_scores_one_under_both_protocols(release: tuple[McBench, list[McSample]], tmp_path: Path) -> None:
+def test_a_perfect_agent_scores_one_under_both_protocols(release: tuple[McBench, Dataset[McSample]], tmp_path: Path) -> None:
     bench, samples = release
-    assert bench.gt is not None
+    assert samples.truth is not None
     records = []
     for sample in samples:
-        targets, boxes, scores = perfect(bench, sample)
+        targets, boxes, scores = perfect(samples, sample)
         parsed = assemble_answer(targets, boxes, scores)
         assert [b["phrase"] for b in parsed.answer] == [t["phrase"] for t in targets]
         records.append({"id": sample.id, "answer": parsed.answer, **bench.judge(sample, parsed)})
-    assert sum(r["boxes"] for r in records) == len(bench.gt.boxes) > 0
+    assert sum(r["boxes"] for r in records) == len(samples.truth.boxes) > 0
     assert any(r["groups"] == 2 for r in records) and any(r["boxes"] == 0 for r in records)  # two-group and negative samples
 
     # Sample 0 holds the GT box with annotation id 0, which the official evaluator never matches:
@@ -189,29 +190,29 @@ def test_a_perfect_agent_scores_one_under_both_protocols(release: tuple[McBench,
     metrics = bench.score(samples, records)
     gt_as_results = [
         {"image_id": b.image_id, "category_id": b.category_id, "bbox": list(b.bbox), "score": 0.5 + b.id / 1000}
-        for b in bench.gt.boxes
+        for b in samples.truth.boxes
     ]
-    direct = score_results(bench.gt, gt_as_results, [s.id for s in samples])
+    direct = score_results(samples.truth, gt_as_results, [s.id for s in samples])
     assert metrics["corrected"]["ap50"] == metrics["corrected"]["acc"] == 1.0
     assert metrics["official"]["ap50"] == direct["official"]["ap50"] < 1.0
 
     # results_coco.json: every box in COCO xywh with its group and the localizer's score
     (path,) = bench.export(tmp_path, samples, records, "reasoner + localizer", metrics)
     written = read_results(path)
-    expected = sorted((b.image_id, b.category_id, [float(v) for v in b.bbox], 0.5 + b.id / 1000) for b in bench.gt.boxes)
+    expected = sorted((b.image_id, b.category_id, [float(v) for v in b.bbox], 0.5 + b.id / 1000) for b in samples.truth.boxes)
     assert sorted((r["image_id"], r["category_id"], r["bbox"], r["score"]) for r in written) == expected
     assert json.loads(path.read_text()) == written
 
 
-def test_a_wrong_group_and_an_unlocated_target(release: tuple[McBench, list[McSample]]) -> None:
+def test_a_wrong_group_and_an_unlocated_target(release: tuple[McBench, Dataset[McSample]]) -> None:
     bench, samples = release
-    sample = next(s for s in samples[1:] if len(perfect(bench, s)[0]) >= 2)
-    targets, boxes, _ = perfect(bench, sample)
+    sample = next(s for s in samples[1:] if len(perfect(samples, s)[0]) >= 2)
+    targets, boxes, _ = perfect(samples, sample)
     missing: list[list[float] | None] = [None, *boxes[1:]]
     parsed = assemble_answer(targets, missing)
     assert len(parsed.answer) == len(targets) - 1 and all(b["score"] == 1.0 for b in parsed.answer)
     assert parsed.answer[0]["phrase"] == targets[1]["phrase"]
-    metrics = bench.score([sample], [{"id": sample.id, "answer": parsed.answer}])
+    metrics = bench.score(samples.with_samples([sample]), [{"id": sample.id, "answer": parsed.answer}])
     assert metrics["corrected"]["ap50"] < 1.0 and metrics["counts"]["predictions"] == len(targets) - 1
     with pytest.raises(ValueError):
         assemble_answer(targets, boxes[:-1])
@@ -234,7 +235,7 @@ def test_localizer_requests_and_boxes_per_target(tmp_path: Path) -> None:
     assert parse_localizer_target(sample, target, "no box", "abs_xyxy").error == "no_bbox_found"
 
 
-def test_detections_become_the_answer_in_target_order(release: tuple[McBench, list[McSample]]) -> None:
+def test_detections_become_the_answer_in_target_order(release: tuple[McBench, Dataset[McSample]]) -> None:
     _, samples = release
     sample = samples[0]
     targets = [T(1, 1, "b first"), T(0, 2, "a only"), T(1, 1, "b second"), T(1, 3, "b third")]

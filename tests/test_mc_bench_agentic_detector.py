@@ -15,11 +15,12 @@ import pytest
 from test_detector import BOX_TOL, DEVICE, SCORE_TOL, ForwardLog, _owl_folder, grounding_dino  # noqa: F401 - a fixture
 from test_mc_bench_agentic_solver import REASONER, gt_targets, reasoner_reply
 
+from needlepoint.benchmarks.base import Dataset
 from needlepoint.benchmarks.mc_bench.agentic import Target, detector_queries, reasoner_prompt
 from needlepoint.benchmarks.mc_bench.benchmark import McBench, McSample
+from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.benchmarks.mc_bench.scoring import read_results
 from needlepoint.cli import main
-from needlepoint.demo.mc_bench import write_release
 from needlepoint.models.detector import Detector
 from needlepoint.models.detector_batch import BatchedDetector
 from needlepoint.models.simulated import script_key
@@ -41,11 +42,11 @@ def owlv2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _owl_folder(tmp_path_factory, "owlv2")
 
 
-def plans(bench: McBench, samples: list[McSample]) -> list[list[Target]]:
+def plans(bench: McBench, samples: Dataset[McSample]) -> list[list[Target]]:
     """Each sample's GT instances as targets, named with words the tiny tokenizers know."""
     out = []
     for sample in samples:
-        targets = [t for t, _ in gt_targets(bench, sample)]
+        targets = [t for t, _ in gt_targets(samples, sample)]
         out.append([Target(image=t["image"], group=t["group"], phrase=PHRASES[k % len(PHRASES)]) for k, t in enumerate(targets)])
     return out
 

@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 from conftest import RecordingServer
 
+from needlepoint.benchmarks.base import Dataset
 from needlepoint.benchmarks.mc_bench.agentic import REASONER_REPAIR_TEXT, Target, localizer_request, reasoner_prompt
 from needlepoint.benchmarks.mc_bench.benchmark import McBench, McSample
+from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.benchmarks.mc_bench.scoring import read_results
 from needlepoint.cli import main
-from needlepoint.demo.mc_bench import write_release
 from needlepoint.geometry import xywh_to_xyxy
 from needlepoint.models.simulated import script_key
 from needlepoint.store import read_records
@@ -35,12 +36,13 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, McBench, li
     return folder, bench, bench.load(folder)
 
 
-def gt_targets(bench: McBench, sample: McSample) -> list[tuple[Target, list[float]]]:
-    """Every GT instance of a sample as a target named after its annotation, with its xyxy box."""
-    assert bench.gt is not None
+def gt_targets(samples: Any, sample: McSample) -> list[tuple[Target, list[float]]]:
+    """Every GT instance of a sample as a target named after its annotation, with its xyxy box
+    (`samples`: the Dataset that load returned, which carries the ground truth)."""
+    assert samples.truth is not None
     out = []
     for position, image_id in enumerate(sample.image_ids):
-        for b in bench.gt.boxes:
+        for b in samples.truth.boxes:
             if b.image_id == image_id:
                 out.append((Target(image=position, group=b.category_id, phrase=f"the shape {b.id}"), xywh_to_xyxy(b.bbox)))
     return out
@@ -58,12 +60,12 @@ def reasoner_reply(targets: list[Target]) -> str:
     return "```json\n" + json.dumps(per_image) + "\n```"
 
 
-def scripts(bench: McBench, samples: list[McSample]) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+def scripts(bench: McBench, samples: Dataset[McSample]) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
     """The reasoner's script (each sample's GT instances as phrases) and the localizer's (each phrase's GT box)."""
     reasoner: dict[str, list[Any]] = {}
     localizer: dict[str, list[Any]] = {}
     for sample in samples:
-        pairs = gt_targets(bench, sample)
+        pairs = gt_targets(samples, sample)
         reasoner[script_key(reasoner_prompt(sample))] = [reasoner_reply([t for t, _ in pairs])]
         for t, box in pairs:
             size = sample.geometry.sizes[t["image"]]
@@ -114,7 +116,7 @@ def test_vlm_localizer_end_to_end(serve: Any, release: Any, tmp_path: Path) -> N
     for _, body in reasoner.requests:
         content = body["messages"][0]["content"]
         assert [p["type"] for p in content].count("image_url") == 2
-    expected_calls = sum(len(gt_targets(bench, s)) for s in samples)
+    expected_calls = sum(len(gt_targets(samples, s)) for s in samples)
     assert len(localizer.requests) == expected_calls > len(samples)
     for headers, body in localizer.requests:
         assert body["model"] == LOCALIZER and len(body["messages"]) == 1
@@ -125,8 +127,7 @@ def test_vlm_localizer_end_to_end(serve: Any, release: Any, tmp_path: Path) -> N
     # each phrase's box, converted from norm_1000 to pixels, is in results_coco.json with its group
     written = read_results(out / "results_coco.json")
     got = sorted((r["image_id"], r["category_id"], r["bbox"], r["score"]) for r in written)
-    assert bench.gt is not None
-    want = sorted((b.image_id, b.category_id, list(b.bbox), 1.0) for b in bench.gt.boxes)
+    want = sorted((b.image_id, b.category_id, list(b.bbox), 1.0) for b in samples.truth.boxes)
     assert [g[:2] for g in got] == [w[:2] for w in want]
     for g, w in zip(got, want):
         assert all(math.isclose(a, b, abs_tol=0.01) for a, b in zip(g[2], w[2])), (g, w)
@@ -135,9 +136,9 @@ def test_vlm_localizer_end_to_end(serve: Any, release: Any, tmp_path: Path) -> N
 
     # the record keeps every call: the reasoner's turn, then one localizer turn per phrase
     records = read_records(out / "records.jsonl")
-    sample = max(samples, key=lambda s: len(gt_targets(bench, s)))
+    sample = max(samples, key=lambda s: len(gt_targets(samples, s)))
     rec = records[sample.id]
-    pairs = gt_targets(bench, sample)
+    pairs = gt_targets(samples, sample)
     assert rec["status"] == "done" and rec["turns"][0]["role"] == "model" and rec["turns"][0]["model"] == REASONER
     calls = rec["turns"][1:]
     assert len(calls) == len(pairs) and {t["role"] for t in calls} == {"localizer"}
@@ -167,10 +168,10 @@ def test_vlm_localizer_end_to_end(serve: Any, release: Any, tmp_path: Path) -> N
 
 def test_phrases_of_a_sample_are_in_flight_together(serve: Any, release: Any, tmp_path: Path) -> None:
     folder, bench, samples = release
-    sample = max(samples, key=lambda s: len(gt_targets(bench, s)))
-    n = len(gt_targets(bench, sample))
+    sample = max(samples, key=lambda s: len(gt_targets(samples, s)))
+    n = len(gt_targets(samples, sample))
     assert n >= 3
-    reasoner_script, localizer_script = scripts(bench, [sample])
+    reasoner_script, localizer_script = scripts(bench, samples.with_samples([sample]))
     reasoner = serve(script=reasoner_script, default='{"image_1": [], "image_2": []}', models=(REASONER,))
     localizer = HoldingServer(script=localizer_script, default=None, models=(LOCALIZER,)).start()
     localizer.hold = n
@@ -200,7 +201,7 @@ def test_repair_turn_and_a_reply_naming_nothing(serve: Any, release: Any, tmp_pa
     assert rec["repair_used"] and [t["role"] for t in rec["turns"][:2]] == ["model", "model"]
     repair = next(body for _, body in reasoner.requests if len(body["messages"]) == 3 and "shapes" in json.dumps(body))
     assert repair["messages"][2]["content"] == REASONER_REPAIR_TEXT
-    assert rec["parse_error"] is None and len(rec["answer"]) == len(gt_targets(bench, first)) > 0
+    assert rec["parse_error"] is None and len(rec["answer"]) == len(gt_targets(samples, first)) > 0
 
     rec = records[second.id]
     assert rec["status"] == "done" and rec["answer"] == [] and rec["parse_error"] is None and not rec["repair_used"]
@@ -209,7 +210,7 @@ def test_repair_turn_and_a_reply_naming_nothing(serve: Any, release: Any, tmp_pa
     rec = records[third.id]
     assert rec["repair_used"] and rec["parse_error"] == "no_json_found" and len(rec["turns"]) == 2
     # no localizer call for the samples that named nothing
-    phrases = {t["phrase"] for t, _ in gt_targets(bench, first)}
+    phrases = {t["phrase"] for t, _ in gt_targets(samples, first)}
     assert len(localizer.requests) == len(phrases)
 
 
@@ -268,8 +269,8 @@ def test_resume_and_retry_failed(serve: Any, release: Any, tmp_path: Path) -> No
     reasoner_script, localizer_script = scripts(bench, samples)
     reasoner = serve(script=reasoner_script, default=None, models=(REASONER,))
     # the localizer fails every request of one sample's first phrase twice (both attempts), then answers
-    target_sample = next(s for s in samples if gt_targets(bench, s))
-    t0, _ = gt_targets(bench, target_sample)[0]
+    target_sample = next(s for s in samples if gt_targets(samples, s))
+    t0, _ = gt_targets(samples, target_sample)[0]
     key = script_key(localizer_request(target_sample, t0, FMT))
     localizer = serve(script=localizer_script, default=None, models=(LOCALIZER,), faults={key: ["500", "500"]})
     out = tmp_path / "run"
@@ -293,7 +294,7 @@ def test_resume_and_retry_failed(serve: Any, release: Any, tmp_path: Path) -> No
     records = read_records(out / "records.jsonl")
     assert all(r["status"] == "done" for r in records.values()) and len(records) == len(samples)
     rec = records[target_sample.id]
-    pairs = gt_targets(bench, target_sample)
+    pairs = gt_targets(samples, target_sample)
     # every call is in the record: the reused ones (reasoner, answered phrases) marked, the new one not
     assert [t["role"] for t in rec["turns"]].count("localizer") == len(pairs)
     fresh = [t for t in rec["turns"] if not t.get("reused")]

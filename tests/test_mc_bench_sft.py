@@ -18,13 +18,13 @@ from conftest import MC_BENCH_RELEASE, needs_shared
 from PIL import Image, ImageDraw
 
 from needlepoint.benchmarks.mc_bench.benchmark import BAND, McBench, McSample
+from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.benchmarks.mc_bench.groundtruth import groundtruth_from_json
 from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer
 from needlepoint.benchmarks.mc_bench.scoring import score_results
 from needlepoint.benchmarks.mc_bench.sft.templates import KINDS, NEGATIVE_SHARE
 from needlepoint.cli import main
 from needlepoint.conversation import ImageRef
-from needlepoint.demo.mc_bench import write_release
 from needlepoint.geometry import xyxy_to_xywh
 
 FORMATS = ("abs_xyxy", "norm_1000_xyxy", "norm_1_xyxy")

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from needlepoint.benchmarks.mm_niah.demo import simulated_answer, write_release
 from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
 from needlepoint.cli import main
-from needlepoint.demo.mm_niah import simulated_answer, write_release
 from needlepoint.models.simulated import SimulatedServer
 
 TASKS = ["retrieval-text", "retrieval-image", "counting-text", "counting-image", "reasoning-text", "reasoning-image"]

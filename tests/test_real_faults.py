@@ -20,8 +20,8 @@ from needlepoint import numbers, status
 from needlepoint.api import evaluate, score
 from needlepoint.benchmarks.mm_niah.benchmark import shown_answer
 from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.demo import answers_for, make_rows, write_release
 from needlepoint.cli import build_parser, main
-from needlepoint.demo.ref_adv import answers_for, make_rows, write_release
 from needlepoint.errors import DataError
 from needlepoint.geometry import AbsFrame, check_abs_frame, iou, model_frame, smart_resize, to_absolute
 from needlepoint.report.html import _heatmap_section, write_run_report
@@ -128,7 +128,7 @@ def test_report_marks_incomplete_runs_and_parse_failures_exclude_failed_requests
 
 
 def test_mc_bench_failed_requests_are_not_parse_errors(serve: Any, tmp_path: Path) -> None:
-    from needlepoint.demo import mc_bench as demo_mc
+    from needlepoint.benchmarks.mc_bench import demo as demo_mc
 
     data, options, script = demo_mc.build(tmp_path / "mc")
     first = next(iter(script))
@@ -202,7 +202,7 @@ def test_score_refuses_another_benchmarks_run_and_reads_data_from_run_json(
     assert main(["score", "mc_bench", "--predictions", str(ref_run)]) == 2
     assert "run folder of ref_adv_s, not mc_bench" in _one_sentence(capsys.readouterr().err)
 
-    from needlepoint.demo import mc_bench as demo_mc
+    from needlepoint.benchmarks.mc_bench import demo as demo_mc
     from needlepoint.models.simulated import SIMULATED_MODEL_NAME
 
     mc_data, options, mc_script = demo_mc.build(tmp_path / "mc")
@@ -245,7 +245,7 @@ def test_numbers_rule() -> None:
 
 
 def test_mc_bench_score_with_huge_integer_is_one_sentence(tmp_path: Path) -> None:
-    from needlepoint.demo import mc_bench as demo_mc
+    from needlepoint.benchmarks.mc_bench import demo as demo_mc
 
     data, _, _ = demo_mc.build(tmp_path / "mc")
     release = json.loads((data / "mc-bench_v0.2_val.json").read_text())
@@ -298,8 +298,8 @@ def test_data_files_refuse_non_finite_and_negative_sizes(tmp_path: Path) -> None
         with pytest.raises(DataError, match=words):
             RefAdv(box_format="abs_xyxy").load(folder / "data.jsonl")
 
+    from needlepoint.benchmarks.mc_bench import demo as demo_mc
     from needlepoint.benchmarks.mc_bench.groundtruth import load_groundtruth
-    from needlepoint.demo import mc_bench as demo_mc
 
     data, _, _ = demo_mc.build(tmp_path / "mc")
     release = json.loads((data / "mc-bench_v0.2_val.json").read_text())
@@ -339,7 +339,7 @@ def test_every_json_written_is_strict(serve: Any, tmp_path: Path) -> None:
 
 def test_runs_write_no_numpy_warnings(tmp_path: Path) -> None:
     """Boxes of zero area and boxes near float's limit (areas overflow to inf) score quietly."""
-    from needlepoint.demo import mc_bench as demo_mc
+    from needlepoint.benchmarks.mc_bench import demo as demo_mc
 
     data, _, _ = demo_mc.build(tmp_path / "mc")
     release = json.loads((data / "mc-bench_v0.2_val.json").read_text())

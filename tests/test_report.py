@@ -22,18 +22,21 @@ import pytest
 from conftest import SHARED_DATA, needs_shared
 from PIL import Image
 
-from needlepoint.benchmarks import NAMES
+from needlepoint.benchmarks import BUILTIN, declaration
 from needlepoint.benchmarks.base import ReportBox, ReportImage, ReportItem, format_cell
+from needlepoint.benchmarks.mc_bench.board import mc_values
 from needlepoint.benchmarks.mc_bench.tables import table2_row
 from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release
 from needlepoint.cli import main as cli_main
 from needlepoint.conversation import ImageRef
-from needlepoint.demo.ref_adv import make_rows, write_release
 from needlepoint.errors import DataError
 from needlepoint.report import html as report_html
 from needlepoint.report import leaderboard as lb
 from needlepoint.report import thumbs
-from needlepoint.report.published import PUBLISHED_TABLES
+from needlepoint.report.published import published_tables
+
+NAMES = tuple(BUILTIN)  # the built-in benchmarks
 
 PUBLISHED_SOURCES = SHARED_DATA / "published"
 HOSTILE = [
@@ -498,7 +501,7 @@ def test_shipped_published_tables_equal_their_sources() -> None:
     assert sorted(p.name for p in _shipped("").iterdir()) == names
     for name in names:
         assert _shipped(name).read_bytes() == (PUBLISHED_SOURCES / name).read_bytes(), name
-    assert sorted(t.file for t in PUBLISHED_TABLES) == [n for n in names if n.endswith(".csv")]
+    assert sorted(t.file for _, t in published_tables()) == [f"published_data/{n}" for n in names if n.endswith(".csv")]
 
 
 def test_leaderboard_shows_every_published_row(many_runs: list[Path], tmp_path: Path) -> None:
@@ -531,11 +534,11 @@ def test_leaderboard_shows_every_published_row(many_runs: list[Path], tmp_path: 
         assert "| " + " | ".join(md_cells) + " |" in md
         assert cells in html_tables.tables[keys.index(key)]
 
-    for table in PUBLISHED_TABLES:
+    for benchmark, table in published_tables():
         label = f"published: {table.source}"
-        key = {"mm_niah": "mm_niah_ranges"}.get(table.benchmark, table.benchmark)
+        key = {"mm_niah": "mm_niah_ranges"}.get(benchmark, benchmark)
         written = [r for r in boards[key] if r["source"] == label]
-        published = _csv_rows(_shipped(table.file))
+        published = _csv_rows(_shipped(table.file.removeprefix("published_data/")))
         assert len(written) == len(published) > 0
         for row, want in zip(written, published):
             for column, cell in want.items():
@@ -543,7 +546,7 @@ def test_leaderboard_shows_every_published_row(many_runs: list[Path], tmp_path: 
             renamed = {table.columns.get(c, c) for c in want}
             assert all(v == "" for c, v in row.items() if c not in renamed and c != "source")
             shown(key, row)
-        if table.benchmark == "mm_niah":  # the by-task board: each task's overall cell, per split and model
+        if benchmark == "mm_niah":  # the by-task board: each task's overall cell, per split and model
             by_task = {(r["split"], r["model"]): r for r in boards["mm_niah_tasks"] if r["source"] == label}
             assert len(by_task) == len({(r.get("split", ""), r["model"]) for r in published})
             for want in published:
@@ -675,14 +678,16 @@ def test_odd_but_object_metrics_give_empty_cells(tmp_path: Path) -> None:
 
 
 def test_every_benchmark_has_a_leaderboard() -> None:
-    assert set(lb.BUILDERS) == set(NAMES)
+    """Each built-in benchmark declares a layout, and it lays out at least one board."""
+    for name in NAMES:
+        assert declaration(name).leaderboard and callable(lb.layout(name))
 
 
 def test_mc_bench_cells_are_table2_unrounded(many_runs: list[Path]) -> None:
     """The leaderboard's MC-Bench row is the terminal's Table 2 row before rounding."""
     run = lb.read_run(next(p for p in many_runs if p.parent.name == "mc_bench"))
     official = run.metrics["official"]
-    values = lb.mc_values(official, official["by_style"])
+    values = mc_values(official, official["by_style"])
     assert [None if v is None else round(v, 1) for v in values] == table2_row(official)
 
 

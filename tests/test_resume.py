@@ -16,8 +16,8 @@ import pytest
 from conftest import REPO, prompt_key, run_cli
 
 from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release
 from needlepoint.cli import main
-from needlepoint.demo.ref_adv import make_rows, write_release
 from needlepoint.store import read_records
 
 N = 40

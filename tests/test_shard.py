@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import random
 import re
@@ -16,7 +15,7 @@ from needlepoint.api import evaluate
 from needlepoint.benchmarks import make
 from needlepoint.cli import main
 from needlepoint.config import RunConfig
-from needlepoint.demo import BUILDERS
+from needlepoint.demo import builder, builders
 from needlepoint.errors import DataError
 from needlepoint.merge import merge
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
@@ -38,9 +37,9 @@ def demo_sets(tmp_path_factory: pytest.TempPathFactory) -> Any:
     root = tmp_path_factory.mktemp("shard_demo")
     plans: dict[str, tuple[Path, dict[str, Any]]] = {}
     script: dict[str, list[Any]] = {}
-    for name, module in BUILDERS.items():
-        builder = small_niah if name == "mm_niah" else importlib.import_module(module).build
-        data, options, answers = builder(root / name)
+    for name in builders():
+        build = small_niah if name == "mm_niah" else builder(name)
+        data, options, answers = build(root / name)
         plans[name] = (data, options)
         script.update(answers)
     with SimulatedServer(script=script, default=None) as server:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from needlepoint import __version__, status
 from needlepoint.benchmarks import make
-from needlepoint.benchmarks.base import Benchmark
+from needlepoint.benchmarks.base import Benchmark, Dataset
 from needlepoint.config import (
     RunConfig,
     dataset_fingerprint,
@@ -67,7 +68,7 @@ def _move_aside(run_dir: Path) -> Path:
     return aside
 
 
-def sampling_sent(bench: Benchmark, samples: list[Any], generation: Generation) -> list[dict[str, Any]]:
+def sampling_sent(bench: Benchmark, samples: Sequence[Any], generation: Generation) -> list[dict[str, Any]]:
     """The distinct sampling parameters the requests of a run carry (body keys other than model and
     messages), as sent: usually one set; benchmarks with per-task settings have several."""
     from needlepoint.models.openai_compat import sampling_params
@@ -181,13 +182,13 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     follow = getattr(solver, "follow", None)
     if callable(follow):  # a solver's own chat clients adopt the run's retry policy, encoding and byte budget
         follow(_model(config))
-    samples = list(bench.load(config.data))
+    samples = bench.load(config.data)
     if not samples:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")
     generation = _generation(bench, config.generation, config.neutral_sampling)
-    ident = identity(config, bench.identity(), generation, dataset_fingerprint(samples), solver.identity())
+    ident = identity(config, {**bench.identity(), **samples.identity}, generation, dataset_fingerprint(samples), solver.identity())
     if config.shard:  # the shard's part of the whole dataset (whatever --limit requests of it)
-        samples = select(samples, parse_shard(config.shard), sample_cost(bench))
+        samples = samples.with_samples(select(samples, parse_shard(config.shard), sample_cost(bench)))
         ident["shard"] = config.shard  # the unsharded identity plus I/N (merge checks the rest)
     run_hash = hash_identity(ident)
     run_dir = _resolve_run_dir(config, run_hash, solver.label(config.model))
@@ -257,7 +258,7 @@ async def _close(models: list[Any]) -> None:
 
 
 def _run(
-    config: RunConfig, bench: Benchmark, samples: list[Any], generation: Generation, store: RunStore,
+    config: RunConfig, bench: Benchmark, samples: Dataset[Any], generation: Generation, store: RunStore,
     solver: Solver, given: Model | None = None,
 ) -> RunResult:
     """Answer the pending samples among the first `config.limit` into an open run folder, then
@@ -278,7 +279,7 @@ def _run(
         from needlepoint.report.html import REPORT_DIR, THUMBS_DIR
         from needlepoint.report.thumbs import Drafter
 
-        drafter = Drafter(store.dir / REPORT_DIR / THUMBS_DIR, bench.report_items)
+        drafter = Drafter(store.dir / REPORT_DIR / THUMBS_DIR, lambda done, recs: bench.report_items(samples.with_samples(done), recs))
         options.on_record = drafter.add
 
     requested = samples[: config.limit] if config.limit else samples
@@ -308,26 +309,26 @@ def _run(
     endpoints = add_stats((RunStore.read_header(store.dir) or {}).get("endpoints"), *stats)  # every model's, the solver's too
     store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), endpoints=endpoints)
     if config.report:
-        answered = [s for s in samples if s.id in records]  # every finished record, not only this call's
+        answered = samples.subset(records)  # every finished record, not only this call's
         thumbnails = drafter.thumbnails if drafter is not None else None
         result.exports.extend(write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics, thumbnails))
     return result
 
 
-def finish(bench: Benchmark, samples: list[Any], records: dict[str, dict[str, Any]], run_dir: Path, model: str) -> RunResult:
+def finish(bench: Benchmark, samples: Dataset[Any], records: dict[str, dict[str, Any]], run_dir: Path, model: str) -> RunResult:
     """Score the stored records, write metrics.json and the authors' formats."""
     from needlepoint.outcome import run_counts
 
     ordered = [records[s.id] for s in samples if s.id in records]
     done_ids = {r["id"] for r in ordered}
-    metrics = bench.score([s for s in samples if s.id in done_ids], ordered)
+    metrics = bench.score(samples.subset(done_ids), ordered)
     failed = [r["id"] for r in ordered if r.get("status") in status.FAILED]
     metrics["run"] = {
         "samples": len(samples),
         **run_counts(ordered),
         "not_requested": len(samples) - len(ordered),
         "failed_ids": failed[:1000],
-        "skipped": [{"id": i, "reason": r} for i, r in bench.skipped],
+        "skipped": [{"id": i, "reason": r} for i, r in samples.skipped],
     }
     write_json(run_dir / METRICS, metrics)
     exports = bench.export(run_dir, samples, ordered, model, metrics)
@@ -335,7 +336,7 @@ def finish(bench: Benchmark, samples: list[Any], records: dict[str, dict[str, An
 
 
 def write_report(
-    run_dir: Path, bench: Benchmark, samples: list[Any], records: list[dict[str, Any]], metrics: dict[str, Any], thumbnails: Any = None
+    run_dir: Path, bench: Benchmark, samples: Dataset[Any], records: list[dict[str, Any]], metrics: dict[str, Any], thumbnails: Any = None
 ) -> list[Path]:
     """The HTML report of a run (`<run>/report/index.html`); `thumbnails` (a report.thumbs.Thumbnails)
     brings those drawn during the run."""

@@ -12,12 +12,14 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from needlepoint import __version__, build
-from needlepoint.benchmarks import NAMES
+from needlepoint.benchmarks import declarations, names
 from needlepoint.errors import DataError, InternalFault
+from needlepoint.options import Option, add_options, given
 from needlepoint.store import json_text
 
 EXIT_OK = 0
@@ -27,48 +29,46 @@ EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
 
 
+def _merged(kind: str) -> list[Option]:
+    """The flags the registered benchmarks declare (`kind`: "options" for eval, "score_options"
+    for score), each once: a flag several benchmarks declare keeps the first one's text and names,
+    at the end of its help, the benchmarks it applies to (none named when it applies to all)."""
+    from needlepoint.benchmarks import declarations
+
+    decls = declarations()
+    by_flag: dict[str, tuple[Option, list[str]]] = {}
+    for d in decls:
+        for opt in getattr(d, kind):
+            first, users = by_flag.setdefault(opt.flag, (opt, []))
+            if (first.type, first.switch, first.repeat) != (opt.type, opt.switch, opt.repeat):
+                raise ValueError(f"{d.name} declares {opt.flag} unlike {users[0]} does (type, switch or repeat differ)")
+            users.append(d.name)
+    every = kind == "options" and len(decls) > 1
+    return [
+        replace(opt, help=opt.help if every and len(users) == len(decls) else f"{opt.help} ({', '.join(users)})")
+        for opt, users in by_flag.values()
+    ]
+
+
 def _bench_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("benchmark options (each applies to the benchmarks named)")
-    g.add_argument("--box-format", help="the model family's box convention: abs_xyxy, norm_1000_xyxy, norm_1_xyxy (ref_adv_s, mc_bench)")
-    g.add_argument("--prompt-mode", help="direct or cot (ref_adv_s)")
-    g.add_argument("--input-mode", help="sequence or merged (mc_bench)")
-    g.add_argument("--prompt-file", help="a prompt template file replacing the default (mc_bench)")
-    g.add_argument("--styles", help="comma-separated prompt styles: Referring,Comparison,Reasoning (mc_bench)")
-    g.add_argument("--tasks", help="comma-separated tasks, e.g. retrieval-text,counting-image (mm_niah)")
-    g.add_argument("--split", help="val or test (mm_niah)")
-    g.add_argument("--images", help="images folder for a JSONL data file (ref_adv_s)")
-    g.add_argument("--max-image-side", type=int, help="downscale images so no side exceeds this many pixels")
-    g.add_argument("--repair-on-length-only", action="store_true", help="repair turn only after finish_reason=length (ref_adv_s)")
-    g.add_argument("--abs-frame", help="what abs_xyxy boxes are pixels of: official (the image sent; default) or "
-                   "qwen-smart-resize (the image as Qwen2.5-VL's processor resized it) (ref_adv_s, mc_bench)")
-    g.add_argument("--abs-frame-factor", type=int, help="qwen-smart-resize: sides become multiples of this (default 28)")
-    g.add_argument("--abs-frame-min-pixels", type=int, help="qwen-smart-resize: least area after resizing (default 3136 = 56*56)")
-    g.add_argument("--abs-frame-max-pixels", type=int, help="qwen-smart-resize: largest area after resizing (default 1003520 = 28*28*1280)")
+    add_options(p.add_argument_group("benchmark options (each applies to the benchmarks named)"), _merged("options"), set())
 
 
-def _options(ns: argparse.Namespace) -> dict[str, Any]:
-    keys = ("box_format", "prompt_mode", "input_mode", "prompt_file", "styles", "tasks", "split", "images",
-            "max_image_side", "repair_on_length_only", "abs_frame", "abs_frame_factor", "abs_frame_min_pixels",
-            "abs_frame_max_pixels")  # fmt: skip
-    return {k: getattr(ns, k) for k in keys if getattr(ns, k, None) not in (None, False)}  # only what was given
+def _options(ns: argparse.Namespace, kind: str = "options") -> dict[str, Any]:
+    """The benchmark flags that were given, by keyword (`make` refuses those of other benchmarks)."""
+    return {o.dest: getattr(ns, o.dest) for o in _merged(kind) if getattr(ns, o.dest, None) not in (None, False)}
 
 
 def _declared_solvers() -> list[tuple[str, str, type]]:
     """(benchmark, solver name, class) of every solver a benchmark declares besides the default."""
-    from needlepoint.benchmarks import benchmark_class
-    from needlepoint.solvers import DEFAULT, solver_class, solver_names
+    from needlepoint.benchmarks import declarations
+    from needlepoint.benchmarks.declaration import load_target
 
-    out: list[tuple[str, str, type]] = []
-    for bench_name in NAMES:
-        cls = benchmark_class(bench_name)
-        out.extend((bench_name, name, solver_class(name, cls)) for name in solver_names(cls) if name != DEFAULT)
-    return out
+    return [(d.name, name, load_target(target)) for d in declarations() for name, target in d.solvers.items()]
 
 
 def _solver_flags(p: argparse.ArgumentParser) -> None:
     """Each declared solver's own flags (its `options`), in a group per solver."""
-    from needlepoint.options import add_options
-
     seen: set[str] = set()
     for bench_name, name, cls in _declared_solvers():
         options = getattr(cls, "options", ())
@@ -78,8 +78,6 @@ def _solver_flags(p: argparse.ArgumentParser) -> None:
 
 def _given_solver_flags(ns: argparse.Namespace) -> dict[str, Any]:
     """The chosen solver's flags that were given, by keyword; DataError for a flag of another solver."""
-    from needlepoint.options import given
-
     declared = _declared_solvers()
     own = [o for b, n, cls in declared if (b, n) == (ns.benchmark, ns.solver) for o in getattr(cls, "options", ())]
     for b, n, cls in declared:
@@ -96,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     ev = sub.add_parser("eval", help="evaluate a served model on a benchmark (resumes an interrupted run)")
-    ev.add_argument("benchmark", choices=NAMES)
+    ev.add_argument("benchmark", choices=names())
     ev.add_argument("--data", required=True, help="the benchmark's release folder (or file)")
     ev.add_argument("--model", required=True, help="the model name the server expects")
     ev.add_argument("--api-url", action="append", required=True, help="base URL such as http://localhost:8000/v1; repeat to spread requests")
@@ -133,12 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
     _solver_flags(ev)
 
     sc = sub.add_parser("score", help="score saved predictions (authors' formats or a run folder) without a model")
-    sc.add_argument("benchmark", choices=NAMES)
+    sc.add_argument("benchmark", choices=names())
     sc.add_argument("--predictions", required=True, type=Path, help="the authors' prediction file or folder, or a run folder")
     sc.add_argument("--data", type=Path, help="the release folder, where scoring needs the annotations (mc_bench)")
     sc.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
-    sc.add_argument("--styles", help="comma-separated prompt styles (mc_bench)")
-    sc.add_argument("--split", help="the split to score when a folder holds several: val or test (mm_niah)")
+    add_options(sc, _merged("score_options"), set())
 
     rp = sub.add_parser("report", help="one leaderboard over several run folders")
     rp.add_argument("runs", nargs="+", type=Path, help="run folders, or model folders (each stands for its newest finished run)")
@@ -155,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     dm = sub.add_parser("demo", help="all benchmarks on bundled samples against a simulated model, offline")
     dm.add_argument("--out", type=Path, default=Path("runs/demo"), help="where the demo's data and runs go")
-    dm.add_argument("--benchmarks", default=",".join(NAMES), help="comma-separated subset")
+    dm.add_argument("--benchmarks", default=",".join(d.name for d in declarations() if d.demo), help="comma-separated subset")
 
     build.add_parser(sub)
     return parser
@@ -267,8 +264,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
 def cmd_score(ns: argparse.Namespace) -> int:
     from needlepoint.api import score
 
-    options = {"styles": ns.styles, "split": ns.split}
-    bench, metrics = score(ns.benchmark, ns.predictions, ns.data, **options)
+    bench, metrics = score(ns.benchmark, ns.predictions, ns.data, **_options(ns, "score_options"))
     _print_metrics(bench, metrics, ns.json)
     return 0
 

@@ -92,7 +92,7 @@ def merge(run_dirs: Sequence[Path], out: Path, allow_partial: bool = False, data
     config = dict(first.get("config") or {})
     data_path = Path(data).expanduser() if data is not None else Path(config.get("data", ""))
     bench = make(config["benchmark"], **(config.get("options") or {}))
-    samples = list(bench.load(data_path))
+    samples = bench.load(data_path)
     if dataset_fingerprint(samples) != base.get("dataset"):
         raise DataError(
             f"the data at {data_path} is not the dataset the shards answered (its content differs); pass --data with the shards' dataset"
@@ -133,7 +133,7 @@ def merge(run_dirs: Sequence[Path], out: Path, allow_partial: bool = False, data
         complete = len(ordered) == len(samples) and not result.failed
         store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         if report:
-            answered = [s for s in samples if s.id in records]
+            answered = samples.subset(records)
             result.exports.extend(write_report(out, bench, answered, [records[s.id] for s in answered], result.metrics))
         return result
     finally:

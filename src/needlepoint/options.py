@@ -1,9 +1,11 @@
 """Command-line options that a benchmark or a solver declares, so that the CLI is built from
-declarations and adding a solver's flags touches only the solver's own module.
+declarations and adding a benchmark's or a solver's flags touches only its own package.
 
-A solver class lists its flags in `options: tuple[Option, ...]`; `needlepoint eval` adds them
-in a group of their own and passes the ones given to the solver's constructor as keywords (the
-option's `dest`), next to `--solver-option KEY=VALUE`.
+A benchmark lists its `needlepoint eval` flags in its Declaration's `options` (a flag several
+benchmarks share, such as --box-format, is listed by each and merged by the CLI: the constants
+below give such flags one text); a solver class lists its flags in `options: tuple[Option, ...]`.
+`needlepoint eval` adds them and passes the ones given as keywords (the option's `dest`) to the
+benchmark's or the solver's constructor.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Option", "add_options", "given"]
+__all__ = ["ABS_FRAME", "BOX_FORMAT", "MAX_IMAGE_SIDE", "Option", "add_options", "given"]
 
 
 @dataclass(frozen=True)
@@ -53,3 +55,15 @@ def add_options(group: argparse._ActionsContainer, options: Iterable[Option], se
 def given(ns: argparse.Namespace, options: Iterable[Option]) -> dict[str, Any]:
     """The values of `options` that were given on the command line, by keyword."""
     return {o.dest: getattr(ns, o.dest) for o in options if getattr(ns, o.dest, None) is not None}
+
+
+# Flags several benchmarks declare (each benchmark lists those it takes).
+BOX_FORMAT = Option("--box-format", "the model family's box convention: abs_xyxy, norm_1000_xyxy, norm_1_xyxy")
+MAX_IMAGE_SIDE = Option("--max-image-side", "downscale images so no side exceeds this many pixels", type=int)
+ABS_FRAME: tuple[Option, ...] = (
+    Option("--abs-frame", "what abs_xyxy boxes are pixels of: official (the image sent; default) or "
+           "qwen-smart-resize (the image as Qwen2.5-VL's processor resized it)"),
+    Option("--abs-frame-factor", "qwen-smart-resize: sides become multiples of this (default 28)", type=int),
+    Option("--abs-frame-min-pixels", "qwen-smart-resize: least area after resizing (default 3136 = 56*56)", type=int),
+    Option("--abs-frame-max-pixels", "qwen-smart-resize: largest area after resizing (default 1003520 = 28*28*1280)", type=int),
+)  # fmt: skip

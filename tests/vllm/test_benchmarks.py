@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from needlepoint.demo import mc_bench, mm_niah, ref_adv
+from needlepoint.benchmarks.mc_bench import demo as mc_bench
+from needlepoint.benchmarks.mm_niah import demo as mm_niah
+from needlepoint.benchmarks.ref_adv import demo as ref_adv
 from needlepoint.status import DONE
 
 from .conftest import MODEL_NAME, Servers, needlepoint, read_records, vllm_counter

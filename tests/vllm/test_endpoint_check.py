@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from needlepoint.demo import ref_adv
+from needlepoint.benchmarks.ref_adv import demo as ref_adv
 
 from .conftest import API_KEY, MODEL_NAME, Servers, needlepoint, vllm_counter
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from needlepoint.benchmarks.ref_adv import RefAdv
-from needlepoint.demo import ref_adv
+from needlepoint.benchmarks.ref_adv import demo as ref_adv
 from needlepoint.status import DONE
 
 from .conftest import API_KEY, MODEL_NAME, Servers, needlepoint_popen, read_records, vllm_counter

@@ -7,17 +7,17 @@ concurrency or the files of a run.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from needlepoint import status
 from needlepoint.conversation import Conversation, Generation
 from needlepoint.errors import DataError
 from needlepoint.redact import scrub
 
-__all__ = ["Benchmark", "DataError", "Parsed", "ReportBox", "ReportImage", "ReportItem", "SampleLike", "Table", "count_parse_errors", "format_cell", "parse_errors", "percent", "replies_text", "report_parse_error", "request_failures"]
+__all__ = ["Benchmark", "DataError", "Dataset", "Parsed", "ReportBox", "ReportImage", "ReportItem", "SampleLike", "Table", "count_parse_errors", "format_cell", "parse_errors", "percent", "replies_text", "report_parse_error", "request_failures"]
 
 
 class SampleLike(Protocol):
@@ -28,6 +28,53 @@ class SampleLike(Protocol):
     def fingerprint(self) -> str:
         """What identifies the sample's content (not its location), for the run identity."""
         ...
+
+
+S = TypeVar("S", bound=SampleLike)
+
+
+@dataclass
+class Dataset(Sequence[S], Generic[S]):
+    """What `load` learned: the samples (a Dataset is the sequence of them), and whatever else the
+    later verbs need, so that none depends on an earlier call's state.
+
+    `skipped`: (sample id, reason) of rows found unfit to send; `split`: the split read (None when
+    the benchmark has none); `truth`: the benchmark's own ground truth beyond the samples (MC-Bench:
+    the whole annotation file its scorer reads); `identity`: what was learned that names the run,
+    merged over `Benchmark.identity()` (MM-NIAH: the split found when none was asked for).
+    `subset` and slicing keep everything but the samples."""
+
+    samples: list[S]
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    split: str | None = None
+    truth: Any = None
+    identity: dict[str, Any] = field(default_factory=dict)
+
+    @overload
+    def __getitem__(self, index: int) -> S: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Dataset[S]: ...
+
+    def __getitem__(self, index: int | slice) -> S | Dataset[S]:
+        if isinstance(index, slice):
+            return self.with_samples(self.samples[index])
+        return self.samples[index]
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __iter__(self) -> Iterator[S]:
+        return iter(self.samples)
+
+    def with_samples(self, samples: Iterable[S]) -> Dataset[S]:
+        """The same dataset holding only `samples` (a shard, the answered ones, a --limit)."""
+        return replace(self, samples=list(samples))
+
+    def subset(self, ids: Iterable[str]) -> Dataset[S]:
+        """The samples whose id is in `ids`, in the dataset's order."""
+        wanted = set(ids)
+        return self.with_samples(s for s in self.samples if s.id in wanted)
 
 
 @dataclass
@@ -170,19 +217,22 @@ class Benchmark(Protocol):
     Optional verb: `cost(sample) -> float`, what a sample costs to answer relative to the others
     (e.g. its context length), for balancing `--shard` (shard.py); without it every sample costs 1.
 
-    `generation_defaults` are the authors' sampling settings where they differ from Generation's;
-    `skipped` lists (sample id, reason) for rows the last `load` found unfit to send.
+    `generation_defaults` are the authors' sampling settings where they differ from Generation's.
+
+    The flow is load -> solve -> score -> report: `load` returns a Dataset carrying all it learned
+    (ground truth, skipped rows, split); the per-sample verbs (generation, prompt, parse, followup,
+    judge) serve the solver; the dataset verbs (score, report_items, export) take the Dataset, so
+    no verb relies on state an earlier call left behind.
     """
 
     name: str
     generation_defaults: dict[str, Any]
-    skipped: list[tuple[str, str]]
 
     def identity(self) -> dict[str, Any]:
         """The options that change answers or scores; part of the run's identity."""
         ...
 
-    def load(self, data: Path) -> Sequence[SampleLike]:
+    def load(self, data: Path) -> Dataset[Any]:
         """Read a folder or file in the release layout; raise DataError on bad input."""
         ...
 
@@ -206,8 +256,8 @@ class Benchmark(Protocol):
         """Per-sample score fields stored in the record (e.g. IoU)."""
         ...
 
-    def score(self, samples: Sequence[Any], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        """All answers into metrics (JSON-ready)."""
+    def score(self, dataset: Dataset[Any], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """The answers (one record per sample of `dataset`, in its order) into metrics (JSON-ready)."""
         ...
 
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
@@ -222,12 +272,12 @@ class Benchmark(Protocol):
         """Metrics of saved predictions in the authors' format (or a run folder), without a model."""
         ...
 
-    def report_items(self, samples: Sequence[Any], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
+    def report_items(self, dataset: Dataset[Any], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
         """The samples as the HTML report shows them (only answered samples)."""
         ...
 
     def export(
-        self, run_dir: Path, samples: Sequence[Any], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+        self, run_dir: Path, dataset: Dataset[Any], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
     ) -> list[Path]:
         """Write the authors' formats into the run folder; return the paths written."""
         ...

@@ -1,20 +1,40 @@
 """`needlepoint demo`: every benchmark on small generated sample sets, answered by the simulated
-model over a real local HTTP endpoint. Offline, deterministic, and quick on two cores."""
+model over a real local HTTP endpoint. Offline, deterministic, and quick on two cores.
+
+Each benchmark declares its demo set (`Declaration.demo`, e.g. benchmarks/mc_bench/demo.py:build):
+`build(folder) -> (data path, run options, simulated answers)`. This package keeps what the sets
+share: drawing (draw.py) and a small interleaved corpus (obelics.py).
+"""
 
 from __future__ import annotations
 
-import importlib
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from needlepoint.errors import DataError
 
-BUILDERS = {
-    "ref_adv_s": "needlepoint.demo.ref_adv",
-    "mc_bench": "needlepoint.demo.mc_bench",
-    "mm_niah": "needlepoint.demo.mm_niah",
-}
+Build = Callable[[Path], tuple[Path, dict[str, Any], dict[str, list[Any]]]]
+
+
+def builders() -> dict[str, str]:
+    """Benchmark name -> its demo builder ("module:function"), for those that declare one."""
+    from needlepoint.benchmarks import declarations
+
+    return {d.name: d.demo for d in declarations() if d.demo}
+
+
+def builder(name: str) -> Build:
+    """The demo builder benchmark `name` declares; DataError when it declares none."""
+    from needlepoint.benchmarks.declaration import load_target
+
+    found = builders()
+    if name not in found:
+        raise DataError(f"no demo for {name}; choose from {', '.join(found)}")
+    build: Build = load_target(found[name])
+    return build
 
 
 def run_demo(out: Path, benchmarks: list[str]) -> int:
@@ -24,15 +44,15 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
     from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
     from needlepoint.report.terminal import print_tables
 
-    unknown = [b for b in benchmarks if b not in BUILDERS]
+    known = builders()
+    unknown = [b for b in benchmarks if b not in known]
     if unknown:
-        raise DataError(f"no demo for {', '.join(unknown)}; choose from {', '.join(BUILDERS)}")
+        raise DataError(f"no demo for {', '.join(unknown)}; choose from {', '.join(known)}")
     started = time.perf_counter()
-    script: dict[str, list] = {}
+    script: dict[str, list[Any]] = {}
     plans = []
     for name in benchmarks:
-        builder = importlib.import_module(BUILDERS[name])
-        data, options, answers = builder.build(out / "data" / name)
+        data, options, answers = builder(name)(out / "data" / name)
         script.update(answers)
         plans.append((name, data, options))
     run_dirs = []

@@ -26,20 +26,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from needlepoint.benchmarks.base import Benchmark, ReportItem, Table, format_cell
+from needlepoint.benchmarks.base import Benchmark, Dataset, ReportItem, Table, format_cell
+from needlepoint.benchmarks.declaration import Declaration
 from needlepoint.errors import DataError
 from needlepoint.redact import redact_url, scrub
 from needlepoint.report.assets import CSS, JS
 from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
 from needlepoint.store import write_atomic  # re-exported: the report modules write through it
 
-__all__ = ["BENCH_TITLES", "public_config", "write_atomic", "write_run_report"]
+__all__ = ["bench_title", "public_config", "write_atomic", "write_run_report"]
 
-# Presentation only: how a benchmark's name, prompt and sort key read on the page. A name missing
-# here falls back to the raw name, "prompt" and "score".
-BENCH_TITLES = {"ref_adv_s": "Ref-Adv-s", "mc_bench": "MC-Bench", "mm_niah": "MM-NIAH"}
-PROMPT_LABELS = {"ref_adv_s": "expression", "mm_niah": "question"}
-SORT_LABELS = {"ref_adv_s": "IoU"}
 REPORT_DIR = "report"
 THUMBS_DIR = "thumbs"
 HEATMAPS_DIR = "heatmaps"
@@ -56,6 +52,22 @@ SECRET_NAMES = frozenset(
         "authorization", "proxy_authorization", "credential", "credentials", "cookie", "bearer",
     }
 )  # fmt: skip
+
+
+def _declared(benchmark: str) -> Declaration | None:
+    """The benchmark's declaration, or None for a run of a benchmark no longer registered."""
+    from needlepoint.benchmarks import declaration
+
+    try:
+        return declaration(benchmark)
+    except DataError:
+        return None
+
+
+def bench_title(benchmark: str) -> str:
+    """How pages name a benchmark: its declared title (the raw name when it is not registered)."""
+    found = _declared(benchmark)
+    return found.title if found is not None else benchmark
 
 
 def is_secret_name(name: str) -> bool:
@@ -214,11 +226,12 @@ def sample_blob(
             }
         )
     has_sort = any(r["s"] is not None for r in rows)
+    declared = _declared(bench_name) or Declaration(bench_name, bench_name, "")  # the declared labels, or the defaults
     return {
         "items": rows,
         "filters": [{"key": k, "values": [[v, c[v]] for v in _natural(list(c))]} for k, c in counts.items() if len(c) > 1],
-        "sort_label": SORT_LABELS.get(bench_name, "score") if has_sort else None,
-        "prompt_label": PROMPT_LABELS.get(bench_name, "prompt"),
+        "sort_label": declared.sort_label if has_sort else None,
+        "prompt_label": declared.prompt_label,
         "page_size": PAGE_SIZE,
     }
 
@@ -373,7 +386,7 @@ def _samples_html(items: Sequence[ReportItem], grouped: bool) -> str:
 def write_run_report(
     run_dir: Path,
     bench: Benchmark,
-    samples: Sequence[Any],
+    samples: Dataset[Any],
     records: Sequence[dict[str, Any]],
     metrics: dict[str, Any],
     header: dict[str, Any],
@@ -381,7 +394,8 @@ def write_run_report(
 ) -> Path:
     """Write `<run>/report/index.html` (with thumbs/ and heatmaps/ beside it); return its path.
 
-    What the page shows comes from the run: the benchmark's `report_items` and `tables`, and the
+    What the page shows comes from the run: the benchmark's `report_items` (of the answered
+    samples, `samples`, and their `records`) and `tables`, its declared title and labels, and the
     heatmaps when the run folder has any; so one page layout serves every benchmark.
     `thumbnails` may bring thumbnails already drawn (or under way) during the run."""
     run_dir = Path(run_dir)
@@ -393,7 +407,7 @@ def write_run_report(
     thinking = {str(r.get("id")): text for r in records if (text := reasoning_text(r))}
     blob = sample_blob(bench.name, items, thumbs, is_grouped, thinking)
 
-    title = BENCH_TITLES.get(bench.name, bench.name)
+    title = bench_title(bench.name)
     model = str(_obj(header.get("config")).get("model") or _obj(header.get("identity")).get("model") or "")
     tables = "\n".join(table_html(t) for t in bench.tables(metrics))
     task_order = list(_obj(metrics.get("tasks")))  # heatmaps named after metric blocks keep their order

@@ -17,91 +17,24 @@ import os
 import sys
 from argparse import Namespace
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks import NAMES
-from needlepoint.benchmarks.mc_bench.tables import STYLE_KEYS, TABLE2_COLUMNS
-from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, EXTENDED_RANGES, TASKS
-from needlepoint.benchmarks.ref_adv import BINS
+from needlepoint.benchmarks import declaration, names
+from needlepoint.benchmarks.declaration import load_target
 from needlepoint.errors import DataError
 from needlepoint.report.assets import BOARD_JS
+from needlepoint.report.boards import Board, BoardRow, Cell, Run, pct, progress_mark
 from needlepoint.report.html import esc, page, write_atomic
 from needlepoint.report.published import PublishedRow, published_notes, published_rows
 from needlepoint.store import HEADER, METRICS
 
-__all__ = ["BUILDERS", "Board", "BoardRow", "Run", "build_boards", "discover", "find_run", "main", "progress_mark", "read_run", "write_leaderboard"]
+__all__ = ["Board", "BoardRow", "Run", "build_boards", "discover", "find_run", "layout", "main", "pct", "progress_mark", "read_run", "write_leaderboard"]
 
 DEFAULT_OUT = Path("leaderboard")
 
 
 # --- run folders ---------------------------------------------------------------------------------
-
-
-@dataclass
-class Run:
-    """A finished run folder: its header (run.json) and metrics (metrics.json)."""
-
-    dir: Path
-    header: dict[str, Any]
-    metrics: dict[str, Any]
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """The `config` block of run.json (what the user asked for); empty when absent."""
-        return _obj(self.header.get("config"))
-
-    @property
-    def identity(self) -> dict[str, Any]:
-        """The `identity` block of run.json (what must match to resume); empty when absent."""
-        return _obj(self.header.get("identity"))
-
-    @property
-    def options(self) -> dict[str, Any]:
-        """The benchmark options given on the command line."""
-        return _obj(self.config.get("options"))
-
-    @property
-    def benchmark(self) -> str:
-        """The benchmark's registry name, e.g. "mc_bench"."""
-        return str(self.config.get("benchmark") or self.identity.get("benchmark") or "")
-
-    @property
-    def model(self) -> str:
-        """The model name as a leaderboard shows it: the solver's label of the run (e.g.
-        `gpt-4o + grounding-dino-base (agentic)`), else the model as the run was asked for it
-        ("?" when the header has none)."""
-        return str(self.header.get("model_label") or self.config.get("model") or self.identity.get("model") or "?")
-
-    @property
-    def label(self) -> str:
-        """The model as a leaderboard row names it, marked when the run is incomplete."""
-        mark = progress_mark(self)
-        return f"{self.model} (incomplete: {mark})" if mark else self.model
-
-    def option(self, name: str) -> Any:
-        """A benchmark option as the run used it (identity first: it holds the defaults too)."""
-        ident = self.identity
-        if f"option.{name}" in ident:
-            return ident[f"option.{name}"]
-        return self.options.get(name)
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def progress_mark(run: Run) -> str:
-    """"" for a run whose every sample was answered; else e.g. "18 answered, 2 failed of 20"
-    (from metrics.json's `run` block: failed requests are counted apart from answers)."""
-    block = _obj(run.metrics.get("run"))
-    total, answered, failed = (_count(block.get(k)) for k in ("samples", "answered", "failed"))
-    if total is None or answered is None or failed is None:
-        return ""
-    if failed == 0 and answered >= total:
-        return ""
-    return f"{answered} answered, {failed} failed of {total}"
 
 
 def _read_object(path: Path, advice: str) -> dict[str, Any]:
@@ -199,194 +132,22 @@ def read_run(path: Path) -> Run:
     if not (run_dir / METRICS).exists():
         raise DataError(f"{run_dir} has no {METRICS}: the run never finished; rerun its `needlepoint eval` command to resume it")
     run = Run(run_dir, header, _read_object(run_dir / METRICS, METRICS_ADVICE))
-    if run.benchmark not in BUILDERS:
-        raise DataError(f"{run_dir / HEADER} names benchmark {run.benchmark!r}, which has no leaderboard; use {', '.join(NAMES)}")
+    if run.benchmark not in names() or declaration(run.benchmark).leaderboard is None:
+        with_board = ", ".join(n for n in names() if declaration(n).leaderboard)
+        raise DataError(f"{run_dir / HEADER} names benchmark {run.benchmark!r}, which has no leaderboard; use {with_board}")
     return run
 
 
+def layout(benchmark: str) -> Callable[[Sequence[Run]], list[Board]]:
+    """The leaderboard layout a benchmark declares (`Declaration.leaderboard`)."""
+    target = declaration(benchmark).leaderboard
+    if target is None:
+        raise DataError(f"benchmark {benchmark!r} declares no leaderboard layout")
+    builder: Callable[[Sequence[Run]], list[Board]] = load_target(target)
+    return builder
+
+
 # --- boards --------------------------------------------------------------------------------------
-
-
-Cell = float | int | str | None  # a string: a published cell, shown as written
-
-
-@dataclass
-class BoardRow:
-    """One leaderboard line: labels (model, setting, ...), value cells, where it comes from."""
-
-    labels: list[str]
-    values: Sequence[Cell]
-    source: str
-    published: bool = False
-
-
-@dataclass
-class Board:
-    """One leaderboard table. Values are percentages (100 x metric) except the `counts` columns."""
-
-    key: str
-    title: str
-    label_columns: list[str]
-    columns: list[str]
-    rows: list[BoardRow] = field(default_factory=list)
-    counts: frozenset[str] = frozenset()
-    note: str = ""
-
-    @property
-    def header(self) -> list[str]:
-        """All column names: labels, values, then the source column."""
-        return [*self.label_columns, *self.columns, "source"]
-
-    def cell(self, column: str, value: Cell) -> str:
-        """A value as shown to people: one decimal for rates, integers for counts, empty for none,
-        a published cell as written."""
-        if value is None:
-            return ""
-        if isinstance(value, str):
-            return value
-        if column in self.counts:
-            return str(int(value))
-        return f"{value:.1f}"
-
-    def display_rows(self) -> list[list[str]]:
-        """Every row as the strings people see (see `cell`), source last."""
-        return [[*r.labels, *(self.cell(c, v) for c, v in zip(self.columns, r.values)), r.source] for r in self.rows]
-
-
-def pct(value: Any) -> float | None:
-    """100 x a stored rate; None stays None."""
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return 100 * value
-
-
-def _get(d: Any, *keys: Any) -> Any:
-    for k in keys:
-        if isinstance(d, dict):
-            d = d.get(k)
-        elif isinstance(d, list) and isinstance(k, int) and -len(d) <= k < len(d):
-            d = d[k]
-        else:
-            return None
-    return d
-
-
-def _count(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-REF_BINS = tuple(label for label, _, _ in BINS)
-
-
-def _ref_adv(runs: Sequence[Run]) -> list[Board]:
-    board = Board(
-        "ref_adv_s",
-        "Ref-Adv-s (Acc %, first box; bins: Acc@0.5 by distractor count)",
-        ["model", "prompt"],
-        ["n", "Acc@0.5", "Acc@0.75", "Acc@0.9", *REF_BINS, "parse fail"],
-        counts=frozenset({"n", "parse fail"}),
-    )
-    for run in sorted(runs, key=lambda r: -(pct(r.metrics.get("acc@0.5")) or -1)):
-        m = run.metrics
-        values = [
-            _count(m.get("n")),
-            *(pct(m.get(f"acc@{t}")) for t in ("0.5", "0.75", "0.9")),
-            *(pct(_get(m, "bins", b, "acc@0.5")) for b in REF_BINS),
-            _count(m.get("parse_fail")),
-        ]
-        board.rows.append(BoardRow([run.label, str(run.option("prompt_mode") or "")], values, str(run.dir)))
-    return [board]
-
-
-def mc_values(block: Any, by_style: Any) -> list[float | None]:
-    """One protocol's cells under MC-Bench's TABLE2_COLUMNS (%, unrounded, unlike `table2_row`,
-    so the CSV keeps every digit): "Acc^ref" is by_style["Referring"]["acc"], "AP50" is
-    block["ap50"]."""
-    styles = dict(STYLE_KEYS)
-    values = []
-    for column in TABLE2_COLUMNS:
-        metric, _, style = column.partition("^")
-        values.append(pct(_get(by_style, styles[style], metric.lower()) if style else _get(block, metric.lower())))
-    return values
-
-
-def _mc_bench(runs: Sequence[Run]) -> list[Board]:
-    board = Board(
-        "mc_bench",
-        "MC-Bench (%, the paper's Table 2 columns)",
-        ["model", "input", "protocol"],
-        list(TABLE2_COLUMNS),
-        note="official: the authors' eval_mc_bench.py to the last digit; corrected: per-sample optimal group assignment",
-    )
-    for run in sorted(runs, key=lambda r: -(pct(_get(r.metrics, "official", "ap50")) or -1)):
-        m = run.metrics
-        official, corrected = _obj(m.get("official")), _obj(m.get("corrected"))
-        corrected_styles = corrected.get("by_style") or _get(m, "analyses", "by_style")
-        setting = str(run.option("input_mode") or "")
-        board.rows.append(BoardRow([run.label, setting, "official"], mc_values(official, official.get("by_style")), str(run.dir)))
-        board.rows.append(BoardRow([run.label, setting, "corrected"], mc_values(corrected, corrected_styles), str(run.dir)))
-    return [board]
-
-
-def _mm_niah(runs: Sequence[Run]) -> list[Board]:
-    ranges = Board(
-        "mm_niah_ranges",
-        "MM-NIAH by context range (%, mean of the six tasks; official aggregate)",
-        ["model", "split"],
-        [*CONTEXT_RANGES, "overall"],
-    )
-    tasks = Board(
-        "mm_niah_tasks",
-        "MM-NIAH by task (%, mean over the context ranges; official aggregate)",
-        ["model", "split"],
-        [*TASKS, "overall"],
-    )
-    for run in sorted(runs, key=lambda r: -(pct(_get(r.metrics, "overall", "overall")) or -1)):
-        m = run.metrics
-        labels = [run.label, str(m.get("split") or run.option("split") or "")]
-        overall = _obj(m.get("overall"))
-        # The run's own range labels, if it stored them, say which score belongs to which column.
-        stored = m.get("context_ranges")
-        range_names = stored if isinstance(stored, list) else list(CONTEXT_RANGES)
-        by_range = [pct(_get(overall, "scores", range_names.index(r))) if r in range_names else None for r in CONTEXT_RANGES]
-        ranges.rows.append(BoardRow(labels, [*by_range, pct(overall.get("overall"))], str(run.dir)))
-        by_task = [pct(_get(m, "tasks", t, "overall")) for t in TASKS]
-        tasks.rows.append(BoardRow(labels, [*by_task, pct(overall.get("overall"))], str(run.dir)))
-    boards = [ranges, tasks]
-    extended = [r for r in runs if isinstance(r.metrics.get("extended"), dict)]
-    if extended:  # sets built past 64k: the 64k range split at 128k, 256k, 512k, 1M, beside the official board
-        wide = Board(
-            "mm_niah_ranges_extended",
-            "MM-NIAH by context range, extended past 64k (%, mean of the six tasks; not official: 64k ends at 128k)",
-            ["model", "split"],
-            [*EXTENDED_RANGES, "overall"],
-        )
-        for run in extended:
-            ext = _obj(_obj(run.metrics["extended"]).get("overall"))
-            labels = [run.model, str(run.metrics.get("split") or run.option("split") or "")]
-            wide.rows.append(BoardRow(labels, [*(pct(_get(ext, "scores", i)) for i in range(len(EXTENDED_RANGES))),
-                                               pct(ext.get("overall"))], str(run.dir)))  # fmt: skip
-        boards.insert(1, wide)
-    return boards
-
-
-# One builder per registered benchmark (a test checks that none is missing).
-BUILDERS: dict[str, Callable[[Sequence[Run]], list[Board]]] = {
-    "ref_adv_s": _ref_adv,
-    "mc_bench": _mc_bench,
-    "mm_niah": _mm_niah,
-}
-
-
-def _niah_by_task(rows: Sequence[PublishedRow]) -> list[PublishedRow]:
-    """MM-NIAH's published rows (one per task) laid out as the by-task board: one row per source,
-    split and model, each task's `overall` cell under the task's name."""
-    merged: dict[tuple[str, str, str], dict[str, str]] = {}
-    for r in rows:
-        key = (r.source, r.cells.get("split", ""), r.cells["model"])
-        cells = merged.setdefault(key, {k: r.cells[k] for k in ("model", "split") if k in r.cells})
-        cells[r.cells["task"]] = r.cells["overall"]
-    return [PublishedRow("mm_niah", cells, source) for (source, _, _), cells in merged.items()]
 
 
 def _add_published(board: Board, rows: Sequence[PublishedRow], notes: Sequence[str]) -> None:
@@ -405,17 +166,17 @@ def _add_published(board: Board, rows: Sequence[PublishedRow], notes: Sequence[s
 
 
 def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Board]:
-    """The leaderboards of these runs, in registry order: one per benchmark (MM-NIAH: by range and
-    by task), each with every published row of the benchmark added when `with_published`."""
+    """The leaderboards of these runs, in registry order, in each benchmark's declared layout
+    (MM-NIAH: by range and by task), each with every published row of the benchmark added when `with_published`."""
     boards: list[Board] = []
-    for benchmark in NAMES:
+    for benchmark in names():
         mine = [r for r in runs if r.benchmark == benchmark]
         if not mine:
             continue
         published = published_rows(benchmark) if with_published else []
-        for board in BUILDERS[benchmark](mine):
+        for board in layout(benchmark)(mine):
             if published:
-                rows = _niah_by_task(published) if board.key == "mm_niah_tasks" else published
+                rows = board.lay_published(published) if board.lay_published else published
                 _add_published(board, rows, published_notes(benchmark))
             boards.append(board)
     return boards

@@ -1,8 +1,9 @@
 """Solvers: how a sample becomes an answer. The registry of names; benchmarks may add their own.
 
-A benchmark declares extra solvers in a `solvers` attribute mapping names to "module:Class"
-(e.g. `solvers = {"agentic": "needlepoint.benchmarks.mc_bench.agentic:AgenticSolver"}`); a solver
-class is built as `cls(benchmark, **settings)`. See docs/solvers.md.
+A benchmark declares extra solvers in its Declaration's `solvers`, mapping names to "module:Class"
+(e.g. `solvers={"agentic": "needlepoint.benchmarks.mc_bench.agentic_solver:AgenticSolver"}` in
+benchmarks/mc_bench/__init__.py); a solver class is built as `cls(benchmark, **settings)`. A
+`solvers` attribute of the benchmark class is read too (the older place). See docs/solvers.md.
 """
 
 from __future__ import annotations
@@ -21,14 +22,25 @@ DEFAULT = "default"
 _REGISTRY = {DEFAULT: "needlepoint.solvers.default:DefaultSolver"}
 
 
+def _declared(benchmark: Any) -> dict[str, str]:
+    """The solvers a benchmark (object or class) declares: its Declaration's, then its class's own."""
+    from needlepoint.benchmarks import declaration
+
+    try:
+        declared = dict(declaration(benchmark.name).solvers)
+    except DataError:  # a benchmark object that is not registered
+        declared = {}
+    return {**declared, **getattr(benchmark, "solvers", {})}
+
+
 def solver_names(benchmark: Any) -> list[str]:
     """The solvers a benchmark can run: the shared ones, then its own."""
-    return [*_REGISTRY, *(n for n in getattr(benchmark, "solvers", {}) if n not in _REGISTRY)]
+    return [*_REGISTRY, *(n for n in _declared(benchmark) if n not in _REGISTRY)]
 
 
 def solver_class(name: str, benchmark: Any) -> type:
     """The class of solver `name` for a benchmark (object or class); DataError names the known ones."""
-    target = {**_REGISTRY, **getattr(benchmark, "solvers", {})}.get(name)
+    target = {**_REGISTRY, **_declared(benchmark)}.get(name)
     if target is None:
         raise DataError(f"unknown --solver {name!r} for {benchmark.name}; choose one of {', '.join(solver_names(benchmark))}")
     module, attr = target.split(":")

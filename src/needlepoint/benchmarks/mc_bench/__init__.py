@@ -1,0 +1,44 @@
+"""MC-Bench: box every instance a prompt refers to across an image pair (specs/mc-bench.md).
+
+The package, in the order of the flow: `groundtruth` and `benchmark` (load, prompt), `parse`,
+`agentic` and `agentic_solver` (the agentic baseline), `scoring` with `official`, `corrected` and `cocoeval`,
+`tables`, `board` (the leaderboard's layout), `demo`, and `sft` (`needlepoint build mc_bench_sft`).
+This module is the declaration only, cheap to import.
+"""
+
+from __future__ import annotations
+
+from needlepoint.benchmarks.declaration import Builder, Declaration, PublishedTable
+from needlepoint.options import ABS_FRAME, BOX_FORMAT, MAX_IMAGE_SIDE, Option
+
+__all__ = ["BENCHMARK"]
+
+BENCHMARK = Declaration(
+    name="mc_bench",
+    title="MC-Bench",
+    benchmark="needlepoint.benchmarks.mc_bench.benchmark:McBench",
+    options=(
+        BOX_FORMAT,
+        Option("--input-mode", "sequence or merged"),
+        Option("--prompt-file", "a prompt template file replacing the default"),
+        Option("--styles", "comma-separated prompt styles: Referring,Comparison,Reasoning"),
+        MAX_IMAGE_SIDE,
+        *ABS_FRAME,
+    ),
+    score_options=(Option("--styles", "comma-separated prompt styles"),),
+    solvers={"agentic": "needlepoint.benchmarks.mc_bench.agentic_solver:AgenticSolver"},
+    demo="needlepoint.benchmarks.mc_bench.demo:build",
+    leaderboard="needlepoint.benchmarks.mc_bench.board:boards",
+    published=(
+        PublishedTable(
+            "published_data/mc-bench_table2.csv",
+            "MC-Bench paper, Table 2",
+            {"method": "model", "acc_ref": "Acc^ref", "acc_com": "Acc^com", "acc_rea": "Acc^rea", "acc": "Acc",
+             "ap50_ref": "AP50^ref", "ap50_com": "AP50^com", "ap50_rea": "AP50^rea", "ap50": "AP50"},
+        ),
+    ),
+    builders=(
+        Builder("mc_bench_sft", "needlepoint.benchmarks.mc_bench.sft.command",
+                "MC-Bench-style multi-image grounding training data from COCO-format detection sets"),
+    ),
+)  # fmt: skip

@@ -37,13 +37,14 @@ def agentic_script(data: Path) -> dict[str, list[Any]]:
 
     bench = McBench(box_format=BOX_FORMAT)
     samples = bench.load(data)
-    assert bench.gt is not None
+    truth = samples.truth
+    assert truth is not None
     script: dict[str, list[Any]] = {}
     for i, sample in enumerate(samples):
         mistake = MISTAKES.get(i)
         located: list[tuple[Target, list[float]]] = []
         for position, image_id in enumerate(sample.image_ids):
-            boxes = [b for b in bench.gt.boxes if b.image_id == image_id]
+            boxes = [b for b in truth.boxes if b.image_id == image_id]
             if mistake == "missed_image" and position == 1:
                 continue
             for k, b in enumerate(boxes):

@@ -14,6 +14,7 @@ from typing import Any
 
 from needlepoint.benchmarks.base import (
     DataError,
+    Dataset,
     Parsed,
     ReportBox,
     ReportImage,
@@ -123,7 +124,6 @@ class McBench:
 
     name = "mc_bench"
     generation_defaults: dict[str, Any] = {}
-    solvers = {"agentic": "needlepoint.benchmarks.mc_bench.agentic_solver:AgenticSolver"}
 
     def __init__(
         self,
@@ -152,8 +152,6 @@ class McBench:
                 raise DataError(f"--prompt-file {prompt_file} has no {{text}} placeholder for the description")
         self.styles = _split_styles(styles)
         self.max_image_side = max_image_side
-        self.skipped: list[tuple[str, str]] = []
-        self.gt: GroundTruth | None = None
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -177,14 +175,13 @@ class McBench:
             raise DataError(f"no sample has the style(s) {', '.join(self.styles)}")
         return gt, ids
 
-    def load(self, data: Path) -> list[McSample]:
+    def load(self, data: Path) -> Dataset[McSample]:
         from needlepoint.images import safe_path
 
         require_box_format(self.box_format, self.name)
         if not data.exists():
             raise DataError(f"--data {data} does not exist; download MC-Bench and point --data at the release folder")
         gt, ids = self._ground_truth(data)
-        self.gt = gt
         wanted = set(ids) if ids is not None else None
         folder = data if data.is_dir() else data.parent
         images_root = folder / IMAGES_DIR
@@ -203,7 +200,7 @@ class McBench:
                 refs.append(ImageRef(key=im.file_name, path=path, max_side=self.max_image_side))
             sizes = tuple((float(gt.image_by_id[i].width), float(gt.image_by_id[i].height)) for i in s.image_ids)
             samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), PairGeometry(sizes, BAND, self.max_image_side, self.frame)))  # type: ignore[arg-type]  # a pair: the ground truth holds two images per sample
-        return samples
+        return Dataset(samples, truth=gt)
 
     def generation(self, sample: McSample, base: Generation) -> Generation:
         return base
@@ -237,13 +234,11 @@ class McBench:
         boxes = parsed.answer or []
         return {"boxes": len(boxes), "groups": len({b["group"] for b in boxes})}
 
-    def score(self, samples: Sequence[McSample], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def score(self, dataset: Dataset[McSample], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         from needlepoint.benchmarks.mc_bench.scoring import score_results
 
-        if self.gt is None:
-            raise DataError("mc_bench: load the data before scoring")
-        results = results_from_records(samples, records)
-        metrics = score_results(self.gt, results, [s.id for s in samples])
+        results = results_from_records(dataset, records)
+        metrics = score_results(_truth(dataset), results, [s.id for s in dataset])
         metrics["parse_errors"] = parse_errors(records)
         metrics["failures"] = request_failures(records)
         if not results:
@@ -262,13 +257,11 @@ class McBench:
         boxes = sum(scores(r).get("boxes", 0) for r in records)
         return f"boxes/sample {boxes / len(records):.2f}  parse fail {fails}"
 
-    def report_items(self, samples: Sequence[McSample], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
-        if self.gt is None:
-            return []
+    def report_items(self, dataset: Dataset[McSample], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
         gt_boxes: dict[int, list[ReportBox]] = {}
-        for b in self.gt.boxes:
+        for b in _truth(dataset).boxes:
             gt_boxes.setdefault(b.image_id, []).append(ReportBox(xywh_to_xyxy(b.bbox), "gt", b.category_id, f"GT group {b.category_id}"))
-        by_id = {s.id: s for s in samples}
+        by_id = {s.id: s for s in dataset}
         items = []
         for rec in records:
             s = by_id[rec["id"]]
@@ -292,11 +285,11 @@ class McBench:
         return items
 
     def export(
-        self, run_dir: Path, samples: Sequence[McSample], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+        self, run_dir: Path, dataset: Dataset[McSample], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
     ) -> list[Path]:
         from needlepoint.benchmarks.mc_bench.scoring import write_results
 
-        results = results_from_records(samples, records)
+        results = results_from_records(dataset, records)
         if not results:
             return []
         path = run_dir / RESULTS_FILE
@@ -328,6 +321,13 @@ def _pred_label(box: dict[str, Any]) -> str:
     """A predicted box's label in the report: its group, and the phrase it was found by (agentic solver)."""
     phrase = box.get("phrase")
     return f"group {box['group']}" + (f": {phrase}" if phrase else "")
+
+
+def _truth(dataset: Dataset[McSample]) -> GroundTruth:
+    """The annotation file `load` read (the scorer needs all of it, not only the samples')."""
+    if not isinstance(dataset.truth, GroundTruth):
+        raise DataError("mc_bench: score and report a Dataset that McBench.load returned (it carries the ground truth)")
+    return dataset.truth
 
 
 def sample_correct(images: Sequence[ReportImage]) -> bool:

@@ -1,0 +1,46 @@
+"""MM-NIAH: needles in long interleaved image-text documents (specs/mm-niah.md).
+
+The package, in the order of the flow: `data` and `benchmark` (load, prompt), `retrieve` and `rag`
+(the RAG baseline's parts), `judge`, `aggregate` (the official numbers), `heatmap`, `leaderboard`
+(the authors' leaderboard files), `board` (needlepoint's leaderboard layout), `demo`, and `build`
+(`needlepoint build mm_niah`). This module is the declaration only, cheap to import.
+"""
+
+from __future__ import annotations
+
+from needlepoint.benchmarks.declaration import Builder, Declaration, PublishedTable
+from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_EDGES
+from needlepoint.options import MAX_IMAGE_SIDE, Option
+
+__all__ = ["BENCHMARK"]
+
+# The MM-NIAH files spell the context ranges "1K".."64K"; the leaderboard's columns are "1k".."64k".
+_COLUMNS = {f"{edge // 1000}K": f"{edge // 1000}k" for edge in CONTEXT_EDGES}
+
+BENCHMARK = Declaration(
+    name="mm_niah",
+    title="MM-NIAH",
+    benchmark="needlepoint.benchmarks.mm_niah.benchmark:MmNiah",
+    options=(
+        Option("--tasks", "comma-separated tasks, e.g. retrieval-text,counting-image"),
+        Option("--split", "val or test"),
+        MAX_IMAGE_SIDE,
+    ),
+    score_options=(Option("--split", "the split to score when a folder holds several: val or test"),),
+    demo="needlepoint.benchmarks.mm_niah.demo:build",
+    prompt_label="question",
+    leaderboard="needlepoint.benchmarks.mm_niah.board:boards",
+    published=(
+        PublishedTable("published_data/mm-niah_paper.csv", "MM-NIAH paper, Tables 2 and 6-11 (test split)", _COLUMNS),
+        PublishedTable(
+            "published_data/mm-niah_leaderboard.csv",
+            "MM-NIAH project-page leaderboard (2024-08-16)",
+            _COLUMNS,
+            "The MM-NIAH paper's test numbers and the later project-page leaderboard's differ (the page records a "
+            "precision fix after the paper); both are shown, each row names its source.",
+        ),
+    ),
+    builders=(
+        Builder("mm_niah", "needlepoint.benchmarks.mm_niah.build.cli", "MM-NIAH haystacks from an interleaved corpus (OBELICS format)"),
+    ),
+)  # fmt: skip

@@ -21,20 +21,9 @@ from typing import Any
 import numpy as np
 
 from needlepoint.benchmarks.base import DataError
+from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_EDGES, CONTEXT_RANGES, EXTENDED_EDGES, EXTENDED_RANGES, TASKS
 from needlepoint.numbers import finite
 
-TASKS = (
-    "retrieval-text",
-    "retrieval-image",
-    "counting-text",
-    "counting-image",
-    "reasoning-text",
-    "reasoning-image",
-)
-CONTEXT_EDGES = (1000, 2000, 4000, 8000, 12000, 16000, 24000, 32000, 40000, 48000, 64000)
-CONTEXT_RANGES = tuple(f"{edge // 1000}k" for edge in CONTEXT_EDGES)
-EXTENDED_EDGES = CONTEXT_EDGES + (128000, 256000, 512000, 1000000)
-EXTENDED_RANGES = CONTEXT_RANGES + ("128k", "256k", "512k", "1M")
 DEPTH_STEP = 0.2
 DEPTH_BINS = 5
 DEPTH_LABELS = tuple(f"{i * DEPTH_STEP:.1f}-{(i + 1) * DEPTH_STEP:.1f}" for i in range(DEPTH_BINS))

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import DataError, Parsed, ReportItem, Table, percent, replies_text, report_parse_error
+from needlepoint.benchmarks.base import DataError, Dataset, Parsed, ReportItem, Table, percent, replies_text, report_parse_error
 from needlepoint.benchmarks.mm_niah.aggregate import (
     CONTEXT_RANGES,
     EXTENDED_EDGES,
@@ -110,19 +110,18 @@ class MmNiah:
             tasks = [t.strip() for t in tasks.split(",") if t.strip()]
         self.tasks = list(tasks) if tasks else list(TASKS)
         self.max_image_side = max_image_side
-        self.skipped: list[tuple[str, str]] = []
 
     def identity(self) -> dict[str, Any]:
         return {"split": self.split, "tasks": sorted(self.tasks), "max_image_side": self.max_image_side}
 
-    def load(self, data: Path) -> list[NiahSample]:
+    def load(self, data: Path) -> Dataset[NiahSample]:
         if not data.exists():
             raise DataError(f"--data {data} does not exist; download MM-NIAH and point --data at it")
-        samples, self.skipped, self.split = load_release(data, self.split, self.tasks)
+        samples, skipped, split = load_release(data, self.split, self.tasks)
         if self.max_image_side:
             for s in samples:
                 s.images = [replace(im, max_side=self.max_image_side) for im in s.images]
-        return samples
+        return Dataset(samples, skipped=skipped, split=split, identity={"split": split})
 
     def cost(self, sample: NiahSample) -> float:
         """What a sample costs to answer, for balancing shards: its context length in tokens."""
@@ -151,8 +150,8 @@ class MmNiah:
             out["crash"] = verdict.crash
         return out
 
-    def score(self, samples: Sequence[NiahSample], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        by_id = {s.id: s for s in samples}
+    def score(self, dataset: Dataset[NiahSample], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        by_id = {s.id: s for s in dataset}
         rows = []
         for rec in records:
             s = by_id[rec["id"]]
@@ -164,10 +163,10 @@ class MmNiah:
                  "score": judged["score"], "crash": judged.get("crash")}
             )  # fmt: skip
         if not rows:
-            metrics: dict[str, Any] = {"note": f"the {self.split} split carries no answers: responses exported for the leaderboard only"}
+            metrics: dict[str, Any] = {"note": f"the {dataset.split} split carries no answers: responses exported for the leaderboard only"}
         else:
             metrics = aggregate(rows)
-        metrics["split"] = self.split
+        metrics["split"] = dataset.split
         return metrics
 
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
@@ -178,21 +177,21 @@ class MmNiah:
         return f"micro acc {100 * sum(scored) / len(scored):.1f}" if scored else ""
 
     def export(
-        self, run_dir: Path, samples: Sequence[NiahSample], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+        self, run_dir: Path, dataset: Dataset[NiahSample], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
     ) -> list[Path]:
         from needlepoint.benchmarks.mm_niah.heatmap import draw_all
         from needlepoint.benchmarks.mm_niah.leaderboard import write_leaderboard
         from needlepoint.config import model_slug
 
-        rows = leaderboard_rows(samples, {r["id"]: r for r in records})
-        assert self.split is not None, "load() sets the split before a run exports"
-        paths = write_leaderboard(run_dir / "leaderboard", model_slug(model), self.split, rows)
+        rows = leaderboard_rows(dataset, {r["id"]: r for r in records})
+        assert dataset.split is not None, "load() finds the split of every dataset it returns"
+        paths = write_leaderboard(run_dir / "leaderboard", model_slug(model), dataset.split, rows)
         if metrics.get("tasks"):
             paths += draw_all(metrics, run_dir / "heatmaps")
         return paths
 
-    def report_items(self, samples: Sequence[NiahSample], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
-        by_id = {s.id: s for s in samples}
+    def report_items(self, dataset: Dataset[NiahSample], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
+        by_id = {s.id: s for s in dataset}
         items = []
         for rec in records:
             s = by_id[rec["id"]]

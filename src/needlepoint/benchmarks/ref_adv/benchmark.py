@@ -17,6 +17,7 @@ from typing import Any
 from needlepoint import status
 from needlepoint.benchmarks.base import (
     DataError,
+    Dataset,
     Parsed,
     ReportBox,
     ReportImage,
@@ -375,7 +376,6 @@ class RefAdv:
         self.repair_on_length_only = repair_on_length_only
         self.images_dir = Path(images).expanduser() if images else None
         self.max_image_side = max_image_side
-        self.skipped: list[tuple[str, str]] = []
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -386,7 +386,7 @@ class RefAdv:
             **self.frame.identity(),
         }
 
-    def load(self, data: Path) -> list[RefAdvSample]:
+    def load(self, data: Path) -> Dataset[RefAdvSample]:
         require_box_format(self.box_format, self.name)
         if data.is_file() and data.suffix == ".jsonl":
             samples = load_jsonl(data, self.images_dir)
@@ -410,7 +410,7 @@ class RefAdv:
         if self.max_image_side:
             for s in samples:
                 s.image = replace(s.image, max_side=self.max_image_side)
-        return samples
+        return Dataset(samples)
 
     def generation(self, sample: RefAdvSample, base: Generation) -> Generation:
         return base
@@ -450,8 +450,8 @@ class RefAdv:
             )
         return rows
 
-    def score(self, samples: Sequence[RefAdvSample], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        return score_rows(self._rows(samples, records))
+    def score(self, dataset: Dataset[RefAdvSample], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        return score_rows(self._rows(dataset, records))
 
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
         return tables(metrics)
@@ -465,12 +465,12 @@ class RefAdv:
         return f"Acc@0.5 {100 * hits / len(records):.1f}  parse fail {fails}" + (f"  failed {failed}" if failed else "")
 
     def export(
-        self, run_dir: Path, samples: Sequence[RefAdvSample], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+        self, run_dir: Path, dataset: Dataset[RefAdvSample], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
     ) -> list[Path]:
         by_id = {r["id"]: r for r in records}
         path = run_dir / "predictions_ref_adv.jsonl"
         with path.open("w", encoding="utf-8") as fh:
-            for s in samples:
+            for s in dataset:
                 rec = by_id.get(s.id)
                 if rec is None:
                     continue
@@ -488,8 +488,8 @@ class RefAdv:
                 fh.write(json_text(row) + "\n")
         return [path]
 
-    def report_items(self, samples: Sequence[RefAdvSample], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
-        by_id = {s.id: s for s in samples}
+    def report_items(self, dataset: Dataset[RefAdvSample], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
+        by_id = {s.id: s for s in dataset}
         items = []
         for rec in records:
             s = by_id[rec["id"]]

@@ -1,0 +1,43 @@
+"""MC-Bench on a leaderboard (`needlepoint report`): the layout of the paper's Table 2."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from needlepoint.benchmarks.mc_bench.tables import STYLE_KEYS, TABLE2_COLUMNS
+from needlepoint.report.boards import Board, BoardRow, Run, at, obj, pct
+
+__all__ = ["boards", "mc_values"]
+
+
+def mc_values(block: Any, by_style: Any) -> list[float | None]:
+    """One protocol's cells under MC-Bench's TABLE2_COLUMNS (%, unrounded, unlike `table2_row`,
+    so the CSV keeps every digit): "Acc^ref" is by_style["Referring"]["acc"], "AP50" is
+    block["ap50"]."""
+    styles = dict(STYLE_KEYS)
+    values = []
+    for column in TABLE2_COLUMNS:
+        metric, _, style = column.partition("^")
+        values.append(pct(at(by_style, styles[style], metric.lower()) if style else at(block, metric.lower())))
+    return values
+
+
+def boards(runs: Sequence[Run]) -> list[Board]:
+    """One board in the layout of the paper's Table 2: an official and a corrected row per run,
+    best official AP50 first."""
+    board = Board(
+        "mc_bench",
+        "MC-Bench (%, the paper's Table 2 columns)",
+        ["model", "input", "protocol"],
+        list(TABLE2_COLUMNS),
+        note="official: the authors' eval_mc_bench.py to the last digit; corrected: per-sample optimal group assignment",
+    )
+    for run in sorted(runs, key=lambda r: -(pct(at(r.metrics, "official", "ap50")) or -1)):
+        m = run.metrics
+        official, corrected = obj(m.get("official")), obj(m.get("corrected"))
+        corrected_styles = corrected.get("by_style") or at(m, "analyses", "by_style")
+        setting = str(run.option("input_mode") or "")
+        board.rows.append(BoardRow([run.label, setting, "official"], mc_values(official, official.get("by_style")), str(run.dir)))
+        board.rows.append(BoardRow([run.label, setting, "corrected"], mc_values(corrected, corrected_styles), str(run.dir)))
+    return [board]

@@ -1,0 +1,157 @@
+"""What a leaderboard is made of, for the layouts that benchmark packages declare
+(`Declaration.leaderboard`): a finished run as the leaderboard reads it (`Run`), the tables
+(`Board`, `BoardRow`) and the helpers that read metrics.json cells defensively (`pct`, `at`,
+`count`). A layout is `boards(runs: Sequence[Run]) -> list[Board]`; report/leaderboard.py finds
+the runs, adds published rows and writes the outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from needlepoint.report.published import PublishedRow
+
+__all__ = ["Board", "BoardRow", "Cell", "Run", "at", "count", "obj", "pct", "progress_mark"]
+
+
+@dataclass
+class Run:
+    """A finished run folder: its header (run.json) and metrics (metrics.json)."""
+
+    dir: Path
+    header: dict[str, Any]
+    metrics: dict[str, Any]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The `config` block of run.json (what the user asked for); empty when absent."""
+        return obj(self.header.get("config"))
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """The `identity` block of run.json (what must match to resume); empty when absent."""
+        return obj(self.header.get("identity"))
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The benchmark options given on the command line."""
+        return obj(self.config.get("options"))
+
+    @property
+    def benchmark(self) -> str:
+        """The benchmark's registry name, e.g. "mc_bench"."""
+        return str(self.config.get("benchmark") or self.identity.get("benchmark") or "")
+
+    @property
+    def model(self) -> str:
+        """The model name as a leaderboard shows it: the solver's label of the run (e.g.
+        `gpt-4o + grounding-dino-base (agentic)`), else the model as the run was asked for it
+        ("?" when the header has none)."""
+        return str(self.header.get("model_label") or self.config.get("model") or self.identity.get("model") or "?")
+
+    @property
+    def label(self) -> str:
+        """The model as a leaderboard row names it, marked when the run is incomplete."""
+        mark = progress_mark(self)
+        return f"{self.model} (incomplete: {mark})" if mark else self.model
+
+    def option(self, name: str) -> Any:
+        """A benchmark option as the run used it (identity first: it holds the defaults too)."""
+        ident = self.identity
+        if f"option.{name}" in ident:
+            return ident[f"option.{name}"]
+        return self.options.get(name)
+
+
+
+def progress_mark(run: Run) -> str:
+    """"" for a run whose every sample was answered; else e.g. "18 answered, 2 failed of 20"
+    (from metrics.json's `run` block: failed requests are counted apart from answers)."""
+    block = obj(run.metrics.get("run"))
+    total, answered, failed = (count(block.get(k)) for k in ("samples", "answered", "failed"))
+    if total is None or answered is None or failed is None:
+        return ""
+    if failed == 0 and answered >= total:
+        return ""
+    return f"{answered} answered, {failed} failed of {total}"
+
+
+def obj(value: Any) -> dict[str, Any]:
+    """`value` if it is a JSON object, else an empty one (run files are read, not trusted)."""
+    return value if isinstance(value, dict) else {}
+
+
+Cell = float | int | str | None  # a string: a published cell, shown as written
+
+
+@dataclass
+class BoardRow:
+    """One leaderboard line: labels (model, setting, ...), value cells, where it comes from."""
+
+    labels: list[str]
+    values: Sequence[Cell]
+    source: str
+    published: bool = False
+
+
+@dataclass
+class Board:
+    """One leaderboard table. Values are percentages (100 x metric) except the `counts` columns."""
+
+    key: str
+    title: str
+    label_columns: list[str]
+    columns: list[str]
+    rows: list[BoardRow] = field(default_factory=list)
+    counts: frozenset[str] = frozenset()
+    note: str = ""
+    # How `--with-published` lays the benchmark's published rows out on this board (None: as
+    # they are, cell for cell by column name), e.g. MM-NIAH's per-task rows merged into one.
+    lay_published: Callable[[Sequence[PublishedRow]], list[PublishedRow]] | None = None
+
+    @property
+    def header(self) -> list[str]:
+        """All column names: labels, values, then the source column."""
+        return [*self.label_columns, *self.columns, "source"]
+
+    def cell(self, column: str, value: Cell) -> str:
+        """A value as shown to people: one decimal for rates, integers for counts, empty for none,
+        a published cell as written."""
+        if value is None:
+            return ""
+        if isinstance(value, str):
+            return value
+        if column in self.counts:
+            return str(int(value))
+        return f"{value:.1f}"
+
+    def display_rows(self) -> list[list[str]]:
+        """Every row as the strings people see (see `cell`), source last."""
+        return [[*r.labels, *(self.cell(c, v) for c, v in zip(self.columns, r.values)), r.source] for r in self.rows]
+
+
+def pct(value: Any) -> float | None:
+    """100 x a stored rate; None stays None."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return 100 * value
+
+
+def at(d: Any, *keys: Any) -> Any:
+    """The value under `keys` (dict keys, list indices) in `d`, or None where any step is missing."""
+    for k in keys:
+        if isinstance(d, dict):
+            d = d.get(k)
+        elif isinstance(d, list) and isinstance(k, int) and -len(d) <= k < len(d):
+            d = d[k]
+        else:
+            return None
+    return d
+
+
+def count(value: Any) -> int | None:
+    """A stored count as an int (None for anything that is not a number)."""
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -1,0 +1,36 @@
+"""A solver the toy benchmark declares, with a flag of its own: the default path with a hint
+appended to every prompt."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from needlepoint.benchmarks.base import Benchmark, Parsed
+from needlepoint.conversation import Conversation, Message
+from needlepoint.options import Option
+from needlepoint.solvers import SolveContext
+from needlepoint.solvers.default import read_reply
+
+
+class Hinted:
+    name = "hinted"
+    options = (Option("--hint", "a sentence appended to every prompt"),)
+
+    def __init__(self, benchmark: Benchmark, hint: str = "Count carefully.") -> None:
+        self.benchmark = benchmark
+        self.hint = hint
+
+    def identity(self) -> dict[str, Any]:
+        return {"hint": self.hint}
+
+    def label(self, model: str) -> str:
+        return f"{model} (hinted)"
+
+    def models(self) -> Mapping[str, Any]:
+        return {}
+
+    async def solve(self, sample: Any, ctx: SolveContext) -> Parsed:
+        conversation = Conversation([Message("user", [f"{self.benchmark.prompt(sample).messages[0].text} {self.hint}"])])
+        ctx.request(conversation)
+        return read_reply(self.benchmark, sample, await ctx.complete(conversation))
