@@ -58,7 +58,7 @@ def _declared_solvers() -> list[tuple[str, str, type]]:
     from needlepoint.benchmarks import benchmark_class
     from needlepoint.solvers import DEFAULT, solver_class, solver_names
 
-    out = []
+    out: list[tuple[str, str, type]] = []
     for bench_name in NAMES:
         cls = benchmark_class(bench_name)
         out.extend((bench_name, name, solver_class(name, cls)) for name in solver_names(cls) if name != DEFAULT)

@@ -19,6 +19,7 @@ from needlepoint.benchmarks.mm_niah.aggregate import (
 )
 from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, load_release
 from needlepoint.benchmarks.mm_niah.judge import judge
+from needlepoint.benchmarks.mm_niah.rag_results import add_rag, needle_shares, rag_note, rag_tables
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
 from needlepoint.records import scores
 
@@ -57,7 +58,7 @@ def leaderboard_rows(samples: Sequence[NiahSample], records: dict[str, dict[str,
 def niah_tables(metrics: dict[str, Any]) -> list[Table]:
     """Per-range scores per task and overall, and the extra figures."""
     if metrics.get("note"):
-        return [Table("MM-NIAH", ["note"], [[metrics["note"]]])]
+        return [Table("MM-NIAH", ["note"], [[metrics["note"]]]), *rag_tables(metrics)]
     if "models" in metrics:
         tables = []
         for model, m in metrics["models"].items():
@@ -85,7 +86,7 @@ def niah_tables(metrics: dict[str, Any]) -> list[Table]:
         tables.insert(1, wide)
     if metrics.get("overall_note"):
         tables.append(Table("MM-NIAH overall", ["note"], [[metrics["overall_note"]]]))
-    return tables
+    return tables + rag_tables(metrics)
 
 
 def shown_answer(answer: Any) -> str:
@@ -103,6 +104,7 @@ class MmNiah:
     # The authors decode greedily with 32 new tokens for counting tasks and 16 otherwise
     # (`generation` fills max_tokens per task unless the user set it).
     generation_defaults: dict[str, Any] = {"temperature": 0.0, "top_p": None, "max_tokens": None, "seed": None}
+    solvers = {"rag": "needlepoint.benchmarks.mm_niah.rag_solver:RagSolver"}  # the authors' RAG baseline (docs/solvers.md)
 
     def __init__(self, split: str | None = None, tasks: str | Sequence[str] | None = None, max_image_side: int | None = None) -> None:
         self.split = split
@@ -168,6 +170,9 @@ class MmNiah:
         else:
             metrics = aggregate(rows)
         metrics["split"] = self.split
+        shares = needle_shares(samples, records)  # RAG runs: did the needles survive retrieval?
+        if shares is not None:
+            metrics["rag"] = shares
         return metrics
 
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
@@ -199,19 +204,20 @@ class MmNiah:
             b = context_bin(s.context_length, EXTENDED_EDGES)
             label = EXTENDED_RANGES[b - 1] if b > 0 else "<1k"
             score = scores(rec).get("score")
-            items.append(
-                ReportItem(
-                    id=s.id,
-                    prompt=s.question,
-                    answer=replies_text(rec),
-                    fields={"answer": shown_answer(s.answer), "score": score, "context length": int(s.context_length),
-                            "depth": s.placed_depth, "images": len(s.images), "task": s.task},
-                    filters={"task": s.task, "range": label},
-                    correct=None if score is None else score >= 1.0,
-                    parse_error=report_parse_error(rec),
-                    sort_value=score,
-                )
+            item = ReportItem(
+                id=s.id,
+                prompt=s.question,
+                answer=replies_text(rec),
+                fields={"answer": shown_answer(s.answer), "score": score, "context length": int(s.context_length),
+                        "depth": s.placed_depth, "images": len(s.images), "task": s.task},
+                filters={"task": s.task, "range": label},
+                correct=None if score is None else score >= 1.0,
+                parse_error=report_parse_error(rec),
+                sort_value=score,
             )  # fmt: skip
+            if rag_note(rec) is not None:  # the RAG solver's record: what retrieval kept
+                add_rag(item, s, rec)
+            items.append(item)
         return items
 
     def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
