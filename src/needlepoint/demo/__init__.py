@@ -54,6 +54,14 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
             print_tables(result.benchmark.tables(result.metrics))
             run_dirs.append(result.run_dir)
             failed += len(result.failed)
+        if "mm_niah" in benchmarks:  # the RAG baseline on the same set (benchmarks/mm_niah/rag_demo.py)
+            from needlepoint.benchmarks.mm_niah.rag_demo import rag_config
+
+            _, data, options = next(p for p in plans if p[0] == "mm_niah")
+            result = evaluate(rag_config(data, options, server, out, concurrency=8, show_progress=sys.stderr.isatty()))
+            print_tables(result.benchmark.tables(result.metrics))
+            run_dirs.append(result.run_dir)
+            failed += len(result.failed)
     report = _combined_report(out, run_dirs)
     print(f"demo finished in {time.perf_counter() - started:.1f} s; run folders under {out / 'runs'}")
     print(f"report: {report}")

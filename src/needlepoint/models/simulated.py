@@ -62,13 +62,17 @@ VLLM_IMAGES_ERROR = {
 
 def simulated_embedding(text: str) -> list[float]:
     """The simulated embedder's vector of a text: its content words (lower case) hashed into
-    EMBED_DIM signed dimensions, unnormalised (all zero for a text without content words)."""
+    EMBED_DIM signed dimensions, plus a fixed pseudo-random part of the whole text (so that, as
+    with a real model, a relevant sentence does not always win), unnormalised."""
     vector = [0.0] * EMBED_DIM
     for word in _WORD.findall(text.lower()):
         if word in _STOP:
             continue
         digest = hashlib.sha1(word.encode()).digest()
         vector[digest[0] % EMBED_DIM] += 1.0 if digest[1] % 2 else -1.0
+    noise = hashlib.sha1(text.encode()).digest()
+    for k in range(0, 8, 2):
+        vector[noise[k] % EMBED_DIM] += (noise[k + 1] - 127.5) / 64
     return vector
 
 
