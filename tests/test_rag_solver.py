@@ -278,3 +278,23 @@ def test_helpers() -> None:
     with pytest.raises(DataError, match="--embed-model"):
         RagSolver(MmNiah())
     assert RagSolver(MmNiah(), embed_model="e", embed_url="http://h/v1").label("org/m") == "org/m-RAG"
+
+
+def test_the_demo_s_rag_run(tmp_path: Path) -> None:
+    """benchmarks/mm_niah/rag_demo.py on the demo set at 6 documents per task: every reduced prompt
+    has a scripted answer, and a needle dropped by retrieval is answered "I could not find it."."""
+    from conftest import small_niah
+
+    from needlepoint.api import evaluate
+    from needlepoint.benchmarks.mm_niah.rag_demo import DEMO_MAX_TOKENS, rag_config
+
+    data, options, script = small_niah(tmp_path / "data")
+    with SimulatedServer(script=script, default=None) as server:
+        result = evaluate(rag_config(data, options, server, tmp_path, concurrency=4, show_progress=False, report=False))
+    assert result.failed == [] and result.run_dir == tmp_path / "runs" / "mm_niah_rag"
+    records = read_records(result.run_dir / "records.jsonl")
+    assert len(records) == 36 and all(r["solver"]["rag"]["max_tokens"] == DEMO_MAX_TOKENS for r in records.values())
+    dropped = [r for r in records.values() if r["solver"]["rag"]["needles_kept"] is False]
+    assert dropped and all(r["turns"][-1]["reply"] == "I could not find it." for r in dropped)
+    assert json.loads((result.run_dir / "run.json").read_text())["model_label"] == "needlepoint-simulated-RAG"
+    assert result.metrics["rag"]["overall"]["n_located"] == 24  # the text needles and reasoning-image's sentence
