@@ -228,3 +228,44 @@ def test_rag_solver_with_the_local_backend_through_the_cli(clip_folder: Path, tm
     content = body["messages"][0]["content"]
     sent = content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
     assert sent.startswith(doc.pieces[best] + "\n" if doc.pieces[best] != "<image>" else "\n")
+
+
+def test_internvl_g_plumbing_with_a_stand_in_model(images: dict[str, ImageRef]) -> None:
+    """The InternVL-G embedder's own code with a stand-in for the 14B model (the real weights are not
+    available here): texts padded and truncated to 80 tokens with pad id 0, batches of 8, images in
+    bfloat16 through encode_image(mode="InternVL-G"), unit vectors, the authors' token count."""
+    torch, transformers = _models()
+    from needlepoint.models.internvl_embed import BATCH, TEXT_TOKENS, InternVLEmbedder, is_internvl
+
+    class StandIn(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[tuple[str, Any, Any]] = []
+
+        def encode_text(self, text: Any) -> Any:
+            self.calls.append(("text", tuple(text.shape), None))
+            return torch.stack([torch.tensor([float((row > 0).sum()), 1.0, 0.0]) for row in text]).to(torch.bfloat16)
+
+        def encode_image(self, image: Any, mode: str) -> Any:
+            self.calls.append(("image", tuple(image.shape), (mode, image.dtype)))
+            return image.float().mean(dim=(2, 3)).to(torch.bfloat16)
+
+    model = StandIn()
+    tokenizer = _tokenizer()
+    tokenizer.pad_token_id = 0
+    processor = transformers.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    emb = InternVLEmbedder("stand-in", model, tokenizer, processor, device=DEVICE)
+    texts = [f"summarize:the penguin {'alpha ' * i}" for i in range(10)] + ["summarize:" + "beta " * 100]
+    vectors = asyncio.run(emb.embed_texts(texts))
+    assert [c[1] for c in model.calls] == [(BATCH, TEXT_TOKENS), (3, TEXT_TOKENS)]
+    assert vectors.shape == (11, 3) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
+    # Tokens that are not padding: BOS + summarize : the penguin + alpha * i + EOS; the long text cut at 80.
+    lengths = [(1 / v[1]) * v[0] for v in vectors]
+    assert [round(n) for n in lengths[:10]] == [6 + i for i in range(10)] and round(lengths[10]) == TEXT_TOKENS
+    model.calls.clear()
+    pics = asyncio.run(emb.embed_images([images["red"], images["blue"]] * 5))
+    assert [c[1][0] for c in model.calls] == [BATCH, 2] and all(c[2] == ("InternVL-G", torch.bfloat16) for c in model.calls)
+    assert pics.shape == (10, 3) and np.allclose(pics[0], pics[2], atol=1e-3)
+    # The authors' cost len(ids) - 1 with BOS and EOS is our count (ids - 2) plus one.
+    assert asyncio.run(emb.count_tokens(["the penguin sings.", ""])) == [4, 0]
+    assert is_internvl({"architectures": ["InternVLModel"], "model_type": "internvl"}) and not is_internvl({"model_type": "clip"})
