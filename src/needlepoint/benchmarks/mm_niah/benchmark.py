@@ -204,20 +204,21 @@ class MmNiah:
             b = context_bin(s.context_length, EXTENDED_EDGES)
             label = EXTENDED_RANGES[b - 1] if b > 0 else "<1k"
             score = scores(rec).get("score")
-            item = ReportItem(
-                id=s.id,
-                prompt=s.question,
-                answer=replies_text(rec),
-                fields={"answer": shown_answer(s.answer), "score": score, "context length": int(s.context_length),
-                        "depth": s.placed_depth, "images": len(s.images), "task": s.task},
-                filters={"task": s.task, "range": label},
-                correct=None if score is None else score >= 1.0,
-                parse_error=report_parse_error(rec),
-                sort_value=score,
+            items.append(
+                ReportItem(
+                    id=s.id,
+                    prompt=s.question,
+                    answer=replies_text(rec),
+                    fields={"answer": shown_answer(s.answer), "score": score, "context length": int(s.context_length),
+                            "depth": s.placed_depth, "images": len(s.images), "task": s.task},
+                    filters={"task": s.task, "range": label},
+                    correct=None if score is None else score >= 1.0,
+                    parse_error=report_parse_error(rec),
+                    sort_value=score,
+                )
             )  # fmt: skip
             if rag_note(rec) is not None:  # the RAG solver's record: what retrieval kept
-                add_rag(item, s, rec)
-            items.append(item)
+                add_rag(items[-1], s, rec)
         return items
 
     def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
