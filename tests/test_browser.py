@@ -206,7 +206,7 @@ def test_mm_niah_and_mc_bench_reports(browser: Any, demo: Path) -> None:
 
     p = Page(browser, demo / "report" / "index.html", samples=False)
     try:
-        assert p.page.locator("a[href$='report/index.html']").count() == 4  # three benchmarks, and MC-Bench's agentic run
+        assert p.page.locator("a[href$='report/index.html']").count() == 5  # three benchmarks, MC-Bench's agentic run and MM-NIAH's RAG run
         assert p.errors == []
     finally:
         p.close()
@@ -266,5 +266,37 @@ def test_reasoning_is_shown_folded(browser: Any, demo: Path, tmp_path: Path) -> 
         assert p.page.locator("details.reasoning").count() == 1  # only the sample that has reasoning
         assert p.page.locator("img[src='z']").count() == 0
         assert p.dialogs == [] and p.errors == []
+    finally:
+        p.close()
+
+
+def test_rag_report_highlights_the_needle_and_filters_by_it(browser: Any, demo: Path) -> None:
+    """The demo's MM-NIAH run with --solver rag: the "needle" filter (kept / dropped / not located)
+    and the kept context under each card with the needle pieces in <mark>."""
+    run = demo / "runs" / "mm_niah_rag"
+    recs = records(run)
+    dropped = sum(r["solver"]["rag"]["needles_kept"] is False for r in recs)
+    kept = sum(r["solver"]["rag"]["needles_kept"] is True for r in recs)
+    assert 0 < dropped and 0 < kept
+    p = Page(browser, run / "report" / "index.html")
+    try:
+        assert p.count() == len(recs)
+        p.page.select_option("select[data-filter='needle']", "dropped")
+        assert p.count() == dropped
+        p.page.select_option("select[data-filter='needle']", "kept")
+        assert p.count() == kept
+        card = p.page.locator("#np-cards .card").first
+        rec = next(r for r in recs if r["id"] == card.get_attribute("data-id"))
+        from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
+        from needlepoint.benchmarks.mm_niah.rag import document
+
+        sample = next(s for s in MmNiah(split="val").load(demo / "data" / "mm_niah") if s.id == rec["id"])
+        pieces = document(sample).pieces
+        marked = sorted({i for n in rec["solver"]["rag"]["needles"] if n["kept"] for i in n["pieces"]})
+        assert marked and "".join(card.locator(".context mark").all_text_contents()) == "".join(pieces[i] for i in marked)
+        assert "context kept by retrieval (needle highlighted)" in card.inner_text().lower()
+        ARTIFACTS.mkdir(exist_ok=True)
+        card.screenshot(path=str(ARTIFACTS / "report_mm_niah_rag.png"))
+        assert p.errors == []
     finally:
         p.close()

@@ -3,6 +3,7 @@ on the CPU, saved in the Hugging Face folder layout and loaded back as a user's 
 
 Needs the `models` extra (torch, transformers). Without it these tests are skipped, unless
 NEEDLEPOINT_TEST_MODELS=1 says they must run, in which case they fail with what to install.
+The models run on NEEDLEPOINT_TEST_DEVICE (default "cpu"; e.g. "cuda" on a GPU machine).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.models.local_embed import LocalEmbedder, require_models
 
+DEVICE = os.environ.get("NEEDLEPOINT_TEST_DEVICE", "cpu")
 WORDS = ["<pad>", "<unk>", "<s>", "</s>", "summarize", ":", "the", "penguin", "sings", "at", "dawn", "alpha", "beta", ".", "?"]
 MAX_TEXT = 16
 
@@ -80,7 +82,7 @@ def clip_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def clip(clip_folder: Path) -> LocalEmbedder:
-    return LocalEmbedder.load(str(clip_folder), batch_size=2)
+    return LocalEmbedder.load(str(clip_folder), device=DEVICE, batch_size=2)
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +167,7 @@ def test_siglip_pads_to_full_length(images: dict[str, ImageRef]) -> None:
     )
     torch.manual_seed(0)
     processor = transformers.SiglipImageProcessor(size={"height": 32, "width": 32})
-    siglip = LocalEmbedder("tiny-siglip", transformers.SiglipModel(config), _tokenizer(), processor)
+    siglip = LocalEmbedder("tiny-siglip", transformers.SiglipModel(config), _tokenizer(), processor, device=DEVICE)
     texts = asyncio.run(siglip.embed_texts(["summarize:alpha", "summarize:the penguin sings at dawn."]))
     pics = asyncio.run(siglip.embed_images([images["red"], images["blue"]]))
     assert texts.shape == (2, 32) and pics.shape == (2, 32)
@@ -187,3 +189,83 @@ def test_missing_torch_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     assert str(err.value) == (
         "--embed-backend transformers needs torch and transformers (torch is missing); install them with pip install -e '.[models]'"
     )
+
+
+def test_rag_solver_with_the_local_backend_through_the_cli(clip_folder: Path, tmp_path: Path, serve: Any) -> None:
+    """`--solver rag --embed-backend transformers`: the tiny CLIP loaded from its folder scores the
+    pieces; with a budget of 5 tokens the best-scoring piece alone (and nothing after it) is kept,
+    as the scores of the same model say."""
+    from needlepoint.benchmarks.mm_niah.rag import document
+    from needlepoint.cli import main
+    from needlepoint.store import read_records
+
+    folder = tmp_path / "mm_niah_val"
+    (folder / "annotations").mkdir(parents=True)
+    (folder / "images").mkdir()
+    Image.new("RGB", (40, 40), (220, 20, 20)).save(folder / "images" / "red.png")
+    row = {"id": 1, "images_list": ["red.png"], "context": "alpha beta. the penguin sings at dawn.<image>beta alpha.",
+           "question": "the penguin ?", "answer": "sings",
+           "meta": {"placed_depth": 0.5, "context_length": 1200, "needles": ["the penguin sings at dawn."], "choices": None,
+                    "choices_image_path": None}}  # fmt: skip
+    (folder / "annotations" / "retrieval-text.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    chat = serve(default="sings")
+    out = tmp_path / "run"
+    args = ["eval", "mm_niah", "--data", str(folder), "--model", "sim-model", "--api-url", chat.url, "--solver", "rag",
+            "--embed-model", str(clip_folder), "--embed-backend", "transformers", "--embed-device", DEVICE,
+            "--rag-max-tokens", "5", "--out", str(out), "--no-progress", "--no-report"]  # fmt: skip
+    assert main(args) == 0
+    (sample,) = MmNiah(tasks=["retrieval-text"]).load(folder)
+    doc = document(sample)
+    clip = LocalEmbedder.load(str(clip_folder), device=DEVICE)
+    query, *texts = asyncio.run(clip.embed_texts([doc.query, *doc.embed_texts]))
+    (image,) = asyncio.run(clip.embed_images(list(doc.images)))
+    scores = doc.piece_scores([float(t @ query) for t in texts], [float(image @ query)])
+    best = int(np.argsort(np.asarray(scores, dtype=np.float64))[::-1][0])
+    rec = read_records(out / "records.jsonl")[sample.id]
+    assert rec["solver"]["rag"]["kept"] == [[best, best]]
+    assert rec["solver"]["embedding"]["backend"] == "transformers" and rec["solver"]["embedding"]["model"] == str(clip_folder)
+    ((_, body),) = chat.requests
+    content = body["messages"][0]["content"]
+    sent = content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+    assert sent.startswith(doc.pieces[best] + "\n" if doc.pieces[best] != "<image>" else "\n")
+
+
+def test_internvl_g_plumbing_with_a_stand_in_model(images: dict[str, ImageRef]) -> None:
+    """The InternVL-G embedder's own code with a stand-in for the 14B model (the real weights are not
+    available here): texts padded and truncated to 80 tokens with pad id 0, batches of 8, images in
+    bfloat16 through encode_image(mode="InternVL-G"), unit vectors, the authors' token count."""
+    torch, transformers = _models()
+    from needlepoint.models.internvl_embed import BATCH, TEXT_TOKENS, InternVLEmbedder, is_internvl
+
+    class StandIn(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[tuple[str, Any, Any]] = []
+
+        def encode_text(self, text: Any) -> Any:
+            self.calls.append(("text", tuple(text.shape), None))
+            return torch.stack([torch.tensor([float((row > 0).sum()), 1.0, 0.0]) for row in text]).to(torch.bfloat16)
+
+        def encode_image(self, image: Any, mode: str) -> Any:
+            self.calls.append(("image", tuple(image.shape), (mode, image.dtype)))
+            return image.float().mean(dim=(2, 3)).to(torch.bfloat16)
+
+    model = StandIn()
+    tokenizer = _tokenizer()
+    tokenizer.pad_token_id = 0
+    processor = transformers.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    emb = InternVLEmbedder("stand-in", model, tokenizer, processor, device=DEVICE)
+    texts = [f"summarize:the penguin {'alpha ' * i}" for i in range(10)] + ["summarize:" + "beta " * 100]
+    vectors = asyncio.run(emb.embed_texts(texts))
+    assert [c[1] for c in model.calls] == [(BATCH, TEXT_TOKENS), (3, TEXT_TOKENS)]
+    assert vectors.shape == (11, 3) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
+    # Tokens that are not padding: BOS + summarize : the penguin + alpha * i + EOS; the long text cut at 80.
+    lengths = [(1 / v[1]) * v[0] for v in vectors]
+    assert [round(n) for n in lengths[:10]] == [6 + i for i in range(10)] and round(lengths[10]) == TEXT_TOKENS
+    model.calls.clear()
+    pics = asyncio.run(emb.embed_images([images["red"], images["blue"]] * 5))
+    assert [c[1][0] for c in model.calls] == [BATCH, 2] and all(c[2] == ("InternVL-G", torch.bfloat16) for c in model.calls)
+    assert pics.shape == (10, 3) and np.allclose(pics[0], pics[2], atol=1e-3)
+    # The authors' cost len(ids) - 1 with BOS and EOS is our count (ids - 2) plus one.
+    assert asyncio.run(emb.count_tokens(["the penguin sings.", ""])) == [4, 0]
+    assert is_internvl({"architectures": ["InternVLModel"], "model_type": "internvl"}) and not is_internvl({"model_type": "clip"})

@@ -508,7 +508,7 @@ def test_rejections_are_classified_and_scrubbed_and_long_waits_refused() -> None
 
 def test_requests_in_flight_are_bounded() -> None:
     async def count(server: EmbeddingServer) -> list[int]:
-        emb = embedder(server, max_concurrency=3)
+        emb = embedder(server, tokenize_concurrency=3)
         try:
             return await emb.count_tokens([f"word {'x ' * i}" for i in range(12)])
         finally:

@@ -57,6 +57,8 @@ class VllmServer:
     max_model_len: int = MAX_MODEL_LEN
     port: int = field(default_factory=free_port)
     process: subprocess.Popen | None = None
+    served_name: str = MODEL_NAME
+    extra_args: list[str] = field(default_factory=list)  # e.g. vLLM's pooling runner flags
 
     @property
     def base(self) -> str:
@@ -74,7 +76,7 @@ class VllmServer:
         args = [
             str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
             "--model", str(self.model_dir),
-            "--served-model-name", MODEL_NAME,
+            "--served-model-name", self.served_name,
             "--host", "127.0.0.1",
             "--port", str(self.port),
             "--dtype", "float32",
@@ -83,6 +85,7 @@ class VllmServer:
         ]  # fmt: skip
         if self.api_key:
             args += ["--api-key", self.api_key]
+        args += self.extra_args
         env = {
             **os.environ,
             "VLLM_TARGET_DEVICE": "cpu",

@@ -145,7 +145,9 @@ class ReportItem:
 
     `prompt` and `answer` are shown as text (always escaped); `fields` are shown as a small table;
     `filters` name the values the page can filter on (e.g. {"style": "Reasoning"}); `correct`
-    drives the "wrong only" filter (None: not applicable); `sort_value` orders by IoU or score.
+    drives the "wrong only" filter (None: not applicable); `sort_value` orders by IoU or score;
+    `context` is text shown under `context_label` as (text, highlighted) runs (e.g. the context a
+    retrieval solver kept, its needle highlighted).
     """
 
     id: str
@@ -157,6 +159,8 @@ class ReportItem:
     correct: bool | None = None
     parse_error: str | None = None
     sort_value: float | None = None
+    context: list[tuple[str, bool]] = field(default_factory=list)
+    context_label: str = "context"
 
 
 def report_parse_error(record: dict[str, Any]) -> str | None:

@@ -56,7 +56,9 @@ class Declaration:
       `needlepoint score` it takes;
     - `solvers`: solver name -> "module:Class", besides the default solver (docs/solvers.md);
     - `demo`: "module:function", `function(folder) -> (data path, options, simulated answers)`
-      for `needlepoint demo`;
+      for `needlepoint demo`; `demo_runs`: more demo runs of the same set (a solver's), each
+      "module:function", `function(data, options, server, runs folder) -> RunConfig`, which may add
+      answers to the simulated server's script first;
     - `prompt_label`, `sort_label`: how the run report names a sample's prompt and sort key (the
       filters come from `report_items`);
     - `leaderboard`: "module:function", `function(runs) -> list[Board]` (report/boards.py), the
@@ -72,6 +74,7 @@ class Declaration:
     score_options: tuple[Option, ...] = ()
     solvers: Mapping[str, str] = field(default_factory=dict)
     demo: str | None = None
+    demo_runs: tuple[str, ...] = ()
     prompt_label: str = "prompt"
     sort_label: str = "score"
     leaderboard: str | None = None

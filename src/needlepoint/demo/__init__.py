@@ -40,6 +40,8 @@ def builder(name: str) -> Build:
 def run_demo(out: Path, benchmarks: list[str]) -> int:
     """Build the demo sets, serve the simulated model, evaluate each benchmark, print the tables."""
     from needlepoint.api import evaluate
+    from needlepoint.benchmarks import declaration
+    from needlepoint.benchmarks.declaration import load_target
     from needlepoint.config import RunConfig
     from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
     from needlepoint.report.terminal import print_tables
@@ -70,14 +72,10 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
                 fresh=False,
                 show_progress=sys.stderr.isatty(),
             )
-            result = evaluate(config)
-            print_tables(result.benchmark.tables(result.metrics))
-            run_dirs.append(result.run_dir)
-            failed += len(result.failed)
-            if name == "mc_bench":  # and MC-Bench's agentic baseline on the same set (simulated reasoner and localizer)
-                from needlepoint.benchmarks.mc_bench.agentic_demo import run_agentic
-
-                result = run_agentic(out / "runs" / "mc_bench_agentic", data, server, sys.stderr.isatty())
+            configs = [config, *(load_target(t)(data, options, server, out / "runs") for t in declaration(name).demo_runs)]
+            for config in configs:  # the plain run, then the declared solvers' runs of the same set
+                config.concurrency, config.show_progress = 8, sys.stderr.isatty()
+                result = evaluate(config)
                 print_tables(result.benchmark.tables(result.metrics))
                 run_dirs.append(result.run_dir)
                 failed += len(result.failed)

@@ -20,7 +20,8 @@ examples/pooling/embed/vision_embedding_online.py):
 Vectors come back L2-normalised (float32), so a dot product is the cosine. Retries follow the
 chat client's RetryPolicy (backoff with full jitter on connection errors, timeouts, 429 and 5xx,
 Retry-After honoured up to `max_wait_s`; other 4xx are not retried and are classified as the chat
-client classifies them); requests in flight are bounded per embedder; error messages are scrubbed
+client classifies them); requests in flight are bounded per embedder (`max_concurrency` embedding
+requests, `tokenize_concurrency` /tokenize requests); error messages are scrubbed
 of the API key and URL credentials.
 """
 
@@ -148,8 +149,9 @@ class ServedEmbedder:
         max_concurrency: int = 8,
         timeout_s: float = 120.0,
         truncate_prompt_tokens: int | None = -1,
+        tokenize_concurrency: int = 64,
     ) -> None:
-        if batch_size < 1 or max_concurrency < 1:
+        if batch_size < 1 or max_concurrency < 1 or tokenize_concurrency < 1:
             raise DataError("the embedding batch size and concurrency must be at least 1")
         self.name = name
         self.base_url = base_url
@@ -164,6 +166,8 @@ class ServedEmbedder:
         self.timeout_s = timeout_s
         self.truncate_prompt_tokens = truncate_prompt_tokens
         self._gate = asyncio.Semaphore(max_concurrency)
+        # /tokenize is cheap and takes one text per request: a long document asks it a thousand times.
+        self._count_gate = asyncio.Semaphore(tokenize_concurrency)
         self._session: aiohttp.ClientSession | None = None
 
     def scrub(self, text: str) -> str:
@@ -183,7 +187,7 @@ class ServedEmbedder:
 
     async def _once(self, url: str, body: bytes, timeout_s: float) -> tuple[int, bytes, float | None]:
         session = await self._client()
-        async with self._gate:
+        async with self._count_gate if url == self._tokenize_url else self._gate:
             async with session.post(url, data=body, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
                 return resp.status, await resp.read(), retry_after_s(resp.headers.get("Retry-After"))
 
@@ -232,6 +236,18 @@ class ServedEmbedder:
             raise DataError(
                 self.scrub(f"cannot reach the embedding server {where} ({reason}); start it or fix --embed-url")
             ) from None
+        if status in (401, 403):
+            raise DataError(
+                f"the embedding server {where} refused the key (http_{status}); set NEEDLEPOINT_EMBED_API_KEY "
+                "(or OPENAI_API_KEY) to the key it expects"
+            )
+        if status == 404 and b"does not exist" in raw:
+            raise DataError(
+                self.scrub(
+                    f"the embedding server {where} does not serve {self.name!r} ({_head(raw, 160)}); "
+                    "pass the name it serves to --embed-model"
+                )
+            )
         if status in (404, 405):
             raise DataError(
                 f"the embedding server {where} has no /tokenize endpoint, which counts the tokens of the text pieces; "

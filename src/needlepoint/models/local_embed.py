@@ -6,18 +6,17 @@ and are imported only when a LocalEmbedder is made. The model runs in one worker
 batch at a time, so the event loop keeps serving the chat requests meanwhile. Vectors are
 L2-normalised, so a dot product is the cosine, as in the authors' retriever.
 
-TODO (InternVL-G mode): the authors' retriever is OpenGVLab/InternVL-14B-224px with
-`encode_text` and `encode_image(mode='InternVL-G')`, text tokenised to 80 tokens (truncated and
-padded with pad id 0) by its own LLaMA tokenizer (`use_fast=False, add_eos_token=True`), images
-through its CLIPImageProcessor, in bfloat16, and token counts as `len(tokenizer(piece).input_ids)
-- 1`. It needs `trust_remote_code=True` and a GPU (14B parameters); not built yet.
+The authors' retriever, InternVL-14B-224px in InternVL-G mode, is `internvl_embed.InternVLEmbedder`;
+`load_embedder` picks it or LocalEmbedder from the model folder's config.json.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,7 +26,7 @@ from needlepoint.errors import DataError
 from needlepoint.models.embeddings import normalise
 from needlepoint.models.extra import EXTRA, require_models, rgb_image
 
-__all__ = ["EXTRA", "LocalEmbedder", "require_models"]
+__all__ = ["EXTRA", "LocalEmbedder", "load_embedder", "model_config", "require_models"]
 
 FEATURE = "--embed-backend transformers"
 
@@ -124,6 +123,41 @@ class LocalEmbedder:
             return np.zeros((0, 0), dtype=np.float32)
         return await asyncio.get_running_loop().run_in_executor(None, self._images_sync, list(images))
 
-    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Token counts of the model's own tokenizer, without special tokens and untruncated."""
+    def _counts_sync(self, texts: list[str]) -> list[int]:
         return [len(self.tokenizer(t, add_special_tokens=False)["input_ids"]) if t else 0 for t in texts]
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Token counts of the model's own tokenizer, without special tokens and untruncated (in a
+        worker thread: a long document has a thousand pieces)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self._counts_sync, list(texts))
+
+
+def model_config(path_or_id: str) -> dict[str, Any]:
+    """The config.json of a model folder, or of a Hugging Face id in the local cache ({} when there
+    is none to read: the loader then says what is missing)."""
+    folder = Path(path_or_id).expanduser()
+    path: Path | None = folder / "config.json" if folder.is_dir() else None
+    if path is None:
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            found = try_to_load_from_cache(path_or_id, "config.json")
+            path = Path(found) if isinstance(found, str) else None
+        except ImportError:
+            path = None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path is not None and path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def load_embedder(path_or_id: str, device: str = "cpu") -> Any:
+    """The local embedder for a model: InternVL-14B-224px (InternVL-G mode, remote code) when its
+    config says InternVL, else a CLIP or SigLIP model through LocalEmbedder."""
+    from needlepoint.models.internvl_embed import InternVLEmbedder, is_internvl
+
+    require_models(FEATURE)
+    if is_internvl(model_config(path_or_id)):
+        return InternVLEmbedder.load(path_or_id, device)
+    return LocalEmbedder.load(path_or_id, device)

@@ -6,13 +6,22 @@ protocol on 127.0.0.1 only, and can inject the faults real servers show (429 wit
 absurd Retry-After, 5xx, hangs, dropped connections, invalid JSON, vLLM's 400 error bodies, error
 bodies that echo the credentials, reasoning replies without content, a wrong key, a model list
 without the model asked for) for the tests of the client.
+
+It also serves a simulated embedding model as vLLM serves one (`POST /v1/embeddings` with text
+`input` lists or a chat-style `messages` image request, `POST /tokenize`), deterministic and named
+as simulated: a text's vector is a bag of its words hashed into 64 signed dimensions, an image's the
+vector of its dominant colour's name, and `/tokenize` counts whitespace-separated words. The RAG
+baseline's tests, demo and benchmark run against it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
+import io
 import json
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +30,13 @@ from typing import Any
 from needlepoint.conversation import Conversation
 
 SIMULATED_MODEL_NAME = "needlepoint-simulated"
+SIMULATED_EMBEDDER_NAME = "needlepoint-simulated-embedder"
+EMBED_DIM = 64
+_WORD = re.compile(r"[a-z0-9]+")
+# Words that say nothing about a piece: left out of the simulated text vectors.
+_STOP = frozenset("a an the of is was are in on at to and or what which how many does do did summarize".split())
+COLOUR_NAMES = {"red": (220, 30, 30), "green": (30, 180, 30), "blue": (30, 30, 220), "yellow": (230, 210, 30),
+                "grey": (128, 128, 128)}  # fmt: skip
 
 ScriptReply = str | Mapping[str, Any]
 """A scripted answer: its text, or {"text": ..., "finish_reason": ..., "reasoning": ...,
@@ -42,6 +58,41 @@ VLLM_IMAGES_ERROR = {
     "param": None,
     "code": 400,
 }
+
+
+def simulated_embedding(text: str) -> list[float]:
+    """The simulated embedder's vector of a text: its content words (lower case) hashed into
+    EMBED_DIM signed dimensions, plus a fixed pseudo-random part of the whole text (so that, as
+    with a real model, a relevant sentence does not always win), unnormalised."""
+    vector = [0.0] * EMBED_DIM
+    for word in _WORD.findall(text.lower()):
+        if word in _STOP:
+            continue
+        digest = hashlib.sha1(word.encode()).digest()
+        vector[digest[0] % EMBED_DIM] += 1.0 if digest[1] % 2 else -1.0
+    noise = hashlib.sha1(text.encode()).digest()
+    for k in range(0, 8, 2):
+        vector[noise[k] % EMBED_DIM] += (noise[k + 1] - 127.5) / 64
+    return vector
+
+
+def colour_name(rgb: Sequence[float]) -> str:
+    """The name in COLOUR_NAMES nearest to a mean colour."""
+    return min(COLOUR_NAMES, key=lambda n: sum((a - b) ** 2 for a, b in zip(COLOUR_NAMES[n], rgb)))
+
+
+def simulated_image_embedding(data: bytes) -> list[float]:
+    """The simulated embedder's vector of an image: that of its mean colour's name."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as im:
+        mean = im.convert("RGB").resize((1, 1), Image.Resampling.BOX).getpixel((0, 0))
+    return simulated_embedding(colour_name(mean))
+
+
+def simulated_token_count(text: str) -> int:
+    """What the simulated `/tokenize` answers: the number of whitespace-separated words."""
+    return len(text.split())
 
 
 def _first_user(messages: list[dict[str, Any]]) -> tuple[str, list[str]]:
@@ -86,6 +137,11 @@ class SimulatedServer:
     "context" and "images" (vLLM's 400 bodies), "echo" (a 400 whose body repeats the request's
     Authorization header and URL). `models` is what `GET /v1/models` lists; with `api_key` set, a
     request without that Bearer key gets 401; with `failing` set, every chat request gets 503.
+
+    The embedding side: `embed_models` are the names `/v1/embeddings` and `/tokenize` accept (another
+    gets vLLM's 404 "does not exist"); `tokenize=False` leaves `/tokenize` out (404, as a server
+    without it); `embed_delay_s` delays each embedding request; `embed_log` keeps (endpoint, number
+    of inputs) per embedding or tokenize request, in arrival order.
     """
 
     script: Mapping[str, list[ScriptReply]] = field(default_factory=dict)
@@ -98,6 +154,10 @@ class SimulatedServer:
     models: Sequence[str] = (SIMULATED_MODEL_NAME,)
     api_key: str | None = None
     failing: bool = False
+    embed_models: Sequence[str] = (SIMULATED_EMBEDDER_NAME,)
+    tokenize: bool = True
+    embed_delay_s: float = 0.0
+    embed_log: list[tuple[str, int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -148,6 +208,9 @@ class SimulatedServer:
         app = web.Application(client_max_size=1 << 30)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/embeddings", self._embeddings)
+        if self.tokenize:
+            app.router.add_post("/tokenize", self._tokenize)
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
@@ -169,6 +232,60 @@ class SimulatedServer:
         if refused is not None:
             return refused
         return web.json_response({"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
+
+    def _unknown_model(self, body: Any) -> Any:
+        from aiohttp import web
+
+        model = body.get("model") if isinstance(body, dict) else None
+        if model in self.embed_models:
+            return None
+        message = f"The model `{model}` does not exist."
+        return web.json_response({"error": {"message": message, "type": "NotFoundError", "param": None, "code": 404}}, status=404)
+
+    async def _embeddings(self, request: Any) -> Any:
+        from aiohttp import web
+
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        body = await request.json()
+        unknown = self._unknown_model(body)
+        if unknown is not None:
+            return unknown
+        if self.embed_delay_s:
+            await asyncio.sleep(self.embed_delay_s)
+        if "messages" in body:
+            self.embed_log.append(("embeddings", 1))
+            urls = [p["image_url"]["url"] for m in body["messages"] for p in m.get("content", []) if p.get("type") == "image_url"]
+            texts = "".join(p.get("text", "") for m in body["messages"] for p in m.get("content", []) if p.get("type") == "text")
+            if urls:
+                data = base64.b64decode(urls[0].split(",", 1)[1])
+                vectors = [await asyncio.get_running_loop().run_in_executor(None, simulated_image_embedding, data)]
+            else:
+                vectors = [simulated_embedding(texts)]
+        else:
+            inputs = body.get("input")
+            inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
+            self.embed_log.append(("embeddings", len(inputs)))
+            vectors = [simulated_embedding(str(t)) for t in inputs]
+        data_rows = [{"index": i, "object": "embedding", "embedding": v} for i, v in enumerate(vectors)]
+        tokens = sum(simulated_token_count(str(t)) for t in (body.get("input") or []) if isinstance(t, str))
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return web.json_response({"object": "list", "model": body["model"], "data": data_rows, "usage": usage})
+
+    async def _tokenize(self, request: Any) -> Any:
+        from aiohttp import web
+
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        body = await request.json()
+        unknown = self._unknown_model(body)
+        if unknown is not None:
+            return unknown
+        self.embed_log.append(("tokenize", 1))
+        n = simulated_token_count(str(body.get("prompt", "")))
+        return web.json_response({"count": n, "max_model_len": 512, "tokens": list(range(n)), "token_strs": None})
 
     async def _chat(self, request: Any) -> Any:
         from aiohttp import web

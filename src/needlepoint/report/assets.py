@@ -69,6 +69,7 @@ pre.json { background: var(--panel); padding: 8px; overflow: auto; max-height: 3
 .badge.na { background: var(--muted); }
 .card .lbl { color: var(--muted); font-size: 11px; text-transform: uppercase; letter-spacing: .04em; margin-top: 6px; }
 .card .prompt { margin: 2px 0; white-space: pre-wrap; word-break: break-word; }
+.card .context { max-height: 220px; overflow: auto; font-size: 12px; }
 .card pre.answer { margin: 2px 0; padding: 6px 8px; background: var(--panel); border-radius: 4px; white-space: pre-wrap;
   word-break: break-word; max-height: 220px; overflow: auto; font-size: 12px; }
 .card table.fields { border-collapse: collapse; margin-top: 6px; font-size: 12px; }
@@ -198,6 +199,12 @@ JS = r"""
     body.appendChild(head);
     body.appendChild(el("div", "lbl", data.prompt_label));
     body.appendChild(el("div", "prompt", it.p));
+    if (it.x) {
+      body.appendChild(el("div", "lbl", it.xl));
+      var ctx = el("div", "prompt context");
+      it.x.forEach(function (run) { ctx.appendChild(run[1] ? el("mark", null, run[0]) : document.createTextNode(run[0])); });
+      body.appendChild(ctx);
+    }
     body.appendChild(el("div", "lbl", "model answer"));
     body.appendChild(el("pre", "answer", it.a));
     if (it.r) {

@@ -225,6 +225,9 @@ def sample_blob(
                 "r": _clip((reasoning or {}).get(str(it.id), "")),
             }
         )
+        if it.context:
+            rows[-1]["x"] = [[_clip(text), bool(mark)] for text, mark in it.context]
+            rows[-1]["xl"] = it.context_label
     has_sort = any(r["s"] is not None for r in rows)
     declared = _declared(bench_name) or Declaration(bench_name, bench_name, "")  # the declared labels, or the defaults
     return {

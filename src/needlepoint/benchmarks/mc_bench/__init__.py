@@ -28,6 +28,7 @@ BENCHMARK = Declaration(
     score_options=(Option("--styles", "comma-separated prompt styles"),),
     solvers={"agentic": "needlepoint.benchmarks.mc_bench.agentic_solver:AgenticSolver"},
     demo="needlepoint.benchmarks.mc_bench.demo:build",
+    demo_runs=("needlepoint.benchmarks.mc_bench.agentic_demo:agentic_config",),
     leaderboard="needlepoint.benchmarks.mc_bench.board:boards",
     published=(
         PublishedTable(

@@ -17,7 +17,7 @@ from needlepoint.benchmarks.mc_bench.agentic import Target, localizer_request, r
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.geometry import BoxFormat, xywh_to_xyxy
 
-__all__ = ["LOCALIZER_NAME", "agentic_script", "run_agentic"]
+__all__ = ["LOCALIZER_NAME", "agentic_script", "agentic_config"]
 
 LOCALIZER_NAME = "needlepoint-simulated-localizer"
 BOX_FORMAT: BoxFormat = "norm_1000_xyxy"
@@ -69,10 +69,9 @@ def agentic_script(data: Path) -> dict[str, list[Any]]:
     return script
 
 
-def run_agentic(out: Path, data: Path, server: Any, show_progress: bool = False) -> Any:
-    """Evaluate the demo set in `data` with `--solver agentic` against the demo's simulated `server`
-    (its script and model list are extended for the reasoner and the localizer); the RunResult."""
-    from needlepoint.api import evaluate
+def agentic_config(data: Path, options: dict[str, Any], server: Any, runs: Path) -> Any:
+    """The RunConfig of the demo set in `data` with `--solver agentic` against the demo's simulated
+    `server` (its script and model list are extended for the reasoner and the localizer)."""
     from needlepoint.config import RunConfig
     from needlepoint.models.simulated import SIMULATED_MODEL_NAME
 
@@ -87,9 +86,7 @@ def run_agentic(out: Path, data: Path, server: Any, show_progress: bool = False)
         options={"box_format": BOX_FORMAT},
         solver="agentic",
         solver_options={"localizer": f"vlm:{LOCALIZER_NAME}", "localizer_url": [server.url]},
-        out=out,
-        concurrency=8,
-        show_progress=show_progress,
+        out=runs / "mc_bench_agentic",
     )
     print("MC-Bench, --solver agentic: the simulated model as reasoner and as localizer")
-    return evaluate(config)
+    return config

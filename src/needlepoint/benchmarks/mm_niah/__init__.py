@@ -27,7 +27,9 @@ BENCHMARK = Declaration(
         MAX_IMAGE_SIDE,
     ),
     score_options=(Option("--split", "the split to score when a folder holds several: val or test"),),
+    solvers={"rag": "needlepoint.benchmarks.mm_niah.rag_solver:RagSolver"},  # the authors' RAG baseline
     demo="needlepoint.benchmarks.mm_niah.demo:build",
+    demo_runs=("needlepoint.benchmarks.mm_niah.rag_demo:rag_config",),
     prompt_label="question",
     leaderboard="needlepoint.benchmarks.mm_niah.board:boards",
     published=(

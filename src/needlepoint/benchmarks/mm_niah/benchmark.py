@@ -19,6 +19,7 @@ from needlepoint.benchmarks.mm_niah.aggregate import (
 )
 from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, load_release
 from needlepoint.benchmarks.mm_niah.judge import judge
+from needlepoint.benchmarks.mm_niah.rag_results import add_rag, needle_shares, rag_note, rag_tables
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
 from needlepoint.records import scores
 
@@ -57,7 +58,7 @@ def leaderboard_rows(samples: Sequence[NiahSample], records: dict[str, dict[str,
 def niah_tables(metrics: dict[str, Any]) -> list[Table]:
     """Per-range scores per task and overall, and the extra figures."""
     if metrics.get("note"):
-        return [Table("MM-NIAH", ["note"], [[metrics["note"]]])]
+        return [Table("MM-NIAH", ["note"], [[metrics["note"]]]), *rag_tables(metrics)]
     if "models" in metrics:
         tables = []
         for model, m in metrics["models"].items():
@@ -85,7 +86,7 @@ def niah_tables(metrics: dict[str, Any]) -> list[Table]:
         tables.insert(1, wide)
     if metrics.get("overall_note"):
         tables.append(Table("MM-NIAH overall", ["note"], [[metrics["overall_note"]]]))
-    return tables
+    return tables + rag_tables(metrics)
 
 
 def shown_answer(answer: Any) -> str:
@@ -167,6 +168,9 @@ class MmNiah:
         else:
             metrics = aggregate(rows)
         metrics["split"] = dataset.split
+        shares = needle_shares(dataset, records)  # RAG runs: did the needles survive retrieval?
+        if shares is not None:
+            metrics["rag"] = shares
         return metrics
 
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
@@ -211,6 +215,8 @@ class MmNiah:
                     sort_value=score,
                 )
             )  # fmt: skip
+            if rag_note(rec) is not None:  # the RAG solver's record: what retrieval kept
+                add_rag(items[-1], s, rec)
         return items
 
     def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:

@@ -1,0 +1,234 @@
+"""`--solver rag` for MM-NIAH: the authors' RAG baseline as a solver (specs/mm-niah.md, "RAG baseline").
+
+Per sample: cut the row into the authors' pieces (rag.py), score them with an embedding model
+(served by vLLM, or loaded here through transformers), keep the best within the token budget in
+document order, and ask the model with the usual prompt over what was kept. The scores and token
+counts of a document and question are cached in `<run>/cache/rag/`, so a resumed or retried run
+does not embed again. The record keeps, under `solver.rag`, what was kept and the rank of every
+needle piece; the leaderboard names the system `<model>-RAG`, as the authors' leaderboard does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from needlepoint.benchmarks.base import Parsed
+from needlepoint.benchmarks.mm_niah.data import NiahSample
+from needlepoint.benchmarks.mm_niah.rag import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MIN_IMAGES,
+    RagDocument,
+    Selection,
+    document,
+    reduced_sample,
+    select,
+)
+from needlepoint.benchmarks.mm_niah.retrieve import PieceScores, score_document
+from needlepoint.conversation import ImageRef
+from needlepoint.errors import DataError
+from needlepoint.options import Option
+from needlepoint.solvers.base import SolveContext
+from needlepoint.solvers.default import read_reply
+from needlepoint.store import json_text, write_atomic
+
+__all__ = ["API_KEY_ENV", "CACHE_DIR", "RagSolver", "kept_ranges", "note_of"]
+
+API_KEY_ENV = ("NEEDLEPOINT_EMBED_API_KEY", "OPENAI_API_KEY")
+CACHE_DIR = Path("cache") / "rag"
+SERVED, TRANSFORMERS = "served", "transformers"
+
+
+def _count(flag: str) -> Any:
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < 0:
+            raise ValueError(f"{flag} must be 0 or more")
+        return value
+
+    parse.__name__ = "a whole number"  # argparse names the type in its message
+    return parse
+
+
+def kept_ranges(kept: Sequence[int]) -> list[list[int]]:
+    """Piece indices (ascending) as [first, last] runs: a record stays small for long documents."""
+    runs: list[list[int]] = []
+    for i in kept:
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return runs
+
+
+def note_of(doc: RagDocument, selection: Selection) -> dict[str, Any]:
+    """What the record keeps of one retrieval (under `solver.rag`)."""
+    return {
+        "pieces": len(doc.pieces),
+        "pieces_kept": len(selection.kept),
+        "images": len(doc.images),
+        "images_kept": selection.images,
+        "question_images": len(doc.kept_images),
+        "tokens_kept": selection.tokens,
+        "max_tokens": selection.max_tokens,
+        "min_images": selection.min_images,
+        "kept": kept_ranges(selection.kept),
+        "needles_kept": selection.needles_kept,
+        "needles": [h.to_dict() for h in selection.needles],
+    }
+
+
+class _LocalEmbedder:
+    """A model loaded in this process on first use (the run's start calls `check()` first, so a
+    model that cannot load is one sentence before a run folder exists)."""
+
+    def __init__(self, name: str, device: str) -> None:
+        self.name = name
+        self.device = device
+        self._model: Any = None
+
+    def _loaded(self) -> Any:
+        if self._model is None:
+            from needlepoint.models.local_embed import load_embedder
+
+            self._model = load_embedder(self.name, self.device)
+        return self._model
+
+    async def check(self) -> None:
+        self._loaded()
+
+    async def aclose(self) -> None:
+        """Keep the model: the run's start closes what it checked, and the run uses it again."""
+
+    async def embed_texts(self, texts: Sequence[str]) -> Any:
+        return await self._loaded().embed_texts(texts)
+
+    async def embed_images(self, images: Sequence[ImageRef]) -> Any:
+        return await self._loaded().embed_images(images)
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        result: list[int] = await self._loaded().count_tokens(texts)
+        return result
+
+
+class RagSolver:
+    """Retrieve the best pieces of the document with an embedding model, then ask the model."""
+
+    name = "rag"
+    options = (
+        Option("--embed-model", "the embedding model: the name the embedding server serves, or a local folder / "
+               "Hugging Face id (CLIP, SigLIP, or the authors' OpenGVLab/InternVL-14B-224px) with --embed-backend transformers",
+               metavar="NAME_OR_PATH"),
+        Option("--embed-url", "base URL of an OpenAI-compatible embedding server with /v1/embeddings and /tokenize "
+               "(vLLM); key from $NEEDLEPOINT_EMBED_API_KEY or $OPENAI_API_KEY", metavar="URL"),
+        Option("--embed-backend", "served (the default with --embed-url) or transformers (load --embed-model here)",
+               choices=(SERVED, TRANSFORMERS)),
+        Option("--embed-device", "device of a locally loaded embedding model, e.g. cuda or cuda:1 (default cpu)"),
+        Option("--rag-max-tokens", f"token budget of the kept context (default {DEFAULT_MAX_TOKENS})", type=_count("--rag-max-tokens"),
+               metavar="N"),
+        Option("--rag-min-images", f"least context images kept (default {DEFAULT_MIN_IMAGES})", type=_count("--rag-min-images"),
+               metavar="N"),
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        benchmark: Any,
+        embed_model: str | None = None,
+        embed_url: str | None = None,
+        embed_backend: str | None = None,
+        embed_device: str | None = None,
+        rag_max_tokens: int = DEFAULT_MAX_TOKENS,
+        rag_min_images: int = DEFAULT_MIN_IMAGES,
+        embed_batch_size: int = 64,
+        embed_concurrency: int = 8,
+    ) -> None:
+        if not embed_model:
+            raise DataError(
+                "--solver rag needs --embed-model: the embedding model's served name, or a local model with --embed-backend transformers"
+            )
+        backend = embed_backend or (SERVED if embed_url else None)
+        if backend is None:
+            raise DataError(
+                "--solver rag needs --embed-url (a served embedding model) or --embed-backend transformers (a local one)"
+            )
+        if backend not in (SERVED, TRANSFORMERS):
+            raise DataError(f"--embed-backend must be {SERVED} or {TRANSFORMERS}, not {backend!r}")
+        if backend == SERVED and not embed_url:
+            raise DataError("--embed-backend served needs --embed-url, the base URL of the embedding server")
+        if backend == TRANSFORMERS and embed_url:
+            raise DataError("--embed-url applies to a served embedding model; drop it, or drop --embed-backend transformers")
+        if backend == SERVED and embed_device:
+            raise DataError("--embed-device applies to --embed-backend transformers; drop it")
+        for flag, value in (("--rag-max-tokens", rag_max_tokens), ("--rag-min-images", rag_min_images)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise DataError(f"{flag} must be a whole number, 0 or more, not {value!r}")
+        self.benchmark = benchmark
+        self.embed_model = embed_model
+        self.backend = backend
+        self.max_tokens = rag_max_tokens
+        self.min_images = rag_min_images
+        self.embedder: Any
+        if backend == SERVED:
+            from needlepoint.models.embeddings import ServedEmbedder
+
+            assert embed_url is not None
+            key = next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
+            self.embedder = ServedEmbedder(
+                embed_model, embed_url, api_key=key, batch_size=embed_batch_size, max_concurrency=embed_concurrency
+            )
+        else:
+            self.embedder = _LocalEmbedder(embed_model, embed_device or "cpu")
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "embed_model": self.embed_model,
+            "embed_backend": self.backend,
+            "max_tokens": self.max_tokens,
+            "min_images": self.min_images,
+        }
+
+    def label(self, model: str) -> str:
+        return f"{model}-RAG"
+
+    def models(self) -> Mapping[str, Any]:
+        return {"embedder": self.embedder}
+
+    def _cache_path(self, ctx: SolveContext, sample: NiahSample) -> Path | None:
+        # The run's identity fixes the embedding model and the dataset; the digest covers the
+        # document and the question.
+        return ctx.run_dir / CACHE_DIR / f"{sample.digest}.json" if ctx.run_dir is not None else None
+
+    @staticmethod
+    def _read_cache(path: Path | None, doc: RagDocument) -> PieceScores | None:
+        if path is None or not path.is_file():
+            return None
+        try:
+            got = PieceScores.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # a damaged cache file: embed again
+        if len(got.scores) != len(doc.pieces) or len(got.token_counts) != len(doc.text_pieces):
+            return None
+        return got
+
+    async def solve(self, sample: NiahSample, ctx: SolveContext) -> Parsed:
+        doc = document(sample)
+        path = self._cache_path(ctx, sample)
+        scores = self._read_cache(path, doc)
+        embedding = {
+            "backend": self.backend, "model": self.embed_model, "texts": 1 + len(doc.text_pieces),
+            "images": len(doc.images), "counted": sum(1 for p in doc.text_pieces if p), "cached": scores is not None,
+        }  # fmt: skip
+        if scores is None:
+            scores = await ctx.tool("embed", lambda: score_document(doc, self.embedder), summary=lambda _: dict(embedding))
+            if path is not None:
+                write_atomic(path, json_text(scores.to_dict()))
+        selection = select(doc, scores.scores, scores.token_counts, self.max_tokens, self.min_images)
+        reduced = reduced_sample(sample, doc, selection)
+        conversation = self.benchmark.prompt(reduced)
+        ctx.request(conversation)
+        ctx.note(rag=note_of(doc, selection), embedding=embedding)
+        reply = await ctx.complete(conversation)
+        return read_reply(self.benchmark, sample, reply)
