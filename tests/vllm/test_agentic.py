@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from needlepoint.benchmarks.mc_bench import demo as mc_bench
 from needlepoint.benchmarks.mc_bench.agentic_demo import agentic_script
-from needlepoint.demo import mc_bench
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 from needlepoint.status import DONE
 

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from needlepoint.benchmarks.mm_niah import demo as demo_niah
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.rag import IMAGE_TOKENS, document, select
 from needlepoint.benchmarks.mm_niah.retrieve import PieceScores
 from needlepoint.conversation import ImageRef
-from needlepoint.demo import mm_niah as demo_niah
 from needlepoint.models.embeddings import ServedEmbedder
 from needlepoint.models.simulated import SimulatedServer
 
