@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -294,8 +295,11 @@ def cmd_demo(ns: argparse.Namespace) -> int:
 
 
 def _terminate(signum: int, frame: Any) -> None:
-    """SIGTERM ends a run like Ctrl-C: records already written stay, the interrupt is reported."""
-    raise KeyboardInterrupt
+    """SIGTERM ends a run like Ctrl-C: records already written stay, the interrupt is reported.
+    It is passed on as SIGINT, so that inside a run asyncio's own handler cancels the run's task: a
+    KeyboardInterrupt raised here could land in a finaliser (a weakref callback) and be lost, and
+    the run would wait on a hung request."""
+    signal.raise_signal(signal.SIGINT)
 
 
 def _quiet_stdout() -> None:
@@ -311,7 +315,6 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `needlepoint` command; returns the exit code (see the module docstring)."""
     ns = build_parser().parse_args(argv)
     handlers = {"eval": cmd_eval, "score": cmd_score, "report": cmd_report, "merge": cmd_merge, "demo": cmd_demo, "build": build.run}
-    import signal
     import threading
 
     if threading.current_thread() is threading.main_thread():
