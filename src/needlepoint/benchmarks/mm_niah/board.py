@@ -51,7 +51,7 @@ def boards(runs: Sequence[Run]) -> list[Board]:
         )
         for run in extended:
             ext = obj(obj(run.metrics["extended"]).get("overall"))
-            labels = [run.model, str(run.metrics.get("split") or run.option("split") or "")]
+            labels = [run.label, str(run.metrics.get("split") or run.option("split") or "")]
             wide.rows.append(BoardRow(labels, [*(pct(at(ext, "scores", i)) for i in range(len(EXTENDED_RANGES))),
                                                pct(ext.get("overall"))], str(run.dir)))  # fmt: skip
         boards.insert(1, wide)
