@@ -23,9 +23,7 @@ model folder's own Python code, as the model card requires.
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +32,7 @@ from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.models.embeddings import normalise
 from needlepoint.models.extra import require_models, rgb_image
+from needlepoint.models.local_embed import ThreadedEmbedder
 
 __all__ = ["BATCH", "TEXT_TOKENS", "InternVLEmbedder", "is_internvl"]
 
@@ -49,7 +48,7 @@ def is_internvl(config: dict[str, Any]) -> bool:
     return any(n.lower() in ("internvl", "internvlmodel") for n in names)
 
 
-class InternVLEmbedder:
+class InternVLEmbedder(ThreadedEmbedder):
     """InternVL-14B-224px's text encoder and InternVL-G image encoder (see the module docstring)."""
 
     def __init__(self, name: str, model: Any, tokenizer: Any, image_processor: Any, device: str = "cuda") -> None:
@@ -90,12 +89,6 @@ class InternVLEmbedder:
             raise DataError(f"cannot put {path_or_id!r} on --embed-device {device} ({exc})") from None
         return cls(path_or_id, model, tokenizer, processor, device)
 
-    async def check(self) -> None:
-        """Nothing to reach: the model is loaded."""
-
-    async def aclose(self) -> None:
-        """Nothing to close."""
-
     def _texts_sync(self, texts: list[str]) -> np.ndarray:
         torch = self._torch
         rows = []
@@ -118,20 +111,5 @@ class InternVLEmbedder:
         return normalise(np.concatenate(rows))
 
     def _counts_sync(self, texts: list[str]) -> list[int]:
+        """The authors' count minus one: BOS and EOS off (see the module docstring)."""
         return [len(self.tokenizer(t).input_ids) - 2 for t in texts]
-
-    async def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
-        """Text embeddings (80 tokens, truncated and padded), in a worker thread."""
-        if not texts:
-            return np.zeros((0, 0), dtype=np.float32)
-        return await asyncio.get_running_loop().run_in_executor(None, self._texts_sync, list(texts))
-
-    async def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
-        """InternVL-G image embeddings, in a worker thread."""
-        if not images:
-            return np.zeros((0, 0), dtype=np.float32)
-        return await asyncio.get_running_loop().run_in_executor(None, self._images_sync, list(images))
-
-    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """The authors' count minus one (see the module docstring), in a worker thread."""
-        return await asyncio.get_running_loop().run_in_executor(None, self._counts_sync, list(texts))

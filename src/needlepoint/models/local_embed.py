@@ -26,7 +26,7 @@ from needlepoint.errors import DataError
 from needlepoint.models.embeddings import normalise
 from needlepoint.models.extra import EXTRA, require_models, rgb_image
 
-__all__ = ["EXTRA", "LocalEmbedder", "load_embedder", "model_config", "require_models"]
+__all__ = ["EXTRA", "LocalEmbedder", "ThreadedEmbedder", "load_embedder", "model_config", "require_models"]
 
 FEATURE = "--embed-backend transformers"
 
@@ -36,8 +36,47 @@ def _features(out: Any) -> Any:
     return out if hasattr(out, "ndim") else out.pooler_output
 
 
-class LocalEmbedder:
-    """A CLIP or SigLIP model with its tokenizer and image processor, run on `device`."""
+class ThreadedEmbedder:
+    """A model loaded in this process, as an embedder: its blocking `_texts_sync`, `_images_sync`
+    and `_counts_sync` (a subclass's) run in a worker thread, so the event loop keeps serving the
+    chat requests meanwhile."""
+
+    async def check(self) -> None:
+        """Nothing to reach: the model is loaded."""
+
+    async def aclose(self) -> None:
+        """Nothing to close (the model is released with the object)."""
+
+    def _texts_sync(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _images_sync(self, images: list[ImageRef]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _counts_sync(self, texts: list[str]) -> list[int]:
+        raise NotImplementedError
+
+    async def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised text embeddings, one row a text."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return await asyncio.get_running_loop().run_in_executor(None, self._texts_sync, list(texts))
+
+    async def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
+        """L2-normalised image embeddings (each image read and converted to RGB), one row an image."""
+        if not images:
+            return np.zeros((0, 0), dtype=np.float32)
+        return await asyncio.get_running_loop().run_in_executor(None, self._images_sync, list(images))
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Token counts of the model's own tokenizer as the selection reads them (a long document
+        has a thousand pieces)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self._counts_sync, list(texts))
+
+
+class LocalEmbedder(ThreadedEmbedder):
+    """A CLIP or SigLIP model with its tokenizer and image processor, run on `device`; token counts
+    without special tokens and untruncated."""
 
     def __init__(
         self, name: str, model: Any, tokenizer: Any, image_processor: Any, device: str = "cpu", batch_size: int = 32
@@ -80,12 +119,6 @@ class LocalEmbedder:
         except (RuntimeError, AssertionError) as exc:  # an unusable device
             raise DataError(f"cannot put {path_or_id!r} on --embed-device {device} ({exc})") from None
 
-    async def check(self) -> None:
-        """Nothing to reach: the model is loaded."""
-
-    async def aclose(self) -> None:
-        """Nothing to close (the model is released with the object)."""
-
     def _texts_sync(self, texts: list[str]) -> np.ndarray:
         torch = self._torch
         rows = []
@@ -111,25 +144,8 @@ class LocalEmbedder:
                 rows.append(_features(self.model.get_image_features(pixel_values=pixels)).float().cpu().numpy())
         return normalise(np.concatenate(rows))
 
-    async def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
-        """Text-tower embeddings, truncated to the tower's length."""
-        if not texts:
-            return np.zeros((0, 0), dtype=np.float32)
-        return await asyncio.get_running_loop().run_in_executor(None, self._texts_sync, list(texts))
-
-    async def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
-        """Image-tower embeddings (each image read and converted to RGB)."""
-        if not images:
-            return np.zeros((0, 0), dtype=np.float32)
-        return await asyncio.get_running_loop().run_in_executor(None, self._images_sync, list(images))
-
     def _counts_sync(self, texts: list[str]) -> list[int]:
         return [len(self.tokenizer(t, add_special_tokens=False)["input_ids"]) if t else 0 for t in texts]
-
-    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Token counts of the model's own tokenizer, without special tokens and untruncated (in a
-        worker thread: a long document has a thousand pieces)."""
-        return await asyncio.get_running_loop().run_in_executor(None, self._counts_sync, list(texts))
 
 
 def model_config(path_or_id: str) -> dict[str, Any]:
