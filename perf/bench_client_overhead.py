@@ -146,6 +146,7 @@ def needlepoint_run(url: str, data: Path, run_dir: Path, in_flight: int) -> int:
     from needlepoint.conversation import Generation
     from needlepoint.models.openai_compat import OpenAICompatModel
     from needlepoint.runner import RunOptions, run
+    from needlepoint.solvers import make_solver
     from needlepoint.store import RunStore
 
     bench = RefAdv(box_format="abs_xyxy")
@@ -155,7 +156,8 @@ def needlepoint_run(url: str, data: Path, run_dir: Path, in_flight: int) -> int:
 
     async def go() -> None:
         try:
-            await run(bench, samples, model, store, Generation(), RunOptions(concurrency=in_flight, show_progress=False))
+            await run(bench, samples, model, store, Generation(), RunOptions(concurrency=in_flight, show_progress=False),
+                      make_solver("default", bench))
         finally:
             await model.aclose()
 

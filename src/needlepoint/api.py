@@ -275,7 +275,8 @@ def _run(
         from needlepoint.report.html import REPORT_DIR, THUMBS_DIR
         from needlepoint.report.thumbs import Drafter
 
-        drafter = Drafter(store.dir / REPORT_DIR / THUMBS_DIR, bench.report_items)
+        expected = len(samples[: config.limit] if config.limit else samples)
+        drafter = Drafter(store.dir / REPORT_DIR / THUMBS_DIR, bench.report_items, expected=expected)
         options.on_record = drafter.add
 
     requested = samples[: config.limit] if config.limit else samples
