@@ -43,22 +43,37 @@ class _Raw:
         self.consumed = 0
 
     def read(self, n: int) -> bytes:
+        """The next `n` bytes (a copy)."""
         self.consumed += n
-        if self._pos + n > len(self._buf):
-            want = max(n - (len(self._buf) - self._pos), min(CHUNK, self._left))
-            if want > self._left:
-                raise Unsupported("a page runs past its column chunk")
-            self._fh.seek(self._next)
-            more = self._fh.read(want)
-            if len(more) < want:
-                raise Unsupported("the file ends inside a page")
-            self._next += want
-            self._left -= want
-            self._buf = self._buf[self._pos :] + more
-            self._pos = 0
-        out = self._buf[self._pos : self._pos + n]
-        self._pos += n
-        return out
+        start = self._pos
+        if start + n <= len(self._buf):
+            self._pos += n
+            return self._buf[start : start + n]
+        head = self._buf[start:]
+        self._refill(n - len(head))
+        self._pos = n - len(head)
+        return head + self._buf[: self._pos]
+
+    def view(self, n: int) -> memoryview | bytes:
+        """The next `n` bytes, without a copy where they are in the buffer already."""
+        start = self._pos
+        if start + n <= len(self._buf):
+            self.consumed += n
+            self._pos += n
+            return memoryview(self._buf)[start : start + n]
+        return self.read(n)
+
+    def _refill(self, need: int) -> None:
+        """Replace the buffer by the next chunk of the file, of at least `need` bytes."""
+        want = max(need, min(CHUNK, self._left))
+        if want > self._left:
+            raise Unsupported("a page runs past its column chunk")
+        self._fh.seek(self._next)
+        self._buf = self._fh.read(want)
+        if len(self._buf) < want:
+            raise Unsupported("the file ends inside a page")
+        self._next += want
+        self._left -= want
 
     def byte(self) -> int:
         return self.read(1)[0]
@@ -80,7 +95,8 @@ class _Snappy:
             if self._left <= 0:
                 raise Unsupported("a snappy page ends early")
             self._step()
-        out = bytes(self._out[self._pos : self._pos + n])
+        with memoryview(self._out) as view:
+            out = view[self._pos : self._pos + n].tobytes()
         self._pos += n
         if self._pos > CHUNK:  # drop what is handed out, keeping the history copies refer to
             cut = self._pos - HISTORY
@@ -100,7 +116,7 @@ class _Snappy:
             if size >= 60:
                 size = int.from_bytes(src.read(size - 59), "little")
             size += 1
-            out += src.read(size)
+            out += src.view(size)
         else:
             if kind == 1:
                 size = ((tag >> 2) & 7) + 4
