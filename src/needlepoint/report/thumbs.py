@@ -34,7 +34,6 @@ GT_COLOUR = "#1fbf4a"
 PRED_COLOUR = "#e0218a"
 GROUP_COLOURS = ("#22c55e", "#2f6fed", "#f59e0b", "#ef4444", "#a855f7", "#06b6d4", "#ec4899")
 PROCESS_MIN_IMAGES = 64  # from this many images on, draw in processes (their start costs about 0.2 s)
-PROCESS_NICE = 2  # drawing processes give way to the run's own process a little
 DRAFT_BACKLOG = 256  # drafts holding their image bytes while waiting (about 20 MB of 85 KB JPEGs)
 _NAME = re.compile(r"^([0-9a-f]{20})-(\d+)x(\d+)\.jpg$")
 
@@ -139,8 +138,7 @@ class DrawingProcesses(Executor):
 
     Plain child processes (`python -c "...serve()"`) that speak length-prefixed pickles over
     their stdin and stdout, not multiprocessing: spawning that way would import the caller's
-    main script again in every worker. A worker gets no Ctrl-C (the run stops the pool), runs a
-    little below the run's priority, and ends when its stdin closes (also when the run is
+    main script again in every worker. A worker gets no Ctrl-C (the run stops the pool) and ends when its stdin closes (also when the run is
     killed). A worker that cannot start or dies leaves its thread to draw in this process."""
 
     def __init__(self, workers: int) -> None:
@@ -237,10 +235,6 @@ def serve_drawing() -> None:
     import sys
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        os.nice(PROCESS_NICE)
-    except OSError:
-        pass
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     while True:
         try:
@@ -409,7 +403,7 @@ class Drafter:
         batch: int = 16,
         expected: int = 0,
     ) -> None:
-        if expected >= PROCESS_MIN_IMAGES:  # processes on every core, each a little below the run's priority
+        if expected >= PROCESS_MIN_IMAGES:  # processes on every core
             self.thumbnails = Thumbnails(folder, workers=_all_cores(), processes=True)
         else:
             self.thumbnails = Thumbnails(folder, workers=max(1, _all_cores() - 1))  # a core stays with the run
