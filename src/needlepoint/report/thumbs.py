@@ -143,9 +143,15 @@ class DrawingProcesses(Executor):
 
     def __init__(self, workers: int) -> None:
         self._jobs: queue.SimpleQueue[tuple[Future[Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
-        self._threads = [threading.Thread(target=self._feed, name="thumbs-feed", daemon=True) for _ in range(workers)]
-        for t in self._threads:
-            t.start()
+        self._threads: list[threading.Thread] = []
+        self.grow(workers)
+
+    def grow(self, workers: int) -> None:
+        """Start workers until there are `workers` of them."""
+        while len(self._threads) < workers:
+            thread = threading.Thread(target=self._feed, name="thumbs-feed", daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         """Queue `_draw_job(*args)` (the only job these workers run)."""
@@ -358,7 +364,9 @@ class Thumbnails:
         if not self._processes and self._pool is None and len(missing) >= PROCESS_MIN_IMAGES:
             self._processes = True
         self._workers = _all_cores()  # drafts leave a core to the run; now the report is all there is
-        if self._pool is not None and not self._processes:
+        if isinstance(self._pool, DrawingProcesses):
+            self._pool.grow(self._workers)
+        elif self._pool is not None:
             self.close()  # a thread pool sized for drafting
         window = 4 * self._workers
         for key in missing:
@@ -394,7 +402,8 @@ class Drafter:
     `runner.RunOptions.on_record`); every few records the benchmark's report items for them are
     built and their images submitted, with the bytes the request has just read. The report then
     finds them drawn (`Thumbnails.finish`). `expected`: the samples the run will answer (from
-    PROCESS_MIN_IMAGES on, the drawing runs in processes)."""
+    PROCESS_MIN_IMAGES on, the drawing runs in processes). One core fewer than there are draws
+    while the run answers."""
 
     def __init__(
         self,
@@ -403,10 +412,8 @@ class Drafter:
         batch: int = 16,
         expected: int = 0,
     ) -> None:
-        if expected >= PROCESS_MIN_IMAGES:  # processes on every core
-            self.thumbnails = Thumbnails(folder, workers=_all_cores(), processes=True)
-        else:
-            self.thumbnails = Thumbnails(folder, workers=max(1, _all_cores() - 1))  # a core stays with the run
+        # a core stays with the run while it answers; the report then draws on every core
+        self.thumbnails = Thumbnails(folder, workers=max(1, _all_cores() - 1), processes=expected >= PROCESS_MIN_IMAGES)
         self._items_of = items_of
         self._batch = batch
         self._samples: list[Any] = []
