@@ -14,7 +14,13 @@ Hugging Face release is (row groups of 1,132 rows, pyarrow's default pages), 640
   it (`needlepoint.parquet.ParquetTable`), the data access any tool on this release must do.
 - needlepoint: `runner.run` with the Ref-Adv-s benchmark, the OpenAI-compatible client and a run
   folder: images read from the parquet file as requests are built, the answer parsed, the box
-  judged and each record written to records.jsonl before the next sample is taken.
+  judged and each record written to records.jsonl before the next sample is taken. Timed from
+  the start of `runner.run` to its end (the samples' metadata is loaded before, as the raw loop's
+  images are read before).
+
+- needlepoint, images in memory (a diagnostic): the same run with each sample's image handed
+  over from memory, as the raw loop's are: what needlepoint's own pipeline costs beside reading
+  the file.
 
 Printed per in-flight setting: requests/s of each (median of --rounds, interleaved) and this
 process's CPU time per request, and needlepoint / raw. The target is needlepoint >= 80% of raw.
@@ -31,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -140,22 +147,34 @@ async def raw_loop(url: str, jpegs: list[bytes] | None, in_flight: int, data: Pa
         await asyncio.gather(*(worker() for _ in range(in_flight)))
 
 
-def needlepoint_run(url: str, data: Path, run_dir: Path, in_flight: int) -> int:
-    """needlepoint's pipeline on the release: returns the records written."""
+def needlepoint_run(url: str, data: Path, run_dir: Path, in_flight: int, jpegs: list[bytes] | None = None) -> tuple[int, float, float]:
+    """needlepoint's pipeline on the release: the records written, and the wall and CPU seconds of
+    `runner.run` alone. The samples' metadata is loaded (a fresh load each time) before the clock
+    starts, as the raw loop's images are; the images are read from the parquet file during the run."""
     from needlepoint.benchmarks.ref_adv import RefAdv
     from needlepoint.conversation import Generation
     from needlepoint.models.openai_compat import OpenAICompatModel
     from needlepoint.runner import RunOptions, run
+    from needlepoint.solvers import make_solver
     from needlepoint.store import RunStore
 
     bench = RefAdv(box_format="abs_xyxy")
     samples = bench.load(data)
+    if jpegs is not None:  # the diagnostic variant: each sample's image served from memory, as the raw loop's
+        for sample in samples:
+            row = sample.image.loader.row
+            sample.image = replace(sample.image, loader=_InMemory(jpegs[row]))
     store = RunStore.open(run_dir, {"hash": "bench", "identity": {}})
     model = OpenAICompatModel("m", [url])
+    solver = make_solver("default", bench)
+    options = RunOptions(concurrency=in_flight, show_progress=False)
+    clock: list[float] = []
 
     async def go() -> None:
         try:
-            await run(bench, samples, model, store, Generation(), RunOptions(concurrency=in_flight, show_progress=False))
+            clock.extend((time.perf_counter(), time.process_time()))
+            await run(bench, samples, model, store, Generation(), options, solver)
+            clock.extend((time.perf_counter(), time.process_time()))
         finally:
             await model.aclose()
 
@@ -163,7 +182,20 @@ def needlepoint_run(url: str, data: Path, run_dir: Path, in_flight: int) -> int:
         asyncio.run(go())
     finally:
         store.close()
-    return (run_dir / "records.jsonl").read_bytes().count(b"\n")
+    return (run_dir / "records.jsonl").read_bytes().count(b"\n"), clock[2] - clock[0], clock[3] - clock[1]
+
+
+class _InMemory:
+    """An image loader whose bytes are in memory (`cached()` hands them over, as a parquet row read ahead)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __call__(self) -> bytes:
+        return self.data
+
+    def cached(self) -> bytes:
+        return self.data
 
 
 def main() -> int:
@@ -188,7 +220,7 @@ def main() -> int:
             results: dict[tuple[int, str], list[tuple[float, float]]] = {}
             for r in range(ns.rounds):
                 for k in (int(v) for v in ns.in_flight.split(",")):
-                    for name in ("raw", "raw+parquet", "needlepoint"):
+                    for name in ("raw", "raw+parquet", "needlepoint", "needlepoint, images in memory"):
                         cpu, t0 = time.process_time(), time.perf_counter()
                         if name == "raw":
                             asyncio.run(raw_loop(url, jpegs, k))
@@ -196,9 +228,11 @@ def main() -> int:
                         elif name == "raw+parquet":
                             asyncio.run(raw_loop(url, None, k, data))
                             done = len(jpegs)
-                        else:
-                            done = needlepoint_run(url, data, Path(tmp) / f"run-{r}-{k}", k)
                         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu
+                        if name == "needlepoint":
+                            done, wall, cpu = needlepoint_run(url, data, Path(tmp) / f"run-{r}-{k}", k)
+                        elif name == "needlepoint, images in memory":
+                            done, wall, cpu = needlepoint_run(url, data, Path(tmp) / f"run-mem-{r}-{k}", k, jpegs)
                         if done != ns.samples:
                             raise SystemExit(f"{name} finished {done} of {ns.samples} requests")
                         results.setdefault((k, name), []).append((done / wall, cpu / done * 1e6))
@@ -209,18 +243,19 @@ def main() -> int:
         server.wait()
     print(f"command: python perf/bench_client_overhead.py --samples {ns.samples} --in-flight {ns.in_flight} --rounds {ns.rounds}\n")
     print("| in flight | raw loop (requests/s) | raw loop reading parquet (requests/s) | needlepoint (requests/s) "
-          "| needlepoint / raw | needlepoint / raw reading parquet | CPU per request: raw / raw reading parquet / needlepoint (us) |")
-    print("|---:|---:|---:|---:|---:|---:|---|")
+          "| needlepoint / raw | needlepoint / raw reading parquet | needlepoint, images in memory / raw "
+          "| CPU per request: raw / raw reading parquet / needlepoint / needlepoint, images in memory (us) |")  # fmt: skip
+    print("|---:|---:|---:|---:|---:|---:|---:|---|")
 
     def cell(runs: list[tuple[float, float]]) -> str:
         rates = [x for x, _ in runs]
         return f"{statistics.median(rates):.0f} ({min(rates):.0f}-{max(rates):.0f})"
 
     for k in (int(v) for v in ns.in_flight.split(",")):
-        raw, rawp, npt = results[(k, "raw")], results[(k, "raw+parquet")], results[(k, "needlepoint")]
-        rr, rp, nr = (statistics.median(x for x, _ in r) for r in (raw, rawp, npt))
-        cpu = " / ".join(f"{statistics.median(c for _, c in r):.0f}" for r in (raw, rawp, npt))
-        print(f"| {k} | {cell(raw)} | {cell(rawp)} | {cell(npt)} | {nr / rr:.2f} | {nr / rp:.2f} | {cpu} |")
+        variants = [results[(k, n)] for n in ("raw", "raw+parquet", "needlepoint", "needlepoint, images in memory")]
+        rr, rp, nr, nm = (statistics.median(x for x, _ in r) for r in variants)
+        cpu = " / ".join(f"{statistics.median(c for _, c in r):.0f}" for r in variants)
+        print(f"| {k} | {cell(variants[0])} | {cell(variants[1])} | {cell(variants[2])} | {nr / rr:.2f} | {nr / rp:.2f} | {nm / rr:.2f} | {cpu} |")
     return 0
 
 

@@ -209,6 +209,7 @@ class Run:
     started: float
     stats: dict = field(default_factory=dict)
     folder_mb: float | None = None
+    cpu_s: float = 0.0  # user + system CPU of the command and the children it waited for
 
     @property
     def first_request_s(self) -> float | None:
@@ -240,7 +241,8 @@ def timed(argv: list[str], log: Path, env: dict | None = None, cwd: Path | None 
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return Run(wall_s=wall, maxrss_mb=usage.ru_maxrss / 1024, rc=proc.returncode, started=started)
+    cpu = usage.ru_utime + usage.ru_stime
+    return Run(wall_s=wall, maxrss_mb=usage.ru_maxrss / 1024, rc=proc.returncode, started=started, cpu_s=cpu)
 
 
 def folder_mb(path: Path) -> float:

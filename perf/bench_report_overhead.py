@@ -9,7 +9,8 @@ runs `python -m needlepoint.cli eval ref_adv_s --data D --model bench-model --ap
 --box-format abs_xyxy --concurrency 64 --out RUN --no-progress` (plus --no-report for that
 variant), PYTHONPATH pointing at the tree. Printed: the answering time (the first request's
 arrival to the last answer, at the server), the time from the last answer to the command's end,
-and the whole command's wall time, medians over the rounds.
+the whole command's wall time, and its CPU time (user + system, its drawing processes included),
+medians over the rounds. On a shared machine the CPU time is the steadier comparison.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def main() -> int:
         if ns.old_src:
             variants.append((f"report, {ns.old_src}", str(ns.old_src.resolve()), []))
         delay = ns.delay_ms / 1000
-        rows: dict[str, list[tuple[float, float, float]]] = {}
+        rows: dict[str, list[tuple[float, float, float, float]]] = {}
         for r in range(ns.rounds + 1):  # round 0 warms the file cache and is not counted
             for label, src, extra in variants:
                 out = tmp / f"run-{r}-{len(rows.get(label, []))}-{abs(hash(label))}"
@@ -59,19 +60,21 @@ def main() -> int:
                     raise SystemExit(f"{label} failed: exit {run.rc}, {run.stats.get('requests')} requests; see {tmp / 'log.txt'}")
                 shutil.rmtree(out, ignore_errors=True)
                 if r:
-                    rows.setdefault(label, []).append((run.answering(delay) or 0, run.after_last_answer(delay) or 0, run.wall_s))
+                    rows.setdefault(label, []).append((run.answering(delay) or 0, run.after_last_answer(delay) or 0, run.wall_s, run.cpu_s))
                     print(f"round {r} {label}: answering {rows[label][-1][0]:.2f} s, after {rows[label][-1][1]:.2f} s", file=sys.stderr)
     finally:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"command: python perf/bench_report_overhead.py --samples {ns.samples} --rounds {ns.rounds} --delay-ms {ns.delay_ms}"
           f"{' --old-src ' + str(ns.old_src) if ns.old_src else ''}; 1-minute load average after: {os.getloadavg()[0]:.1f}\n")  # fmt: skip
-    print("| variant | answering (s) | after the last answer (s) | after / answering | after per sample (ms) | whole command (s) |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| variant | answering (s) | after the last answer (s) | after / answering | after per sample (ms) | whole command (s) "
+          "| CPU, command + its children (s) | CPU per sample (ms) |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for label, values in rows.items():
-        ans, after, wall = (statistics.median(v[i] for v in values) for i in range(3))
+        ans, after, wall, cpu = (statistics.median(v[i] for v in values) for i in range(4))
         lo, hi = min(v[1] for v in values), max(v[1] for v in values)
-        print(f"| {label} | {ans:.2f} | {after:.2f} ({lo:.2f}-{hi:.2f}) | {after / ans:.2f} | {1000 * after / ns.samples:.2f} | {wall:.2f} |")
+        print(f"| {label} | {ans:.2f} | {after:.2f} ({lo:.2f}-{hi:.2f}) | {after / ans:.2f} | {1000 * after / ns.samples:.2f} | {wall:.2f} "
+              f"| {cpu:.2f} | {1000 * cpu / ns.samples:.2f} |")  # fmt: skip
     return 0
 
 

@@ -271,6 +271,41 @@ def test_thumbnails_drafted_during_a_run_are_the_report_thumbnails(tmp_path: Pat
     assert {it["im"][0][0].split("/")[-1] for it in blob(page)["items"]} == drafted
 
 
+def test_thumbnails_drawn_in_processes_equal_those_drawn_on_threads(tmp_path: Path) -> None:
+    run_dir, bench, samples, recs, header = hostile_run(tmp_path)
+    items = bench.report_items(samples, recs)
+    items[0].images[0].image = ImageRef("broken", loader=lambda: b"not an image")
+    by_kind = {}
+    for processes in (False, True):
+        folder = tmp_path / f"thumbs-{processes}"
+        sizes = thumbs.Thumbnails(folder, workers=2, processes=processes).finish(items, False)
+        by_kind[processes] = (sizes, {p.name: p.read_bytes() for p in folder.glob("*.jpg")})
+    assert by_kind[True] == by_kind[False]
+    sizes, files = by_kind[True]
+    assert sum(s is None for s in sizes.values()) == 1 and len(files) == len(items) - 1
+
+
+def test_drawing_processes_stop_with_their_pool(tmp_path: Path) -> None:
+    import os
+
+    pool = thumbs.DrawingProcesses(2)
+    image = _png(64, 32)
+    futures = [pool.submit(thumbs._draw_job, str(tmp_path), f"k{i}", image, [([1, 1, 9, 9], "gt", 1)], "x", False) for i in range(4)]
+    assert [f.result(timeout=60) for f in futures] == [(64, 32)] * 4
+    children = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == os.getpid()]
+    assert len(children) == 2
+    pool.shutdown()
+    assert not any(os.path.exists(f"/proc/{c}") and _parent(c) == os.getpid() for c in children)
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return -1
+
+
 def test_unreadable_image_does_not_break_the_report(tmp_path: Path) -> None:
     run_dir, bench, samples, recs, header = hostile_run(tmp_path)
     samples[0].image = ImageRef("broken", loader=lambda: b"not an image")

@@ -274,15 +274,16 @@ def _run(
     model = given if given is not None else _model(config)
     owned = [*([] if given is not None else [model]), *solver.models().values()]
     options = RunOptions(concurrency=config.concurrency, retry_failed=config.retry_failed, show_progress=config.show_progress)
+    requested = samples[: config.limit] if config.limit else samples
     drafter = None
     if config.report:  # the report's thumbnails are drawn while the run answers
         from needlepoint.report.html import REPORT_DIR, THUMBS_DIR
         from needlepoint.report.thumbs import Drafter
 
-        drafter = Drafter(store.dir / REPORT_DIR / THUMBS_DIR, lambda done, recs: bench.report_items(samples.with_samples(done), recs))
+        drafter = Drafter(
+            store.dir / REPORT_DIR / THUMBS_DIR, lambda done, recs: bench.report_items(samples.with_samples(done), recs), expected=len(requested)
+        )
         options.on_record = drafter.add
-
-    requested = samples[: config.limit] if config.limit else samples
 
     async def go() -> None:
         try:

@@ -191,7 +191,10 @@ def decode_rgb(data: bytes | Path, key: str, max_side: int | None = None, gap: f
         if target != (width, height) and im.format == "JPEG":
             im.draft("RGB", (round(target[0] * gap), round(target[1] * gap)))
         with DECODE_BUDGET.hold(im.size[0] * im.size[1]):
-            im = im.convert("RGB")
+            if im.mode == "RGB":
+                im.load()  # decoded in place: no copy (convert would make one)
+            else:
+                im = im.convert("RGB")
             if im.size != target:
                 im = im.resize(target, Image.Resampling.BICUBIC, reducing_gap=gap if gap > 1 else None)
             return im

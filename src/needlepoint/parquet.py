@@ -1,23 +1,28 @@
 """Reading Hugging Face parquet releases without holding their images in memory.
 
 Metadata columns are read at load time. Images are read when their requests are built, a slice of
-32 rows at a time, by one background thread that walks the image column forward (pyarrow's
-batch iterator, reading the file as a stream): memory holds a few slices and the page being read,
-never a whole row group, whatever size the release's row groups are (the Hugging Face writers
-make them about 1,100 rows and 100 MB of images). The next slice is read ahead, so a run walking
+32 rows at a time, by one background thread that walks the image column forward, decompressing
+its pages as a stream (`parquetpages`; pyarrow's batch iterator for what that does not read):
+memory holds a few slices and about a megabyte of the file, never a whole page or row group,
+whatever size the release's row groups and pages are (the Hugging Face writers make row groups
+of about 1,100 rows and 100 MB of images, and put the first 1,024 images of each into one
+dictionary page, which pyarrow would hold whole, twice). The next slice is read ahead, so a run walking
 through the file in order rarely waits, and `ParquetImage.cached` hands over bytes already read
 without a thread hop.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from needlepoint.errors import DataError
+from needlepoint.parquetpages import column_values
 
 SLICE_ROWS = 32
 CACHED_SLICES = 6
@@ -28,10 +33,23 @@ def parquet_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*.parquet") if p.is_file())
 
 
+def _image_leaf(file: Any, image_column: str) -> tuple[int, int] | None:
+    """(leaf column index, max definition level) of the image bytes (`image.bytes` of the datasets
+    Image struct, or a plain binary `image`), or None when the column is something else."""
+    schema = file.metadata.schema
+    for i in range(len(schema)):
+        column = schema.column(i)
+        if column.path in (f"{image_column}.bytes", image_column) and column.max_repetition_level == 0:
+            return i, column.max_definition_level
+    return None
+
+
 class ParquetTable:
     """One parquet file: its metadata rows, and lazy access to one binary-image column."""
 
-    def __init__(self, path: Path, image_column: str = "image", slice_rows: int = SLICE_ROWS, cached_slices: int = CACHED_SLICES) -> None:
+    def __init__(
+        self, path: Path, image_column: str = "image", slice_rows: int = SLICE_ROWS, cached_slices: int = CACHED_SLICES
+    ) -> None:
         import pyarrow.parquet as pq
 
         self.path = path
@@ -54,7 +72,11 @@ class ParquetTable:
         self._cached_slices = cached_slices
         self._lock = threading.Lock()
         self._reader: ThreadPoolExecutor | None = None
-        self._cursor: tuple[int, int, Any] | None = None  # (group, next slice, batch iterator): reader thread only
+        self._cursor: tuple[int, int, Iterator[list[bytes | None]]] | None = (
+            None  # (group, next slice, slices): reader thread only
+        )
+        self._fh: IO[bytes] | None = None  # the file, for the streaming reader (reader thread only)
+        self._leaf = _image_leaf(self._file, image_column)
 
     def rows(self, columns: list[str]) -> list[dict[str, Any]]:
         """The given columns (those present) as Python dicts, one per row."""
@@ -74,28 +96,51 @@ class ParquetTable:
 
     def _read_slice(self, group: int, index: int) -> list[bytes | None]:
         """The image bytes of one slice; runs on the reader thread, which alone owns the cursor."""
-        import pyarrow as pa
-
         try:
             if self._cursor is None or self._cursor[0] != group or self._cursor[1] > index:
-                batches = self._file.iter_batches(
-                    batch_size=self._slice_rows, row_groups=[group], columns=[self.image_column], use_threads=False
-                )
-                self._cursor = (group, 0, batches)
-            _, position, batches = self._cursor
+                self._cursor = (group, 0, self._group_slices(group))
+            _, position, slices = self._cursor
             while position < index:  # skip forward (a resumed run, a retried failure)
-                next(batches)
+                next(slices)
                 position += 1
-            batch = next(batches)
-            self._cursor = (group, position + 1, batches)
-            pa.default_memory_pool().release_unused()  # hand the pages already decoded back to the OS
+            values = next(slices)
+            self._cursor = (group, position + 1, slices)
+        except DataError:
+            self._cursor = None
+            raise
         except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for damaged files
             self._cursor = None
             raise DataError(f"row group {group} of {self.path} cannot be read ({exc}); re-download the release") from None
-        column = batch.column(0)
-        if column.type.num_fields:  # the datasets Image struct {bytes, path}
-            column = column.field("bytes")
-        return column.to_pylist()
+        return values
+
+    def _group_slices(self, group: int) -> Iterator[list[bytes | None]]:
+        """The slices of a row group's images in order: streamed page by page (`parquetpages`),
+        or by pyarrow from the first slice the stream could not read."""
+        done = 0
+        rows = self._file.metadata.row_group(group).num_rows
+        if self._leaf is not None:
+            try:
+                if self._fh is None:
+                    self._fh = open(self.path, "rb")  # noqa: SIM115 - kept open while the table is read
+                values = column_values(self._fh, self._file.metadata.row_group(group).column(self._leaf[0]), self._leaf[1], rows)
+                while batch := list(itertools.islice(values, self._slice_rows)):
+                    yield batch
+                    done += 1
+                return
+            except Exception:  # noqa: BLE001 - anything the stream cannot read, pyarrow reads
+                pass
+        import pyarrow as pa
+
+        batches = self._file.iter_batches(
+            batch_size=self._slice_rows, row_groups=[group], columns=[self.image_column], use_threads=False
+        )
+        for i, batch in enumerate(batches):
+            pa.default_memory_pool().release_unused()  # hand the pages already decoded back to the OS
+            if i >= done:
+                column = batch.column(0)
+                if column.type.num_fields:  # the datasets Image struct {bytes, path}
+                    column = column.field("bytes")
+                yield column.to_pylist()
 
     def _slice(self, key: tuple[int, int]) -> Future[list[bytes | None]]:
         """The (pending or done) read of a slice; call with the lock held."""

@@ -43,9 +43,19 @@ def write_atomic(path: Path, content: str | bytes) -> Path:
     """Write text (UTF-8) or bytes through a temporary file and a rename, so a reader (or a
     killed run) never sees half a page, CSV, thumbnail or JSON file; return `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    tmp = f"{path}.tmp"
+    try:  # plain system calls: report thumbnails are written by the thousand
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
     return path
 

@@ -5,9 +5,10 @@ Cheap by construction, because a report of thousands of samples must not outlast
 - an image is decoded at reduced size (`images.decode_rgb`: JPEG draft mode, big PNGs in bands);
 - a thumbnail's file name is a hash of everything drawn on it, followed by its pixel size, so an
   existing one (a resumed run, a rewritten report) is reused after one directory listing;
-- thumbnails are drawn on worker threads (Pillow releases the GIL while it decodes, resamples and
-  encodes), and `Drafter` starts drawing them while the run is still answering, so little is left
-  to draw once the last answer has arrived.
+- thumbnails are drawn on every core: in worker processes when there are many (a thread would
+  wait for the interpreter lock that the run's event loop holds), on threads for a few; and
+  `Drafter` starts drawing them while the run is still answering, from the bytes each request
+  has just read, so little is left to draw once the last answer has arrived.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import hashlib
 import io
 import json
 import os
+import queue
 import re
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,8 @@ THUMB_VERSION = "2"
 GT_COLOUR = "#1fbf4a"
 PRED_COLOUR = "#e0218a"
 GROUP_COLOURS = ("#22c55e", "#2f6fed", "#f59e0b", "#ef4444", "#a855f7", "#06b6d4", "#ec4899")
-_SKIPPED = "skipped"  # a draft whose bytes were no longer in memory
+PROCESS_MIN_IMAGES = 64  # from this many images on, draw in processes (their start costs about 0.2 s)
+DRAFT_BACKLOG = 256  # drafts holding their image bytes while waiting (about 20 MB of 85 KB JPEGs)
 _NAME = re.compile(r"^([0-9a-f]{20})-(\d+)x(\d+)\.jpg$")
 
 Size = tuple[int, int]
@@ -72,25 +75,36 @@ def _dashed_rect(draw: Any, box: Sequence[float], colour: str, width: int, dash:
             pos = end + gap
 
 
-def render_thumbnail(data: bytes | Path, image: ReportImage, is_grouped: bool) -> tuple[bytes, Size]:
+def plain_boxes(image: ReportImage) -> list[tuple[list[float], str, int]]:
+    """The boxes of a report image as plain values (box, kind, group): what a worker process needs."""
+    return [([float(v) for v in b.box], b.kind, int(b.group)) for b in image.boxes]
+
+
+def draw_thumbnail(
+    data: bytes | Path, boxes: Sequence[tuple[Sequence[float], str, int]], key: str, is_grouped: bool
+) -> tuple[bytes, Size]:
     """A JPEG of `data` (stored bytes, or a big file read as it is decoded) at most THUMB_MAX px a
-    side with the image's boxes drawn in, and its size. Ground truth is drawn solid, predictions
-    dashed on top."""
+    side with `boxes` (absolute xyxy pixels of the stored image) drawn in, and its size. Ground
+    truth is drawn solid, predictions dashed on top. `key` names the image in error messages."""
     from PIL import Image, ImageDraw
 
-    from needlepoint.images import decode_rgb
+    from needlepoint.images import decode_rgb, jpeg_header
 
-    with Image.open(data if isinstance(data, Path) else io.BytesIO(data)) as probe:
-        width, height = probe.size
-    im = decode_rgb(data, str(image.image.key), THUMB_MAX, gap=1.0)
+    head = jpeg_header(data) if not isinstance(data, Path) else None
+    if head is not None:
+        width, height = head[0], head[1]
+    else:
+        with Image.open(data if isinstance(data, Path) else io.BytesIO(data)) as probe:
+            width, height = probe.size
+    im = decode_rgb(data, key, THUMB_MAX, gap=1.0)
     sx, sy = im.width / max(width, 1), im.height / max(height, 1)
     draw = ImageDraw.Draw(im)
     line = max(2, round(max(im.size) / 160))
-    for b in sorted(image.boxes, key=lambda b: b.kind != "gt"):
-        x1, x2 = sorted((float(b.box[0]) * sx, float(b.box[2]) * sx))
-        y1, y2 = sorted((float(b.box[1]) * sy, float(b.box[3]) * sy))
-        colour = box_colour(b.kind, b.group, is_grouped)
-        if b.kind == "gt":
+    for box, kind, group in sorted(boxes, key=lambda b: b[1] != "gt"):
+        x1, x2 = sorted((float(box[0]) * sx, float(box[2]) * sx))
+        y1, y2 = sorted((float(box[1]) * sy, float(box[3]) * sy))
+        colour = box_colour(kind, group, is_grouped)
+        if kind == "gt":
             draw.rectangle((x1, y1, x2, y2), outline=colour, width=line)
         else:
             _dashed_rect(draw, (x1, y1, x2, y2), colour, line)
@@ -99,15 +113,160 @@ def render_thumbnail(data: bytes | Path, image: ReportImage, is_grouped: bool) -
     return buf.getvalue(), im.size
 
 
+def render_thumbnail(data: bytes | Path, image: ReportImage, is_grouped: bool) -> tuple[bytes, Size]:
+    """The thumbnail of a report image (see `draw_thumbnail`)."""
+    return draw_thumbnail(data, plain_boxes(image), str(image.image.key), is_grouped)
+
+
+def _draw_job(
+    folder: str, key: str, data: bytes | Path, boxes: list[tuple[list[float], str, int]], image_key: str, is_grouped: bool
+) -> Size | None:
+    """Draw and write one thumbnail (in a worker thread or process); its size, None when the image
+    cannot be read (the page says so)."""
+    from needlepoint.store import write_atomic
+
+    try:
+        jpeg, size = draw_thumbnail(data, boxes, image_key, is_grouped)
+        write_atomic(Path(folder) / file_name(key, size), jpeg)
+    except Exception:  # noqa: BLE001 - an unreadable image must not cost the report
+        return None
+    return size
+
+
+class DrawingProcesses(Executor):
+    """Worker processes that draw thumbnails (`_draw_job`), each fed by a thread of this process.
+
+    Plain child processes (`python -c "...serve()"`) that speak length-prefixed pickles over
+    their stdin and stdout, not multiprocessing: spawning that way would import the caller's
+    main script again in every worker. A worker gets no Ctrl-C (the run stops the pool) and ends when its stdin closes (also when the run is
+    killed). A worker that cannot start or dies leaves its thread to draw in this process."""
+
+    def __init__(self, workers: int) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self.grow(workers)
+
+    def grow(self, workers: int) -> None:
+        """Start workers until there are `workers` of them."""
+        while len(self._threads) < workers:
+            thread = threading.Thread(target=self._feed, name="thumbs-feed", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        """Queue `_draw_job(*args)` (the only job these workers run)."""
+        if fn is not _draw_job or kwargs:
+            raise ValueError("drawing processes run _draw_job only")
+        future: Future[Any] = Future()
+        self._jobs.put((future, args))
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if cancel_futures:
+            while True:
+                try:
+                    item = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+        for _ in self._threads:
+            self._jobs.put(None)
+        if wait:
+            for t in self._threads:
+                t.join()
+
+    def _feed(self) -> None:
+        import pickle
+        import subprocess
+        import sys
+
+        proc: subprocess.Popen[bytes] | None = None
+        try:
+            import needlepoint
+
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(Path(needlepoint.__file__).parents[1]), env.get("PYTHONPATH")) if p
+            )
+            code = "from needlepoint.report.thumbs import serve_drawing; serve_drawing()"
+            proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        except Exception:  # noqa: BLE001 - no worker: this thread draws itself
+            proc = None
+        try:
+            while (item := self._jobs.get()) is not None:
+                future, args = item
+                if not future.set_running_or_notify_cancel():
+                    continue
+                result: Any = None
+                if proc is not None:
+                    try:
+                        assert proc.stdin is not None and proc.stdout is not None
+                        _send(proc.stdin, pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL))
+                        result = pickle.loads(_receive(proc.stdout))
+                    except Exception:  # noqa: BLE001 - the worker died: draw here from now on
+                        proc.kill()
+                        proc = None
+                if proc is None:
+                    result = _draw_job(*args)
+                future.set_result(result)
+        finally:
+            if proc is not None:
+                assert proc.stdin is not None
+                proc.stdin.close()
+                proc.wait()
+
+
+def _send(stream: Any, payload: bytes) -> None:
+    stream.write(len(payload).to_bytes(8, "big") + payload)
+    stream.flush()
+
+
+def _receive(stream: Any) -> bytes:
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError("the drawing process ended")
+    size = int.from_bytes(head, "big")
+    payload = stream.read(size)
+    if len(payload) < size:
+        raise EOFError("the drawing process ended")
+    return bytes(payload)
+
+
+def serve_drawing() -> None:
+    """A drawing process (`DrawingProcesses`): `_draw_job` for each job read from stdin, its
+    result written to stdout, until stdin closes."""
+    import pickle
+    import signal
+    import sys
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        try:
+            args = pickle.loads(_receive(source))
+        except EOFError:
+            return
+        _send(sink, pickle.dumps(_draw_job(*args), protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _size(future: Future[Size | None]) -> Size | None:
+    if future.cancelled() or future.exception() is not None:
+        return None
+    return future.result()
+
+
 def _all_cores() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
 class Thumbnails:
     """The thumbnails folder of one report: those that exist, and the drawing of missing ones on
-    worker threads. `submit` starts drawing; `finish` returns every wanted thumbnail's size."""
+    workers (threads, or processes for many images: drawing then never waits for the
+    interpreter lock that the run's event loop holds). `submit` starts drawing; `finish` returns
+    every wanted thumbnail's size."""
 
-    def __init__(self, folder: Path, workers: int | None = None) -> None:
+    def __init__(self, folder: Path, workers: int | None = None, processes: bool = False) -> None:
         self.folder = Path(folder)
         self._done: dict[str, Size] = {}
         if self.folder.is_dir():
@@ -115,69 +274,116 @@ class Thumbnails:
                 m = _NAME.match(entry.name)
                 if m:
                     self._done[m.group(1)] = (int(m.group(2)), int(m.group(3)))
-        self._pending: dict[str, Future[Size | None | str]] = {}
+        self._pending: dict[str, Future[Size | None]] = {}
         self._lock = threading.Lock()
         self._workers = workers or _all_cores()
-        self._pool: ThreadPoolExecutor | None = None
+        self._processes = processes
+        self._pool: Executor | None = None
+        self._backlog = 0  # drafts waiting to be drawn, holding their image bytes
+
+    def _executor(self) -> Executor:
+        """The pool (started on first use); call with the lock held."""
+        if self._pool is None:
+            if self._processes:
+                self._pool = DrawingProcesses(self._workers)
+            else:
+                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="thumbs")
+        return self._pool
 
     def submit(self, image: ReportImage, is_grouped: bool, draft: bool = False) -> str:
         """Start drawing the thumbnail of `image` unless it exists or is under way; its key.
-        A draft never makes a loader read: one with a `cached()` method (parquet rows) is asked
-        for bytes already in memory, and a draft whose bytes are gone is left to `finish`."""
+        The image is read here, in the caller's thread. A draft never makes a loader read: one
+        with a `cached()` method (parquet rows) is asked for bytes already in memory, and a draft
+        whose bytes are gone (or that would hold more than DRAFT_BACKLOG images' bytes waiting) is
+        left to `finish`."""
+        from needlepoint.images import read_small_image
+
         key = thumb_key(image, is_grouped)
         with self._lock:
-            if key not in self._done and key not in self._pending:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="thumbs")
-                self._pending[key] = self._pool.submit(self._draw, key, image, is_grouped, draft)
+            if key in self._done or key in self._pending or (draft and self._backlog >= DRAFT_BACKLOG):
+                return key
+        ref = image.image
+        try:
+            if draft:
+                peek = getattr(ref.loader, "cached", None)
+                data: bytes | Path | None = peek() if peek is not None else read_small_image(ref) or ref.path
+            else:
+                data = read_small_image(ref) or ref.path
+        except Exception:  # noqa: BLE001 - an unreadable image is drawn as missing
+            data = None
+        if data is None:
+            if not draft:
+                self._fail(key)
+            return key
+        args = (str(self.folder), key, data, plain_boxes(image), str(ref.key), is_grouped)
+        with self._lock:
+            if key in self._done or key in self._pending:
+                return key
+            self._backlog += 1
+            future = self._executor().submit(_draw_job, *args)
+            self._pending[key] = future
+        future.add_done_callback(lambda f: self._drawn(key, f))
         return key
 
-    def _draw(self, key: str, image: ReportImage, is_grouped: bool, draft: bool) -> Size | None | str:
-        from needlepoint.images import read_small_image
-        from needlepoint.store import write_atomic
-
-        try:
-            ref = image.image
-            peek = getattr(ref.loader, "cached", None) if draft else None
-            data: bytes | Path | None = peek() if peek is not None else read_small_image(ref) or ref.path
-            if data is None:
-                return _SKIPPED
-            jpeg, size = render_thumbnail(data, image, is_grouped)
-            write_atomic(self.folder / file_name(key, size), jpeg)
-        except Exception:  # noqa: BLE001 - an unreadable image must not cost the report; the page says so
-            return None
+    def _fail(self, key: str) -> None:
+        future: Future[Size | None] = Future()
+        future.set_result(None)
         with self._lock:
-            self._done[key] = size
-        return size
+            self._pending[key] = future
+
+    def _drawn(self, key: str, future: Future[Size | None]) -> None:
+        size = _size(future)
+        with self._lock:
+            self._backlog -= 1
+            if size is not None:
+                self._done[key] = size
+
+    def _settle(self, jobs: dict[str, Future[Size | None]]) -> None:
+        """Wait for `jobs` and note their sizes (their callbacks may not have run yet)."""
+        wait(jobs.values())
+        with self._lock:
+            for key, future in jobs.items():
+                size = _size(future)
+                if size is not None:
+                    self._done[key] = size
 
     def finish(self, items: Sequence[ReportItem], is_grouped: bool) -> dict[str, Size | None]:
         """Every thumbnail the items show, drawn if missing: key -> size (None: unreadable image).
-        Drafts under way end first; the rest is drawn in item order (parquet is read forward).
-        Thumbnails no item shows any more are removed."""
+        Drafts under way end first; the rest is read in item order (parquet is read forward),
+        a bounded number of images at a time. Thumbnails no item shows any more are removed."""
         wanted: dict[str, ReportImage] = {}
         for it in items:
             for im in it.images:
                 wanted.setdefault(thumb_key(im, is_grouped), im)
         with self._lock:
-            drafts = list(self._pending.values())
-        for future in drafts:
-            future.result()
-        self.close()
+            drafts = dict(self._pending)
+        self._settle(drafts)
+        with self._lock:
+            self._pending.clear()  # a failed draft is tried once more below
+            missing = [k for k in wanted if k not in self._done]
+        if not self._processes and self._pool is None and len(missing) >= PROCESS_MIN_IMAGES:
+            self._processes = True
         self._workers = _all_cores()  # drafts leave a core to the run; now the report is all there is
-        sizes: dict[str, Size | None] = {}
-        for image in wanted.values():
-            self.submit(image, is_grouped)
+        if isinstance(self._pool, DrawingProcesses):
+            self._pool.grow(self._workers)
+        elif self._pool is not None:
+            self.close()  # a thread pool sized for drafting
+        window = 4 * self._workers
+        for key in missing:
+            with self._lock:
+                running = [f for f in self._pending.values() if not f.done()]
+            if len(running) >= window:
+                wait(running, return_when=FIRST_COMPLETED)
+            self.submit(wanted[key], is_grouped)
         with self._lock:
             jobs = dict(self._pending)
-        for key in wanted:
-            job = jobs.get(key)
-            result = job.result() if job is not None else self._done.get(key)
-            sizes[key] = result if isinstance(result, tuple) else None
+        self._settle(jobs)
         self.close(cancel=True)
+        sizes: dict[str, Size | None] = {k: self._done.get(k) for k in wanted}
         keep = {file_name(k, s) for k, s in sizes.items() if s is not None}
         if self.folder.is_dir():
             for entry in os.scandir(self.folder):
-                if entry.name.endswith(".jpg") and entry.name not in keep:
+                if entry.name.endswith((".jpg", ".jpg.tmp")) and entry.name not in keep:  # .tmp: a killed write
                     os.unlink(entry.path)
         return sizes
 
@@ -194,12 +400,20 @@ class Thumbnails:
 class Drafter:
     """Draws a run's thumbnails while it answers: `add` is called with each stored record (see
     `runner.RunOptions.on_record`); every few records the benchmark's report items for them are
-    built and their images submitted. The report then finds them drawn (`Thumbnails.finish`)."""
+    built and their images submitted, with the bytes the request has just read. The report then
+    finds them drawn (`Thumbnails.finish`). `expected`: the samples the run will answer (from
+    PROCESS_MIN_IMAGES on, the drawing runs in processes). One core fewer than there are draws
+    while the run answers."""
 
     def __init__(
-        self, folder: Path, items_of: Callable[[list[Any], list[dict[str, Any]]], list[ReportItem]], batch: int = 16
+        self,
+        folder: Path,
+        items_of: Callable[[list[Any], list[dict[str, Any]]], list[ReportItem]],
+        batch: int = 16,
+        expected: int = 0,
     ) -> None:
-        self.thumbnails = Thumbnails(folder, workers=max(1, _all_cores() - 1))  # a core stays with the run
+        # a core stays with the run while it answers; the report then draws on every core
+        self.thumbnails = Thumbnails(folder, workers=max(1, _all_cores() - 1), processes=expected >= PROCESS_MIN_IMAGES)
         self._items_of = items_of
         self._batch = batch
         self._samples: list[Any] = []
