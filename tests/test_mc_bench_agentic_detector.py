@@ -21,6 +21,8 @@ from needlepoint.benchmarks.mc_bench.benchmark import McBench, McSample
 from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.benchmarks.mc_bench.scoring import read_results
 from needlepoint.cli import main
+from needlepoint.conversation import ImageRef
+from needlepoint.errors import DataError
 from needlepoint.models.detector import Detector
 from needlepoint.models.detector_batch import BatchedDetector
 from needlepoint.models.simulated import script_key
@@ -120,3 +122,22 @@ def test_phrases_of_several_samples_share_one_pass(grounding_dino: Path, small_r
             seen[t["image"]] += 1
     assert [v for f in found for v in f.detection.box] == pytest.approx([v for d in flat for v in d.box], abs=BOX_TOL)
     assert [f.detection.score for f in found] == pytest.approx([d.score for d in flat], abs=SCORE_TOL)
+
+
+def test_an_unreadable_image_fails_only_its_own_requests(grounding_dino: Path, small_release: Any, tmp_path: Path) -> None:  # noqa: F811
+    """A pass shared by several samples: the request whose image cannot be read gets its DataError,
+    the others their boxes from the same pass; a pass holds at most max_rows phrases."""
+    _, _, samples = small_release
+    broken = tmp_path / "broken.jpg"
+    broken.write_bytes(b"not a jpeg at all")
+    batcher = BatchedDetector(lambda: Detector.load(str(grounding_dino), device=DEVICE), "tiny", max_rows=3)
+    good = samples[0].images[0]
+    asked = [(good, "the red square"), (ImageRef(key="broken", path=broken), "a blue circle"), (good, "red"), (good, "big green square")]
+
+    async def go() -> list[Any]:
+        return await asyncio.gather(*(batcher.locate(image, phrase) for image, phrase in asked), return_exceptions=True)
+
+    found = asyncio.run(go())
+    assert isinstance(found[1], DataError)
+    assert [type(f).__name__ for i, f in enumerate(found) if i != 1] == ["Located"] * 3
+    assert batcher.passes == [2, 1]  # three requests in the first pass (one unreadable), the fourth in the next

@@ -140,7 +140,7 @@ def test_same_identity_keeps_the_original_header(tmp_path: Path) -> None:
     store.update_header(status="complete")
     header = json.loads((run / HEADER).read_text())
     assert header["status"] == "complete" and header["created"] == "yesterday"
-    assert not list(run.glob("*.tmp"))
+    assert not list(run.glob("*.tmp*"))
 
 
 def test_unreadable_header_is_a_clear_error(tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
 
 def _options(ns: argparse.Namespace, kind: str = "options") -> dict[str, Any]:
     """The benchmark flags that were given, by keyword (`make` refuses those of other benchmarks)."""
-    return {o.dest: getattr(ns, o.dest) for o in _merged(kind) if getattr(ns, o.dest, None) not in (None, False)}
+    return given(ns, _merged(kind))
 
 
 def _declared_solvers() -> list[tuple[str, str, type]]:
@@ -298,8 +298,13 @@ def _terminate(signum: int, frame: Any) -> None:
     """SIGTERM ends a run like Ctrl-C: records already written stay, the interrupt is reported.
     It is passed on as SIGINT, so that inside a run asyncio's own handler cancels the run's task: a
     KeyboardInterrupt raised here could land in a finaliser (a weakref callback) and be lost, and
-    the run would wait on a hung request."""
-    signal.raise_signal(signal.SIGINT)
+    the run would wait on a hung request. Where SIGINT is ignored (a background job of a script)
+    or not Python's, a KeyboardInterrupt is raised here instead."""
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):  # asyncio.run's (cancels the run's task) or Python's default (raises KeyboardInterrupt)
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
 
 
 def _quiet_stdout() -> None:
@@ -313,7 +318,12 @@ def _quiet_stdout() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `needlepoint` command; returns the exit code (see the module docstring)."""
-    ns = build_parser().parse_args(argv)
+    try:
+        parser = build_parser()  # reads every declaration, a plugin's too
+    except DataError as exc:
+        print(f"needlepoint: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    ns = parser.parse_args(argv)
     handlers = {"eval": cmd_eval, "score": cmd_score, "report": cmd_report, "merge": cmd_merge, "demo": cmd_demo, "build": build.run}
     import threading
 

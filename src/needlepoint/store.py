@@ -11,6 +11,7 @@ import json
 import math
 import os
 import shlex
+import threading
 from pathlib import Path
 from typing import IO, Any
 
@@ -44,7 +45,7 @@ def write_atomic(path: Path, content: str | bytes) -> Path:
     killed run) never sees half a page, CSV, thumbnail or JSON file; return `path`."""
     path = Path(path)
     data = content.encode("utf-8") if isinstance(content, str) else content
-    tmp = f"{path}.tmp"
+    tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"  # two writers of one path never share a temp file
     try:  # plain system calls: report thumbnails are written by the thousand
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     except FileNotFoundError:

@@ -19,6 +19,7 @@ from PIL import Image
 from needlepoint.benchmarks.mm_niah import demo as demo_niah
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.rag import IMAGE_TOKENS, document, select
+from needlepoint.benchmarks.mm_niah.rag_solver import RagSolver
 from needlepoint.benchmarks.mm_niah.retrieve import PieceScores
 from needlepoint.conversation import ImageRef
 from needlepoint.models.embeddings import ServedEmbedder
@@ -106,7 +107,7 @@ def test_rag_run_through_the_cli(embed_server: VllmServer, tiny_model: Path, tmp
     for rec in records:
         sample = samples[rec["id"]]
         doc = document(sample)
-        cached = PieceScores.from_dict(json.loads((out / "cache" / "rag" / f"{sample.digest}.json").read_text()))
+        cached = PieceScores.from_dict(json.loads((out / "cache" / "rag" / RagSolver.cache_name(sample)).read_text()))
         # vLLM's /tokenize counts are the tokenizer's, and what was kept follows the authors' rules
         # from the cached scores; the kept token count is 256 an image, a text's tokens plus one.
         assert cached.token_counts == [len(tokenizer(p, add_special_tokens=False).input_ids) for p in doc.text_pieces]

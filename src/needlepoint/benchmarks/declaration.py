@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from needlepoint.errors import DataError
 from needlepoint.options import Option
 
 __all__ = ["Builder", "Declaration", "PublishedTable", "load_target"]
@@ -85,5 +86,8 @@ class Declaration:
 def load_target(target: str) -> Any:
     """The object a "module:attribute" string names (a bare "module" names the module)."""
     module, _, attr = target.partition(":")
-    loaded = importlib.import_module(module)
-    return getattr(loaded, attr) if attr else loaded
+    try:
+        loaded = importlib.import_module(module)
+        return getattr(loaded, attr) if attr else loaded
+    except (ImportError, AttributeError) as exc:
+        raise DataError(f"cannot load {target!r}, which a benchmark declaration names ({exc}); fix or remove that benchmark") from None

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from needlepoint.conversation import ImageRef
+from needlepoint.errors import DataError
 from needlepoint.models.detector import Detection, Detector
 from needlepoint.models.extra import rgb_image
 
@@ -58,6 +59,7 @@ class BatchedDetector:
         self._pending: list[_Request] = []
         self._timer: asyncio.TimerHandle | None = None
         self._running = False
+        self._tasks: set[asyncio.Future[None]] = set()  # the passes in flight (asyncio keeps only weak references)
         self.passes: list[int] = []  # phrases per forward pass, in order (for tests and perf)
 
     @property
@@ -92,9 +94,11 @@ class BatchedDetector:
             self._timer = None
         if self._running or not self._pending:
             return
-        batch, self._pending = self._pending, []
+        batch, self._pending = self._pending[: self.max_rows], self._pending[self.max_rows :]
         self._running = True
-        asyncio.ensure_future(self._run(batch))
+        task = asyncio.ensure_future(self._run(batch))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _run(self, batch: list[_Request]) -> None:
         try:
@@ -109,30 +113,43 @@ class BatchedDetector:
                     raise
             else:
                 for r, located in zip(batch, found):
-                    if not r.future.done():
+                    if r.future.done():
+                        continue
+                    if isinstance(located, Exception):  # this request's image could not be read
+                        r.future.set_exception(located)
+                    else:
                         r.future.set_result(located)
         finally:
             self._running = False
             if self._pending:  # what arrived during the pass has waited long enough
                 self._flush()
 
-    def _detect(self, batch: list[_Request]) -> list[Located]:
-        """One `Detector.detect` over the batch, the phrases of each image together (runs in a thread)."""
+    def _detect(self, batch: list[_Request]) -> list[Located | Exception]:
+        """One `Detector.detect` over the batch, the phrases of each image together (runs in a
+        thread); a request whose image cannot be read gets its DataError, the others their boxes."""
         started = time.perf_counter()
         order: dict[tuple[str, Any], int] = {}
+        unreadable: dict[tuple[str, Any], Exception] = {}
         queries: list[tuple[Any, list[str]]] = []
-        slots: list[tuple[int, int]] = []
+        slots: list[tuple[int, int] | Exception] = []
         for r in batch:
             key = (r.image.key, r.image.path)
-            if key not in order:
-                order[key] = len(queries)
-                queries.append((rgb_image(r.image), []))
+            if key not in order and key not in unreadable:
+                try:
+                    decoded = rgb_image(r.image)
+                except DataError as exc:
+                    unreadable[key] = exc
+                else:
+                    order[key] = len(queries)
+                    queries.append((decoded, []))
+            if key in unreadable:
+                slots.append(unreadable[key])
+                continue
             i = order[key]
             slots.append((i, len(queries[i][1])))
             queries[i][1].append(r.phrase)
-        detections = self.detector.detect(queries)
-        self.passes.append(len(batch))
-        elapsed = time.perf_counter() - started
-        return [
-            Located(detections[i][j], queries[i][0].size, len(batch), round(elapsed, 4)) for i, j in slots
-        ]
+        detections = self.detector.detect(queries) if queries else []
+        rows = len(batch) - sum(isinstance(s, Exception) for s in slots)
+        self.passes.append(rows)
+        elapsed = round(time.perf_counter() - started, 4)
+        return [s if isinstance(s, Exception) else Located(detections[s[0]][s[1]], queries[s[0]][0].size, rows, elapsed) for s in slots]

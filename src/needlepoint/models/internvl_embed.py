@@ -92,7 +92,7 @@ class InternVLEmbedder(ThreadedEmbedder):
     def _texts_sync(self, texts: list[str]) -> np.ndarray:
         torch = self._torch
         rows = []
-        with self._lock, torch.inference_mode():
+        with torch.inference_mode():
             ids = self.tokenizer(
                 texts, return_tensors="pt", max_length=TEXT_TOKENS, truncation=True, padding="max_length"
             ).input_ids
@@ -103,7 +103,7 @@ class InternVLEmbedder(ThreadedEmbedder):
     def _images_sync(self, images: list[ImageRef]) -> np.ndarray:
         torch = self._torch
         rows = []
-        with self._lock, torch.inference_mode():
+        with torch.inference_mode():
             for i in range(0, len(images), BATCH):
                 pil = [rgb_image(ref) for ref in images[i : i + BATCH]]
                 pixels = self.image_processor(images=pil, return_tensors="pt").pixel_values.to(torch.bfloat16).to(self.device)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,6 +29,8 @@ from needlepoint.models.extra import EXTRA, require_models, rgb_image
 __all__ = ["EXTRA", "LocalEmbedder", "ThreadedEmbedder", "load_embedder", "model_config", "require_models"]
 
 FEATURE = "--embed-backend transformers"
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def _features(out: Any) -> Any:
@@ -39,7 +41,14 @@ def _features(out: Any) -> Any:
 class ThreadedEmbedder:
     """A model loaded in this process, as an embedder: its blocking `_texts_sync`, `_images_sync`
     and `_counts_sync` (a subclass's) run in a worker thread, so the event loop keeps serving the
-    chat requests meanwhile."""
+    chat requests meanwhile, one at a time: they share the model and its tokenizer (a fast
+    tokenizer raises "Already borrowed" when two threads use it at once)."""
+
+    _lock: threading.Lock  # each subclass makes its own in __init__
+
+    def _locked(self, fn: Callable[[T], R], arg: T) -> R:
+        with self._lock:
+            return fn(arg)
 
     async def check(self) -> None:
         """Nothing to reach: the model is loaded."""
@@ -60,18 +69,18 @@ class ThreadedEmbedder:
         """L2-normalised text embeddings, one row a text."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        return await asyncio.get_running_loop().run_in_executor(None, self._texts_sync, list(texts))
+        return await asyncio.get_running_loop().run_in_executor(None, self._locked, self._texts_sync, list(texts))
 
     async def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
         """L2-normalised image embeddings (each image read and converted to RGB), one row an image."""
         if not images:
             return np.zeros((0, 0), dtype=np.float32)
-        return await asyncio.get_running_loop().run_in_executor(None, self._images_sync, list(images))
+        return await asyncio.get_running_loop().run_in_executor(None, self._locked, self._images_sync, list(images))
 
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Token counts of the model's own tokenizer as the selection reads them (a long document
         has a thousand pieces)."""
-        return await asyncio.get_running_loop().run_in_executor(None, self._counts_sync, list(texts))
+        return await asyncio.get_running_loop().run_in_executor(None, self._locked, self._counts_sync, list(texts))
 
 
 class LocalEmbedder(ThreadedEmbedder):
@@ -122,7 +131,7 @@ class LocalEmbedder(ThreadedEmbedder):
     def _texts_sync(self, texts: list[str]) -> np.ndarray:
         torch = self._torch
         rows = []
-        with self._lock, torch.inference_mode():
+        with torch.inference_mode():
             for i in range(0, len(texts), self.batch_size):
                 enc = self.tokenizer(
                     texts[i : i + self.batch_size],
@@ -137,7 +146,7 @@ class LocalEmbedder(ThreadedEmbedder):
     def _images_sync(self, images: list[ImageRef]) -> np.ndarray:
         torch = self._torch
         rows = []
-        with self._lock, torch.inference_mode():
+        with torch.inference_mode():
             for i in range(0, len(images), self.batch_size):
                 pil = [rgb_image(ref) for ref in images[i : i + self.batch_size]]
                 pixels = self.image_processor(images=pil, return_tensors="pt")["pixel_values"].to(self.device)

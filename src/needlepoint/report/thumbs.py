@@ -383,7 +383,7 @@ class Thumbnails:
         keep = {file_name(k, s) for k, s in sizes.items() if s is not None}
         if self.folder.is_dir():
             for entry in os.scandir(self.folder):
-                if entry.name.endswith((".jpg", ".jpg.tmp")) and entry.name not in keep:  # .tmp: a killed write
+                if (entry.name.endswith(".jpg") or ".jpg.tmp" in entry.name) and entry.name not in keep:  # .tmp: a killed write
                     os.unlink(entry.path)
         return sizes
 

@@ -10,6 +10,7 @@ needle piece; the leaderboard names the system `<model>-RAG`, as the authors' le
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -196,10 +197,14 @@ class RagSolver:
     def models(self) -> Mapping[str, Any]:
         return {"embedder": self.embedder}
 
+    @staticmethod
+    def cache_name(sample: NiahSample) -> str:
+        """The file of a sample's scores under <run>/cache/rag/: named by the sample's fingerprint
+        (its id, document and question text, images), as the run's identity fixes the embedding model."""
+        return hashlib.sha256(sample.fingerprint().encode()).hexdigest()[:32] + ".json"
+
     def _cache_path(self, ctx: SolveContext, sample: NiahSample) -> Path | None:
-        # The run's identity fixes the embedding model and the dataset; the digest covers the
-        # document and the question.
-        return ctx.run_dir / CACHE_DIR / f"{sample.digest}.json" if ctx.run_dir is not None else None
+        return ctx.run_dir / CACHE_DIR / self.cache_name(sample) if ctx.run_dir is not None else None
 
     @staticmethod
     def _read_cache(path: Path | None, doc: RagDocument) -> PieceScores | None:
