@@ -80,13 +80,15 @@ def test_exit_codes_answered_failed_and_resumed(serve: Any, tmp_path: Path) -> N
     assert clean.returncode == 0, clean.stderr
 
 
-def test_sigterm_exits_130_without_traceback_and_keeps_records(serve: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sigint", ["default", "ignored"])  # ignored: a background job of a non-interactive shell
+def test_sigterm_exits_130_without_traceback_and_keeps_records(serve: Any, tmp_path: Path, sigint: str) -> None:
     data, _, keys, script = _release(tmp_path, n=6)
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint == "ignored" else None
     server = serve(script=script, default=None, faults={k: ["hang"] for k in keys[2:]})
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     proc = subprocess.Popen([sys.executable, "-m", "needlepoint.cli", *_eval(data, server.url, out, "--concurrency", "1")],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while len(read_records(out / "records.jsonl")) < 2:

@@ -81,9 +81,10 @@ def _given_solver_flags(ns: argparse.Namespace) -> dict[str, Any]:
     """The chosen solver's flags that were given, by keyword; DataError for a flag of another solver."""
     declared = _declared_solvers()
     own = [o for b, n, cls in declared if (b, n) == (ns.benchmark, ns.solver) for o in getattr(cls, "options", ())]
+    own_flags = {o.flag for o in own}
     for b, n, cls in declared:
         for o in getattr(cls, "options", ()):
-            if o not in own and getattr(ns, o.dest, None) is not None:
+            if o.flag not in own_flags and getattr(ns, o.dest, None) is not None:
                 raise DataError(f"{o.flag} applies to `needlepoint eval {b} --solver {n}`; add --solver {n} or drop {o.flag}")
     return given(ns, own)
 
