@@ -5,8 +5,9 @@ a replay of a run's records re-drives it to the same metrics."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from test_report import blob
 
 from needlepoint import status
 from needlepoint.api import evaluate
+from needlepoint.benchmarks import declaration, register, unregister
 from needlepoint.benchmarks.base import Parsed, replies_text
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.cli import EXIT_INTERNAL, main
@@ -127,13 +129,14 @@ class ToolFails:
 
 
 @pytest.fixture
-def test_solvers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ref-Adv-s declares the solvers of this module, as a benchmark declares its own."""
-    monkeypatch.setattr(
-        RefAdv, "solvers",
-        {"two": "test_solvers:TwoModels", "faulty": "test_solvers:Faulty", "toolfails": "test_solvers:ToolFails"},
-        raising=False,
-    )  # fmt: skip
+def test_solvers() -> Iterator[None]:
+    """Ref-Adv-s declares the solvers of this module, as a benchmark declares its own (in its
+    Declaration, here one registered in its place)."""
+    builtin = declaration("ref_adv_s")
+    solvers = {"two": "test_solvers:TwoModels", "faulty": "test_solvers:Faulty", "toolfails": "test_solvers:ToolFails"}
+    register("ref_adv_s", dataclasses.replace(builtin, solvers={**builtin.solvers, **solvers}), replace=True)
+    yield
+    unregister("ref_adv_s")
 
 
 def test_default_solver_keeps_the_identity_hash_of_runs_before_solvers(tmp_path: Path) -> None:

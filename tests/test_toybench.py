@@ -16,6 +16,7 @@ import needlepoint.benchmarks as registry
 from needlepoint.benchmarks import declaration, names, register, unregister
 from needlepoint.cli import build_parser
 from needlepoint.cli import main as cli_main
+from needlepoint.errors import DataError
 
 WORDS = [  # id, word, letter, count, the simulated model's replies (a second one answers the repair turn)
     ("w1", "banana", "a", 3, ["3"]),
@@ -125,7 +126,7 @@ def test_register_refuses_a_taken_name_and_a_wrong_target(toy: None) -> None:
         register("mc_bench", "toybench")
     register("not_toy", "toybench")
     try:
-        with pytest.raises(ValueError, match="not a Declaration named 'not_toy'"):
+        with pytest.raises(DataError, match="not a Declaration named 'not_toy'; fix or remove that benchmark$"):
             declaration("not_toy")
     finally:
         unregister("not_toy")

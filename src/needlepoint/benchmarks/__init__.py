@@ -82,7 +82,7 @@ def declaration(name: str) -> Declaration:
     else:
         found = load_target(target if ":" in target else f"{target}:BENCHMARK")
     if not isinstance(found, Declaration) or found.name != name:
-        raise ValueError(f"benchmark {name!r}: {target!r} is not a Declaration named {name!r}")
+        raise DataError(f"benchmark {name!r}: {target!r} is not a Declaration named {name!r}; fix or remove that benchmark")
     _loaded[name] = found
     return found
 

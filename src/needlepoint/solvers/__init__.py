@@ -2,13 +2,12 @@
 
 A benchmark declares extra solvers in its Declaration's `solvers`, mapping names to "module:Class"
 (e.g. `solvers={"agentic": "needlepoint.benchmarks.mc_bench.agentic_solver:AgenticSolver"}` in
-benchmarks/mc_bench/__init__.py); a solver class is built as `cls(benchmark, **settings)`. A
-`solvers` attribute of the benchmark class is read too (the older place). See docs/solvers.md.
+benchmarks/mc_bench/__init__.py); a solver class is built as `cls(benchmark, **settings)`.
+See docs/solvers.md.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from typing import Any
 
@@ -23,14 +22,14 @@ _REGISTRY = {DEFAULT: "needlepoint.solvers.default:DefaultSolver"}
 
 
 def _declared(benchmark: Any) -> dict[str, str]:
-    """The solvers a benchmark (object or class) declares: its Declaration's, then its class's own."""
+    """The solvers a benchmark (object or class) declares in its Declaration (none for a benchmark
+    object that is not registered)."""
     from needlepoint.benchmarks import declaration
 
     try:
-        declared = dict(declaration(benchmark.name).solvers)
-    except DataError:  # a benchmark object that is not registered
-        declared = {}
-    return {**declared, **getattr(benchmark, "solvers", {})}
+        return dict(declaration(benchmark.name).solvers)
+    except DataError:
+        return {}
 
 
 def solver_names(benchmark: Any) -> list[str]:
@@ -43,8 +42,9 @@ def solver_class(name: str, benchmark: Any) -> type:
     target = {**_REGISTRY, **_declared(benchmark)}.get(name)
     if target is None:
         raise DataError(f"unknown --solver {name!r} for {benchmark.name}; choose one of {', '.join(solver_names(benchmark))}")
-    module, attr = target.split(":")
-    cls: type = getattr(importlib.import_module(module), attr)
+    from needlepoint.benchmarks.declaration import load_target
+
+    cls: type = load_target(target)
     return cls
 
 
