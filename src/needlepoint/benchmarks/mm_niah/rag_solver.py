@@ -25,10 +25,8 @@ from needlepoint.benchmarks.mm_niah.rag import (
     RagDocument,
     Selection,
     document,
-    reduced_sample,
-    select,
 )
-from needlepoint.benchmarks.mm_niah.retrieve import PieceScores, score_document
+from needlepoint.benchmarks.mm_niah.retrieve import PieceScores, retrieve
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.options import Option
@@ -227,11 +225,14 @@ class RagSolver:
             "images": len(doc.images), "counted": sum(1 for p in doc.text_pieces if p), "cached": scores is not None,
         }  # fmt: skip
         if scores is None:
-            scores = await ctx.tool("embed", lambda: score_document(doc, self.embedder), summary=lambda _: dict(embedding))
+            got = await ctx.tool(
+                "embed", lambda: retrieve(sample, self.embedder, self.max_tokens, self.min_images, doc=doc), summary=lambda _: dict(embedding)
+            )
             if path is not None:
-                write_atomic(path, json_text(scores.to_dict()))
-        selection = select(doc, scores.scores, scores.token_counts, self.max_tokens, self.min_images)
-        reduced = reduced_sample(sample, doc, selection)
+                write_atomic(path, json_text(got.scores.to_dict()))
+        else:
+            got = await retrieve(sample, self.embedder, self.max_tokens, self.min_images, cached=scores, doc=doc)
+        selection, reduced = got.selection, got.sample
         conversation = self.benchmark.prompt(reduced)
         ctx.request(conversation)
         ctx.note(rag=note_of(doc, selection), embedding=embedding)

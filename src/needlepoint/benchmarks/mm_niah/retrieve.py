@@ -78,9 +78,11 @@ async def retrieve(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     min_images: int = DEFAULT_MIN_IMAGES,
     cached: PieceScores | None = None,
+    doc: RagDocument | None = None,
 ) -> Retrieved:
-    """The RAG step for one sample; `cached` scores (from an earlier run) skip the embedder."""
-    doc = document(sample)
+    """The RAG step for one sample; `cached` scores (from an earlier run) skip the embedder; `doc`
+    is the sample's `document` where the caller has it already."""
+    doc = doc if doc is not None else document(sample)
     scores = cached if cached is not None else await score_document(doc, embedder)
     selection = select(doc, scores.scores, scores.token_counts, max_tokens, min_images)
     return Retrieved(doc, scores, selection, reduced_sample(sample, doc, selection))
