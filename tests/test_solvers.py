@@ -401,3 +401,20 @@ def test_a_run_folder_with_records_of_the_old_layout_resumes_scores_and_reports(
     mixed = read_records(path)
     assert "scores" not in mixed[samples[0].id] and mixed[samples[0].id]["hit"] is False
     assert mixed[samples[11].id]["scores"]["hit"] is True
+
+
+def test_solvers_clients_take_the_run_s_client_settings() -> None:
+    """The agentic localizer and the RAG embedding client retry and budget as the --model client
+    does (make_solver hands them the run's ClientSettings); `client` is no --solver-option."""
+    from needlepoint.benchmarks.mc_bench.benchmark import McBench
+    from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
+    from needlepoint.models.openai_compat import ClientSettings
+
+    run = ClientSettings(RetryPolicy(max_retries=0, max_wait_s=7.0), reencode_images=True, max_request_bytes=12345)
+    agentic: Any = make_solver("agentic", McBench(box_format="abs_xyxy"), run, localizer="vlm:org/g", localizer_url=["http://127.0.0.1:9/v1"])
+    localizer = agentic.localizer_model
+    assert (localizer.retry, localizer.reencode_images, localizer.max_request_bytes) == (run.retry, True, 12345)
+    rag: Any = make_solver("rag", MmNiah(), run, embed_model="e", embed_url="http://127.0.0.1:9/v1")
+    assert rag.embedder.retry == run.retry
+    with pytest.raises(DataError, match=r"^client does not apply to --solver rag; drop it$"):
+        make_solver("rag", MmNiah(), run, embed_model="e", embed_url="http://127.0.0.1:9/v1", client="x")

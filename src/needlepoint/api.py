@@ -81,18 +81,22 @@ def sampling_sent(bench: Benchmark, samples: Sequence[Any], generation: Generati
     return out
 
 
-def _model(config: RunConfig) -> Any:
-    from needlepoint.models.openai_compat import OpenAICompatModel, RetryPolicy
+def client_settings(config: RunConfig) -> Any:
+    """The run's ClientSettings (models.openai_compat), for the --model client and a solver's own."""
+    from needlepoint.models.openai_compat import ClientSettings, RetryPolicy
 
+    retry = RetryPolicy(max_retries=config.max_retries, base_s=config.backoff_base_s, max_wait_s=config.max_wait_s)
+    return ClientSettings(retry, config.reencode_images, config.max_request_bytes)
+
+
+def _model(config: RunConfig) -> Any:
+    from needlepoint.models.openai_compat import OpenAICompatModel
+
+    client = client_settings(config)
     return OpenAICompatModel(
-        config.model,
-        config.api_urls,
-        config.api_key,
-        retry=RetryPolicy(max_retries=config.max_retries, base_s=config.backoff_base_s, max_wait_s=config.max_wait_s),
-        reencode_images=config.reencode_images,
-        max_request_bytes=config.max_request_bytes,
-        max_in_flight=config.concurrency,
-    )
+        config.model, config.api_urls, config.api_key, retry=client.retry, reencode_images=client.reencode_images,
+        max_request_bytes=client.max_request_bytes, max_in_flight=config.concurrency,
+    )  # fmt: skip
 
 
 def check_endpoints(config: RunConfig) -> None:
@@ -178,10 +182,7 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     if not config.api_urls and model is None:
         raise DataError("no --api-url given; pass the base URL of an OpenAI-compatible server, e.g. http://localhost:8000/v1")
     bench = make(config.benchmark, **config.options)
-    solver = make_solver(config.solver, bench, **config.solver_options)
-    follow = getattr(solver, "follow", None)
-    if callable(follow):  # a solver's own chat clients adopt the run's retry policy, encoding and byte budget
-        follow(_model(config))
+    solver = make_solver(config.solver, bench, client_settings(config), **config.solver_options)
     samples = bench.load(config.data)
     if not samples:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")

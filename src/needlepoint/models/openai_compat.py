@@ -21,7 +21,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -56,6 +56,16 @@ class RetryPolicy:
         """Seconds to wait before retry number `attempt` (0-based)."""
         jittered = random.uniform(0.0, min(self.cap_s, self.base_s * 2**attempt, self.max_wait_s))
         return max(jittered, retry_after or 0.0)
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """The run's settings for every client it makes, a solver's own (a localizer, an embedder)
+    as well as the --model one: retries and waits, image re-encoding, the request byte budget."""
+
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    reencode_images: bool = False
+    max_request_bytes: int | None = None
 
 
 # The request-body keys that the OpenAI chat schema or vLLM's sampling and chat parameters know;

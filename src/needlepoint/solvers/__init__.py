@@ -48,14 +48,18 @@ def solver_class(name: str, benchmark: Any) -> type:
     return cls
 
 
-def make_solver(name: str, benchmark: Benchmark, **settings: Any) -> Solver:
+def make_solver(name: str, benchmark: Benchmark, client: Any = None, /, **settings: Any) -> Solver:
     """The solver `name` for `benchmark` with `settings`; DataError (one sentence) for an unknown
-    name or a setting it does not take."""
+    name or a setting it does not take. `client` (models.openai_compat.ClientSettings: the run's
+    retries, waits, re-encoding, byte budget) goes to a solver whose constructor takes `client`,
+    for the clients it makes itself."""
     cls = solver_class(name, benchmark)
     accepted = inspect.signature(cls).parameters
     given = {k: v for k, v in settings.items() if v is not None}
-    wrong = [k for k in given if k not in accepted]
+    wrong = [k for k in given if k not in accepted or k == "client"]
     if wrong:
         raise DataError(f"{', '.join(wrong)} does not apply to --solver {name}; drop it")
+    if client is not None and "client" in accepted:
+        given["client"] = client
     solver: Solver = cls(benchmark, **given)
     return solver

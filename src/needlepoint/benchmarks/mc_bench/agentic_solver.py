@@ -28,7 +28,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from needlepoint import status
 from needlepoint.benchmarks.base import Parsed
@@ -50,6 +50,9 @@ from needlepoint.geometry import BoxFormat, require_box_format
 from needlepoint.options import Option
 from needlepoint.solvers.base import MAIN, SolveContext
 from needlepoint.store import write_json
+
+if TYPE_CHECKING:
+    from needlepoint.models.openai_compat import ClientSettings
 
 __all__ = ["LOCALIZER_KEY_ENV", "AgenticSolver", "localizer_tail", "prompt_hash"]
 
@@ -130,6 +133,7 @@ class AgenticSolver:
         localizer_device: str | None = None,
         detector_threshold: float | None = None,
         detector_batch: int | None = None,
+        client: ClientSettings | None = None,
     ) -> None:
         if not isinstance(benchmark, McBench):
             raise DataError(f"--solver agentic answers mc_bench, not {getattr(benchmark, 'name', benchmark)}")
@@ -172,10 +176,14 @@ class AgenticSolver:
                     f"--box-format is required with --localizer {localizer}: the box convention of the localizer's model "
                     "family (abs_xyxy, norm_1000_xyxy or norm_1_xyxy; e.g. Qwen2.5-VL abs_xyxy, Qwen3-VL norm_1000_xyxy)"
                 )
-            from needlepoint.models.openai_compat import OpenAICompatModel
+            from needlepoint.models.openai_compat import ClientSettings, OpenAICompatModel
 
             key = os.environ.get(LOCALIZER_KEY_ENV) or os.environ.get("OPENAI_API_KEY") or None
-            self.localizer_model = OpenAICompatModel(self.ref, urls, key, max_in_flight=localizer_concurrency or 32)
+            client = client or ClientSettings()  # the run's retries, waits, re-encoding and byte budget
+            self.localizer_model = OpenAICompatModel(
+                self.ref, urls, key, retry=client.retry, reencode_images=client.reencode_images,
+                max_request_bytes=client.max_request_bytes, max_in_flight=localizer_concurrency or 32,
+            )  # fmt: skip
             self.threshold: float | None = None
         else:
             for flag, value in (("--localizer-url", urls or None), ("--localizer-concurrency", localizer_concurrency)):
@@ -220,14 +228,6 @@ class AgenticSolver:
         if self.localizer_model is not None:
             return {LOCALIZER_ROLE: self.localizer_model}
         return {DETECTOR_TOOL: self.detector}
-
-    def follow(self, main: Any) -> None:
-        """Adopt the run's settings for chat requests from its main client (--max-retries,
-        --max-wait, image re-encoding, --max-request-bytes): the localizer's requests are retried
-        and budgeted as the reasoner's are. Called by `evaluate` before the run."""
-        if self.localizer_model is not None:
-            for name in ("retry", "reencode_images", "max_request_bytes"):
-                setattr(self.localizer_model, name, getattr(main, name))
 
     # --- one sample -----------------------------------------------------------------------------
 

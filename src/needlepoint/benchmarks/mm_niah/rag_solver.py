@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from needlepoint.benchmarks.base import Parsed
 from needlepoint.benchmarks.mm_niah.data import NiahSample
@@ -33,6 +33,9 @@ from needlepoint.options import Option
 from needlepoint.solvers.base import SolveContext
 from needlepoint.solvers.default import read_reply
 from needlepoint.store import json_text, write_atomic
+
+if TYPE_CHECKING:
+    from needlepoint.models.openai_compat import ClientSettings
 
 __all__ = ["API_KEY_ENV", "CACHE_DIR", "RagSolver", "kept_ranges", "note_of"]
 
@@ -143,6 +146,7 @@ class RagSolver:
         rag_min_images: int = DEFAULT_MIN_IMAGES,
         embed_batch_size: int = 64,
         embed_concurrency: int = 8,
+        client: ClientSettings | None = None,
     ) -> None:
         if not embed_model:
             raise DataError(
@@ -176,8 +180,9 @@ class RagSolver:
             assert embed_url is not None
             key = next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
             self.embedder = ServedEmbedder(
-                embed_model, embed_url, api_key=key, batch_size=embed_batch_size, max_concurrency=embed_concurrency
-            )
+                embed_model, embed_url, api_key=key, retry=client.retry if client else None,
+                batch_size=embed_batch_size, max_concurrency=embed_concurrency,
+            )  # fmt: skip
         else:
             self.embedder = _LocalEmbedder(embed_model, embed_device or "cpu")
 
