@@ -3,14 +3,22 @@ only when such a model is used, and images decoded for them."""
 
 from __future__ import annotations
 
+import asyncio
 import io
-from typing import Any
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
 
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.images import read_image
 
-__all__ = ["EXTRA", "INSTALL", "require_models", "rgb_image"]
+__all__ = ["EXTRA", "INSTALL", "ThreadedEmbedder", "require_models", "rgb_image"]
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 EXTRA = "models"
 INSTALL = f"pip install -e '.[{EXTRA}]'"
@@ -39,3 +47,48 @@ def rgb_image(ref: ImageRef) -> Any:
         return Image.open(io.BytesIO(data)).convert("RGB")
     except Exception as exc:  # Pillow raises many types for bad files
         raise DataError(f"image {ref.key} cannot be decoded ({exc}); replace or remove it") from None
+
+
+class ThreadedEmbedder:
+    """A model loaded in this process, as an embedder: its blocking `_texts_sync`, `_images_sync`
+    and `_counts_sync` (a subclass's) run in a worker thread, so the event loop keeps serving the
+    chat requests meanwhile, one at a time: they share the model and its tokenizer (a fast
+    tokenizer raises "Already borrowed" when two threads use it at once)."""
+
+    _lock: threading.Lock  # each subclass makes its own in __init__
+
+    def _locked(self, fn: Callable[[T], R], arg: T) -> R:
+        with self._lock:
+            return fn(arg)
+
+    async def check(self) -> None:
+        """Nothing to reach: the model is loaded."""
+
+    async def aclose(self) -> None:
+        """Nothing to close (the model is released with the object)."""
+
+    def _texts_sync(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _images_sync(self, images: list[ImageRef]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _counts_sync(self, texts: list[str]) -> list[int]:
+        raise NotImplementedError
+
+    async def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised text embeddings, one row a text."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return await asyncio.get_running_loop().run_in_executor(None, self._locked, self._texts_sync, list(texts))
+
+    async def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
+        """L2-normalised image embeddings (each image read and converted to RGB), one row an image."""
+        if not images:
+            return np.zeros((0, 0), dtype=np.float32)
+        return await asyncio.get_running_loop().run_in_executor(None, self._locked, self._images_sync, list(images))
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Token counts of the model's own tokenizer as the selection reads them (a long document
+        has a thousand pieces)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self._locked, self._counts_sync, list(texts))

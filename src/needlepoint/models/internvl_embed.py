@@ -31,8 +31,7 @@ import numpy as np
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.models.embeddings import normalise
-from needlepoint.models.extra import require_models, rgb_image
-from needlepoint.models.local_embed import ThreadedEmbedder
+from needlepoint.models.extra import ThreadedEmbedder, require_models, rgb_image
 
 __all__ = ["BATCH", "TEXT_TOKENS", "InternVLEmbedder", "is_internvl"]
 

@@ -12,75 +12,26 @@ The authors' retriever, InternVL-14B-224px in InternVL-G mode, is `internvl_embe
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.models.embeddings import normalise
-from needlepoint.models.extra import EXTRA, require_models, rgb_image
+from needlepoint.models.extra import EXTRA, ThreadedEmbedder, require_models, rgb_image
 
-__all__ = ["EXTRA", "LocalEmbedder", "ThreadedEmbedder", "load_embedder", "model_config", "require_models"]
+__all__ = ["EXTRA", "LocalEmbedder", "load_embedder", "model_config", "require_models"]
 
 FEATURE = "--embed-backend transformers"
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 def _features(out: Any) -> Any:
     """A features tensor from `get_*_features` (a tensor in transformers 4, an output object in 5)."""
     return out if hasattr(out, "ndim") else out.pooler_output
-
-
-class ThreadedEmbedder:
-    """A model loaded in this process, as an embedder: its blocking `_texts_sync`, `_images_sync`
-    and `_counts_sync` (a subclass's) run in a worker thread, so the event loop keeps serving the
-    chat requests meanwhile, one at a time: they share the model and its tokenizer (a fast
-    tokenizer raises "Already borrowed" when two threads use it at once)."""
-
-    _lock: threading.Lock  # each subclass makes its own in __init__
-
-    def _locked(self, fn: Callable[[T], R], arg: T) -> R:
-        with self._lock:
-            return fn(arg)
-
-    async def check(self) -> None:
-        """Nothing to reach: the model is loaded."""
-
-    async def aclose(self) -> None:
-        """Nothing to close (the model is released with the object)."""
-
-    def _texts_sync(self, texts: list[str]) -> np.ndarray:
-        raise NotImplementedError
-
-    def _images_sync(self, images: list[ImageRef]) -> np.ndarray:
-        raise NotImplementedError
-
-    def _counts_sync(self, texts: list[str]) -> list[int]:
-        raise NotImplementedError
-
-    async def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
-        """L2-normalised text embeddings, one row a text."""
-        if not texts:
-            return np.zeros((0, 0), dtype=np.float32)
-        return await asyncio.get_running_loop().run_in_executor(None, self._locked, self._texts_sync, list(texts))
-
-    async def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
-        """L2-normalised image embeddings (each image read and converted to RGB), one row an image."""
-        if not images:
-            return np.zeros((0, 0), dtype=np.float32)
-        return await asyncio.get_running_loop().run_in_executor(None, self._locked, self._images_sync, list(images))
-
-    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Token counts of the model's own tokenizer as the selection reads them (a long document
-        has a thousand pieces)."""
-        return await asyncio.get_running_loop().run_in_executor(None, self._locked, self._counts_sync, list(texts))
 
 
 class LocalEmbedder(ThreadedEmbedder):
