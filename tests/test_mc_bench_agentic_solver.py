@@ -240,10 +240,12 @@ def test_flags_are_checked_in_one_sentence(serve: Any, release: Any, tmp_path: P
         assert main(args) == 2, args
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err and err.count("\n") == 1, err
-    # a flag of the agentic solver with Ref-Adv-s's default solver, and a bad threshold, are refused by argparse
-    with pytest.raises(SystemExit) as exit_info:
-        main([*base, "--solver", "agentic", "--localizer", "detector:x", "--detector-threshold", "2"])
-    assert exit_info.value.code == 2 and "not a score between 0 and 1" in capsys.readouterr().err
+    # a threshold out of range, as a flag and as a --solver-option, is one sentence (numbers.flag)
+    detector = [*base, "--solver", "agentic", "--localizer", "detector:x"]
+    assert main([*detector, "--detector-threshold", "2"]) == 2
+    assert capsys.readouterr().err == "needlepoint: error: --detector-threshold must be between 0 and 1, not 2.0\n"
+    assert main([*detector, "--solver-option", "detector_threshold=2"]) == 2
+    assert capsys.readouterr().err == "needlepoint: error: --detector-threshold must be between 0 and 1, not 2\n"
     assert not (tmp_path / "r").exists()
 
 

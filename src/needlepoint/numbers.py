@@ -48,15 +48,31 @@ def is_box(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and len(value) == 4 and all(is_finite(v) for v in value)
 
 
-def flag(name: str, value: float | int | None, minimum: float | None = None, strict: bool = False) -> None:
-    """Check a numeric command-line setting: finite, and at least (or above, when `strict`) `minimum`."""
+def flag(
+    name: str, value: Any, minimum: float | None = None, strict: bool = False, maximum: float | None = None
+) -> None:
+    """Check a numeric command-line setting (a flag, or a --solver-option that stands for one):
+    finite, at least (or above, when `strict`) `minimum`, at most `maximum`."""
     if value is None:
         return
     if not is_finite(value):
         raise DataError(f"{name} must be a finite number, not {_show(value)}")
+    if minimum is not None and maximum is not None and not minimum <= value <= maximum:
+        raise DataError(f"{name} must be between {minimum:g} and {maximum:g}, not {_show(value)}")
     if minimum is not None and (value <= minimum if strict else value < minimum):
         bound = "above" if strict else "at least"
         raise DataError(f"{name} must be {bound} {minimum:g}, not {_show(value)}")
+    if maximum is not None and value > maximum:
+        raise DataError(f"{name} must be at most {maximum:g}, not {_show(value)}")
+
+
+def whole(name: str, value: Any, minimum: int) -> None:
+    """Check a whole-number setting (a count, a budget): an int, not a bool, at least `minimum`."""
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise DataError(f"{name} must be a whole number, not {_show(value)}")
+    flag(name, value, minimum)
 
 
 def _show(value: Any) -> str:

@@ -21,7 +21,6 @@ parsers, the answer) is `agentic.py`.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
 import json
@@ -30,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from needlepoint import status
+from needlepoint import numbers, status
 from needlepoint.benchmarks.base import Parsed
 from needlepoint.benchmarks.mc_bench.agentic import (
     LOCALIZER_PROMPT,
@@ -74,38 +73,6 @@ def localizer_tail(ref: str) -> str:
     return ref.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or ref
 
 
-def _threshold(value: Any) -> float:
-    """--detector-threshold as a number from 0 to 1 (argparse's error for a flag, DataError for a setting)."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = -1.0
-    if not 0.0 <= number <= 1.0:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a score between 0 and 1; give e.g. 0.05")
-    return number
-
-
-def _positive(value: Any) -> int:
-    """--localizer-concurrency as a whole number of at least 1."""
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1; give e.g. 32")
-    return number
-
-
-def _setting(flag: str, read: Any, value: Any) -> Any:
-    """A setting given as --solver-option (not checked by argparse) read as its flag reads it."""
-    if value is None:
-        return None
-    try:
-        return read(value)
-    except argparse.ArgumentTypeError as exc:
-        raise DataError(f"{flag}: {exc}") from None
-
-
 class AgenticSolver:
     """A reasoner that names target phrases, and a served VLM or a detector that boxes them."""
 
@@ -116,12 +83,12 @@ class AgenticSolver:
                "pip install -e '.[agentic]')", metavar="vlm:MODEL|detector:PATH"),
         Option("--localizer-url", "vlm: the localizer's base URL (repeat to spread over servers; may be the --api-url); "
                f"its API key comes from ${LOCALIZER_KEY_ENV} or $OPENAI_API_KEY", metavar="URL", repeat=True),
-        Option("--localizer-concurrency", "vlm: requests in flight per localizer endpoint (default 32)", type=_positive,
+        Option("--localizer-concurrency", "vlm: requests in flight per localizer endpoint (default 32)", type=int,
                metavar="N"),
         Option("--localizer-device", "detector: where the detector runs (default: the GPU when there is one)",
                choices=("cuda", "cpu"), metavar="cuda|cpu"),
         Option("--detector-threshold", "detector: the least score of a kept box (default 0.05, the paper's)",
-               type=_threshold, metavar="SCORE"),
+               type=float, metavar="SCORE"),
     )  # fmt: skip
 
     def __init__(
@@ -155,9 +122,9 @@ class AgenticSolver:
                 "and its own prompt); drop them"
             )
         self.kind, self.ref = kind, ref.strip()
-        detector_threshold = _setting("--detector-threshold", _threshold, detector_threshold)
-        localizer_concurrency = _setting("--localizer-concurrency", _positive, localizer_concurrency)
-        detector_batch = _setting("detector_batch", _positive, detector_batch)
+        numbers.flag("--detector-threshold", detector_threshold, 0.0, maximum=1.0)
+        numbers.whole("--localizer-concurrency", localizer_concurrency, 1)
+        numbers.whole("detector_batch", detector_batch, 1)
         self.localizer_model: Any = None
         self.detector: Any = None
         urls = [localizer_url] if isinstance(localizer_url, str) else list(localizer_url or [])
@@ -186,8 +153,8 @@ class AgenticSolver:
             )  # fmt: skip
             self.threshold: float | None = None
         else:
-            for flag, value in (("--localizer-url", urls or None), ("--localizer-concurrency", localizer_concurrency)):
-                if value is not None:
+            for flag, vlm_setting in (("--localizer-url", urls or None), ("--localizer-concurrency", localizer_concurrency)):
+                if vlm_setting is not None:
                     raise DataError(f"{flag} applies to --localizer vlm:...; drop it for a detector: localizer")
             if benchmark.box_format not in (None, "abs_xyxy"):
                 raise DataError(

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from needlepoint import numbers
 from needlepoint.benchmarks.base import Parsed
 from needlepoint.benchmarks.mm_niah.data import NiahSample
 from needlepoint.benchmarks.mm_niah.rag import (
@@ -42,17 +43,6 @@ __all__ = ["API_KEY_ENV", "CACHE_DIR", "RagSolver", "kept_ranges", "note_of"]
 API_KEY_ENV = ("NEEDLEPOINT_EMBED_API_KEY", "OPENAI_API_KEY")
 CACHE_DIR = Path("cache") / "rag"
 SERVED, TRANSFORMERS = "served", "transformers"
-
-
-def _count(flag: str) -> Any:
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < 0:
-            raise ValueError(f"{flag} must be 0 or more")
-        return value
-
-    parse.__name__ = "a whole number"  # argparse names the type in its message
-    return parse
 
 
 def kept_ranges(kept: Sequence[int]) -> list[list[int]]:
@@ -129,9 +119,9 @@ class RagSolver:
         Option("--embed-backend", "served (the default with --embed-url) or transformers (load --embed-model here)",
                choices=(SERVED, TRANSFORMERS)),
         Option("--embed-device", "device of a locally loaded embedding model, e.g. cuda or cuda:1 (default cpu)"),
-        Option("--rag-max-tokens", f"token budget of the kept context (default {DEFAULT_MAX_TOKENS})", type=_count("--rag-max-tokens"),
+        Option("--rag-max-tokens", f"token budget of the kept context (default {DEFAULT_MAX_TOKENS})", type=int,
                metavar="N"),
-        Option("--rag-min-images", f"least context images kept (default {DEFAULT_MIN_IMAGES})", type=_count("--rag-min-images"),
+        Option("--rag-min-images", f"least context images kept (default {DEFAULT_MIN_IMAGES})", type=int,
                metavar="N"),
     )  # fmt: skip
 
@@ -165,9 +155,8 @@ class RagSolver:
             raise DataError("--embed-url applies to a served embedding model; drop it, or drop --embed-backend transformers")
         if backend == SERVED and embed_device:
             raise DataError("--embed-device applies to --embed-backend transformers; drop it")
-        for flag, value in (("--rag-max-tokens", rag_max_tokens), ("--rag-min-images", rag_min_images)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise DataError(f"{flag} must be a whole number, 0 or more, not {value!r}")
+        numbers.whole("--rag-max-tokens", rag_max_tokens, 0)
+        numbers.whole("--rag-min-images", rag_min_images, 0)
         self.benchmark = benchmark
         self.embed_model = embed_model
         self.backend = backend
