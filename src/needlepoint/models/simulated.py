@@ -242,16 +242,21 @@ class SimulatedServer:
         message = f"The model `{model}` does not exist."
         return web.json_response({"error": {"message": message, "type": "NotFoundError", "param": None, "code": 404}}, status=404)
 
+    async def _embedding_body(self, request: Any) -> tuple[Any, Any]:
+        """An embedding or tokenize request's body, or the refusal to answer instead (a missing
+        key, a model this server does not embed with)."""
+        refused = self._refused(request)
+        if refused is not None:
+            return None, refused
+        body = await request.json()
+        return body, self._unknown_model(body)
+
     async def _embeddings(self, request: Any) -> Any:
         from aiohttp import web
 
-        refused = self._refused(request)
-        if refused is not None:
-            return refused
-        body = await request.json()
-        unknown = self._unknown_model(body)
-        if unknown is not None:
-            return unknown
+        body, refusal = await self._embedding_body(request)
+        if refusal is not None:
+            return refusal
         if self.embed_delay_s:
             await asyncio.sleep(self.embed_delay_s)
         if "messages" in body:
@@ -276,13 +281,9 @@ class SimulatedServer:
     async def _tokenize(self, request: Any) -> Any:
         from aiohttp import web
 
-        refused = self._refused(request)
-        if refused is not None:
-            return refused
-        body = await request.json()
-        unknown = self._unknown_model(body)
-        if unknown is not None:
-            return unknown
+        body, refusal = await self._embedding_body(request)
+        if refusal is not None:
+            return refusal
         self.embed_log.append(("tokenize", 1))
         n = simulated_token_count(str(body.get("prompt", "")))
         return web.json_response({"count": n, "max_model_len": 512, "tokens": list(range(n)), "token_strs": None})
