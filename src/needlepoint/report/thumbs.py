@@ -363,7 +363,7 @@ class Thumbnails:
             missing = [k for k in wanted if k not in self._done]
         if not self._processes and self._pool is None and len(missing) >= PROCESS_MIN_IMAGES:
             self._processes = True
-        self._workers = _all_cores()  # drafts leave a core to the run; now the report is all there is
+        self._workers = _all_cores()  # the report is all there is now
         if isinstance(self._pool, DrawingProcesses):
             self._pool.grow(self._workers)
         elif self._pool is not None:
@@ -402,8 +402,9 @@ class Drafter:
     `runner.RunOptions.on_record`); every few records the benchmark's report items for them are
     built and their images submitted, with the bytes the request has just read. The report then
     finds them drawn (`Thumbnails.finish`). `expected`: the samples the run will answer (from
-    PROCESS_MIN_IMAGES on, the drawing runs in processes). One core fewer than there are draws
-    while the run answers."""
+    PROCESS_MIN_IMAGES on, the drawing runs in processes), one per core: at 100 ms a request the
+    client leaves most of a core idle, and what is not drafted while the run answers is drawn
+    after its last answer (docs/performance.md)."""
 
     def __init__(
         self,
@@ -412,8 +413,7 @@ class Drafter:
         batch: int = 16,
         expected: int = 0,
     ) -> None:
-        # a core stays with the run while it answers; the report then draws on every core
-        self.thumbnails = Thumbnails(folder, workers=max(1, _all_cores() - 1), processes=expected >= PROCESS_MIN_IMAGES)
+        self.thumbnails = Thumbnails(folder, workers=_all_cores(), processes=expected >= PROCESS_MIN_IMAGES)
         self._items_of = items_of
         self._batch = batch
         self._samples: list[Any] = []
