@@ -37,32 +37,7 @@ DELAY_MS = 100
 SMALL = 16
 
 
-class CappedServer(Server):
-    """serve_simulated.py with --capacity."""
-
-    def __init__(self, delay_ms: int, workdir: Path, capacity: int | None, name: str) -> None:
-        super().__init__(delay_ms, workdir)
-        self.capacity = capacity
-        self.name = name
-
-    @property
-    def stats_path(self) -> Path:
-        return self.workdir / f"server-{self.name}.stats.json"
-
-    def start(self) -> CappedServer:
-        cmd = [sys.executable, str(HERE / "serve_simulated.py"), "--delay-ms", str(self.delay_ms), "--stats", str(self.stats_path),
-               "--model", MODEL]  # fmt: skip
-        if self.capacity:
-            cmd += ["--capacity", str(self.capacity)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-        if not self.url.startswith("http://"):
-            raise RuntimeError(f"serve_simulated.py did not print its URL (got {self.url!r})")
-        return self
-
-
-def one_run(exe: Path, data: Path, servers: list[CappedServer], n: int, concurrency: int, out: Path, delay_s: float) -> dict:
+def one_run(exe: Path, data: Path, servers: list[Server], n: int, concurrency: int, out: Path, delay_s: float) -> dict:
     """One eval; samples/s at the servers, wall, and the client's CPU share."""
     for s in servers:
         s.stats()  # reset the counters
@@ -105,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         data, jpeg = make_release(tmp / "release", max(counts) * ns.per_endpoint)
         print(f"machine: {machine()}; {max(counts) * ns.per_endpoint} samples, JPEG mean {jpeg / 1000:.1f} KB", file=sys.stderr)
-        capped = [CappedServer(DELAY_MS, tmp, ns.capacity, f"capped-{i}").start() for i in range(max(counts))]
-        instant = [CappedServer(0, tmp, None, f"instant-{i}").start() for i in range(max(counts))]
+        capped = [Server(DELAY_MS, tmp, ns.capacity, f"capped-{i}").start() for i in range(max(counts))]
+        instant = [Server(0, tmp, None, f"instant-{i}").start() for i in range(max(counts))]
         rows = []
         try:
             plans = [(e, capped[:e], DELAY_MS / 1000, 2 * ns.capacity * e, e * ns.capacity / (DELAY_MS / 1000)) for e in counts]

@@ -145,28 +145,23 @@ def make_release_in_child(folder: Path, n: int, seed: int, row_group: int) -> tu
 
 @dataclass
 class Server:
-    """perf/serve_simulated.py in its own process."""
+    """perf/serve_simulated.py in its own process (`capacity`: its --capacity; `name`: tells the
+    stats files of several servers apart)."""
 
     delay_ms: int
     workdir: Path
+    capacity: int | None = None
+    name: str = ""
     proc: subprocess.Popen | None = None
     url: str = ""
 
     @property
     def stats_path(self) -> Path:
-        return self.workdir / f"server-{self.delay_ms}ms.stats.json"
+        return self.workdir / f"server-{self.name or f'{self.delay_ms}ms'}.stats.json"
 
     def start(self) -> Server:
-        cmd = [
-            sys.executable,
-            str(HERE / "serve_simulated.py"),
-            "--delay-ms",
-            str(self.delay_ms),
-            "--stats",
-            str(self.stats_path),
-            "--model",
-            MODEL,
-        ]
+        cmd = [sys.executable, str(HERE / "serve_simulated.py"), "--delay-ms", str(self.delay_ms), "--stats", str(self.stats_path),
+               "--model", MODEL, *(["--capacity", str(self.capacity)] if self.capacity else [])]  # fmt: skip
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip()

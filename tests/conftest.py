@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import os
@@ -78,6 +79,31 @@ class RecordingServer(SimulatedServer):
         body = await request.json()  # aiohttp caches the body, so the parent reads it again
         self.requests.append((dict(request.headers), body))
         return await super()._chat(request)
+
+
+class CountingServer(RecordingServer):
+    """Counts the chat requests being answered at once (`most`: the peak). With `hold` > 0 each
+    request waits until `hold` are in flight together (or 10 s pass), so that requests sent one
+    after another never reach it."""
+
+    hold: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.active = 0
+        self.most = 0
+
+    async def _chat(self, request: Any) -> Any:
+        self.active += 1
+        self.most = max(self.most, self.active)
+        try:
+            for _ in range(1000 if self.hold else 0):
+                if self.most >= self.hold:
+                    break
+                await asyncio.sleep(0.01)
+            return await super()._chat(request)
+        finally:
+            self.active -= 1
 
 
 @pytest.fixture

@@ -6,14 +6,13 @@ naming nothing, flags, identity and resume."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RecordingServer
+from conftest import CountingServer
 
 from needlepoint.benchmarks.base import Dataset
 from needlepoint.benchmarks.mc_bench.agentic import REASONER_REPAIR_TEXT, Target, localizer_request, reasoner_prompt
@@ -71,30 +70,6 @@ def scripts(bench: McBench, samples: Dataset[McSample]) -> tuple[dict[str, list[
             size = sample.geometry.sizes[t["image"]]
             localizer[script_key(localizer_request(sample, t, FMT))] = [json.dumps({"bbox_2d": norm_1000(box, size)})]
     return reasoner, localizer
-
-
-class HoldingServer(RecordingServer):
-    """Holds each chat request until `hold` are being answered at once (or 10 s pass), and counts
-    the most in flight together: requests sent one after another never reach `hold`."""
-
-    hold: int = 1
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.active = 0
-        self.most = 0
-
-    async def _chat(self, request: Any) -> Any:
-        self.active += 1
-        self.most = max(self.most, self.active)
-        try:
-            for _ in range(1000):
-                if self.most >= self.hold:
-                    break
-                await asyncio.sleep(0.01)
-            return await super()._chat(request)
-        finally:
-            self.active -= 1
 
 
 def agentic_args(folder: Path, reasoner_url: str, localizer_url: str, out: Path, *extra: str) -> list[str]:
@@ -173,7 +148,7 @@ def test_phrases_of_a_sample_are_in_flight_together(serve: Any, release: Any, tm
     assert n >= 3
     reasoner_script, localizer_script = scripts(bench, samples.with_samples([sample]))
     reasoner = serve(script=reasoner_script, default='{"image_1": [], "image_2": []}', models=(REASONER,))
-    localizer = HoldingServer(script=localizer_script, default=None, models=(LOCALIZER,)).start()
+    localizer = CountingServer(script=localizer_script, default=None, models=(LOCALIZER,)).start()
     localizer.hold = n
     try:
         # one sample in flight at a time: only the phrases of one sample can overlap

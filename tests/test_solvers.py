@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RecordingServer, good_ref_reply, prompt_key, ref_run_config
+from conftest import CountingServer, good_ref_reply, prompt_key, ref_run_config
 from test_report import blob
 
 from needlepoint import status
@@ -259,23 +259,6 @@ def test_tool_failure_takes_its_kind(serve: Any, ref_release: Any, tmp_path: Pat
     assert rec["status"] == status.CONTEXT_TOO_LONG and rec["error"] == "the embedder says the text is too long"
     assert rec["turns"] == [{"role": "tool", "tool": "embed", "error": rec["error"], "error_kind": status.CONTEXT_TOO_LONG,
                              "latency_s": rec["turns"][0]["latency_s"]}]  # fmt: skip
-
-
-class CountingServer(RecordingServer):
-    """Counts the chat requests being answered at once."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.active = 0
-        self.most = 0
-
-    async def _chat(self, request: Any) -> Any:
-        self.active += 1
-        self.most = max(self.most, self.active)
-        try:
-            return await super()._chat(request)
-        finally:
-            self.active -= 1
 
 
 @pytest.mark.parametrize("n_servers", [1, 2])
