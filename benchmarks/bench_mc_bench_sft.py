@@ -1,6 +1,6 @@
 """Speed and memory of `needlepoint build mc_bench_sft` on a COCO-train-sized annotation file.
 
-    python perf/bench_mc_bench_sft.py [--work /tmp/sft_bench] [--samples 5300,53000]
+    python benchmarks/bench_mc_bench_sft.py [--work /tmp/sft_bench] [--samples 5300,53000]
 
 Writes (once) a synthetic COCO-train-like file with make_coco_train_like.py, RefCOCO-sized
 referring expressions for it (50,000 refs of random annotations, 3 sentences each), and an images
@@ -71,7 +71,7 @@ def main() -> None:
     ns.work.mkdir(parents=True, exist_ok=True)
     coco, images = ns.work / "instances_train_like.json", ns.work / "images"
     if not coco.exists():
-        subprocess.run([sys.executable, str(REPO / "perf" / "make_coco_train_like.py"), str(coco)], check=True)
+        subprocess.run([sys.executable, str(REPO / "benchmarks" / "make_coco_train_like.py"), str(coco)], check=True)
     refs = ns.work / "refs_train_like.json"
     if not refs.exists():
         rng = random.Random(1)

@@ -1,6 +1,6 @@
 """needlepoint's request pipeline against a raw aiohttp loop doing the same base64 and JSON work.
 
-    python perf/bench_client_overhead.py [--samples 1600] [--in-flight 64,256] [--rounds 3]
+    python benchmarks/bench_client_overhead.py [--samples 1600] [--in-flight 64,256] [--rounds 3]
 
 Both run in this process, one after the other, against one minimal HTTP server in its own process
 (it reads each request body and answers a fixed chat completion at once, so it costs little and
@@ -241,7 +241,7 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait()
-    print(f"command: python perf/bench_client_overhead.py --samples {ns.samples} --in-flight {ns.in_flight} --rounds {ns.rounds}\n")
+    print(f"command: python benchmarks/bench_client_overhead.py --samples {ns.samples} --in-flight {ns.in_flight} --rounds {ns.rounds}\n")
     print("| in flight | raw loop (requests/s) | raw loop reading parquet (requests/s) | needlepoint (requests/s) "
           "| needlepoint / raw | needlepoint / raw reading parquet | needlepoint, images in memory / raw "
           "| CPU per request: raw / raw reading parquet / needlepoint / needlepoint, images in memory (us) |")  # fmt: skip
