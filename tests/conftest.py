@@ -196,3 +196,13 @@ def ref_run_config(data: Path, urls: list[str], out: Path, **kw: Any) -> Any:
     }  # fmt: skip
     settings.update(kw)
     return RunConfig(**settings)
+
+
+def report_blob(page: Path) -> dict[str, Any]:
+    """The JSON the report page's script renders, read here with plain string handling (the page's
+    `\\u003c`-style escapes are JSON escapes)."""
+    text = Path(page).read_text(encoding="utf-8")
+    tag = '<script type="application/json" id="np-data">'
+    assert text.count(tag) == 1
+    start = text.index(tag) + len(tag)
+    return json.loads(text[start : text.index("</script>", start)])

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import report_blob
 
 from needlepoint.benchmarks import make
 from needlepoint.cli import main as cli_main
@@ -35,13 +36,6 @@ HOSTILE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "\"quote
 
 def records(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def page_data(page_path: Path) -> dict[str, Any]:
-    """The JSON blob the page renders from (read here with Python, independently of the page)."""
-    text = page_path.read_text(encoding="utf-8")
-    start = text.index('<script type="application/json" id="np-data">') + len('<script type="application/json" id="np-data">')
-    return json.loads(text[start : text.index("</script>", start)])
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +105,7 @@ def test_ref_adv_report_filters(browser: Any, demo: Path) -> None:
     run = demo / "runs" / "ref_adv_s"
     path = run / "report" / "index.html"
     recs = records(run)
-    data = page_data(path)
+    data = report_blob(path)
     p = Page(browser, path)
     try:
         assert p.count() == p.total() == len(recs)
@@ -121,6 +115,23 @@ def test_ref_adv_report_filters(browser: Any, demo: Path) -> None:
         p.page.locator("#np-cards img").first.scroll_into_view_if_needed()
         p.page.wait_for_function("document.querySelector('#np-cards img').complete")
         assert p.page.evaluate("document.querySelector('#np-cards img').naturalWidth") > 0
+        # The boxes lie over the image where the data puts them, in the image's own pixels.
+        src, width, height, _, boxes = data["items"][0]["im"][0]
+        assert boxes and any(b[5] for b in boxes) and not all(b[5] for b in boxes)  # a prediction and a ground truth
+        shown = p.page.evaluate("""() => {
+            const frame = document.querySelector('#np-cards .card .frame');
+            const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; };
+            return { img: box(frame.querySelector('img')), svg: box(frame.querySelector('svg')),
+                     rects: Array.from(frame.querySelectorAll('rect')).map(r => [...box(r), r.getAttribute('stroke'),
+                       getComputedStyle(r).strokeDasharray]) };
+        }""")
+        assert shown["svg"] == pytest.approx(shown["img"], abs=0.5)
+        left, top, w, h = shown["img"]
+        assert len(shown["rects"]) == len(boxes)
+        for (x, y, rw, rh, stroke, dashes), b in zip(shown["rects"], boxes):
+            sx, sy = w / width, h / height  # the image is shown scaled; the geometry (without its outline) follows
+            assert [x, y, rw, rh] == pytest.approx([left + b[0] * sx, top + b[1] * sy, (b[2] - b[0]) * sx, (b[3] - b[1]) * sy], abs=0.5)
+            assert stroke == b[4] and (dashes != "none") == bool(b[5])
 
         wrong = sum(not r["scores"].get("hit") for r in recs)
         assert 0 < wrong < len(recs)

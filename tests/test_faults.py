@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import good_ref_reply, prompt_key, ref_run_config, run_cli
+from conftest import good_ref_reply, prompt_key, ref_run_config, report_blob, run_cli
 
 from needlepoint import status
 from needlepoint.api import evaluate
@@ -345,7 +345,7 @@ def test_reasoning_replies(serve: Any, ref_release: Any, tmp_path: Path) -> None
         "warning: 2 of 4 replies had no content, only reasoning (the model's thinking ran out of tokens?); raise --max-tokens"
     )
     page = (out / "report" / "index.html").read_text(encoding="utf-8")
-    blob = json.loads(page.split('<script type="application/json" id="np-data">', 1)[1].split("</script>", 1)[0])
+    blob = report_blob(out / "report" / "index.html")
     by_id = {it["id"]: it for it in blob["items"]}
     assert by_id[samples[0].id]["r"] == "Let me think about the <b>shapes</b>..."
     assert by_id[samples[2].id]["r"] == "It is clearly the red square."

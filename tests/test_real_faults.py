@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, prompt_key, run_cli
+from conftest import REPO, prompt_key, report_blob, run_cli
 
 from needlepoint import numbers, status
 from needlepoint.api import evaluate, score
@@ -115,8 +115,7 @@ def test_report_marks_incomplete_runs_and_parse_failures_exclude_failed_requests
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["parse_fail"] == 1 and metrics["parse_errors"] == {"no_bbox_found": 1}
     assert metrics["failures"] == {"backend_error": 1}
-    page = (out / "report" / "index.html").read_text(encoding="utf-8")
-    blob = json.loads(page.split('id="np-data">', 1)[1].split("</script>", 1)[0].replace("\\u003c", "<").replace("\\u003e", ">").replace("\\u0026", "&"))
+    blob = report_blob(out / "report" / "index.html")
     errors = {it["id"]: it["e"] for it in blob["items"]}
     assert errors["0"] == "no_bbox_found" and errors["1"] is None  # the failure is not shown again as a parse error
     capsys.readouterr()

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import SHARED_DATA, needs_shared
+from conftest import report_blob as blob
 from PIL import Image
 
 from needlepoint.benchmarks import BUILTIN, declaration
@@ -78,13 +79,6 @@ def parse_page(path: Path) -> PageParser:
     parser = PageParser()
     parser.feed(path.read_text(encoding="utf-8"))
     return parser
-
-
-def blob(path: Path) -> dict[str, Any]:
-    """The sample data the page's script renders."""
-    scripts = [text for attrs, text in parse_page(path).scripts if attrs.get("id") == "np-data"]
-    assert len(scripts) == 1
-    return json.loads(scripts[0])
 
 
 def records(run_dir: Path) -> list[dict[str, Any]]:
@@ -198,41 +192,75 @@ def _png(width: int, height: int) -> bytes:
     return buf.getvalue()
 
 
-def test_thumbnail_is_small_jpeg_with_boxes(tmp_path: Path) -> None:
-    data = _png(960, 480)
-    image = ReportImage(
-        ImageRef("x", loader=lambda: data), [ReportBox([90, 90, 300, 210], "gt"), ReportBox([510, 90, 900, 300], "pred")]
-    )
-    jpeg, size = thumbs.render_thumbnail(data, image, False)
-    assert size == (thumbs.THUMB_MAX, thumbs.THUMB_MAX // 2)
+def _jpeg(width: int, height: int, mode: str = "RGB", quality: int = 90) -> bytes:
+    buf = io.BytesIO()
+    Image.effect_noise((width, height), 60).convert(mode).save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def test_thumbnail_is_a_small_jpeg_of_the_image_and_names_its_size() -> None:
+    jpeg, size = thumbs.make_thumbnail(_png(960, 480), "x")
+    assert size == (960, 480)  # the image's own size: what the boxes refer to
     im = Image.open(io.BytesIO(jpeg))
-    assert im.format == "JPEG" and im.size == size
-    px = im.convert("RGB")
-    r, g, b = px.getpixel((60, 30))  # top edge of the ground truth (scaled by 1/3)
-    assert g > 150 and r < 120 and b < 150
-    edge = [px.getpixel((x, 30)) for x in range(172, 298)]  # top edge of the dashed prediction
-    magenta = [p for p in edge if p[0] > 170 and p[1] < 110 and p[2] > 100]
-    white = [p for p in edge if min(p) > 230]
-    assert magenta and white  # dashes and gaps
+    assert im.format == "JPEG" and im.size == (thumbs.THUMB_MAX, thumbs.THUMB_MAX // 2)
+    assert im.convert("RGB").getpixel((100, 50)) == (255, 255, 255)  # the image alone: no box drawn in
+
+
+def test_a_small_jpeg_is_copied_only_when_asked() -> None:
+    small = _jpeg(640, 480)
+    assert thumbs.make_thumbnail(small, "x", copy=True) == (small, (640, 480))  # its own bytes, not decoded
+    grey = _jpeg(200, 100, "L")
+    assert thumbs.make_thumbnail(grey, "x", copy=True) == (grey, (200, 100))
+    drawn, size = thumbs.make_thumbnail(small, "x")  # a report written on its own draws it
+    assert size == (640, 480) and Image.open(io.BytesIO(drawn)).size == (320, 240)
+    for data, why in (
+        (_jpeg(thumbs.COPY_MAX_SIDE + 8, 64), "too wide"),
+        (_jpeg(900, 900, quality=100), "too many bytes"),
+        (_jpeg(64, 64, "CMYK"), "CMYK"),
+        (_png(64, 32), "not a JPEG"),
+    ):
+        jpeg, _ = thumbs.make_thumbnail(data, "x", copy=True)
+        assert jpeg != data and Image.open(io.BytesIO(jpeg)).mode in ("RGB", "L"), why
+    assert len(_jpeg(900, 900, quality=100)) > thumbs.COPY_MAX_BYTES
+
+
+def test_the_page_lays_the_boxes_over_the_image() -> None:
+    image = ReportImage(
+        ImageRef("x", loader=lambda: b""),
+        [ReportBox([510, 300, 90.04, 90], "pred"), ReportBox([90, 90, 300, 210], "gt"), ReportBox([1, 2, float("nan"), 4], "pred")],
+    )
+    # Ground truth first (predictions on top), corners ordered, a box that is not four numbers left out.
+    assert report_html.overlay_boxes(image, False) == [
+        [90.0, 90.0, 300.0, 210.0, thumbs.GT_COLOUR, 0],
+        [90.0, 90.0, 510.0, 300.0, thumbs.PRED_COLOUR, 1],
+    ]
+    grouped = ReportImage(ImageRef("y", loader=lambda: b""), [ReportBox([0, 0, 5, 5], "gt", group=2)])
+    assert report_html.overlay_boxes(grouped, True) == [[0.0, 0.0, 5.0, 5.0, thumbs.GROUP_COLOURS[1], 0]]
+    blob_ = report_html.sample_blob("ref_adv_s", [ReportItem("1", "p", "a", [image])], {thumbs.thumb_key(image): (960, 480)}, False)
+    src, width, height, caption, boxes = blob_["items"][0]["im"][0]
+    assert src == f"thumbs/{thumbs.thumb_key(image)}-960x480.jpg" and (width, height) == (960, 480) and len(boxes) == 2
 
 
 def test_thumbnails_written_once_and_stale_ones_removed(tmp_path: Path) -> None:
     run_dir, bench, samples, recs, header = hostile_run(tmp_path)
     m = bench.score(samples, recs)
-    report_html.write_run_report(run_dir, bench, samples, recs, m, header)
+    before = blob(report_html.write_run_report(run_dir, bench, samples, recs, m, header))["items"][0]["im"][0]
     files = sorted((run_dir / "report" / "thumbs").glob("*.jpg"))
     assert len(files) == len(recs)
-    for f in files:  # the size in the name is the size of the file
+    sizes = {Image.open(io.BytesIO(s.image.read_bytes())).size for s in samples}
+    for f in files:  # the size in the name is the image's own; the file is at most THUMB_MAX
         w, h = f.stem.split("-")[1].split("x")
-        assert Image.open(f).size == (int(w), int(h)) and max(int(w), int(h)) <= thumbs.THUMB_MAX
+        assert (int(w), int(h)) in sizes and max(Image.open(f).size) <= thumbs.THUMB_MAX
     stamps = {t.name: t.stat().st_mtime_ns for t in files}
     (run_dir / "report" / "thumbs" / "stale.jpg").write_bytes(b"x")
     report_html.write_run_report(run_dir, bench, samples, recs, m, header)
     assert {t.name: t.stat().st_mtime_ns for t in (run_dir / "report" / "thumbs").glob("*.jpg")} == stamps
-    # A new prediction is a new thumbnail.
+    # A new prediction moves its box on the page and reuses the thumbnail.
     recs[0] = {**recs[0], "answer": [[5.0, 5.0, 60.0, 60.0]]}
-    report_html.write_run_report(run_dir, bench, samples, recs, m, header)
-    assert len(set(p.name for p in (run_dir / "report" / "thumbs").glob("*.jpg")) - set(stamps)) == 1
+    after = blob(report_html.write_run_report(run_dir, bench, samples, recs, m, header))["items"][0]["im"][0]
+    assert {t.name: t.stat().st_mtime_ns for t in (run_dir / "report" / "thumbs").glob("*.jpg")} == stamps
+    assert before[:4] == after[:4] and before[4] != after[4]
+    assert [5.0, 5.0, 60.0, 60.0] in [b[:4] for b in after[4]]
 
 
 def test_existing_thumbnails_are_reused_without_reading_the_images(tmp_path: Path) -> None:
@@ -271,6 +299,26 @@ def test_thumbnails_drafted_during_a_run_are_the_report_thumbnails(tmp_path: Pat
     assert {it["im"][0][0].split("/")[-1] for it in blob(page)["items"]} == drafted
 
 
+def test_what_a_run_could_not_draft_is_copied_at_its_end(tmp_path: Path) -> None:
+    run_dir, bench, samples, recs, header = hostile_run(tmp_path)
+    folder = run_dir / "report" / "thumbs"
+    drafter = thumbs.Drafter(folder, bench.report_items, batch=2)
+    for s, r in zip(samples[:2], recs[:2]):
+        assert s.image.read_bytes()
+        drafter.add(s, r)
+    drafter.flush()  # two drafted (drawn small); the others were never read while the run answered
+    page = report_html.write_run_report(run_dir, bench, samples, recs, bench.score(samples, recs), header, drafter.thumbnails)
+    shown = {it["id"]: it["im"][0][0] for it in blob(page)["items"]}
+    for s in samples:
+        made = (run_dir / "report" / shown[s.id]).read_bytes()
+        original = s.image.read_bytes()
+        assert original[:2] == b"\xff\xd8" and len(original) <= thumbs.COPY_MAX_BYTES  # small JPEGs
+        if s in samples[:2]:
+            assert made != original and max(Image.open(io.BytesIO(made)).size) <= thumbs.THUMB_MAX
+        else:
+            assert made == original
+
+
 def test_thumbnails_drawn_in_processes_equal_those_drawn_on_threads(tmp_path: Path) -> None:
     run_dir, bench, samples, recs, header = hostile_run(tmp_path)
     items = bench.report_items(samples, recs)
@@ -278,7 +326,7 @@ def test_thumbnails_drawn_in_processes_equal_those_drawn_on_threads(tmp_path: Pa
     by_kind = {}
     for processes in (False, True):
         folder = tmp_path / f"thumbs-{processes}"
-        sizes = thumbs.Thumbnails(folder, workers=2, processes=processes).finish(items, False)
+        sizes = thumbs.Thumbnails(folder, workers=2, processes=processes).finish(items)
         by_kind[processes] = (sizes, {p.name: p.read_bytes() for p in folder.glob("*.jpg")})
     assert by_kind[True] == by_kind[False]
     sizes, files = by_kind[True]
@@ -290,7 +338,7 @@ def test_drawing_processes_stop_with_their_pool(tmp_path: Path) -> None:
 
     pool = thumbs.DrawingProcesses(2)
     image = _png(64, 32)
-    futures = [pool.submit(thumbs._draw_job, str(tmp_path), f"k{i}", image, [([1, 1, 9, 9], "gt", 1)], "x", False) for i in range(4)]
+    futures = [pool.submit(thumbs._draw_job, str(tmp_path), f"k{i}", image, "x", False) for i in range(4)]
     assert [f.result(timeout=60) for f in futures] == [(64, 32)] * 4
     children = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == os.getpid()]
     assert len(children) == 2

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import report_blob
 
 import needlepoint.benchmarks as registry
 from needlepoint.benchmarks import declaration, names, register, unregister
@@ -42,11 +43,6 @@ def _data(folder: Path) -> Path:
     path = folder / "dev.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
-
-
-def _blob(page: str) -> dict[str, Any]:
-    text = page.split('id="np-data">', 1)[1].split("</script>", 1)[0]
-    return json.loads(text.replace("\\u003c", "<").replace("\\u003e", ">").replace("\\u0026", "&"))
 
 
 def test_a_registered_package_runs_eval_score_report_and_the_html_report(
@@ -94,7 +90,7 @@ def test_a_registered_package_runs_eval_score_report_and_the_html_report(
     # the HTML report of the run: the declared title and labels, the items from report_items
     page = (run / "report" / "index.html").read_text(encoding="utf-8")
     assert "<h1>Toy letters · sim-model</h1>" in page
-    blob = _blob(page)
+    blob = report_blob(run / "report" / "index.html")
     assert (blob["prompt_label"], blob["sort_label"]) == ("word", "error")
     assert [(it["id"], it["p"], it["c"], it["s"]) for it in blob["items"]] == [
         ("w1", "banana", True, 0.0), ("w2", "letter", True, 0.0), ("w3", "needle", True, 0.0),

@@ -59,7 +59,11 @@ pre.json { background: var(--panel); padding: 8px; overflow: auto; max-height: 3
 .card { display: flex; gap: 14px; border: 1px solid var(--line); border-radius: 6px; padding: 10px; background: var(--bg); }
 .card .imgs { display: flex; gap: 6px; flex: 0 0 auto; }
 .card .imgs figure { margin: 0; }
-.card .imgs img { display: block; max-width: 320px; max-height: 300px; width: auto; height: auto; background: var(--panel); border: 1px solid var(--line); }
+.card .imgs .frame { position: relative; width: fit-content; background: var(--panel); border: 1px solid var(--line); }
+.card .imgs img { display: block; max-width: 320px; max-height: 300px; width: auto; height: auto; image-orientation: none; }
+.card .imgs svg { position: absolute; left: 0; top: 0; width: 100%; height: 100%; pointer-events: none; }
+.card .imgs rect { fill: none; stroke-width: 2px; vector-effect: non-scaling-stroke; }
+.card .imgs rect.pred { stroke-dasharray: 7 5; }
 .card .imgs figcaption { color: var(--muted); font-size: 11px; }
 .card .body { flex: 1 1 auto; min-width: 0; }
 .card .head { display: flex; gap: 10px; align-items: baseline; flex-wrap: wrap; margin-bottom: 4px; }
@@ -153,6 +157,26 @@ JS = r"""
     });
   }
 
+  // The boxes over an image: an SVG in the image's own pixels, stretched over the thumbnail.
+  function overlay(width, height, boxes) {
+    var NS = "http://www.w3.org/2000/svg";
+    var svg = document.createElementNS(NS, "svg");
+    svg.setAttribute("viewBox", "0 0 " + width + " " + height);
+    svg.setAttribute("preserveAspectRatio", "none");
+    svg.setAttribute("aria-hidden", "true");
+    boxes.forEach(function (b) {
+      var r = document.createElementNS(NS, "rect");
+      r.setAttribute("x", b[0]);
+      r.setAttribute("y", b[1]);
+      r.setAttribute("width", b[2] - b[0]);
+      r.setAttribute("height", b[3] - b[1]);
+      r.setAttribute("stroke", b[4]);
+      if (b[5]) { r.setAttribute("class", "pred"); }
+      svg.appendChild(r);
+    });
+    return svg;
+  }
+
   function badge(it) {
     if (it.e) { return el("span", "badge err", "parse error: " + it.e); }
     if (it.c === true) { return el("span", "badge ok", "correct"); }
@@ -168,6 +192,7 @@ JS = r"""
       it.im.forEach(function (t) {
         var fig = el("figure");
         if (t[0]) {
+          var frame = el("div", "frame");
           var img = el("img");
           img.loading = "lazy";
           img.decoding = "async";
@@ -175,7 +200,9 @@ JS = r"""
           img.height = t[2];
           img.alt = t[3];
           img.src = t[0];
-          fig.appendChild(img);
+          frame.appendChild(img);
+          frame.appendChild(overlay(t[1], t[2], t[4]));
+          fig.appendChild(frame);
         } else {
           fig.appendChild(el("div", "note", "image unavailable"));
         }

@@ -4,8 +4,8 @@ One self-contained page per run that works offline: the run's configuration (sec
 the metric tables, MM-NIAH's heatmaps, and a sample browser. The samples travel as one JSON blob
 in a `<script type="application/json">` element and are rendered in pages of 50 by a small inline
 script that writes text with `textContent` only. Images become thumbnails under `report/thumbs/`
-(`report.thumbs`: JPEG, at most 320 px, boxes drawn in with Pillow), written once and loaded lazily,
-so a report of thousands of samples opens at once.
+(`report.thumbs`: JPEG, at most 320 px), written once and loaded lazily, with the boxes laid over
+them as SVG by the script, so a report of thousands of samples opens at once.
 
 Everything shown is escaped: `html.escape` in the page, `textContent` in the script, and `<`, `>`
 and `&` written as `\\u003c`-style escapes inside the JSON blob. A Content-Security-Policy allows
@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from needlepoint.benchmarks.base import Benchmark, Dataset, ReportItem, Table, format_cell
+from needlepoint.benchmarks.base import Benchmark, Dataset, ReportImage, ReportItem, Table, format_cell
 from needlepoint.benchmarks.declaration import Declaration
 from needlepoint.errors import DataError
+from needlepoint.numbers import is_box
 from needlepoint.redact import redact_url, scrub
 from needlepoint.report.assets import CSS, JS
 from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
@@ -192,6 +193,19 @@ def reasoning_text(record: dict[str, Any]) -> str:
     return "\n--- repair turn ---\n".join(texts) if any(texts) else ""
 
 
+def overlay_boxes(image: ReportImage, is_grouped: bool) -> list[list[Any]]:
+    """The boxes the page lays over an image, ground truth first so that predictions lie on top:
+    [x1, y1, x2, y2, colour, dashed] in the image's own pixels (the thumbnail's viewBox)."""
+    out = []
+    for b in sorted(image.boxes, key=lambda b: b.kind != "gt"):
+        if not is_box(b.box):
+            continue
+        x1, x2 = sorted((float(b.box[0]), float(b.box[2])))
+        y1, y2 = sorted((float(b.box[1]), float(b.box[3])))
+        out.append([round(x1, 1), round(y1, 1), round(x2, 1), round(y2, 1), box_colour(b.kind, b.group, is_grouped), int(b.kind != "gt")])
+    return out
+
+
 def sample_blob(
     bench_name: str, items: Sequence[ReportItem], thumbs: dict[str, tuple[int, int] | None], is_grouped: bool,
     reasoning: dict[str, str] | None = None,
@@ -203,10 +217,11 @@ def sample_blob(
     for it in items:
         ims = []
         for n, im in enumerate(it.images, 1):
-            key = thumb_key(im, is_grouped)
+            key = thumb_key(im)
             size = thumbs.get(key)
             caption = f"Image {n}" if len(it.images) > 1 else "image"
-            ims.append([f"{THUMBS_DIR}/{file_name(key, size)}", size[0], size[1], caption] if size else ["", 0, 0, caption])
+            src = f"{THUMBS_DIR}/{file_name(key, size)}" if size else ""
+            ims.append([src, *(size or (0, 0)), caption, overlay_boxes(im, is_grouped)])
         filters = {str(k): str(v) for k, v in it.filters.items()}
         for k, v in filters.items():
             counts.setdefault(k, {})
@@ -406,7 +421,7 @@ def write_run_report(
     report_dir.mkdir(parents=True, exist_ok=True)
     items = bench.report_items(samples, records)
     is_grouped = grouped(items)
-    thumbs = (thumbnails or Thumbnails(report_dir / THUMBS_DIR)).finish(items, is_grouped)
+    thumbs = (thumbnails or Thumbnails(report_dir / THUMBS_DIR)).finish(items)
     thinking = {str(r.get("id")): text for r in records if (text := reasoning_text(r))}
     blob = sample_blob(bench.name, items, thumbs, is_grouped, thinking)
 

@@ -1,14 +1,19 @@
-"""Report thumbnails: small JPEGs of the samples' images with their boxes drawn in, drawn once.
+"""Report thumbnails: small JPEGs of the samples' images, made once; the page draws the boxes.
 
 Cheap by construction, because a report of thousands of samples must not outlast the run:
 
+- a thumbnail shows the image alone (the page lays the boxes over it as SVG), so it depends on the
+  image only: rescoring, another prediction or a rewritten report reuse it;
 - an image is decoded at reduced size (`images.decode_rgb`: JPEG draft mode, big PNGs in bands);
-- a thumbnail's file name is a hash of everything drawn on it, followed by its pixel size, so an
-  existing one (a resumed run, a rewritten report) is reused after one directory listing;
+- a thumbnail's file name is a hash of the image's key followed by the image's own pixel size (what
+  the boxes refer to), so an existing one (a resumed run, a rewritten report) is reused after one
+  directory listing;
 - thumbnails are drawn on every core: in worker processes when there are many (a thread would
   wait for the interpreter lock that the run's event loop holds), on threads for a few; and
   `Drafter` starts drawing them while the run is still answering, from the bytes each request
-  has just read, so little is left to draw once the last answer has arrived.
+  has just read. What the run could not draw before its last answer is, for a small JPEG, its
+  own bytes (`COPY_MAX_BYTES`): decoding a JPEG costs over a millisecond however small the
+  thumbnail, and the run's end must not wait on it (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from needlepoint.benchmarks.base import ReportImage, ReportItem
 
 THUMB_MAX = 320  # the cards show images at most 320 px wide
 THUMB_QUALITY = 82
-THUMB_VERSION = "2"
+THUMB_VERSION = "3"
+COPY_MAX_BYTES = 256 * 1024  # a JPEG up to this size (and COPY_MAX_SIDE) may stand as its own thumbnail
+COPY_MAX_SIDE = 1024
 GT_COLOUR = "#1fbf4a"
 PRED_COLOUR = "#e0218a"
 GROUP_COLOURS = ("#22c55e", "#2f6fed", "#f59e0b", "#ef4444", "#a855f7", "#06b6d4", "#ec4899")
@@ -45,15 +52,14 @@ def grouped(items: Sequence[ReportItem]) -> bool:
     return any(b.group != 1 for it in items for im in it.images for b in im.boxes)
 
 
-def thumb_key(image: ReportImage, is_grouped: bool) -> str:
-    """A hash of what a thumbnail shows: the image, its boxes, the colouring and the drawing code."""
-    boxes = [[round(float(v), 2) for v in b.box] + [b.kind, b.group] for b in image.boxes]
-    key = json.dumps([THUMB_VERSION, THUMB_MAX, is_grouped, str(image.image.key), boxes])
+def thumb_key(image: ReportImage) -> str:
+    """A hash of what a thumbnail shows: the image (by its key) and the drawing code."""
+    key = json.dumps([THUMB_VERSION, THUMB_MAX, str(image.image.key)])
     return hashlib.sha1(key.encode()).hexdigest()[:20]
 
 
 def file_name(key: str, size: Size) -> str:
-    """The thumbnail's file name: its key and its size, so that listing the folder gives both."""
+    """The thumbnail's file name: its key and the image's own size, so that listing the folder gives both."""
     return f"{key}-{size[0]}x{size[1]}.jpg"
 
 
@@ -64,69 +70,36 @@ def box_colour(kind: str, group: int, is_grouped: bool) -> str:
     return GT_COLOUR if kind == "gt" else PRED_COLOUR
 
 
-def _dashed_rect(draw: Any, box: Sequence[float], colour: str, width: int, dash: int = 9, gap: int = 6) -> None:
-    x1, y1, x2, y2 = box
-    for a, b, fixed, horizontal in ((x1, x2, y1, True), (x1, x2, y2, True), (y1, y2, x1, False), (y1, y2, x2, False)):
-        pos = a
-        while pos < b:
-            end = min(pos + dash, b)
-            line = [(pos, fixed), (end, fixed)] if horizontal else [(fixed, pos), (fixed, end)]
-            draw.line(line, fill=colour, width=width)
-            pos = end + gap
-
-
-def plain_boxes(image: ReportImage) -> list[tuple[list[float], str, int]]:
-    """The boxes of a report image as plain values (box, kind, group): what a worker process needs."""
-    return [([float(v) for v in b.box], b.kind, int(b.group)) for b in image.boxes]
-
-
-def draw_thumbnail(
-    data: bytes | Path, boxes: Sequence[tuple[Sequence[float], str, int]], key: str, is_grouped: bool
-) -> tuple[bytes, Size]:
+def make_thumbnail(data: bytes | Path, key: str, copy: bool = False) -> tuple[bytes, Size]:
     """A JPEG of `data` (stored bytes, or a big file read as it is decoded) at most THUMB_MAX px a
-    side with `boxes` (absolute xyxy pixels of the stored image) drawn in, and its size. Ground
-    truth is drawn solid, predictions dashed on top. `key` names the image in error messages."""
-    from PIL import Image, ImageDraw
+    side, and the size of the image itself (the size its boxes refer to). With `copy`, a small RGB
+    or grey JPEG (COPY_MAX_BYTES, COPY_MAX_SIDE) is its own thumbnail: no pixel is decoded. `key`
+    names the image in error messages."""
+    from PIL import Image
 
     from needlepoint.images import decode_rgb, jpeg_header
 
     head = jpeg_header(data) if not isinstance(data, Path) else None
     if head is not None:
-        width, height = head[0], head[1]
+        size = (head[0], head[1])
+        if copy and isinstance(data, bytes) and head[2] in (1, 3) and len(data) <= COPY_MAX_BYTES and max(size) <= COPY_MAX_SIDE:
+            return data, size
     else:
         with Image.open(data if isinstance(data, Path) else io.BytesIO(data)) as probe:
-            width, height = probe.size
+            size = probe.size
     im = decode_rgb(data, key, THUMB_MAX, gap=1.0)
-    sx, sy = im.width / max(width, 1), im.height / max(height, 1)
-    draw = ImageDraw.Draw(im)
-    line = max(2, round(max(im.size) / 160))
-    for box, kind, group in sorted(boxes, key=lambda b: b[1] != "gt"):
-        x1, x2 = sorted((float(box[0]) * sx, float(box[2]) * sx))
-        y1, y2 = sorted((float(box[1]) * sy, float(box[3]) * sy))
-        colour = box_colour(kind, group, is_grouped)
-        if kind == "gt":
-            draw.rectangle((x1, y1, x2, y2), outline=colour, width=line)
-        else:
-            _dashed_rect(draw, (x1, y1, x2, y2), colour, line)
     buf = io.BytesIO()
     im.save(buf, format="JPEG", quality=THUMB_QUALITY)
-    return buf.getvalue(), im.size
+    return buf.getvalue(), size
 
 
-def render_thumbnail(data: bytes | Path, image: ReportImage, is_grouped: bool) -> tuple[bytes, Size]:
-    """The thumbnail of a report image (see `draw_thumbnail`)."""
-    return draw_thumbnail(data, plain_boxes(image), str(image.image.key), is_grouped)
-
-
-def _draw_job(
-    folder: str, key: str, data: bytes | Path, boxes: list[tuple[list[float], str, int]], image_key: str, is_grouped: bool
-) -> Size | None:
-    """Draw and write one thumbnail (in a worker thread or process); its size, None when the image
-    cannot be read (the page says so)."""
+def _draw_job(folder: str, key: str, data: bytes | Path, image_key: str, copy: bool) -> Size | None:
+    """Make and write one thumbnail (in a worker thread or process); the image's size, None when
+    the image cannot be read (the page says so)."""
     from needlepoint.store import write_atomic
 
     try:
-        jpeg, size = draw_thumbnail(data, boxes, image_key, is_grouped)
+        jpeg, size = make_thumbnail(data, image_key, copy)
         write_atomic(Path(folder) / file_name(key, size), jpeg)
     except Exception:  # noqa: BLE001 - an unreadable image must not cost the report
         return None
@@ -264,9 +237,10 @@ class Thumbnails:
     """The thumbnails folder of one report: those that exist, and the drawing of missing ones on
     workers (threads, or processes for many images: drawing then never waits for the
     interpreter lock that the run's event loop holds). `submit` starts drawing; `finish` returns
-    every wanted thumbnail's size."""
+    every wanted image's size. `copy_missing`: `finish` copies a small JPEG rather than draw it
+    (a run's end, which must not wait on decoding); a report written on its own draws them all."""
 
-    def __init__(self, folder: Path, workers: int | None = None, processes: bool = False) -> None:
+    def __init__(self, folder: Path, workers: int | None = None, processes: bool = False, copy_missing: bool = False) -> None:
         self.folder = Path(folder)
         self._done: dict[str, Size] = {}
         if self.folder.is_dir():
@@ -278,6 +252,7 @@ class Thumbnails:
         self._lock = threading.Lock()
         self._workers = workers or _all_cores()
         self._processes = processes
+        self._copy_missing = copy_missing
         self._pool: Executor | None = None
         self._backlog = 0  # drafts waiting to be drawn, holding their image bytes
 
@@ -290,7 +265,7 @@ class Thumbnails:
                 self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="thumbs")
         return self._pool
 
-    def submit(self, image: ReportImage, is_grouped: bool, draft: bool = False) -> str:
+    def submit(self, image: ReportImage, draft: bool = False, copy: bool = False) -> str:
         """Start drawing the thumbnail of `image` unless it exists or is under way; its key.
         The image is read here, in the caller's thread. A draft never makes a loader read: one
         with a `cached()` method (parquet rows) is asked for bytes already in memory, and a draft
@@ -298,7 +273,7 @@ class Thumbnails:
         left to `finish`."""
         from needlepoint.images import read_small_image
 
-        key = thumb_key(image, is_grouped)
+        key = thumb_key(image)
         with self._lock:
             if key in self._done or key in self._pending or (draft and self._backlog >= DRAFT_BACKLOG):
                 return key
@@ -315,7 +290,7 @@ class Thumbnails:
             if not draft:
                 self._fail(key)
             return key
-        args = (str(self.folder), key, data, plain_boxes(image), str(ref.key), is_grouped)
+        args = (str(self.folder), key, data, str(ref.key), copy)
         with self._lock:
             if key in self._done or key in self._pending:
                 return key
@@ -347,14 +322,14 @@ class Thumbnails:
                 if size is not None:
                     self._done[key] = size
 
-    def finish(self, items: Sequence[ReportItem], is_grouped: bool) -> dict[str, Size | None]:
-        """Every thumbnail the items show, drawn if missing: key -> size (None: unreadable image).
+    def finish(self, items: Sequence[ReportItem]) -> dict[str, Size | None]:
+        """Every thumbnail the items show, made if missing: key -> the image's size (None: unreadable).
         Drafts under way end first; the rest is read in item order (parquet is read forward),
         a bounded number of images at a time. Thumbnails no item shows any more are removed."""
         wanted: dict[str, ReportImage] = {}
         for it in items:
             for im in it.images:
-                wanted.setdefault(thumb_key(im, is_grouped), im)
+                wanted.setdefault(thumb_key(im), im)
         with self._lock:
             drafts = dict(self._pending)
         self._settle(drafts)
@@ -374,7 +349,7 @@ class Thumbnails:
                 running = [f for f in self._pending.values() if not f.done()]
             if len(running) >= window:
                 wait(running, return_when=FIRST_COMPLETED)
-            self.submit(wanted[key], is_grouped)
+            self.submit(wanted[key], copy=self._copy_missing)
         with self._lock:
             jobs = dict(self._pending)
         self._settle(jobs)
@@ -403,8 +378,8 @@ class Drafter:
     built and their images submitted, with the bytes the request has just read. The report then
     finds them drawn (`Thumbnails.finish`). `expected`: the samples the run will answer (from
     PROCESS_MIN_IMAGES on, the drawing runs in processes), one per core: at 100 ms a request the
-    client leaves most of a core idle, and what is not drafted while the run answers is drawn
-    after its last answer (docs/performance.md)."""
+    client leaves most of a core idle; what is not drafted while the run answers is made after
+    its last answer, a small JPEG copied rather than drawn (docs/performance.md)."""
 
     def __init__(
         self,
@@ -413,12 +388,11 @@ class Drafter:
         batch: int = 16,
         expected: int = 0,
     ) -> None:
-        self.thumbnails = Thumbnails(folder, workers=_all_cores(), processes=expected >= PROCESS_MIN_IMAGES)
+        self.thumbnails = Thumbnails(folder, workers=_all_cores(), processes=expected >= PROCESS_MIN_IMAGES, copy_missing=True)
         self._items_of = items_of
         self._batch = batch
         self._samples: list[Any] = []
         self._records: list[dict[str, Any]] = []
-        self.grouped = False
 
     def add(self, sample: Any, record: dict[str, Any]) -> None:
         """Queue one finished sample; every `batch` samples, start drawing their thumbnails."""
@@ -434,10 +408,8 @@ class Drafter:
         if not samples:
             return
         try:
-            items = self._items_of(samples, records)
-            self.grouped = self.grouped or grouped(items)
-            for it in items:
+            for it in self._items_of(samples, records):
                 for im in it.images:
-                    self.thumbnails.submit(im, self.grouped, draft=True)
+                    self.thumbnails.submit(im, draft=True)
         except Exception:  # noqa: BLE001 - drafts are an optimisation: the report draws what is missing
             pass
