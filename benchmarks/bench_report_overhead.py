@@ -10,7 +10,7 @@ runs `python -m needlepoint.cli eval ref_adv_s --data D --model bench-model --ap
 variant), PYTHONPATH pointing at the tree. Printed: the answering time (the first request's
 arrival to the last answer, at the server), the time from the last answer to the command's end,
 the whole command's wall time, and its CPU time (user + system, its drawing processes included),
-medians over the rounds. On a shared machine the CPU time is the steadier comparison.
+and the run folder's size, medians over the rounds. On a shared machine the CPU time is the steadier comparison.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_ref_adv_harness import MODEL, ROW_GROUP, Server, make_release_in_child, timed  # noqa: E402
+from bench_ref_adv_harness import MODEL, ROW_GROUP, Server, folder_mb, make_release_in_child, timed  # noqa: E402
 
 
 def main() -> int:
@@ -58,9 +58,10 @@ def main() -> int:
                 run.stats = server.stats()
                 if run.rc != 0 or run.stats.get("requests") != ns.samples:
                     raise SystemExit(f"{label} failed: exit {run.rc}, {run.stats.get('requests')} requests; see {tmp / 'log.txt'}")
+                size = folder_mb(out)
                 shutil.rmtree(out, ignore_errors=True)
                 if r:
-                    rows.setdefault(label, []).append((run.answering(delay) or 0, run.after_last_answer(delay) or 0, run.wall_s, run.cpu_s))
+                    rows.setdefault(label, []).append((run.answering(delay) or 0, run.after_last_answer(delay) or 0, run.wall_s, run.cpu_s, size))
                     print(f"round {r} {label}: answering {rows[label][-1][0]:.2f} s, after {rows[label][-1][1]:.2f} s", file=sys.stderr)
     finally:
         server.stop()
@@ -68,13 +69,13 @@ def main() -> int:
     print(f"command: python benchmarks/bench_report_overhead.py --samples {ns.samples} --rounds {ns.rounds} --delay-ms {ns.delay_ms}"
           f"{' --old-src ' + str(ns.old_src) if ns.old_src else ''}; 1-minute load average after: {os.getloadavg()[0]:.1f}\n")  # fmt: skip
     print("| variant | answering (s) | after the last answer (s) | after / answering | after per sample (ms) | whole command (s) "
-          "| CPU, command + its children (s) | CPU per sample (ms) |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| CPU, command + its children (s) | CPU per sample (ms) | run folder (MB) |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, values in rows.items():
-        ans, after, wall, cpu = (statistics.median(v[i] for v in values) for i in range(4))
+        ans, after, wall, cpu, size = (statistics.median(v[i] for v in values) for i in range(5))
         lo, hi = min(v[1] for v in values), max(v[1] for v in values)
         print(f"| {label} | {ans:.2f} | {after:.2f} ({lo:.2f}-{hi:.2f}) | {after / ans:.2f} | {1000 * after / ns.samples:.2f} | {wall:.2f} "
-              f"| {cpu:.2f} | {1000 * cpu / ns.samples:.2f} |")  # fmt: skip
+              f"| {cpu:.2f} | {1000 * cpu / ns.samples:.2f} | {size:.1f} |")  # fmt: skip
     return 0
 
 

@@ -79,11 +79,12 @@ def make_thumbnail(data: bytes | Path, key: str, copy: bool = False) -> tuple[by
 
     from needlepoint.images import decode_rgb, jpeg_header
 
+    if copy and (size := copyable(data)) is not None:
+        assert isinstance(data, bytes)
+        return data, size
     head = jpeg_header(data) if not isinstance(data, Path) else None
     if head is not None:
         size = (head[0], head[1])
-        if copy and isinstance(data, bytes) and head[2] in (1, 3) and len(data) <= COPY_MAX_BYTES and max(size) <= COPY_MAX_SIDE:
-            return data, size
     else:
         with Image.open(data if isinstance(data, Path) else io.BytesIO(data)) as probe:
             size = probe.size
@@ -91,6 +92,17 @@ def make_thumbnail(data: bytes | Path, key: str, copy: bool = False) -> tuple[by
     buf = io.BytesIO()
     im.save(buf, format="JPEG", quality=THUMB_QUALITY)
     return buf.getvalue(), size
+
+
+def copyable(data: bytes | Path) -> Size | None:
+    """The size of an image that may stand as its own thumbnail (a small RGB or grey JPEG, read
+    from its header alone), else None."""
+    from needlepoint.images import jpeg_header
+
+    if isinstance(data, Path) or len(data) > COPY_MAX_BYTES:
+        return None
+    head = jpeg_header(data)
+    return (head[0], head[1]) if head is not None and head[2] in (1, 3) and max(head[:2]) <= COPY_MAX_SIDE else None
 
 
 def _draw_job(folder: str, key: str, data: bytes | Path, image_key: str, copy: bool) -> Size | None:
@@ -291,6 +303,12 @@ class Thumbnails:
                 self._fail(key)
             return key
         args = (str(self.folder), key, data, str(ref.key), copy)
+        if copy and copyable(data) is not None:  # no decoding: written here, sooner than sent to a worker
+            size = _draw_job(*args)
+            with self._lock:
+                if size is not None:
+                    self._done[key] = size
+            return key
         with self._lock:
             if key in self._done or key in self._pending:
                 return key
@@ -324,14 +342,18 @@ class Thumbnails:
 
     def finish(self, items: Sequence[ReportItem]) -> dict[str, Size | None]:
         """Every thumbnail the items show, made if missing: key -> the image's size (None: unreadable).
-        Drafts under way end first; the rest is read in item order (parquet is read forward),
-        a bounded number of images at a time. Thumbnails no item shows any more are removed."""
+        Drafts under way end first (with `copy_missing`, those not started yet are cancelled and
+        copied instead); the rest is read in item order (parquet is read forward), a bounded number
+        of images at a time. Thumbnails no item shows any more are removed."""
         wanted: dict[str, ReportImage] = {}
         for it in items:
             for im in it.images:
                 wanted.setdefault(thumb_key(im), im)
         with self._lock:
             drafts = dict(self._pending)
+        if self._copy_missing:
+            for future in drafts.values():
+                future.cancel()  # only a draft still queued is cancelled
         self._settle(drafts)
         with self._lock:
             self._pending.clear()  # a failed draft is tried once more below
@@ -344,12 +366,14 @@ class Thumbnails:
         elif self._pool is not None:
             self.close()  # a thread pool sized for drafting
         window = 4 * self._workers
+        running: set[Future[Size | None]] = set()
         for key in missing:
-            with self._lock:
-                running = [f for f in self._pending.values() if not f.done()]
             if len(running) >= window:
-                wait(running, return_when=FIRST_COMPLETED)
+                running = wait(running, return_when=FIRST_COMPLETED).not_done
             self.submit(wanted[key], copy=self._copy_missing)
+            with self._lock:
+                if key in self._pending:
+                    running.add(self._pending[key])
         with self._lock:
             jobs = dict(self._pending)
         self._settle(jobs)
