@@ -377,7 +377,7 @@ class Thumbnails:
         with self._lock:
             jobs = dict(self._pending)
         self._settle(jobs)
-        self.close(cancel=True)
+        self.close(cancel=True, wait=False)  # every job has ended; a worker process's exit is not waited for
         sizes: dict[str, Size | None] = {k: self._done.get(k) for k in wanted}
         keep = {file_name(k, s) for k, s in sizes.items() if s is not None}
         if self.folder.is_dir():
@@ -386,12 +386,13 @@ class Thumbnails:
                     os.unlink(entry.path)
         return sizes
 
-    def close(self, cancel: bool = False) -> None:
-        """Wait for the drawing under way (and for what is queued, unless `cancel`); stop the workers."""
+    def close(self, cancel: bool = False, wait: bool = True) -> None:
+        """Stop the workers, after the drawing under way (and what is queued, unless `cancel`);
+        `wait=False` when nothing is under way: the workers then end on their own."""
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=cancel)
+            pool.shutdown(wait=wait, cancel_futures=cancel)
         with self._lock:
             self._pending.clear()
 
