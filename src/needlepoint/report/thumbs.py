@@ -79,8 +79,7 @@ def make_thumbnail(data: bytes | Path, key: str, copy: bool = False) -> tuple[by
 
     from needlepoint.images import decode_rgb, jpeg_header
 
-    if copy and (size := copyable(data)) is not None:
-        assert isinstance(data, bytes)
+    if copy and isinstance(data, bytes) and (size := copyable(data)) is not None:
         return data, size
     head = jpeg_header(data) if not isinstance(data, Path) else None
     if head is not None:
@@ -94,12 +93,12 @@ def make_thumbnail(data: bytes | Path, key: str, copy: bool = False) -> tuple[by
     return buf.getvalue(), size
 
 
-def copyable(data: bytes | Path) -> Size | None:
+def copyable(data: bytes) -> Size | None:
     """The size of an image that may stand as its own thumbnail (a small RGB or grey JPEG, read
     from its header alone), else None."""
     from needlepoint.images import jpeg_header
 
-    if isinstance(data, Path) or len(data) > COPY_MAX_BYTES:
+    if len(data) > COPY_MAX_BYTES:
         return None
     head = jpeg_header(data)
     return (head[0], head[1]) if head is not None and head[2] in (1, 3) and max(head[:2]) <= COPY_MAX_SIDE else None
@@ -303,7 +302,7 @@ class Thumbnails:
                 self._fail(key)
             return key
         args = (str(self.folder), key, data, str(ref.key), copy)
-        if copy and copyable(data) is not None:  # no decoding: written here, sooner than sent to a worker
+        if copy and isinstance(data, bytes) and copyable(data) is not None:  # no decoding: written here, not sent to a worker
             size = _draw_job(*args)
             with self._lock:
                 if size is not None:
