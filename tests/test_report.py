@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import shutil
+import time
 from argparse import Namespace
 from html.parser import HTMLParser
 from importlib.resources import files
@@ -307,6 +308,9 @@ def test_what_a_run_could_not_draft_is_copied_at_its_end(tmp_path: Path) -> None
         assert s.image.read_bytes()
         drafter.add(s, r)
     drafter.flush()  # two drafted (drawn small); the others were never read while the run answered
+    deadline = time.monotonic() + 60
+    while len(list(folder.glob("*.jpg"))) < 2 and time.monotonic() < deadline:  # drawn before the "last answer"
+        time.sleep(0.01)
     page = report_html.write_run_report(run_dir, bench, samples, recs, bench.score(samples, recs), header, drafter.thumbnails)
     shown = {it["id"]: it["im"][0][0] for it in blob(page)["items"]}
     for s in samples:
