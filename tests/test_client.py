@@ -18,8 +18,15 @@ from PIL import Image
 from needlepoint.api import evaluate
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.config import RunConfig
-from needlepoint.conversation import Conversation, Generation, Message
-from needlepoint.models.openai_compat import OpenAICompatModel, RetryPolicy, retry_after_s
+from needlepoint.conversation import Conversation, Generation, ImageRef, Message
+from needlepoint.models.openai_compat import (
+    OpenAICompatModel,
+    RetryPolicy,
+    message_payload,
+    request_body,
+    retry_after_s,
+    sampling_params,
+)
 from needlepoint.store import read_records
 
 FENCE = "```"
@@ -56,6 +63,17 @@ def test_success_and_request_body(serve: Any) -> None:
     assert body["messages"] == [{"role": "user", "content": "hi"}]
     assert (body["temperature"], body["top_p"], body["max_tokens"], body["seed"]) == (0.0, 1.0, 1024, 7)
     assert "Authorization" not in headers
+
+
+def test_request_body_is_the_json_of_the_message_with_the_images_spliced_in() -> None:
+    first, second = ImageRef("a", loader=lambda: b""), ImageRef("b", loader=lambda: b"")
+    conversation = Conversation([Message("user", ["Täxt \"quoted\" <b>", first, "between", second])])
+    images = [base64.b64encode(b"first image"), base64.b64encode(b"the second one")]
+    gen = Generation(extra={"top_k": 5})
+    urls = {id(first): "data:image/jpeg;base64," + images[0].decode(), id(second): "data:image/jpeg;base64," + images[1].decode()}
+    expected = {"model": "m", "messages": message_payload(conversation, lambda ref, _: urls[id(ref)]), **sampling_params(gen)}
+    body = request_body("m", conversation, gen, images)
+    assert body == json.dumps(expected, ensure_ascii=False).encode("utf-8")  # byte for byte what json.dumps writes
 
 
 def test_generation_none_is_left_out_and_extra_merged(serve: Any) -> None:

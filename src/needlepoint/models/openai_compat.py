@@ -212,14 +212,15 @@ def request_body(model: str, conversation: Conversation, generation: Generation,
     The base64 is spliced in as bytes after the rest is serialised: it never needs JSON escaping,
     and scanning megabytes of it in json.dumps would be most of the cost of a request.
     """
+    prefix = DATA_URL_PREFIX.decode("ascii")
     body: dict[str, Any] = {
         "model": model,
-        "messages": message_payload(conversation, lambda _, i: f"@@np-image-{_TOKEN}-{i}@@"),
+        "messages": message_payload(conversation, lambda _, i: f"{prefix}@@np-image-{_TOKEN}-{i}@@"),
     }
     body.update(sampling_params(generation))
     pieces = _SLOT.split(json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     for i in range(1, len(pieces), 2):
-        pieces[i] = DATA_URL_PREFIX + images_b64[int(pieces[i])]
+        pieces[i] = images_b64[int(pieces[i])]  # the data URL's prefix is in the text before it: one copy, in join
     return b"".join(pieces)
 
 
