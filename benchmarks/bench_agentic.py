@@ -83,31 +83,46 @@ def stage_table(records: dict[str, Any], delay_s: float) -> list[str]:
     return lines
 
 
-def run_vlm(data: Path, workdir: Path, concurrency: int, delay_ms: float) -> list[str]:
+def timed_run(
+    data: Path, workdir: Path, name: str, concurrency: int, delay_ms: float, solver_options: dict[str, Any],
+    options: dict[str, Any], vlm_localizer: bool = False,
+) -> tuple[dict[str, dict[str, Any]], float]:
+    """`needlepoint eval mc_bench --solver agentic` against a simulated reasoner (and, with
+    `vlm_localizer`, a simulated localizer) answering after `delay_ms`: its records and wall time."""
     from needlepoint.api import evaluate
-    from needlepoint.benchmarks.mc_bench.agentic_demo import BOX_FORMAT, LOCALIZER_NAME, agentic_script
+    from needlepoint.benchmarks.mc_bench.agentic_demo import LOCALIZER_NAME, agentic_script
     from needlepoint.config import RunConfig
     from needlepoint.models.simulated import SIMULATED_MODEL_NAME
     from needlepoint.store import read_records
 
     script_path = workdir / "script.json"
     script_path.write_text(json.dumps(agentic_script(data)), encoding="utf-8")
-    reasoner = Server(script_path, delay_ms, SIMULATED_MODEL_NAME)
-    localizer = Server(script_path, delay_ms, LOCALIZER_NAME)
+    servers = [Server(script_path, delay_ms, SIMULATED_MODEL_NAME)]
+    if vlm_localizer:
+        servers.append(Server(script_path, delay_ms, LOCALIZER_NAME))
+        solver_options = {**solver_options, "localizer_url": [servers[1].url]}
     try:
         config = RunConfig(
-            benchmark="mc_bench", data=data, model=SIMULATED_MODEL_NAME, api_urls=[reasoner.url],
-            options={"box_format": BOX_FORMAT}, solver="agentic",
-            solver_options={"localizer": f"vlm:{LOCALIZER_NAME}", "localizer_url": [localizer.url]},
-            out=workdir / "run-vlm", concurrency=concurrency, show_progress=False, report=False,
+            benchmark="mc_bench", data=data, model=SIMULATED_MODEL_NAME, api_urls=[servers[0].url], options=options,
+            solver="agentic", solver_options=solver_options, out=workdir / f"run-{name}", concurrency=concurrency,
+            show_progress=False, report=False,
         )  # fmt: skip
         started = time.perf_counter()
         result = evaluate(config)
         wall = time.perf_counter() - started
     finally:
-        reasoner.stop()
-        localizer.stop()
-    records = read_records(result.run_dir / "records.jsonl")
+        for server in servers:
+            server.stop()
+    return read_records(result.run_dir / "records.jsonl"), wall
+
+
+def run_vlm(data: Path, workdir: Path, concurrency: int, delay_ms: float) -> list[str]:
+    from needlepoint.benchmarks.mc_bench.agentic_demo import BOX_FORMAT, LOCALIZER_NAME
+
+    records, wall = timed_run(
+        data, workdir, "vlm", concurrency, delay_ms, {"localizer": f"vlm:{LOCALIZER_NAME}"}, {"box_format": BOX_FORMAT},
+        vlm_localizer=True,
+    )
     n = len(records)
     delay_s = delay_ms / 1000
     ideal = concurrency / (2 * delay_s)
@@ -150,28 +165,9 @@ def tiny_grounding_dino(folder: Path) -> Path:
 
 
 def run_detector(data: Path, workdir: Path, concurrency: int, delay_ms: float) -> list[str]:
-    from needlepoint.api import evaluate
-    from needlepoint.benchmarks.mc_bench.agentic_demo import agentic_script
-    from needlepoint.config import RunConfig
-    from needlepoint.models.simulated import SIMULATED_MODEL_NAME
-    from needlepoint.store import read_records
-
     model = tiny_grounding_dino(workdir / "tiny-grounding-dino")
-    script_path = workdir / "script.json"
-    script_path.write_text(json.dumps(agentic_script(data)), encoding="utf-8")
-    reasoner = Server(script_path, delay_ms, SIMULATED_MODEL_NAME)
-    try:
-        config = RunConfig(
-            benchmark="mc_bench", data=data, model=SIMULATED_MODEL_NAME, api_urls=[reasoner.url], options={},
-            solver="agentic", solver_options={"localizer": f"detector:{model}", "localizer_device": "cpu"},
-            out=workdir / "run-detector", concurrency=concurrency, show_progress=False, report=False,
-        )  # fmt: skip
-        started = time.perf_counter()
-        result = evaluate(config)
-        wall = time.perf_counter() - started
-    finally:
-        reasoner.stop()
-    records = read_records(result.run_dir / "records.jsonl")
+    solver_options = {"localizer": f"detector:{model}", "localizer_device": "cpu"}
+    records, wall = timed_run(data, workdir, "detector", concurrency, delay_ms, solver_options, {})
     calls = [t for r in records.values() for t in r["turns"] if t["role"] == "tool"]
     per_pass = [c["result"]["pass_phrases"] for c in calls]
     pass_s = [c["result"]["pass_s"] for c in calls]
