@@ -237,7 +237,7 @@ def vllm_counter(server: VllmServer, name: str) -> float:
     request = urllib.request.Request(
         f"{server.base}/metrics", headers={"Authorization": f"Bearer {server.api_key}"} if server.api_key else {}
     )
-    with urllib.request.urlopen(request, timeout=10) as resp:
+    with urllib.request.urlopen(request, timeout=60) as resp:  # a busy CPU server answers slowly
         text = resp.read().decode()
     total = 0.0
     for line in text.splitlines():
