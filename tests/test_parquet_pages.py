@@ -73,6 +73,35 @@ def test_streamed_values_equal_pyarrows(tmp_path: Path, options: dict[str, Any])
     assert _streamed(plain, "image") == [_arrow_values(plain, g, "image") for g in range(3)]
 
 
+def test_snappy_copies_reaching_back_across_values_and_pieces(tmp_path: Path) -> None:
+    """Values that repeat parts of earlier ones: snappy writes copies whose source lies in a long
+    literal, in the short elements gathered after it, in a value handed out before, or across
+    those; a zero-length value and many tiny ones (history joined into one piece) too."""
+    rng = random.Random(3)
+    blocks = [rng.randbytes(rng.choice([600, 5000, 9000])) for _ in range(6)]
+    values: list[bytes] = []
+    for i in range(400):
+        a, b = blocks[i % 6], blocks[(i * 5 + 1) % 6]
+        kind = i % 5
+        if kind == 0:
+            values.append(a + rng.randbytes(40) + a[-300:] + b[:200])
+        elif kind == 1:
+            values.append(rng.randbytes(70) + b"xy" * rng.randint(1, 90) + a[100:4100])
+        elif kind == 2:
+            values.append(b"")
+        elif kind == 3:
+            values.append(bytes([i % 7]) * rng.randint(1, 40))
+        else:
+            values.append(b[: rng.randint(1, len(b))] + a[: rng.randint(1, 50)])
+    rows = [{"image": v} for v in values]
+    schema = pa.schema([("image", pa.binary())])
+    for options in ({}, {"use_dictionary": False}, {"data_page_version": "2.0"}):
+        path = tmp_path / f"far-{len(options)}-{sorted(options)}.parquet"
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), path, row_group_size=400, **options)
+        assert str(pq.ParquetFile(path).metadata.row_group(0).column(0).compression).upper() == "SNAPPY"
+        assert _streamed(path, "image") == [values]
+
+
 def test_other_compression_is_left_to_pyarrow(tmp_path: Path) -> None:
     path = tmp_path / "zstd.parquet"
     rows = _struct_rows(200)

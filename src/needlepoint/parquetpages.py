@@ -4,8 +4,8 @@ pyarrow decodes a data page whole and keeps a dictionary page whole, with its de
 buffer, for as long as it reads the row group. The Hugging Face writers (pyarrow's defaults) put
 the first 1,024 images of each row group into one dictionary page, about 87 MB for 85 KB
 JPEGs, so pyarrow holds about 170 MB to hand out any of them. This reader walks the column chunk's
-pages itself and decompresses them as a stream (snappy, or none), so it holds about a megabyte
-of the file at a time whatever the page sizes, and each value is copied once.
+pages itself and decompresses them as a stream (snappy, or none), so it holds a megabyte or two
+of the file at a time whatever the page sizes, and the bytes of a value are copied once.
 
 It reads what those writers write: BYTE_ARRAY values, no repetition, data pages v1 or v2 with
 RLE definition levels, PLAIN or dictionary-encoded values, SNAPPY or no compression. Anything
@@ -14,11 +14,15 @@ else raises `Unsupported` before a value is returned, and the caller reads with 
 
 from __future__ import annotations
 
+import itertools
+from collections import deque
 from collections.abc import Iterator
 from typing import IO, Any
 
 CHUNK = 1 << 20  # bytes of the file read at once
 HISTORY = 1 << 16  # snappy back-references stay within a 64 KiB block
+SHORT = 4096  # literals shorter than this are gathered with the copies (see _Snappy)
+MAX_PIECES = 64  # history pieces before they are joined into one
 
 _DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
 _PLAIN, _PLAIN_DICTIONARY, _RLE, _RLE_DICTIONARY = 0, 2, 3, 8
@@ -80,35 +84,65 @@ class _Raw:
 
 
 class _Snappy:
-    """The decompressed bytes of one snappy block, produced as they are read."""
+    """The decompressed bytes of one snappy block, produced as they are read.
+
+    The output is kept as pieces, not as one growing buffer: a long literal is a view of the
+    file's chunk, so its bytes are copied once, into the value handed out; short elements (copies,
+    short literals: many only where the data compresses) gather in one small buffer. Pieces
+    handed out stay as history while copies may still refer to them (the last 64 KiB)."""
 
     def __init__(self, source: _Raw) -> None:
         self._src = source
         self._left = _varint(source.byte)  # decompressed bytes still to produce
-        self._out = bytearray()
-        self._pos = 0  # bytes of _out already handed out
+        self._unread: deque[memoryview] = deque()  # produced and not handed out, oldest first...
+        self._tail = bytearray()  # ...then the short elements produced since
+        self._unread_len = 0  # both together
+        self._history: deque[memoryview] = deque()  # handed out, newest last
+        self._history_len = 0
         self.consumed = 0
 
     def read(self, n: int) -> bytes:
+        if n <= 0:
+            return b""
         self.consumed += n
-        while len(self._out) - self._pos < n:
+        while self._unread_len < n:
             if self._left <= 0:
                 raise Unsupported("a snappy page ends early")
             self._step()
-        with memoryview(self._out) as view:
-            out = view[self._pos : self._pos + n].tobytes()
-        self._pos += n
-        if self._pos > CHUNK:  # drop what is handed out, keeping the history copies refer to
-            cut = self._pos - HISTORY
-            del self._out[:cut]
-            self._pos -= cut
-        return out
+        if self._unread_len - len(self._tail) < n:
+            self._seal()
+        parts = []
+        unread, history = self._unread, self._history
+        need = n
+        while need:
+            piece = unread[0]
+            if len(piece) <= need:
+                unread.popleft()
+            else:
+                unread[0] = piece[need:]
+                piece = piece[:need]
+            parts.append(piece)
+            history.append(piece)
+            need -= len(piece)
+        self._unread_len -= n
+        self._history_len += n
+        while history and self._unread_len + self._history_len - len(history[0]) >= HISTORY:  # keep what copies may reach
+            self._history_len -= len(history.popleft())
+        if len(history) > MAX_PIECES:  # many small values: one piece, so that copies find their source fast
+            self._history = deque([memoryview(b"".join(history))])
+        return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
 
     def byte(self) -> int:
         return self.read(1)[0]
 
+    def _seal(self) -> None:
+        """Make the short elements gathered so far one piece."""
+        if self._tail:
+            self._unread.append(memoryview(bytes(self._tail)))
+            self._tail.clear()
+
     def _step(self) -> None:
-        src, out = self._src, self._out
+        src = self._src
         tag = src.byte()
         kind = tag & 3
         if kind == 0:  # literal
@@ -116,25 +150,48 @@ class _Snappy:
             if size >= 60:
                 size = int.from_bytes(src.read(size - 59), "little")
             size += 1
-            out += src.view(size)
-        else:
+            if size >= SHORT:
+                self._seal()
+                self._unread.append(memoryview(src.view(size)))
+            else:
+                self._tail += src.view(size)
+        else:  # a copy (at most 64 bytes) of output `offset` bytes back
             if kind == 1:
                 size = ((tag >> 2) & 7) + 4
                 offset = ((tag >> 5) << 8) | src.byte()
             else:
                 size = (tag >> 2) + 1
                 offset = int.from_bytes(src.read(2 if kind == 2 else 4), "little")
-            if offset == 0 or offset > len(out):
-                raise Unsupported("a snappy copy reaches before the history kept")
-            start = len(out) - offset
-            if offset >= size:
-                out += out[start : start + size]
-            else:  # an overlapping copy repeats the last `offset` bytes
-                piece = bytes(out[start:])
-                out += (piece * (size // offset + 1))[:size]
+            source = self._behind(offset, min(size, offset))
+            self._tail += source if offset >= size else (source * (size // offset + 1))[:size]  # overlapping: repeats
+        self._unread_len += size
         self._left -= size
         if self._left < 0:
             raise Unsupported("a snappy page is longer than it says")
+
+    def _behind(self, offset: int, length: int) -> bytes:
+        """`length` bytes of the output from `offset` bytes before its end."""
+        if offset == 0:
+            raise Unsupported("a snappy copy of offset 0")
+        tail = self._tail
+        if offset <= len(tail):
+            return bytes(tail[len(tail) - offset : len(tail) - offset + length])
+        back = len(tail)  # bytes from the end of the output to the start of the pieces found
+        found = []
+        for piece in itertools.chain(reversed(self._unread), reversed(self._history)):
+            found.append(piece)
+            back += len(piece)
+            if back >= offset:
+                break
+        else:
+            raise Unsupported("a snappy copy reaches before the history kept")
+        start = back - offset  # in the oldest piece found
+        out = bytes(found[-1][start : start + length])
+        for piece in reversed(found[:-1]):  # the source runs on into newer pieces...
+            if len(out) == length:
+                return out
+            out += piece[: length - len(out)]
+        return out + tail[: length - len(out)]  # ...and into the short elements
 
 
 def _varint(next_byte: Any) -> int:

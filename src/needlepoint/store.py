@@ -22,9 +22,14 @@ RECORDS = "records.jsonl"
 METRICS = "metrics.json"
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False)  # made once: a record a sample, a body a request
+
+
 def json_text(obj: Any, indent: int | None = None) -> str:
     """The one JSON writer: strict JSON (NaN and infinities are refused, not written as `NaN`,
     which no strict reader accepts), UTF-8 text kept as is. Raises ValueError on a non-finite float."""
+    if indent is None:
+        return _COMPACT.encode(obj)
     return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False)
 
 

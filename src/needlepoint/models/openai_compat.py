@@ -13,7 +13,6 @@ tried again.
 from __future__ import annotations
 
 import asyncio
-import base64
 import itertools
 import json
 import random
@@ -32,8 +31,9 @@ from needlepoint import status
 from needlepoint.conversation import Conversation, Generation, ImageRef, Reply
 from needlepoint.endpoints import split_weight
 from needlepoint.errors import DataError
-from needlepoint.images import ImageCache, base64_jpeg, passes_through, read_small_image
+from needlepoint.images import ImageCache, base64_jpeg, passes_through, read_small_image, to_base64
 from needlepoint.redact import redact_url, scrub, url_secrets
+from needlepoint.store import json_text
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ def request_body(model: str, conversation: Conversation, generation: Generation,
         "messages": message_payload(conversation, lambda _, i: f"{prefix}@@np-image-{_TOKEN}-{i}@@"),
     }
     body.update(sampling_params(generation))
-    pieces = _SLOT.split(json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+    pieces = _SLOT.split(json_text(body).encode("utf-8"))
     for i in range(1, len(pieces), 2):
         pieces[i] = images_b64[int(pieces[i])]  # the data URL's prefix is in the text before it: one copy, in join
     return b"".join(pieces)
@@ -316,7 +316,7 @@ class OpenAICompatModel:
                 peek = getattr(ref.loader, "cached", None)
                 data = read_small_image(ref) if ref.loader is None else peek() if peek is not None else None
                 if data is not None and passes_through(data, ref, self.reencode_images):
-                    b64 = base64.b64encode(data)
+                    b64 = to_base64(data)
                 else:
                     b64 = await loop.run_in_executor(None, base64_jpeg, ref, self.reencode_images, data)
                 self.images.put(ref, b64)
