@@ -4,7 +4,7 @@ pyarrow decodes a data page whole and keeps a dictionary page whole, with its de
 buffer, for as long as it reads the row group. The Hugging Face writers (pyarrow's defaults) put
 the first 1,024 images of each row group into one dictionary page, about 87 MB for 85 KB
 JPEGs, so pyarrow holds about 170 MB to hand out any of them. This reader walks the column chunk's
-pages itself and decompresses them as a stream (snappy, or none), so it holds a megabyte or two
+pages itself and decompresses them as a stream (snappy, or none), so it holds a few megabytes
 of the file at a time whatever the page sizes, and the bytes of a value are copied once.
 
 It reads what those writers write: BYTE_ARRAY values, no repetition, data pages v1 or v2 with
