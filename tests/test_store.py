@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from needlepoint.errors import DataError
-from needlepoint.store import HEADER, RECORDS, RunStore, read_records
+from needlepoint.store import HEADER, RECORDS, RunStore, json_line, read_records
 
 
 def _header(box_format: str = "abs_xyxy", model: str = "m") -> dict:
@@ -149,3 +149,20 @@ def test_unreadable_header_is_a_clear_error(tmp_path: Path) -> None:
     (run / HEADER).write_text("{not json")
     with pytest.raises(DataError, match="not valid JSON"):
         RunStore.open(run, _header())
+
+
+def test_json_line_is_strict_compact_json_whatever_the_record_holds(tmp_path: Path) -> None:
+    """A record reaches disk as strict JSON: a reply's NaN or infinity becomes null, an integer
+    over 64 bits (which orjson does not write) is kept, text stays UTF-8, non-string keys become
+    strings; the line reads back as the standard library reads it."""
+    record = {"id": "ä1", "usage": {"total_tokens": 2**70, 3: "x"}, "scores": {"iou": float("nan"), "v": [float("inf"), 0.1]}}
+    for obj in (record, {k: v for k, v in record.items() if k != "usage"}):  # the fallback and orjson alike
+        line = json_line(obj)
+        assert b"\n" not in line and "ä1".encode() in line
+        back = json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} written"))
+        assert back["scores"] == {"iou": None, "v": [None, 0.1]}
+    assert json.loads(json_line(record))["usage"] == {"total_tokens": 2**70, "3": "x"}
+    store = RunStore.open(tmp_path / "run", _header())
+    store.append(record)
+    store.close()
+    assert read_records(tmp_path / "run" / RECORDS)["ä1"]["scores"]["iou"] is None

@@ -15,6 +15,8 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
+
 from needlepoint.errors import DataError
 
 HEADER = "run.json"
@@ -22,15 +24,22 @@ RECORDS = "records.jsonl"
 METRICS = "metrics.json"
 
 
-_COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False)  # made once: a record a sample, a body a request
-
-
 def json_text(obj: Any, indent: int | None = None) -> str:
-    """The one JSON writer: strict JSON (NaN and infinities are refused, not written as `NaN`,
-    which no strict reader accepts), UTF-8 text kept as is. Raises ValueError on a non-finite float."""
-    if indent is None:
-        return _COMPACT.encode(obj)
+    """The one JSON writer of files and reports: strict JSON (NaN and infinities are refused, not
+    written as `NaN`, which no strict reader accepts), UTF-8 text kept as is. Raises ValueError on
+    a non-finite float. (A record or a request body, written once a request, is `json_line`.)"""
     return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def json_line(obj: Any) -> bytes:
+    """Compact JSON as UTF-8 bytes, for what is written once a request (a record, a request
+    body): orjson, about a tenth of the standard encoder's time. Strict JSON: a non-finite float
+    becomes null (a record must reach disk even when a reply carries NaN). What orjson does not
+    write (an integer over 64 bits) goes through the standard encoder, with the same result."""
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(finite_only(obj), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
 def finite_only(obj: Any) -> Any:
@@ -195,11 +204,7 @@ class RunStore:
         append-only descriptor, no user-space buffer) before this returns."""
         if self._fd is None:
             self._fd = os.open(self.records_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            text = json_text(record)
-        except ValueError:
-            text = json_text(finite_only(record))
-        view = memoryview((text + "\n").encode("utf-8"))
+        view = memoryview(json_line(record) + b"\n")
         while view:
             view = view[os.write(self._fd, view) :]
 

@@ -33,7 +33,7 @@ from needlepoint.endpoints import split_weight
 from needlepoint.errors import DataError
 from needlepoint.images import ImageCache, base64_jpeg, passes_through, read_small_image, to_base64
 from needlepoint.redact import redact_url, scrub, url_secrets
-from needlepoint.store import json_text
+from needlepoint.store import json_line
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ def request_body(model: str, conversation: Conversation, generation: Generation,
         "messages": message_payload(conversation, lambda _, i: f"{prefix}@@np-image-{_TOKEN}-{i}@@"),
     }
     body.update(sampling_params(generation))
-    pieces = _SLOT.split(json_text(body).encode("utf-8"))
+    pieces = _SLOT.split(json_line(body))
     for i in range(1, len(pieces), 2):
         pieces[i] = images_b64[int(pieces[i])]  # the data URL's prefix is in the text before it: one copy, in join
     return b"".join(pieces)
