@@ -76,6 +76,16 @@ def test_request_body_is_the_json_of_the_message_with_the_images_spliced_in() ->
     assert body == json.dumps(expected, ensure_ascii=False, separators=(",", ":")).encode("utf-8")  # byte for byte, compact
 
 
+def test_a_lone_surrogate_in_a_reply_becomes_a_replacement_character(serve: Any) -> None:
+    """A server can send `"\\ud800"`, which decodes to a character no UTF-8 file can hold: the reply
+    keeps the rest of its text, valid pairs included, and the record and report can be written."""
+    server = serve(script={"hi": ["a\ud800b \U0001f600"]})
+    reply = _ask(server)
+    assert reply.error is None
+    assert reply.text == "a\ufffdb \U0001f600"
+    reply.text.encode("utf-8")
+
+
 def test_generation_none_is_left_out_and_extra_merged(serve: Any) -> None:
     server = serve()
 

@@ -153,15 +153,18 @@ def test_unreadable_header_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_json_line_is_strict_compact_json_whatever_the_record_holds(tmp_path: Path) -> None:
     """A record reaches disk as strict JSON: a reply's NaN or infinity becomes null, an integer
-    over 64 bits (which orjson does not write) is kept, text stays UTF-8, non-string keys become
-    strings; the line reads back as the standard library reads it."""
+    over 64 bits and a lone surrogate (which orjson does not write) are kept, non-string keys
+    become strings; the line reads back as the standard library reads it."""
     record = {"id": "ä1", "usage": {"total_tokens": 2**70, 3: "x"}, "scores": {"iou": float("nan"), "v": [float("inf"), 0.1]}}
     for obj in (record, {k: v for k, v in record.items() if k != "usage"}):  # the fallback and orjson alike
         line = json_line(obj)
-        assert b"\n" not in line and "ä1".encode() in line
+        assert b"\n" not in line
         back = json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} written"))
-        assert back["scores"] == {"iou": None, "v": [None, 0.1]}
+        assert back["scores"] == {"iou": None, "v": [None, 0.1]} and back["id"] == "ä1"
+    assert "ä1".encode() in json_line({"id": "ä1"})  # UTF-8 as it is (the fallback escapes it)
     assert json.loads(json_line(record))["usage"] == {"total_tokens": 2**70, "3": "x"}
+    hostile = {"id": "s", "turns": [{"reply": json.loads('"a\\ud800b"')}]}  # a lone surrogate, as a server can send it
+    assert json.loads(json_line(hostile)) == hostile
     store = RunStore.open(tmp_path / "run", _header())
     store.append(record)
     store.close()

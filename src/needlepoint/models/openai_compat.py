@@ -506,7 +506,22 @@ class OpenAICompatModel:
             ) from None
         if not isinstance(text, str) or (reasoning is not None and not isinstance(reasoning, str)):
             raise _Retryable(f"invalid_response: content is not text: {raw[:200].decode('utf-8', 'replace')}", reason="sent no text")
-        return Reply(text=text, finish_reason=choice.get("finish_reason"), usage=data.get("usage"), reasoning=reasoning)
+        return Reply(
+            text=_writable(text), finish_reason=choice.get("finish_reason"), usage=data.get("usage"),
+            reasoning=None if reasoning is None else _writable(reasoning),
+        )  # fmt: skip
+
+
+def _writable(text: str) -> str:
+    """`text` with each lone surrogate (what a JSON `"\\ud800"` escape decodes to, which no UTF-8
+    file can hold: records, reports, exports) replaced by U+FFFD."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def _model_ids(raw: bytes) -> list[str] | None:
