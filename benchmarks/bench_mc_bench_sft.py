@@ -22,20 +22,9 @@ import sys
 import time
 from pathlib import Path
 
+from measure import measured
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def run(args: list[str]) -> tuple[float, float, float]:
-    """(wall s, cpu s, peak RSS MB) of one command."""
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    start = time.perf_counter()
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if status != 0:
-        sys.exit(f"command failed: {' '.join(args)}\n{err}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def hashing_rate(folder: Path, count: int = 300) -> float:
@@ -85,7 +74,7 @@ def main() -> None:
     print(f"annotation file: {coco.stat().st_size / 1e6:.0f} MB; load average before: {os.getloadavg()[0]:.1f}")
     print("| samples | wall (s) | CPU user+sys (s) | peak RSS (MB) |\n|---:|---:|---:|---:|")
     for n in [int(x) for x in ns.samples.split(",")]:
-        wall, cpu, rss = run([sys.executable, "-m", "needlepoint.cli", "build", "mc_bench_sft", "--coco", str(coco), "--images", str(images),
+        wall, cpu, rss = measured([sys.executable, "-m", "needlepoint.cli", "build", "mc_bench_sft", "--coco", str(coco), "--images", str(images),
                               "--refs", str(refs), "--out", str(ns.work / f"out_{n}"), "--samples", str(n), "--box-format", "norm_1000_xyxy",
                               "--format", "sharegpt", "--seed", "0"])  # fmt: skip
         print(f"| {n} | {wall:.1f} | {cpu:.1f} | {rss:.0f} |", flush=True)

@@ -19,12 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from measure import measured
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,14 +47,7 @@ def run_build(corpus: dict[str, Path], out: Path, tasks: str, lengths: str, dept
     argv = [sys.executable, "-m", "needlepoint.cli", "build", "mm_niah", "--corpus", str(corpus["shards"]), "--images",
             str(corpus["images"]), "--out", str(out), "--tasks", tasks, "--lengths", lengths, "--depths", depths,
             "--per-cell", str(per_cell), "--seed", "0", "--no-progress"]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"build failed: {err}")
+    wall, _, rss_mb = measured(argv)
     samples = 0
     tokens = 0
     for path in (out / "mm_niah_val" / "annotations").glob("*.jsonl"):
@@ -61,7 +55,6 @@ def run_build(corpus: dict[str, Path], out: Path, tasks: str, lengths: str, dept
             for line in fh:
                 samples += 1
                 tokens += json.loads(line)["meta"]["context_length"]
-    rss_mb = usage.ru_maxrss / 1024 if platform.system() != "Darwin" else usage.ru_maxrss / 2**20
     return {"samples": samples, "tokens": tokens, "wall": wall, "rss_mb": rss_mb}
 
 
