@@ -20,22 +20,14 @@ from needlepoint.demo.draw import render
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-REF_ADV_PREDICTIONS = SHARED_DATA / "ref-adv-s" / "qwen25a72b_direct_predictions.jsonl"
-MC_BENCH_RELEASE = SHARED_DATA / "mc-bench" / "mc-bench_v0.2_val.json"
+TEST_DATA = REPO / "tests" / "data"  # reference data from the benchmarks' releases (tests/data/README.md)
+REF_ADV_PREDICTIONS = TEST_DATA / "ref-adv-s" / "qwen25a72b_direct_predictions.jsonl"
+MC_BENCH_RELEASE = TEST_DATA / "mc-bench" / "mc-bench_v0.2_val.json"
 
 
 def in_ci() -> bool:
     """True when the environment says CI (`CI` set and not 0/false/no), as .ci/run sets it."""
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-def needs_shared(*paths: Path) -> pytest.MarkDecorator:
-    """Mark a test (or a module, as `pytestmark`) that reads reference data under ../shared.
-
-    When a path is absent the test is skipped on a developer's machine, but FAILS in CI: a suite
-    that runs without the reference data must not pass by quietly dropping these tests."""
-    return pytest.mark.needs_shared(*paths)
 
 
 def extra_module(module: str) -> Any:
@@ -47,21 +39,6 @@ def extra_module(module: str) -> Any:
         if in_ci():
             pytest.fail(f"{module} is missing: CI installs the test extra (pip install -e '.[test]')", pytrace=False)
         pytest.skip(f"{module} is not installed (pip install -e '.[test]')")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "needs_shared(*paths): reads reference data under ../shared (see conftest.needs_shared)")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    for mark in item.iter_markers("needs_shared"):
-        missing = [Path(p) for p in mark.args if not Path(p).exists()]
-        if missing:
-            message = f"reference data {missing[0]} is absent (../shared/data beside the checkout)"
-            if in_ci():
-                pytest.fail(f"{message}; CI runs every test, so provide it", pytrace=False)
-            pytest.skip(message)
 
 
 # The model names the tests ask for; `serve()` lists them in GET /v1/models unless told otherwise.

@@ -13,14 +13,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import REF_ADV_PREDICTIONS, REPO, needs_shared, prompt_key, run_cli, write_jsonl_release
+from conftest import REF_ADV_PREDICTIONS, REPO, prompt_key, run_cli, write_jsonl_release
 
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import answers_for, make_rows, write_release
 from needlepoint.cli import main
 from needlepoint.geometry import iou
-
-needs_predictions = needs_shared(REF_ADV_PREDICTIONS)
 
 AUTHORS_FIELDS = {
     "row_idx", "file_name", "normal_caption", "image_source", "human_authored", "use_negation",
@@ -46,21 +44,18 @@ def _check_published_row(metrics: dict[str, Any]) -> None:
     assert metrics["backend_errors"] == 0
 
 
-@needs_predictions
 def test_score_published_predictions(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["score", "ref_adv_s", "--predictions", str(REF_ADV_PREDICTIONS), "--json"]) == 0
     _check_published_row(json.loads(capsys.readouterr().out))
 
 
-@needs_predictions
 def test_score_published_predictions_subprocess() -> None:
-    relative = os.path.relpath(REF_ADV_PREDICTIONS, REPO)  # ../shared/data/ref-adv-s/... from the checkout
+    relative = os.path.relpath(REF_ADV_PREDICTIONS, REPO)  # tests/data/ref-adv-s/... from the checkout
     done = run_cli(["score", "ref_adv_s", "--predictions", relative, "--json"], cwd=REPO)
     assert done.returncode == 0, done.stderr
     _check_published_row(json.loads(done.stdout))
 
 
-@needs_predictions
 def test_score_table_shows_the_published_row(capsys: pytest.CaptureFixture[str]) -> None:
     """The terminal table reads like the paper's row: percentages with one decimal."""
     assert main(["score", "ref_adv_s", "--predictions", str(REF_ADV_PREDICTIONS)]) == 0

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MC_BENCH_RELEASE, needs_shared, run_cli
+from conftest import MC_BENCH_RELEASE, run_cli
 from PIL import Image
 
 from needlepoint.benchmarks.mc_bench.benchmark import BAND, REPAIR_TEXT, McBench
@@ -33,8 +33,6 @@ from needlepoint.models.simulated import request_key, script_key
 RELEASE = MC_BENCH_RELEASE
 N_SAMPLES = 300  # descriptions 0..299 get images; the runs use --limit N_SAMPLES or less
 FORMATS = {"jpg": "JPEG", "jpeg": "JPEG", "png": "PNG", "bmp": "BMP"}
-
-pytestmark = needs_shared(RELEASE)
 
 Script = dict[str, list[Any]]
 FILE_NUMBERS: dict[str, int] = {}  # file name -> the number its stand-in's colour encodes (set by `release`)

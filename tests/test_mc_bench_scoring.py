@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import MC_BENCH_RELEASE, extra_module, needs_shared
+from conftest import MC_BENCH_RELEASE, extra_module
 
 from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mc_bench.cocoeval import Detections, match, precision
@@ -26,8 +26,6 @@ RELEASE = MC_BENCH_RELEASE
 DATA = RELEASE.parent
 COCO_FILE = DATA / "MC-Bench_coco_format.json"
 AREAS = ("all", "small", "medium", "large")
-
-pytestmark = needs_shared(RELEASE, COCO_FILE, DATA / "perturbed_noswap_result.json", DATA / "dummy_result.json")
 
 
 @pytest.fixture(scope="module")

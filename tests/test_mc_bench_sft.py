@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import MC_BENCH_RELEASE, needs_shared
+from conftest import MC_BENCH_RELEASE
 from PIL import Image, ImageDraw
 
 from needlepoint.benchmarks.mc_bench.benchmark import BAND, McBench, McSample
@@ -253,7 +253,6 @@ def test_manifest_records_inputs_shares_and_skips(built: Any, coco: tuple[Path, 
     assert info["mc_bench_sft"]["columns"] == {"messages": "messages", "images": "images"}
 
 
-@needs_shared(MC_BENCH_RELEASE)
 def test_negative_share_is_mc_bench_s() -> None:
     release = json.loads(MC_BENCH_RELEASE.read_text(encoding="utf-8"))
     with_boxes = {a["image_id"] for a in release["annotations"]}

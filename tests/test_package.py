@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import ast
 import importlib
-import os
-import subprocess
 import sys
 from importlib.resources import files
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import MC_BENCH_RELEASE, REF_ADV_PREDICTIONS, REPO, TEST_DATA
 
 import needlepoint
 from needlepoint.cli import main
@@ -148,29 +146,12 @@ def test_the_version_has_one_source(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip() == f"needlepoint {needlepoint.__version__}"
 
 
-MISSING_DATA_TEST = '''
-from pathlib import Path
-
-from conftest import needs_shared
-
-
-@needs_shared(Path("/nonexistent/shared/data/file.json"))
-def test_reads_reference_data() -> None:
-    raise AssertionError("must not run without its data")
-'''
-
-
-@pytest.mark.parametrize(("ci", "outcome"), [("true", "1 error"), ("", "1 skipped")])
-def test_missing_shared_data_fails_in_ci_and_skips_elsewhere(tmp_path: Path, ci: str, outcome: str) -> None:
-    """conftest.needs_shared: a test whose ../shared data is absent cannot pass CI by skipping (its
-    setup fails: pytest counts an error, and exits 1)."""
-    (tmp_path / "test_needs_data.py").write_text(MISSING_DATA_TEST, encoding="utf-8")
-    env = {**os.environ, "CI": ci, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO / "src")])}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "conftest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert outcome in done.stdout, done.stdout + done.stderr
-    assert done.returncode == (1 if ci else 0), done.stdout
-    if ci:
-        assert "/nonexistent/shared/data/file.json is absent" in done.stdout
+def test_reference_data_ships_with_the_tests() -> None:
+    """The reference data the suite reads lies in tests/data, inside the checkout (a clone runs the
+    suite as it is), and tests/data/README.md names every file there with its source and licence."""
+    for path in (REF_ADV_PREDICTIONS, MC_BENCH_RELEASE):
+        assert path.resolve().is_relative_to(TEST_DATA.resolve()) and path.is_file(), path
+    readme = (TEST_DATA / "README.md").read_text(encoding="utf-8")
+    shipped = [p.relative_to(TEST_DATA).as_posix() for p in sorted(TEST_DATA.rglob("*")) if p.is_file()]
+    assert len(shipped) > 2
+    assert [name for name in shipped if name != "README.md" and f"`{name}`" not in readme] == []
