@@ -2,7 +2,7 @@
 corrected + every analysis) against the authors' approach (pycocotools COCOeval plus their
 regrouping step), on the same results file.
 
-    python benchmarks/bench_mc_bench_score.py [--runs 7] [--data ../shared/data/mc-bench]
+    python benchmarks/bench_mc_bench_score.py [--runs 7] [--data tests/data/mc-bench]
                                               [--results perturbed_noswap_result.json]
 
 Rows, each the median of --runs runs (the slow pycocotools rows: at most 3):
@@ -20,11 +20,11 @@ Rows, each the median of --runs runs (the slow pycocotools rows: at most 3):
   `loadRes`, `COCOeval.evaluate()`, the regrouping loop over the images with a group-2 box (for
   each: every ordered choice of GT groups, Hungarian matching on IoU, the results file read again),
   `loadRes` of the relabelled results, `evaluate()`, `accumulate()`, the weighted AP50 and the Acc,
-  as specs/mc-bench.md describes eval_mc_bench.py. Skipped if pycocotools is not installed.
+  as docs/protocols/mc-bench.md describes eval_mc_bench.py. Skipped if pycocotools is not installed.
 
-Both sides' official AP50 and Acc are printed beside the reference values of the shared data's
-README, so the timed work is known to be the real one. Prints a Markdown table, the commands, the
-date and the machine. Target: the whole command under 1.5 s on 2 cores (2,000 samples, ~3,000 boxes).
+Both sides' official AP50 and Acc are printed beside the authors' reference values
+(tests/data/README.md), so the timed work is known to be the real one. Prints a Markdown table,
+the commands, the date and the machine. Target: the whole command under 1.5 s on 2 cores (2,000 samples, ~3,000 boxes).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "mc-bench"
+DEFAULT_DATA = REPO / "tests" / "data" / "mc-bench"
 REFERENCE = {"perturbed_noswap_result.json": (0.6562401387740078, 0.8585), "dummy_result.json": (0.007176440403952977, 0.1445)}
 
 _PHASES = """
@@ -96,8 +96,8 @@ def needlepoint_score(release: Path, results_path: Path) -> dict[str, Any]:
 
 
 def authors_official(coco_path: Path, results_path: Path) -> tuple[float, float]:
-    """The authors' procedure with pycocotools (specs/mc-bench.md, "Official metrics"): weighted
-    AP50 and Acc."""
+    """The authors' procedure with pycocotools (docs/protocols/mc-bench.md, "The authors' metrics"):
+    weighted AP50 and Acc."""
     import numpy as np
     import pycocotools.mask as mask_utils
     from pycocotools.coco import COCO
@@ -198,7 +198,7 @@ def main() -> None:
     release, coco, results = data / "mc-bench_v0.2_val.json", data / "MC-Bench_coco_format.json", data / args.results
     for path in (release, coco, results):
         if not path.is_file():
-            raise SystemExit(f"{path} does not exist; pass --data (the shared mc-bench folder) and --results")
+            raise SystemExit(f"{path} does not exist; pass --data (a folder like tests/data/mc-bench) and --results")
 
     score_args = ["score", "mc_bench", "--predictions", shown(results), "--data", shown(data) + "/", "--json"]
     typed = "needlepoint " + " ".join(score_args)
@@ -255,7 +255,7 @@ def main() -> None:
     print("|---|---:|")
     for name, seconds in rows:
         print(f"| {name} | {seconds:.3f} |")
-    print("\n| official metric | needlepoint command | authors' approach | reference (shared data README) |")
+    print("\n| official metric | needlepoint command | authors' approach | reference (tests/data/README.md) |")
     print("|---|---|---|---|")
     ref = REFERENCE.get(results.name, (None, None))
     for k, name in enumerate(("AP50", "Acc")):

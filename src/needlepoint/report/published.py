@@ -1,9 +1,9 @@
 """The papers' published rows, for `needlepoint report --with-published`.
 
 Each benchmark declares its published tables (`Declaration.published`: a PublishedTable per CSV
-file); the built-in benchmarks' CSVs ship inside the package (`report/published_data/`: the CSV
-files of `../shared/data/published/` byte for byte, with their README naming each source) and are
-read from there at run time. Every cell stays the string the CSV holds, so a leaderboard shows it exactly as
+file); the built-in benchmarks' CSVs ship inside the package (`report/published_data/`: the
+transcribed tables, their README naming each source; tests/data/published.sha256 pins their bytes)
+and are read from there at run time. Every cell stays the string the CSV holds, so a leaderboard shows it exactly as
 published; an empty cell is a number the source does not give. Where the paper and a later
 leaderboard of the same authors disagree (MM-NIAH), both are kept, each row labelled with its source.
 """
