@@ -1,7 +1,7 @@
 """Finding the JSON value in a model's free text.
 
 Models wrap JSON in prose, in one or several fenced blocks, or leave it bare at the end. This is the
-one JSON finder in needlepoint; the rule is the Ref-Adv authors' (see specs/ref-adv-s.md) and
+one JSON finder in needlepoint; the rule is the Ref-Adv authors' (see docs/protocols/ref-adv-s.md) and
 MC-Bench reuses it.
 """
 

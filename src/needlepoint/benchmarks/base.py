@@ -216,7 +216,7 @@ def _tool_result(turn: dict[str, Any]) -> str:
 
 
 class Benchmark(Protocol):
-    """The verbs every benchmark offers. See DESIGN.md, 'The flow'.
+    """The verbs every benchmark offers. See docs/writing-a-benchmark.md, 'The flow'.
 
     Optional verb: `cost(sample) -> float`, what a sample costs to answer relative to the others
     (e.g. its context length), for balancing `--shard` (shard.py); without it every sample costs 1.

@@ -1,4 +1,4 @@
-"""MC-Bench: box every instance a prompt refers to across an image pair (specs/mc-bench.md).
+"""MC-Bench: box every instance a prompt refers to across an image pair (docs/protocols/mc-bench.md).
 
 The package, in the order of the flow: `groundtruth` and `benchmark` (load, prompt), `parse`,
 `agentic` and `agentic_solver` (the agentic baseline), `scoring` with `official`, `corrected` and `cocoeval`,

@@ -1,4 +1,4 @@
-"""MC-Bench: box every instance a prompt refers to across an image pair (specs/mc-bench.md).
+"""MC-Bench: box every instance a prompt refers to across an image pair (docs/protocols/mc-bench.md).
 
 This module is the runner-facing side: samples from the release layout, prompts in both input
 modes, parsing into COCO results. Scoring lives in `scoring` (official and corrected protocols).

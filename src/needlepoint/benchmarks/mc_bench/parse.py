@@ -1,6 +1,6 @@
 """MC-Bench answers: JSON boxes per image with group numbers, in either input mode.
 
-Accepted shapes (specs/mc-bench.md): `{"image_1": [...], "image_2": [...]}` (keys also spelled
+Accepted shapes (docs/protocols/mc-bench.md): `{"image_1": [...], "image_2": [...]}` (keys also spelled
 "Image 1", "image1", "img1"); a flat list of `{"image": 1|2, "group": g, "bbox_2d"|"bbox": [...]}`;
 items that are bare boxes or lack a group (group 1). In `merged` mode boxes are in canvas
 coordinates and belong to the image that holds their centre, whatever key they came under.

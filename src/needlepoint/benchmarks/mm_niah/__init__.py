@@ -1,4 +1,4 @@
-"""MM-NIAH: needles in long interleaved image-text documents (specs/mm-niah.md).
+"""MM-NIAH: needles in long interleaved image-text documents (docs/protocols/mm-niah.md).
 
 The package, in the order of the flow: `data` and `benchmark` (load, prompt), `retrieve` and `rag`
 (the RAG baseline's parts), `judge`, `aggregate` (the official numbers), `heatmap`, `leaderboard`

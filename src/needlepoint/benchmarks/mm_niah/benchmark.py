@@ -1,4 +1,4 @@
-"""MM-NIAH: needles in long interleaved image-text documents (specs/mm-niah.md)."""
+"""MM-NIAH: needles in long interleaved image-text documents (docs/protocols/mm-niah.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """MM-NIAH release files: one JSONL per task and split, an images folder; prompts built as the
-authors' `get_input` builds them (specs/mm-niah.md)."""
+authors' `get_input` builds them (docs/protocols/mm-niah.md)."""
 
 from __future__ import annotations
 

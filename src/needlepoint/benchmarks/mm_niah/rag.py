@@ -1,5 +1,5 @@
 """MM-NIAH's RAG baseline, the retrieval half: the authors' `prepare_rag.py` rule for rule
-(specs/mm-niah.md, "RAG baseline"), without the embedding model.
+(docs/protocols/mm-niah.md, "The retrieval baseline"), without the embedding model.
 
 Pure and synchronous. The flow a solver follows:
 

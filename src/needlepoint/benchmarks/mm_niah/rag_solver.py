@@ -1,4 +1,4 @@
-"""`--solver rag` for MM-NIAH: the authors' RAG baseline as a solver (specs/mm-niah.md, "RAG baseline").
+"""`--solver rag` for MM-NIAH: the authors' RAG baseline as a solver (docs/protocols/mm-niah.md, "The retrieval baseline").
 
 Per sample: cut the row into the authors' pieces (rag.py), score them with an embedding model
 (served by vLLM, or loaded here through transformers), keep the best within the token budget in

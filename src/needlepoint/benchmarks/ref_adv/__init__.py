@@ -1,4 +1,4 @@
-"""Ref-Adv-s: one referent among look-alike distractors (specs/ref-adv-s.md).
+"""Ref-Adv-s: one referent among look-alike distractors (docs/protocols/ref-adv-s.md).
 
 The package, in the order of the flow: `benchmark` (load the release, prompt, parse, judge, score,
 export), `board` (the leaderboard's layout), `demo` (the demo set). This module is the

@@ -1,4 +1,4 @@
-"""Ref-Adv-s: one referent among look-alike distractors (specs/ref-adv-s.md).
+"""Ref-Adv-s: one referent among look-alike distractors (docs/protocols/ref-adv-s.md).
 
 Load the Hugging Face parquet release (or a JSONL with an images folder), ask for JSON boxes,
 parse them as the authors' runner does, score the first box, and read and write the authors'
@@ -71,7 +71,7 @@ REQUIRED = ("normal_caption", "solution", "width", "height")
 
 
 def distractor_count(value: Any, where: str = "distractor count") -> int:
-    """The spec's rule: int as is (negatives 0), list length, JSON string, else digit runs. A number
+    """The protocol's rule: int as is (negatives 0), list length, JSON string, else digit runs. A number
     that is not finite or beyond float range is refused (DataError naming `where`)."""
     if value is None:
         return 0
