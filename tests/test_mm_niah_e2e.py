@@ -1,5 +1,5 @@
 """MM-NIAH end to end: release files on disk -> `needlepoint eval` -> a real HTTP server on
-127.0.0.1 -> metrics, leaderboard files, heatmaps, `needlepoint score` (specs/mm-niah.md).
+127.0.0.1 -> metrics, leaderboard files, heatmaps, `needlepoint score` (docs/protocols/mm-niah.md).
 
 The server records the JSON body of every request, so the prompt is checked as the model would
 see it: text pieces and images in order, generation settings, image sizes.
@@ -400,7 +400,7 @@ def visible_text(row: dict[str, Any]) -> str:
     return f"{row['context']}\n{question}".replace("<image>", "")
 
 
-# --- the official aggregate, re-derived from specs/mm-niah.md in plain Python (no needlepoint code)
+# --- the official aggregate, re-derived from docs/protocols/mm-niah.md in plain Python (no needlepoint code)
 
 SPEC_EDGES = [1000, 2000, 4000, 8000, 12000, 16000, 24000, 32000, 40000, 48000, 64000]  # 1k .. 64k, left-closed
 

@@ -1,6 +1,6 @@
 """MM-NIAH's RAG baseline, the retrieval half: hand-made rows in the release layout, loaded by the
 real loader, embedded by a real HTTP embedding server on 127.0.0.1, selected by the authors'
-rules (specs/mm-niah.md, "RAG baseline"), and turned into the prompt the model would get.
+rules (docs/protocols/mm-niah.md, "The retrieval baseline"), and turned into the prompt the model would get.
 
 The server embeds deterministically: a text's vector is set by the keywords it contains, an
 image's by its dominant colour, so every piece's cosine with the question is known by hand;

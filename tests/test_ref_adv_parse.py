@@ -1,4 +1,4 @@
-"""Ref-Adv-s answer parsing, distractor counting and the repair turn (specs/ref-adv-s.md)."""
+"""Ref-Adv-s answer parsing, distractor counting and the repair turn (docs/protocols/ref-adv-s.md)."""
 
 from __future__ import annotations
 
