@@ -20,20 +20,12 @@ from typing import Any, Protocol, TypeVar
 from needlepoint import status
 from needlepoint.benchmarks.base import Benchmark, Parsed
 from needlepoint.conversation import Conversation, Generation, Model, Reply
+from needlepoint.errors import RequestError as ToolError  # the one failure type of a request (models/http.py)
 
 __all__ = ["MAIN", "SolveContext", "Solver", "ToolError", "reply_turn"]
 
 MAIN = "model"  # the role of the model named by --model
 T = TypeVar("T")
-
-
-class ToolError(Exception):
-    """A tool call that failed for a reason of the `status` vocabulary (a request failure kind);
-    recorded as the call's error, and the sample takes that kind as its status."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 class Solver(Protocol):
