@@ -353,3 +353,10 @@ def test_a_chat_answer_nested_too_deep_is_retried_not_a_fault() -> None:
         assert asyncio.run(go(server)).text == "ok"  # the faults are spent: asked again, answered
     assert reply.error_kind == status.BACKEND_ERROR and reply.attempts == 2
     assert reply.error.startswith("invalid_response: not a chat completion") and "gave up after 2 attempts" in reply.error
+
+
+def test_the_advice_names_the_option_that_gave_the_url() -> None:
+    model = OpenAICompatModel("m", ["http://h:8000/v1/chat/completions"], flag="--localizer-url")
+    with pytest.raises(DataError, match=r"^--localizer-url http://h:8000/v1/chat/completions ends in /chat/completions, .*"
+                                        r"drop it: --localizer-url http://h:8000/v1$"):  # fmt: skip
+        asyncio.run(model.check_endpoints())

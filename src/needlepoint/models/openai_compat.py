@@ -39,7 +39,7 @@ from needlepoint.store import json_line
 
 # Re-exported: the policy, the rejection classes and URL helpers live in the HTTP layer.
 __all__ = [
-    "CHAT", "ClientSettings", "KNOWN_BODY_KEYS", "NEUTRAL_SAMPLING", "OpenAICompatModel", "RetryPolicy", "chat_reply",
+    "CHAT", "DATA_URL_PREFIX", "ClientSettings", "KNOWN_BODY_KEYS", "NEUTRAL_SAMPLING", "OpenAICompatModel", "RetryPolicy", "chat_reply",
     "classify_rejection", "endpoint", "message_payload", "request_body", "retry_after_s", "sampling_params",
     "unknown_body_keys", "with_neutral_sampling",
 ]  # fmt: skip
@@ -50,7 +50,8 @@ CHAT = "chat"  # the lane of chat requests (their bound in flight, the wait note
 @dataclass(frozen=True)
 class ClientSettings:
     """The run's settings for every client it makes, a solver's own (a localizer, an embedder)
-    as well as the --model one: retries and waits, image re-encoding, the request byte budget."""
+    as well as the --model one: the timeout, retries and waits (RetryPolicy), image re-encoding,
+    the request byte budget."""
 
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     reencode_images: bool = False
@@ -182,10 +183,12 @@ class OpenAICompatModel:
         reencode_images: bool = False,
         max_request_bytes: int | None = None,
         max_in_flight: int | None = None,
+        flag: str = "--api-url",
     ) -> None:
         if api_key and any("@" in urlsplit(u).netloc for u in api_urls):
-            raise DataError("an --api-url carries user info and --api-key is given too; pass the credential one way only")
+            raise DataError(f"an {flag} carries user info and --api-key is given too; pass the credential one way only")
         self.name = name
+        self.flag = flag  # the option that gave the URLs, for the endpoint check's advice (e.g. --localizer-url)
         # max_in_flight: per endpoint; None: unbounded (the caller bounds what it sends)
         self.transport = Transport(api_urls, api_key, retry, {CHAT: max_in_flight})
         self._has_key = bool(api_key)
@@ -259,14 +262,14 @@ class OpenAICompatModel:
         base that ends in /v1, a body that is no model list) passes: what the server does with
         requests is classified per request."""
         for ep in self.endpoints:
-            pasted = pasted_route_advice(ep.base, "--api-url")
+            pasted = pasted_route_advice(ep.base, self.flag)
             if pasted is not None:
                 raise DataError(pasted)
         for ep in self.endpoints:
             try:
                 code, raw = await self.transport.probe(_models_url, ep, timeout_s=timeout_s)
             except Unreachable as exc:
-                raise DataError(f"cannot reach {ep.label} ({exc}); start the server or fix --api-url") from None
+                raise DataError(f"cannot reach {ep.label} ({exc}); start the server or fix {self.flag}") from None
             if code in (401, 403):
                 if self._has_key:
                     raise DataError(f"{ep.label} refused the API key (HTTP {code}); pass the right key with --api-key or $OPENAI_API_KEY")
@@ -282,12 +285,11 @@ class OpenAICompatModel:
                     f"{ep.label} does not serve model {self.name!r}; it serves {names or 'no model'}: pass one of these with --model"
                 )
 
-    @staticmethod
-    def _not_found(ep: Endpoint) -> str:
+    def _not_found(self, ep: Endpoint) -> str:
         """A 404 on `<base>/models` where the base does not end in /v1: the commonest slip."""
         parts = urlsplit(ep.base)
         fixed = redact_url(urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/v1")))
-        return f"{ep.label} has no /models (HTTP 404): the URL probably lacks /v1; try --api-url {fixed}"
+        return f"{ep.label} has no /models (HTTP 404): the URL probably lacks /v1; try {self.flag} {fixed}"
 
     # --- requests ------------------------------------------------------------------------------
 
