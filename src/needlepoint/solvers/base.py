@@ -17,15 +17,16 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from needlepoint import status
+from needlepoint import errors, status
 from needlepoint.benchmarks.base import Benchmark, Parsed
 from needlepoint.conversation import Conversation, Generation, Model, Reply
-from needlepoint.errors import RequestError as ToolError  # the one failure type of a request (models/http.py)
 
 __all__ = ["MAIN", "SolveContext", "Solver", "ToolError", "reply_turn"]
 
 MAIN = "model"  # the role of the model named by --model
 T = TypeVar("T")
+
+ToolError = errors.RequestError  # the one failure type of a request (models/http.py), under its old name
 
 
 class Solver(Protocol):
