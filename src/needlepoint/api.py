@@ -85,7 +85,8 @@ def client_settings(config: RunConfig) -> Any:
     """The run's ClientSettings (models.openai_compat), for the --model client and a solver's own."""
     from needlepoint.models.openai_compat import ClientSettings, RetryPolicy
 
-    retry = RetryPolicy(max_retries=config.max_retries, base_s=config.backoff_base_s, max_wait_s=config.max_wait_s)
+    timeout_s = config.generation.get("timeout_s") or Generation.timeout_s  # --timeout bounds every request of the run
+    retry = RetryPolicy(max_retries=config.max_retries, base_s=config.backoff_base_s, max_wait_s=config.max_wait_s, timeout_s=timeout_s)
     return ClientSettings(retry, config.reencode_images, config.max_request_bytes)
 
 

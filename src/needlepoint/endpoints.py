@@ -1,15 +1,18 @@
-"""`--api-url URL#weight`: the optional weight of an endpoint, for weighted least-in-flight.
+"""Endpoint URLs as a user gives them: `--api-url URL#weight` and the paths a base URL must not carry.
 
-A server with twice the GPUs takes `#2`: the client sends each request to the endpoint with the
-fewest requests in flight per unit of weight. No weight means 1.
+The optional weight of an endpoint is for weighted least-in-flight: a server with twice the GPUs
+takes `#2`, and the client sends each request to the endpoint with the fewest requests in flight
+per unit of weight. No weight means 1.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from needlepoint.errors import DataError
+from needlepoint.redact import redact_url
 
 
 def split_weight(url: str) -> tuple[str, float]:
@@ -37,3 +40,23 @@ def add_stats(*lists: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
             t["requests"] += int(row.get("requests", 0))
             t["errors"] += int(row.get("errors", 0))
     return list(total.values())
+
+
+# The paths a client adds itself under a base URL: a base that already ends in one was pasted from
+# a request (`.../v1/chat/completions`), and every request would go to `.../chat/completions/...`.
+_ROUTES = ("chat/completions", "completions", "embeddings", "models", "tokenize", "responses")
+
+
+def pasted_route_advice(url: str, flag: str) -> str | None:
+    """One sentence when the base URL `url` (given with `flag`) ends in an endpoint's path, naming
+    the URL to pass instead (the path dropped, the query string kept); None when it does not."""
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    for route in _ROUTES:
+        if path.endswith("/" + route):
+            fixed = redact_url(urlunsplit(parts._replace(path=path[: -len(route) - 1], fragment="")))
+            return (
+                f"{flag} {redact_url(url)} ends in /{route}, the path needlepoint adds itself; "
+                f"drop it: {flag} {fixed}"
+            )
+    return None

@@ -1,4 +1,7 @@
-"""The one error type a user can cause and fix; the CLI prints it as one sentence, exit code 2."""
+"""needlepoint's own error types: what a user can cause and fix (the CLI prints it as one sentence,
+exit code 2), a request that failed for good, and a run stopped by faults in needlepoint itself."""
+
+from __future__ import annotations
 
 
 class DataError(Exception):
@@ -7,3 +10,17 @@ class DataError(Exception):
 
 class InternalFault(Exception):
     """Too many samples hit a fault in needlepoint's own code: the run stops (a bug to report)."""
+
+
+class RequestError(Exception):
+    """A request to a server (a chat model, a localizer, an embedding model, `/tokenize`) that failed
+    for good: `kind` is a `status.REQUEST_FAILURES` value, the message is scrubbed of credentials;
+    `attempts` and `endpoint` (the redacted URL that answered last) say where it ended. The one
+    failure type of every client (models/http.py); `solvers.ToolError` and
+    `models.embeddings.EmbeddingError` are other names for it."""
+
+    def __init__(self, kind: str, message: str, attempts: int = 1, endpoint: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.attempts = attempts
+        self.endpoint = endpoint

@@ -17,33 +17,44 @@ examples/pooling/embed/vision_embedding_online.py):
   `{"model": M, "prompt": "...", "add_special_tokens": false}`, answered `{"count": n, ...}`;
   `root` is the base URL without its trailing `/v1`. The empty string counts 0 without a request.
 
-Vectors come back L2-normalised (float32), so a dot product is the cosine. Retries follow the
-chat client's RetryPolicy (backoff with full jitter on connection errors, timeouts, 429 and 5xx,
-Retry-After honoured up to `max_wait_s`; other 4xx are not retried and are classified as the chat
-client classifies them); requests in flight are bounded per embedder (`max_concurrency` embedding
-requests, `tokenize_concurrency` /tokenize requests); error messages are scrubbed
-of the API key and URL credentials.
+Vectors come back L2-normalised (float32), so a dot product is the cosine. Requests go through
+the HTTP layer (models/http.py), under the run's policy: `--timeout` per attempt, retries, the wait
+cap, failover, scrubbing, the error kinds; requests in flight are bounded per endpoint
+(`max_concurrency` embedding requests, `tokenize_concurrency` /tokenize requests).
+
+An answer is checked before it is used, and one that is not what was asked for is retried like a
+5xx and then fails as `backend_error` ("invalid_response: ..."), never as a fault of needlepoint:
+vectors must be non-empty lists of finite numbers, all as long as the probe's (the vector of
+`check()`, else of the first answer); a token count a whole number, not negative, equal to the
+number of tokens the answer lists, and not more than the text can hold. An all-zero vector is
+valid but warned about once (on stderr): it scores 0 against everything.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+import math
+import sys
+import unicodedata
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-import aiohttp
 import numpy as np
 
 from needlepoint.conversation import ImageRef
-from needlepoint.errors import DataError
+from needlepoint.endpoints import pasted_route_advice
+from needlepoint.errors import DataError, RequestError
 from needlepoint.images import base64_jpeg
-from needlepoint.models.openai_compat import RetryPolicy, classify_rejection, endpoint, retry_after_s
-from needlepoint.redact import redact_url, scrub, url_secrets
-from needlepoint.status import BACKEND_ERROR
+from needlepoint.models.http import InvalidAnswer, RetryPolicy, Transport, Unreachable, endpoint, head, load_json
 
-__all__ = ["Embedder", "EmbeddingError", "ServedEmbedder", "normalise", "tokenize_url"]
+__all__ = ["EMBEDDINGS", "TOKENIZE", "Embedder", "EmbeddingError", "ServedEmbedder", "normalise", "tokenize_url"]
+
+EMBEDDINGS = "embeddings"  # the lanes of the two kinds of request (their bounds in flight, the wait note)
+TOKENIZE = "token counts"
+
+EmbeddingError = RequestError  # the old name of the one failure type (errors.RequestError)
 
 
 class Embedder(Protocol):
@@ -72,27 +83,21 @@ class Embedder(Protocol):
         ...
 
 
-class EmbeddingError(Exception):
-    """A request that failed for good; `kind` is a status.REQUEST_FAILURES value."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-class _Retry(Exception):
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
 def normalise(vectors: Any) -> np.ndarray:
-    """Rows scaled to unit length (a zero row stays zero), as float32."""
-    m = np.asarray(vectors, dtype=np.float32)
+    """Rows scaled to unit length (a zero row stays zero), as float32. A row whose largest component
+    is beyond float32's comfortable range (over 1e18, or under 1e-18 but not zero) is first divided
+    by that component, so that it neither overflows nor vanishes; other rows are computed as always."""
+    m = np.asarray(vectors, dtype=np.float64)
     if m.ndim != 2:
-        m = m.reshape(len(m), -1) if m.size else np.zeros((0, 0), dtype=np.float32)
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    return m / np.where(norms > 0, norms, 1.0)
+        m = m.reshape(len(m), -1) if m.size else np.zeros((0, 0), dtype=np.float64)
+    if m.size:
+        peak = np.abs(m).max(axis=1, keepdims=True)
+        odd = (peak > 1e18) | ((peak < 1e-18) & (peak > 0))
+        if odd.any():
+            m = np.where(odd, m / np.where(peak > 0, peak, 1.0), m)
+    m32 = m.astype(np.float32)
+    norms = np.linalg.norm(m32, axis=1, keepdims=True)
+    return m32 / np.where(norms > 0, norms, 1.0)
 
 
 def tokenize_url(base_url: str) -> str:
@@ -104,17 +109,262 @@ def tokenize_url(base_url: str) -> str:
     return urlunsplit(parts._replace(path=path + "/tokenize"))
 
 
-def _head(raw: bytes, n: int = 200) -> str:
-    return raw[:n].decode("utf-8", "replace")
+def _embeddings_url(base: str) -> str:
+    return endpoint(base, "embeddings")
 
 
-def _count_of(data: Any) -> int:
-    if isinstance(data, dict):
-        if isinstance(data.get("count"), int):
-            return int(data["count"])
-        if isinstance(data.get("tokens"), list):
-            return len(data["tokens"])
-    raise ValueError(f"not a /tokenize answer: {str(data)[:200]}")
+def _number(value: Any) -> str:
+    """A number as a message shows it: whole numbers of more than 15 digits in short."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        return f"{float(value):.3g}" if abs(value) < 10**308 else f"a number of {len(str(abs(value)))} digits"
+    return json.dumps(value) if isinstance(value, (bool, type(None))) else repr(value)[:40]
+
+
+def token_limit(text: str) -> int:
+    """The most tokens any tokenizer can make of `text` without special tokens: one a byte of its
+    NFKC form (normalisation may lengthen it; byte fallback splits a character into its bytes),
+    doubled for safety, plus a few (a leading-space marker)."""
+    return 2 * len(unicodedata.normalize("NFKC", text).encode("utf-8")) + 8
+
+
+def token_count(data: Any, text: str) -> int:
+    """The count of a `/tokenize` answer for `text`, or InvalidAnswer naming what is wrong. vLLM
+    answers `{"count": n, "max_model_len": m, "tokens": [...]}`; the count may exceed
+    `max_model_len` (vLLM does not truncate a /tokenize prompt), so the text bounds it."""
+    if not isinstance(data, dict):
+        raise InvalidAnswer(f"invalid_response: not a /tokenize answer: {str(data)[:200]}", reason="sent no token count")
+    tokens = data.get("tokens")
+    count = data.get("count", len(tokens) if isinstance(tokens, list) else None)
+    if "count" not in data and not isinstance(tokens, list):
+        raise InvalidAnswer(f"invalid_response: a /tokenize answer without a count: {str(data)[:200]}", reason="sent no token count")
+    problem = None
+    if not isinstance(count, int) or isinstance(count, bool):  # 1.5, true, null, "3"
+        problem = f"a token count of {_number(count)}, not a whole number"
+    elif count < 0:
+        problem = f"a negative token count ({_number(count)})"
+    elif isinstance(tokens, list) and len(tokens) != count:
+        problem = f"a token count of {_number(count)} beside a list of {len(tokens)} tokens"
+    elif count > token_limit(text):
+        problem = f"a token count of {_number(count)} for a text of {len(text)} characters"
+    if problem is not None:
+        raise InvalidAnswer(f"invalid_response: /tokenize answered {problem}", reason="sent a bad token count")
+    assert isinstance(count, int)
+    return count
+
+
+def _finite(x: float) -> bool:
+    """Whether a JSON number is finite as a float (a whole number may be too large for one)."""
+    return math.isfinite(x) if isinstance(x, float) else abs(x) < 1e308
+
+
+def _vector(item: Any, where: str) -> list[float]:
+    """One `embedding` of an answer as floats, or InvalidAnswer (`where`: "vector 3" or so)."""
+    vec = item.get("embedding") if isinstance(item, dict) else None
+    if not isinstance(vec, list):
+        raise InvalidAnswer(f"invalid_response: {where} is not a list of numbers: {str(item)[:120]}", reason="sent no vectors")
+    if not vec:
+        raise InvalidAnswer(f"invalid_response: {where} has no numbers (a zero-length vector)", reason="sent an empty vector")
+    if not set(map(type, vec)) <= {float, int}:
+        bad = next(x for x in vec if type(x) not in (float, int))
+        raise InvalidAnswer(f"invalid_response: {where} holds {_number(bad)}, not a number", reason="sent a bad vector")
+    if not all(map(_finite, vec)):
+        bad = next(x for x in vec if not _finite(x))
+        raise InvalidAnswer(f"invalid_response: {where} holds {_number(bad)}, not a finite number", reason="sent a bad vector")
+    return vec
+
+
+class ServedEmbedder:
+    """An embedding model behind vLLM's OpenAI-compatible server (see the module docstring).
+
+    `timeout_s` bounds each attempt; by default the policy's (`--timeout`, RetryPolicy.timeout_s).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        api_key: str | None = None,
+        retry: RetryPolicy | None = None,
+        batch_size: int = 64,
+        max_concurrency: int = 8,
+        timeout_s: float | None = None,
+        truncate_prompt_tokens: int | None = -1,
+        tokenize_concurrency: int = 64,
+    ) -> None:
+        if batch_size < 1 or max_concurrency < 1 or tokenize_concurrency < 1:
+            raise DataError("the embedding batch size and concurrency must be at least 1")
+        self.name = name
+        self.base_url = base_url
+        # /tokenize is cheap and takes one text per request: a long document asks it a thousand times.
+        self.transport = Transport([base_url], api_key, retry, {EMBEDDINGS: max_concurrency, TOKENIZE: tokenize_concurrency})
+        self.batch_size = batch_size
+        self.timeout_s = timeout_s if timeout_s is not None else self.transport.retry.timeout_s
+        self.truncate_prompt_tokens = truncate_prompt_tokens
+        self.dim: int | None = None  # the vectors' length: the probe's (check), else the first answer's
+        self._dim_from = "the first answer"
+        self._zero_warned = False
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The retry policy (the HTTP layer's)."""
+        return self.transport.retry
+
+    def scrub(self, text: str) -> str:
+        """`text` without the API key or URL credentials."""
+        return self.transport.scrub(text)
+
+    def wait_note(self) -> str | None:
+        """What the run waits for from this server, if anything (Transport.wait_note)."""
+        return self.transport.wait_note()
+
+    def endpoint_stats(self) -> list[dict[str, Any]]:
+        """Per endpoint: its URL (redacted), weight, requests sent (each attempt) and errors."""
+        return self.transport.endpoint_stats()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self.transport.aclose()
+
+    async def _post(self, route: Callable[[str], str], lane: str, payload: dict[str, Any], parse: Callable[[Any], Any]) -> Any:
+        """POST JSON under the policy; `parse(json)` of the answer, or RequestError."""
+        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        got = await self.transport.post(route, body, lambda raw: parse(load_json(raw)), lane, self.timeout_s)
+        return got.value
+
+    # --- the endpoint check --------------------------------------------------------------------
+
+    async def check(self, timeout_s: float = 10.0) -> None:
+        """Raise DataError in one sentence when the URL carries an endpoint's path, the server
+        cannot be reached, has no `/tokenize`, or does not embed text; the probe's vector fixes the
+        length every later vector must have."""
+        pasted = pasted_route_advice(self.base_url, "--embed-url")
+        if pasted is not None:
+            raise DataError(pasted)
+        (ep,) = self.transport.endpoints
+        where = ep.label
+        probe = json.dumps({"model": self.name, "prompt": "summarize:", "add_special_tokens": False}).encode()
+        try:
+            status, raw = await self.transport.probe(tokenize_url, ep, probe, timeout_s)
+        except Unreachable as exc:
+            raise DataError(f"cannot reach the embedding server {where} ({exc}); start it or fix --embed-url") from None
+        if status in (401, 403):
+            raise DataError(
+                f"the embedding server {where} refused the key (http_{status}); set NEEDLEPOINT_EMBED_API_KEY "
+                "(or OPENAI_API_KEY) to the key it expects"
+            )
+        if status == 404 and b"does not exist" in raw:
+            raise DataError(
+                self.scrub(
+                    f"the embedding server {where} does not serve {self.name!r} ({head(raw, 160)}); "
+                    "pass the name it serves to --embed-model"
+                )
+            )
+        if status in (404, 405):
+            raise DataError(
+                f"the embedding server {where} has no /tokenize endpoint, which counts the tokens of the text pieces; "
+                "serve the embedding model with vLLM, or use --embed-backend transformers"
+            )
+        try:
+            if status != 200:
+                raise InvalidAnswer(f"http_{status}")
+            token_count(load_json(raw), "summarize:")
+        except InvalidAnswer:
+            raise DataError(
+                self.scrub(
+                    f"the embedding server {where} answered /tokenize with http_{status} ({head(raw, 120)}); "
+                    f"check that it serves {self.name!r} (--embed-model)"
+                )
+            ) from None
+        try:
+            (vector,) = await self._embed_batch(["summarize:"])
+        except RequestError as exc:
+            raise DataError(
+                self.scrub(
+                    f"the embedding server {where} does not embed text with {self.name!r} ({exc}); check --embed-model and --embed-url"
+                )
+            ) from None
+        self.dim, self._dim_from = len(vector), "the probe"
+
+    # --- answers -------------------------------------------------------------------------------
+
+    def _vectors(self, data: Any, expected: int, what: str) -> list[list[float]]:
+        """The vectors of an embeddings answer for `expected` inputs, in input order, each checked
+        (module docstring); InvalidAnswer naming what is wrong."""
+        items = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            raise InvalidAnswer(f"invalid_response: not an embeddings answer: {str(data)[:200]}", reason="sent no vectors")
+        if len(items) != expected:
+            raise InvalidAnswer(f"invalid_response: {len(items)} vectors for {expected} inputs", reason="sent too few vectors")
+        indices: list[Any] = [it.get("index") if isinstance(it, dict) else None for it in items]
+        if all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
+            if sorted(indices) != list(range(expected)):
+                raise InvalidAnswer(f"invalid_response: vector indices {indices[:10]} for {expected} inputs", reason="sent bad indices")
+            items = [items[k] for k in sorted(range(expected), key=lambda k: indices[k])]
+        elif any(i is not None for i in indices):
+            raise InvalidAnswer(f"invalid_response: vector indices {indices[:10]} are not whole numbers", reason="sent bad indices")
+        vectors = [_vector(it, f"vector {k}" if expected > 1 else "the vector") for k, it in enumerate(items)]
+        lengths = sorted({len(v) for v in vectors})
+        if len(lengths) > 1:
+            raise InvalidAnswer(f"invalid_response: ragged vectors of {' and '.join(map(str, lengths))} numbers in one answer",
+                                reason="sent ragged vectors")  # fmt: skip
+        if self.dim is not None and lengths[0] != self.dim:
+            raise InvalidAnswer(
+                f"invalid_response: vector of {lengths[0]} numbers where {self._dim_from} had {self.dim}", reason="sent vectors of another size"
+            )
+        self.dim = lengths[0]
+        if not self._zero_warned and any(not any(v) for v in vectors):
+            self._zero_warned = True
+            print(
+                f"needlepoint: warning: the embedding server {self.transport.endpoints[0].label} answered an all-zero vector "
+                f"for {what}; it scores 0 against every question (check the embedding model); said once",
+                file=sys.stderr,
+            )
+        return vectors
+
+    async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+        payload: dict[str, Any] = {"model": self.name, "input": texts, "encoding_format": "float"}
+        if self.truncate_prompt_tokens is not None:
+            payload["truncate_prompt_tokens"] = self.truncate_prompt_tokens
+        vectors: list[list[float]] = await self._post(_embeddings_url, EMBEDDINGS, payload, lambda d: self._vectors(d, len(texts), "a text"))
+        return vectors
+
+    async def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings of texts (each distinct text once), in batches of `batch_size`, concurrently."""
+        unique = list(dict.fromkeys(texts))
+        batches = [unique[i : i + self.batch_size] for i in range(0, len(unique), self.batch_size)]
+        got = await _all([self._embed_batch(b) for b in batches])
+        by_text = {t: v for batch, vecs in zip(batches, got) for t, v in zip(batch, vecs)}
+        return normalise([by_text[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
+
+    async def _embed_image(self, ref: ImageRef) -> list[float]:
+        b64 = await asyncio.get_running_loop().run_in_executor(None, base64_jpeg, ref)
+        url = "data:image/jpeg;base64," + b64.decode("ascii")
+        payload = {
+            "model": self.name,
+            "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}],
+            "encoding_format": "float",
+        }
+        vectors: list[list[float]] = await self._post(_embeddings_url, EMBEDDINGS, payload, lambda d: self._vectors(d, 1, f"image {ref.key}"))
+        return vectors[0]
+
+    async def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
+        """Embeddings of images, one request each, concurrently (each distinct image once)."""
+        unique = list(dict.fromkeys(images))
+        got = await _all([self._embed_image(im) for im in unique])
+        by_ref = dict(zip(unique, got))
+        return normalise([by_ref[im] for im in images]) if images else np.zeros((0, 0), dtype=np.float32)
+
+    async def _count(self, text: str) -> int:
+        payload = {"model": self.name, "prompt": text, "add_special_tokens": False}
+        count: int = await self._post(tokenize_url, TOKENIZE, payload, lambda d: token_count(d, text))
+        return count
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Token counts without special tokens, one `/tokenize` request per distinct non-empty text."""
+        unique = [t for t in dict.fromkeys(texts) if t]
+        counts = dict(zip(unique, await _all([self._count(t) for t in unique])))
+        counts[""] = 0
+        return [counts[t] for t in texts]
 
 
 async def _all(coros: Sequence[Any]) -> list[Any]:
@@ -127,197 +377,3 @@ async def _all(coros: Sequence[Any]) -> list[Any]:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-
-
-def _vectors(data: Any, expected: int) -> list[list[float]]:
-    items = sorted(data["data"], key=lambda d: d.get("index", 0))
-    if len(items) != expected:
-        raise ValueError(f"{len(items)} embeddings for {expected} inputs")
-    return [list(map(float, d["embedding"])) for d in items]
-
-
-class ServedEmbedder:
-    """An embedding model behind vLLM's OpenAI-compatible server (see the module docstring)."""
-
-    def __init__(
-        self,
-        name: str,
-        base_url: str,
-        api_key: str | None = None,
-        retry: RetryPolicy | None = None,
-        batch_size: int = 64,
-        max_concurrency: int = 8,
-        timeout_s: float = 120.0,
-        truncate_prompt_tokens: int | None = -1,
-        tokenize_concurrency: int = 64,
-    ) -> None:
-        if batch_size < 1 or max_concurrency < 1 or tokenize_concurrency < 1:
-            raise DataError("the embedding batch size and concurrency must be at least 1")
-        self.name = name
-        self.base_url = base_url
-        self._embeddings_url = endpoint(base_url, "embeddings")
-        self._tokenize_url = tokenize_url(base_url)
-        self._headers = {"Content-Type": "application/json"}
-        self._secrets = [api_key, *url_secrets(base_url)]
-        if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
-        self.retry = retry or RetryPolicy()
-        self.batch_size = batch_size
-        self.timeout_s = timeout_s
-        self.truncate_prompt_tokens = truncate_prompt_tokens
-        self._gate = asyncio.Semaphore(max_concurrency)
-        # /tokenize is cheap and takes one text per request: a long document asks it a thousand times.
-        self._count_gate = asyncio.Semaphore(tokenize_concurrency)
-        self._session: aiohttp.ClientSession | None = None
-
-    def scrub(self, text: str) -> str:
-        """`text` without the API key or URL credentials."""
-        return scrub(text, self._secrets)
-
-    async def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), headers=self._headers)
-        return self._session
-
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    async def _once(self, url: str, body: bytes, timeout_s: float) -> tuple[int, bytes, float | None]:
-        session = await self._client()
-        async with self._count_gate if url == self._tokenize_url else self._gate:
-            async with session.post(url, data=body, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-                return resp.status, await resp.read(), retry_after_s(resp.headers.get("Retry-After"))
-
-    async def _post(self, url: str, payload: dict[str, Any]) -> Any:
-        """POST JSON with the retry policy; the parsed answer, or EmbeddingError."""
-        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-        last = ""
-        for attempt in range(self.retry.max_retries + 1):
-            retry_after = None
-            try:
-                status, raw, retry_after = await self._once(url, body, self.timeout_s)
-                if status == 429 or status >= 500:
-                    raise _Retry(f"http_{status}: {_head(raw)}", retry_after)
-                if status != 200:
-                    kind = classify_rejection(status, _head(raw, 2000))
-                    raise EmbeddingError(kind, self.scrub(f"http_{status} from {redact_url(url)}: {_head(raw, 500)}"))
-                try:
-                    return json.loads(raw)
-                except ValueError:
-                    raise _Retry(f"invalid_response: not JSON: {_head(raw)}") from None
-            except asyncio.TimeoutError:
-                last = f"timeout: no answer within {self.timeout_s:g} s"
-            except aiohttp.ClientError as exc:
-                last = f"connection: {exc.__class__.__name__}: {exc}"
-            except _Retry as exc:
-                last, retry_after = str(exc), exc.retry_after
-            if retry_after is not None and retry_after > self.retry.max_wait_s:
-                message = (
-                    f"{last}: the server asked to wait {retry_after:.0f} s, more than {self.retry.max_wait_s:g} s; not waited for"
-                )
-                raise EmbeddingError(BACKEND_ERROR, self.scrub(message))
-            if attempt < self.retry.max_retries:
-                await asyncio.sleep(self.retry.delay(attempt, retry_after))
-        message = f"{last} (gave up after {self.retry.max_retries + 1} attempts at {redact_url(url)})"
-        raise EmbeddingError(BACKEND_ERROR, self.scrub(message))
-
-    async def check(self, timeout_s: float = 10.0) -> None:
-        """Raise DataError in one sentence when the server cannot be reached, has no `/tokenize`,
-        or does not embed text."""
-        where = redact_url(self.base_url)
-        probe = json.dumps({"model": self.name, "prompt": "summarize:", "add_special_tokens": False}).encode()
-        try:
-            status, raw, _ = await self._once(self._tokenize_url, probe, timeout_s)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            reason = exc.__class__.__name__ if isinstance(exc, asyncio.TimeoutError) else str(exc) or exc.__class__.__name__
-            raise DataError(
-                self.scrub(f"cannot reach the embedding server {where} ({reason}); start it or fix --embed-url")
-            ) from None
-        if status in (401, 403):
-            raise DataError(
-                f"the embedding server {where} refused the key (http_{status}); set NEEDLEPOINT_EMBED_API_KEY "
-                "(or OPENAI_API_KEY) to the key it expects"
-            )
-        if status == 404 and b"does not exist" in raw:
-            raise DataError(
-                self.scrub(
-                    f"the embedding server {where} does not serve {self.name!r} ({_head(raw, 160)}); "
-                    "pass the name it serves to --embed-model"
-                )
-            )
-        if status in (404, 405):
-            raise DataError(
-                f"the embedding server {where} has no /tokenize endpoint, which counts the tokens of the text pieces; "
-                "serve the embedding model with vLLM, or use --embed-backend transformers"
-            )
-        try:
-            _count_of(json.loads(raw) if status == 200 else None)
-        except ValueError:
-            raise DataError(
-                self.scrub(
-                    f"the embedding server {where} answered /tokenize with http_{status} ({_head(raw, 120)}); "
-                    f"check that it serves {self.name!r} (--embed-model)"
-                )
-            ) from None
-        try:
-            await self._embed_batch(["summarize:"])
-        except (EmbeddingError, ValueError, KeyError, TypeError) as exc:
-            raise DataError(
-                self.scrub(
-                    f"the embedding server {where} does not embed text with {self.name!r} ({exc}); check --embed-model and --embed-url"
-                )
-            ) from None
-
-    async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
-        payload: dict[str, Any] = {"model": self.name, "input": texts, "encoding_format": "float"}
-        if self.truncate_prompt_tokens is not None:
-            payload["truncate_prompt_tokens"] = self.truncate_prompt_tokens
-        return _vectors(await self._post(self._embeddings_url, payload), len(texts))
-
-    async def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings of texts (each distinct text once), in batches of `batch_size`, concurrently."""
-        unique = list(dict.fromkeys(texts))
-        batches = [unique[i : i + self.batch_size] for i in range(0, len(unique), self.batch_size)]
-        try:
-            got = await _all([self._embed_batch(b) for b in batches])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise EmbeddingError(BACKEND_ERROR, self.scrub(f"invalid_response: not an embeddings answer ({exc})")) from None
-        by_text = {t: v for batch, vecs in zip(batches, got) for t, v in zip(batch, vecs)}
-        return normalise([by_text[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
-
-    async def _embed_image(self, ref: ImageRef) -> list[float]:
-        b64 = await asyncio.get_running_loop().run_in_executor(None, base64_jpeg, ref)
-        url = "data:image/jpeg;base64," + b64.decode("ascii")
-        payload = {
-            "model": self.name,
-            "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}],
-            "encoding_format": "float",
-        }
-        return _vectors(await self._post(self._embeddings_url, payload), 1)[0]
-
-    async def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
-        """Embeddings of images, one request each, concurrently (each distinct image once)."""
-        unique = list(dict.fromkeys(images))
-        try:
-            got = await _all([self._embed_image(im) for im in unique])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise EmbeddingError(BACKEND_ERROR, self.scrub(f"invalid_response: not an embeddings answer ({exc})")) from None
-        by_ref = dict(zip(unique, got))
-        return normalise([by_ref[im] for im in images]) if images else np.zeros((0, 0), dtype=np.float32)
-
-    async def _count(self, text: str) -> int:
-        data = await self._post(self._tokenize_url, {"model": self.name, "prompt": text, "add_special_tokens": False})
-        try:
-            return _count_of(data)
-        except ValueError as exc:
-            raise EmbeddingError(BACKEND_ERROR, self.scrub(f"invalid_response: {exc}")) from None
-
-    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Token counts without special tokens, one `/tokenize` request per distinct non-empty text."""
-        unique = [t for t in dict.fromkeys(texts) if t]
-        counts = dict(zip(unique, await _all([self._count(t) for t in unique])))
-        counts[""] = 0
-        return [counts[t] for t in texts]

@@ -67,6 +67,10 @@ class ThreadedEmbedder:
     async def aclose(self) -> None:
         """Nothing to close (the model is released with the object)."""
 
+    def wait_note(self) -> str | None:
+        """Nothing to wait for but the model itself (the served clients name their waits)."""
+        return None
+
     def _texts_sync(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
 

@@ -60,6 +60,45 @@ VLLM_IMAGES_ERROR = {
 }
 
 
+# The hostile answers an embedding server may give (SimulatedServer.embed_faults).
+EMBED_FAULTS = ("wide", "narrow", "ragged", "nan", "inf", "empty", "zeros", "bool", "text", "short", "index", "deep", "notjson")
+OMIT = object()  # a tokenize fault's value that removes the key from the answer (e.g. {"count": OMIT})
+
+
+def hostile_embeddings(fault: str, answer: dict[str, Any]) -> Any:
+    """`answer` (an embeddings answer) spoilt as `fault` says: vectors one number longer or shorter,
+    of two lengths, with a NaN, an infinity, no numbers, all zeros, `true` or a string in them; one
+    vector too few; duplicate indices; JSON nested 5,000 deep; a body that is not JSON (bytes)."""
+    rows = answer["data"]
+    first = rows[0]["embedding"]
+    if fault == "wide":
+        for r in rows:
+            r["embedding"] = [*r["embedding"], 0.5]
+    elif fault == "narrow":
+        for r in rows:
+            r["embedding"] = r["embedding"][:-1]
+    elif fault == "ragged":
+        first.append(0.5)  # one vector longer than the others (a lone vector: longer than the probe's)
+    elif fault in ("nan", "inf", "bool", "text"):
+        first[0] = {"nan": float("nan"), "inf": float("inf"), "bool": True, "text": "0.5"}[fault]
+    elif fault == "empty":
+        rows[0]["embedding"] = []
+    elif fault == "zeros":
+        rows[0]["embedding"] = [0.0] * len(first)
+    elif fault == "short":
+        answer["data"] = rows[:-1]
+    elif fault == "index":
+        for r in rows:
+            r["index"] = 0
+    elif fault == "deep":
+        return b"[" * 5000 + b"]" * 5000
+    elif fault == "notjson":
+        return b"{not json"
+    else:
+        raise ValueError(f"unknown embedding fault {fault!r}; use one of {', '.join(EMBED_FAULTS)}")
+    return answer
+
+
 def simulated_embedding(text: str) -> list[float]:
     """The simulated embedder's vector of a text: its content words (lower case) hashed into
     EMBED_DIM signed dimensions, plus a fixed pseudo-random part of the whole text (so that, as
@@ -133,7 +172,7 @@ class SimulatedServer:
     `script` maps a request key (see request_key; the first user message's text alone also works)
     to the answers for turn 1, 2, ...; `default` answers any other request. `faults` maps a key to a
     list of faults consumed one per request before it is answered: "429", "500", "400", "hang",
-    "close", "badjson", "429long" (Retry-After: 100000), "429date" (Retry-After: a date in 2099),
+    "close", "badjson", "deep" (JSON nested 5,000 deep), "429long" (Retry-After: 100000), "429date" (Retry-After: a date in 2099),
     "context" and "images" (vLLM's 400 bodies), "echo" (a 400 whose body repeats the request's
     Authorization header and URL). `models` is what `GET /v1/models` lists; with `api_key` set, a
     request without that Bearer key gets 401; with `failing` set, every chat request gets 503.
@@ -141,7 +180,10 @@ class SimulatedServer:
     The embedding side: `embed_models` are the names `/v1/embeddings` and `/tokenize` accept (another
     gets vLLM's 404 "does not exist"); `tokenize=False` leaves `/tokenize` out (404, as a server
     without it); `embed_delay_s` delays each embedding request; `embed_log` keeps (endpoint, number
-    of inputs) per embedding or tokenize request, in arrival order.
+    of inputs) per embedding or tokenize request, in arrival order. `embed_faults` are consumed one
+    per `/v1/embeddings` request, each a hostile answer of EMBED_FAULTS, "hang", an HTTP status
+    ("500") or "" (a good answer); `tokenize_faults` one per `/tokenize` request, each "hang" or a dict that replaces keys
+    of the answer (e.g. {"count": -1}).
     """
 
     script: Mapping[str, list[ScriptReply]] = field(default_factory=dict)
@@ -158,6 +200,8 @@ class SimulatedServer:
     tokenize: bool = True
     embed_delay_s: float = 0.0
     embed_log: list[tuple[str, int]] = field(default_factory=list)
+    embed_faults: list[str] = field(default_factory=list)
+    tokenize_faults: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -259,6 +303,11 @@ class SimulatedServer:
             return refusal
         if self.embed_delay_s:
             await asyncio.sleep(self.embed_delay_s)
+        fault = (self.embed_faults.pop(0) if self.embed_faults else "") or None  # "": answered as it should be
+        if fault == "hang":
+            await asyncio.sleep(3600)
+        if fault is not None and fault.isdigit():
+            return web.Response(status=int(fault), text=f"simulated {fault}")
         if "messages" in body:
             self.embed_log.append(("embeddings", 1))
             urls = [p["image_url"]["url"] for m in body["messages"] for p in m.get("content", []) if p.get("type") == "image_url"]
@@ -273,10 +322,15 @@ class SimulatedServer:
             inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
             self.embed_log.append(("embeddings", len(inputs)))
             vectors = [simulated_embedding(str(t)) for t in inputs]
-        data_rows = [{"index": i, "object": "embedding", "embedding": v} for i, v in enumerate(vectors)]
+        data_rows: list[Any] = [{"index": i, "object": "embedding", "embedding": v} for i, v in enumerate(vectors)]
         tokens = sum(simulated_token_count(str(t)) for t in (body.get("input") or []) if isinstance(t, str))
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-        return web.json_response({"object": "list", "model": body["model"], "data": data_rows, "usage": usage})
+        answer: Any = {"object": "list", "model": body["model"], "data": data_rows, "usage": usage}
+        if fault is not None:
+            answer = hostile_embeddings(fault, answer)
+        if isinstance(answer, bytes):
+            return web.Response(body=answer, content_type="application/json")
+        return web.Response(text=json.dumps(answer), content_type="application/json")  # NaN and Infinity as Python writes them
 
     async def _tokenize(self, request: Any) -> Any:
         from aiohttp import web
@@ -285,8 +339,14 @@ class SimulatedServer:
         if refusal is not None:
             return refusal
         self.embed_log.append(("tokenize", 1))
+        fault = self.tokenize_faults.pop(0) if self.tokenize_faults else None
+        if fault == "hang":
+            await asyncio.sleep(3600)
         n = simulated_token_count(str(body.get("prompt", "")))
-        return web.json_response({"count": n, "max_model_len": 512, "tokens": list(range(n)), "token_strs": None})
+        answer = {"count": n, "max_model_len": 512, "tokens": list(range(n)), "token_strs": None}
+        if isinstance(fault, dict):
+            answer = {k: v for k, v in {**answer, **fault}.items() if v is not OMIT}
+        return web.json_response(answer)
 
     async def _chat(self, request: Any) -> Any:
         from aiohttp import web
@@ -322,6 +382,8 @@ class SimulatedServer:
             if fault == "close":
                 request.transport.close()
                 return web.Response(status=500)
+            if fault == "deep":
+                return web.Response(status=200, body=b"[" * 5000 + b"]" * 5000, content_type="application/json")
             if fault == "badjson":
                 return web.Response(status=200, text="{not json", content_type="application/json")
         if self.delay_s:

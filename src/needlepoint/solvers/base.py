@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from needlepoint import status
+from needlepoint import errors, status
 from needlepoint.benchmarks.base import Benchmark, Parsed
 from needlepoint.conversation import Conversation, Generation, Model, Reply
 
@@ -26,14 +26,7 @@ __all__ = ["MAIN", "SolveContext", "Solver", "ToolError", "reply_turn"]
 MAIN = "model"  # the role of the model named by --model
 T = TypeVar("T")
 
-
-class ToolError(Exception):
-    """A tool call that failed for a reason of the `status` vocabulary (a request failure kind);
-    recorded as the call's error, and the sample takes that kind as its status."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
+ToolError = errors.RequestError  # the one failure type of a request (models/http.py), under its old name
 
 
 class Solver(Protocol):
