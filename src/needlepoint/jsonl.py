@@ -44,9 +44,9 @@ def open_regular(path: Path, hint: str = "check the path", limit: int | None = M
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
-            raise DataError(f"{path} is a folder, not a file; {hint}")
+            raise DataError(f"{path} cannot be read: it is a folder, not a file; {hint}")
         if not stat.S_ISREG(info.st_mode):
-            raise DataError(f"{path} is not a regular file (a device, FIFO or socket); {hint}")
+            raise DataError(f"{path} cannot be read: it is not a regular file (a device, FIFO or socket); {hint}")
         if limit is not None and info.st_size > limit:
             raise DataError(f"{path} is {info.st_size:,} bytes, over the limit of {limit:,} for this file; {hint}")
         os.set_blocking(fd, True)

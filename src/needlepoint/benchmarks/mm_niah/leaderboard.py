@@ -71,15 +71,27 @@ def write_leaderboard(
 
 
 def read_leaderboard_file(path: Path) -> list[dict[str, Any]]:
-    """The rows of one leaderboard file, in file order (order matters for the official sums)."""
+    """The rows of one leaderboard file, in file order (order matters for the official sums).
+    A file that repeats a `question_id` is refused with the count: each copy would count again."""
     rows = []
+    first: dict[str, str] = {}
+    repeated: list[str] = []
     for where, row in read_jsonl(Path(path)):
         absent = [key for key in _NEEDED if key not in row]
         if absent:
             raise DataError(
                 f"{where} lacks {', '.join(absent)}; leaderboard rows carry {', '.join(FIELDS)}."
             )
+        if row.get("question_id") is not None:
+            key = json_text(row["question_id"])
+            if key in first:
+                repeated.append(f"{where} repeats question_id {key} of {first[key]}")
+            first.setdefault(key, where)
         rows.append(row)
+    if repeated:
+        raise DataError(
+            f"{path} holds {len(repeated)} duplicate row(s) ({repeated[0]}); remove them: each would count again."
+        )
     return rows
 
 
