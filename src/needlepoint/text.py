@@ -27,7 +27,9 @@ def shown(text: str) -> str:
     """`text` as a message quotes it: writable, and a surrogateescape'd byte shown as \\xNN."""
     if not has_surrogates(text):
         return repr(text)
-    return repr(text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")) if _escaped_only(text) else repr(writable(text))
+    if _escaped_only(text):
+        return "'" + text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") + "'"
+    return repr(writable(text))
 
 
 def _escaped_only(text: str) -> bool:
