@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.base import DataError
-from needlepoint.benchmarks.mm_niah.aggregate import TASKS, aggregate
+from needlepoint.benchmarks.mm_niah.aggregate import TASKS, aggregate, checked_depth_bin
 from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
 from needlepoint.jsonl import read_jsonl
+from needlepoint.numbers import size
 from needlepoint.store import json_text
 
 FIELDS = ("question_id", "question", "answer", "response", "context_length", "placed_depth")
@@ -82,11 +83,14 @@ def read_leaderboard_file(path: Path) -> list[dict[str, Any]]:
             raise DataError(
                 f"{where} lacks {', '.join(absent)}; leaderboard rows carry {', '.join(FIELDS)}."
             )
+        line = where.rpartition(" ")[2]
+        size(row["context_length"], where, "context_length", "a length in tokens is 0 or more; fix that field")
+        checked_depth_bin(row["placed_depth"], where)
         if row.get("question_id") is not None:
             key = json_text(row["question_id"])
             if key in first:
-                repeated.append(f"{where} repeats question_id {key} of {first[key]}")
-            first.setdefault(key, where)
+                repeated.append(f"line {line} repeats question_id {key} of line {first[key]}")
+            first.setdefault(key, line)
         rows.append(row)
     if repeated:
         raise DataError(

@@ -366,9 +366,10 @@ def read_authors_predictions(path: Path) -> list[dict[str, Any]]:
         gt = _box(rec["gt_bbox_xyxy"], where, "gt_bbox_xyxy")
         if "row_idx" in rec:
             idx = integer(rec["row_idx"], where, "`row_idx`", fix)
+            line = where.rpartition(" ")[2]
             if idx in first_line:
-                repeated.append(f"{where} repeats row_idx {idx} of {first_line[idx]}")
-            first_line.setdefault(idx, where)
+                repeated.append(f"line {line} repeats row_idx {idx} of line {first_line[idx]}")
+            first_line.setdefault(idx, line)
         for key, seen in kinds.items():
             seen.append(_text_field(rec, key, where))
         error = rec["parse_error"]
