@@ -326,3 +326,12 @@ def test_a_model_name_that_is_not_utf8_is_refused_before_a_run_folder(tmp_path: 
     code = cli_main(["eval", "ref_adv_s", "--data", str(data), "--model", model, "--api-url", "http://127.0.0.1:9/v1", "--out", str(out)])
     _one_sentence(code, capsys.readouterr().err, "--model 'm\\xff' is not UTF-8 text")
     assert not out.exists()
+
+
+def test_report_of_a_run_folder_whose_name_is_not_utf8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder name of bytes that are not UTF-8 reaches the board's source column: written as U+FFFD."""
+    root = tmp_path / "runs"
+    _run(root, os.fsdecode(b"m\xff"), metrics=json.dumps(METRICS))
+    code = cli_main(["report", str(root), "--out", str(tmp_path / "board")])
+    assert code == 0, capsys.readouterr().err
+    assert "m\ufffd/20260101-000000 |" in (tmp_path / "board" / "leaderboard.md").read_text(encoding="utf-8")
