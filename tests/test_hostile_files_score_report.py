@@ -335,3 +335,11 @@ def test_report_of_a_run_folder_whose_name_is_not_utf8(tmp_path: Path, capsys: p
     code = cli_main(["report", str(root), "--out", str(tmp_path / "board")])
     assert code == 0, capsys.readouterr().err
     assert "m\ufffd/20260101-000000 |" in (tmp_path / "board" / "leaderboard.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("flag", ["--extra-body", "--solver-option"])
+def test_json_flags_nested_deeply_are_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    deep = "[" * 30_000 + "]" * 30_000  # as deep as one argument can carry (128 KiB)
+    value = '{"a": ' + deep + "}" if flag == "--extra-body" else "x=" + deep
+    code = cli_main(["eval", "ref_adv_s", "--data", str(tmp_path), "--model", "m", "--api-url", "http://127.0.0.1:9/v1", flag, value])
+    _one_sentence(code, capsys.readouterr().err)
