@@ -86,7 +86,9 @@ def read_records(path: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     if not path.exists():
         return out
-    with path.open("rb") as fh:
+    from needlepoint.jsonl import open_regular  # a FIFO or /dev/zero in a run folder is refused, not read
+
+    with open_regular(path, "move the run folder aside", None) as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.endswith(b"\n"):
                 break
