@@ -343,3 +343,18 @@ def test_json_flags_nested_deeply_are_one_sentence(tmp_path: Path, capsys: pytes
     value = '{"a": ' + deep + "}" if flag == "--extra-body" else "x=" + deep
     code = cli_main(["eval", "ref_adv_s", "--data", str(tmp_path), "--model", "m", "--api-url", "http://127.0.0.1:9/v1", flag, value])
     _one_sentence(code, capsys.readouterr().err)
+
+
+def test_a_model_group_beyond_the_results_range_is_group_one() -> None:
+    """Results files hold category_id 1..MAX_GROUP; a reply's group 500 or 10**30 is read as the
+    group of a box without one (1), so that a run's own results file is never refused."""
+    from needlepoint.benchmarks.mc_bench.parse import MAX_GROUP, PairGeometry, group_number, parse_answer
+    from needlepoint.benchmarks.mc_bench.scoring import check_results
+
+    assert [group_number(v) for v in (3, 3.0, "group 7", MAX_GROUP, MAX_GROUP + 1, 10**30, "9" * 400, 1e300)] == [
+        3, 3, 7, MAX_GROUP, None, None, None, None]  # fmt: skip
+    geometry = PairGeometry(((100.0, 100.0), (100.0, 100.0)))
+    text = '{"image_1": [{"group": 500, "bbox_2d": [1, 1, 20, 20]}], "image_2": []}'
+    parsed = parse_answer(text, geometry, "abs_xyxy", merged=False)
+    assert [b["group"] for b in parsed.answer] == [1]
+    check_results([{"image_id": 1, "category_id": b["group"], "bbox": [1, 1, 19, 19]} for b in parsed.answer])

@@ -169,7 +169,7 @@ def pct(value: Any) -> float | None:
     value that is no finite number (NaN, a string, a boolean) is CORRUPT."""
     if value is None or isinstance(value, (dict, list)):
         return None
-    if not is_finite(value):
+    if not is_finite(value) or not is_finite(100 * float(value)):  # 1e308 is no rate either
         return CORRUPT
     return 100 * float(value)
 
