@@ -51,7 +51,7 @@ def random_results(gt: GroundTruth, seed: int) -> list[dict[str, Any]]:
         box = [x + rng.uniform(-j, j), y + rng.uniform(-j, j), w * rng.uniform(0.7, 1.3), h * rng.uniform(0.9, 1.1)]
         if rng.random() < 0.3:
             box = [round(v) for v in box]
-        cat = b.category_id if rng.random() < 0.9 else rng.choice([1, 2, 3, 0, 8, 9])
+        cat = b.category_id if rng.random() < 0.9 else rng.choice([1, 2, 3, 12, 8, 9])
         out.append({"image_id": b.image_id, "category_id": cat, "bbox": box, "score": round(rng.random(), rng.choice([1, 1, 2, 6]))})
         if rng.random() < 0.1:
             out.append({"image_id": b.image_id, "category_id": b.category_id, "bbox": list(b.bbox), "score": rng.choice([0.5, 1.0])})
@@ -210,8 +210,8 @@ def test_corrected_is_invariant_to_renumbering_groups(gt: GroundTruth) -> None:
     for r in results:
         sample = gt.image_by_id[r["image_id"]].sample_id
         if sample not in labels:
-            new = rng.sample([1, 2, 3, 4, 5, 6, 7, 9, 12, 0], 10)
-            labels[sample] = dict(zip([1, 2, 3, 4, 5, 6, 7, 9, 12, 0], new, strict=True))
+            new = rng.sample([1, 2, 3, 4, 5, 6, 7, 9, 12, 11], 10)
+            labels[sample] = dict(zip([1, 2, 3, 4, 5, 6, 7, 9, 12, 11], new, strict=True))
         renumbered.append({**r, "category_id": labels[sample][r["category_id"]]})
     a, b = score_results(gt, results), score_results(gt, renumbered)
     assert a["corrected"] == b["corrected"]
@@ -302,10 +302,10 @@ def test_prediction_on_unknown_image_is_a_data_error(gt: GroundTruth) -> None:
         ('{"a": 1}', "is not a JSON list of predictions"),
         ('[{"image_id": 1, "category_id": 1}]', "prediction 0 .* has bbox None"),
         ('[{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3]}]', "has bbox \\[1, 2, 3\\]"),
-        ('[{"image_id": 1, "category_id": true, "bbox": [1, 2, 3, 4]}]', "has category_id True, which is not an integer"),
+        ('[{"image_id": 1, "category_id": true, "bbox": [1, 2, 3, 4]}]', "category_id \\(the group\\) is True, not a whole number"),
         ('[{"image_id": "1", "category_id": 1, "bbox": [1, 2, 3, 4]}]', "has image_id '1'"),
         ('[{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": "high"}]', "has score 'high'"),
-        ("[{", "could not be read as JSON"),
+        ("[{", "is not valid JSON"),
     ],
 )
 def test_bad_results_files(tmp_path: Path, content: str, message: str) -> None:

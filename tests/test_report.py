@@ -37,6 +37,7 @@ from needlepoint.errors import DataError
 from needlepoint.report import html as report_html
 from needlepoint.report import leaderboard as lb
 from needlepoint.report import thumbs
+from needlepoint.report.boards import Corrupt
 from needlepoint.report.published import published_tables
 
 NAMES = tuple(BUILTIN)  # the built-in benchmarks
@@ -764,7 +765,9 @@ def test_odd_but_object_metrics_give_empty_cells(tmp_path: Path) -> None:
         runs.append(lb.read_run(_write_run(tmp_path / name, header, odd)))
     boards = lb.build_boards(runs)
     assert [b.key for b in boards] == ["ref_adv_s", "mc_bench", "mm_niah_ranges", "mm_niah_tasks"]
-    assert all(v is None for b in boards for r in b.rows for v in r.values)
+    # a cell of the wrong shape is empty; a value that is no number ("high", true) is shown as corrupt
+    assert all(v is None or isinstance(v, Corrupt) for b in boards for r in b.rows for v in r.values)
+    assert boards[0].display_rows()[0][2:4] == ["corrupt", "corrupt"]  # n: true, Acc@0.5: "high"
     lb.write_leaderboard(boards, tmp_path / "o")
 
 

@@ -171,7 +171,7 @@ def _generation(ns: argparse.Namespace) -> dict[str, Any]:
     if ns.extra_body:
         try:
             extra = json.loads(ns.extra_body, parse_constant=_no_constant, parse_float=_finite_number, parse_int=_finite_number)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested thousands deep
             raise DataError("--extra-body must be a JSON object of finite numbers, strings and lists, e.g. '{\"top_k\": 1}'") from None
         if not isinstance(extra, dict):
             raise DataError("--extra-body must be a JSON object, e.g. '{\"top_k\": 1}'")
@@ -194,7 +194,7 @@ def _solver_options(items: list[str]) -> dict[str, Any]:
             raise DataError(f"--solver-option {item!r} is not KEY=VALUE; write e.g. --solver-option threshold=0.05")
         try:
             out[key.strip().replace("-", "_")] = json.loads(value, parse_constant=_no_constant)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON (or nested thousands deep): the text itself
             out[key.strip().replace("-", "_")] = value
     return out
 

@@ -20,6 +20,7 @@ from needlepoint import numbers
 from needlepoint.conversation import Generation
 from needlepoint.errors import DataError
 from needlepoint.redact import redact_url
+from needlepoint.text import has_surrogates, shown
 
 __all__ = ["RunConfig", "dataset_fingerprint", "default_run_dir", "hash_identity", "identity", "model_slug", "redact_url"]
 
@@ -56,6 +57,8 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         """Check the numbers and URLs a user typed, each in one sentence."""
+        if has_surrogates(self.model):  # bytes that are not UTF-8 (argv's surrogateescape): no JSON body or run.json holds them
+            raise DataError(f"--model {shown(self.model)} is not UTF-8 text; give the model name as the server lists it (GET /v1/models)")
         gen = self.generation
         numbers.flag("--temperature", gen.get("temperature"), 0.0)
         numbers.flag("--top-p", gen.get("top_p"), 0.0)

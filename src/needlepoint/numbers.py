@@ -4,6 +4,9 @@ A number is a JSON/Python int or float (numpy scalars too), not a boolean, finit
 range of a float (an integer such as 10**400 is not: it overflows every computation downstream).
 Sizes (widths, heights, areas, lengths) must also not be negative. Every reader checks through
 here, so NaN, infinities and huge integers are refused with one sentence everywhere.
+
+The same holds for the other field types a file carries: a count or id (`integer`) is a whole
+number in its range, never 2.5, "five" or 10**30; a flag (`boolean`) is true or false, never "yes".
 """
 
 from __future__ import annotations
@@ -43,6 +46,40 @@ def size(value: Any, where: str, what: str = "a size", hint: str = "fix that val
     return number
 
 
+MAX_EXACT = 2**53  # the largest whole number every reader (a float, JavaScript) holds exactly
+
+
+def integer(
+    value: Any, where: str, what: str, hint: str = "fix that value", minimum: int = 0, maximum: int = MAX_EXACT
+) -> int:
+    """A count or id read from a file: a whole number (an integral float such as 3.0 counts, as
+    pandas writes them; a boolean, a string or 2.5 does not) from `minimum` to `maximum`;
+    DataError saying `where` it is and what is wrong otherwise."""
+    whole_float = isinstance(value, float) and value.is_integer()
+    if isinstance(value, bool) or not (isinstance(value, int) or whole_float or _is_numpy_int(value)):
+        raise DataError(f"{where}: {what} is {_show(value)}, not a whole number; {hint}")
+    number = int(value)
+    if number < minimum:
+        raise DataError(f"{where}: {what} is {_show(value)}; it must be at least {minimum}; {hint}")
+    if number > maximum:
+        raise DataError(f"{where}: {what} is {_show(value)}; it must be at most {maximum:,}; {hint}")
+    return number
+
+
+def boolean(value: Any, where: str, what: str, hint: str = "fix that value", default: bool = False) -> bool:
+    """A flag read from a file: JSON true or false (null or absent: `default`); "yes", 1 or "true"
+    are refused, so that no spelling is read one way here and another way elsewhere."""
+    if value is None:
+        return default
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":  # numpy's bool from a parquet column
+        raise DataError(f"{where}: {what} is {_show(value)}, not true or false; {hint}")
+    return bool(value)
+
+
+def _is_numpy_int(value: Any) -> bool:
+    return hasattr(value, "dtype") and getattr(value.dtype, "kind", "") in "iu" and getattr(value, "ndim", 1) == 0
+
+
 def is_box(value: Any) -> bool:
     """Four finite numbers in a list or tuple."""
     return isinstance(value, (list, tuple)) and len(value) == 4 and all(is_finite(v) for v in value)
@@ -76,7 +113,9 @@ def whole(name: str, value: Any, minimum: int) -> None:
 
 
 def _show(value: Any) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > FLOAT_MAX:
+    from needlepoint.text import writable
+
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**60:
         return f"an integer of {len(str(abs(value)))} digits"
-    text = repr(value)
+    text = writable(repr(value))
     return text if len(text) <= 60 else text[:57] + "..."

@@ -86,13 +86,15 @@ def read_records(path: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     if not path.exists():
         return out
-    with path.open("rb") as fh:
+    from needlepoint.jsonl import open_regular  # a FIFO or /dev/zero in a run folder is refused, not read
+
+    with open_regular(path, "move the run folder aside", None) as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.endswith(b"\n"):
                 break
             try:
                 rec = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: a line nested 100,000 deep
                 rec = None
             if not isinstance(rec, dict) or "id" not in rec:
                 raise DataError(
@@ -126,13 +128,12 @@ class RunStore:
     @staticmethod
     def read_header(run_dir: Path) -> dict[str, Any] | None:
         """The run's header, or None when the folder holds no run."""
+        from needlepoint.jsonl import read_json  # the one reader of files: depth, numbers, size, FIFOs
+
         path = run_dir / HEADER
-        if not path.exists():
+        if not os.path.lexists(path):
             return None
-        try:
-            header = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            header = None
+        header = read_json(path, "move the run folder aside and start fresh", 256 << 20)
         if not isinstance(header, dict):
             raise DataError(f"{path} is not valid JSON of a run header; move the run folder aside and start fresh")
         return header

@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from needlepoint.numbers import is_finite
 from needlepoint.report.published import PublishedRow
+from needlepoint.text import writable
 
-__all__ = ["Board", "BoardRow", "Cell", "Run", "at", "count", "obj", "pct", "progress_mark"]
+__all__ = ["CORRUPT", "Board", "BoardRow", "Cell", "Corrupt", "Run", "at", "count", "obj", "pct", "progress_mark"]
 
 
 @dataclass
@@ -72,11 +74,33 @@ def progress_mark(run: Run) -> str:
     (from metrics.json's `run` block: failed requests are counted apart from answers)."""
     block = obj(run.metrics.get("run"))
     total, answered, failed = (count(block.get(k)) for k in ("samples", "answered", "failed"))
+    if isinstance(total, Corrupt) or isinstance(answered, Corrupt) or isinstance(failed, Corrupt):
+        return "its run block is corrupt"
     if total is None or answered is None or failed is None:
         return ""
     if failed == 0 and answered >= total:
         return ""
     return f"{answered} answered, {failed} failed of {total}"
+
+
+class Corrupt(float):
+    """The marker of a metrics.json cell that holds something other than a finite number (NaN,
+    Infinity, a string, a boolean): shown as "corrupt" in every output, never as a number. A float
+    (minus infinity) so that a layout's sort key takes it and ranks its row last."""
+
+    def __repr__(self) -> str:
+        return "corrupt"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return "corrupt"
+
+    def __neg__(self) -> float:  # sort keys negate rates: the row still ranks last
+        return float("inf")
+
+
+CORRUPT = Corrupt("-inf")
 
 
 def obj(value: Any) -> dict[str, Any]:
@@ -95,6 +119,11 @@ class BoardRow:
     values: Sequence[Cell]
     source: str
     published: bool = False
+
+    def __post_init__(self) -> None:
+        """Labels and source come from run files and folder names: made writable (text.py)."""
+        self.labels = [writable(str(label)) for label in self.labels]
+        self.source = writable(self.source)
 
 
 @dataclass
@@ -119,9 +148,11 @@ class Board:
 
     def cell(self, column: str, value: Cell) -> str:
         """A value as shown to people: one decimal for rates, integers for counts, empty for none,
-        a published cell as written."""
+        "corrupt" for a stored value that is no number, a published cell as written."""
         if value is None:
             return ""
+        if isinstance(value, Corrupt):
+            return "corrupt"
         if isinstance(value, str):
             return value
         if column in self.counts:
@@ -134,10 +165,13 @@ class Board:
 
 
 def pct(value: Any) -> float | None:
-    """100 x a stored rate; None stays None."""
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+    """100 x a stored rate; None (absent) and containers (a cell of the wrong shape) stay None; a
+    value that is no finite number (NaN, a string, a boolean) is CORRUPT."""
+    if value is None or isinstance(value, (dict, list)):
         return None
-    return 100 * value
+    if not is_finite(value) or not is_finite(100 * float(value)):  # 1e308 is no rate either
+        return CORRUPT
+    return 100 * float(value)
 
 
 def at(d: Any, *keys: Any) -> Any:
@@ -153,5 +187,9 @@ def at(d: Any, *keys: Any) -> Any:
 
 
 def count(value: Any) -> int | None:
-    """A stored count as an int (None for anything that is not a number)."""
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A stored count as an int; None stays None; a value that is no finite number is CORRUPT."""
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    if not is_finite(value):
+        return CORRUPT  # type: ignore[return-value]  # a float marker, shown as "corrupt"
+    return int(value)

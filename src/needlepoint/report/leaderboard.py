@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import sys
 from argparse import Namespace
@@ -23,6 +22,7 @@ from typing import Any
 from needlepoint.benchmarks import declaration, names
 from needlepoint.benchmarks.declaration import load_target
 from needlepoint.errors import DataError
+from needlepoint.jsonl import read_object
 from needlepoint.report.assets import BOARD_JS
 from needlepoint.report.boards import Board, BoardRow, Cell, Run, pct, progress_mark
 from needlepoint.report.html import esc, page, write_atomic
@@ -32,25 +32,16 @@ from needlepoint.store import HEADER, METRICS
 __all__ = ["Board", "BoardRow", "Run", "build_boards", "discover", "find_run", "layout", "main", "pct", "progress_mark", "read_run", "write_leaderboard"]
 
 DEFAULT_OUT = Path("leaderboard")
+RUN_FILE_BYTES = 256 << 20  # run.json and metrics.json are kilobytes; more is no run's file
 
 
 # --- run folders ---------------------------------------------------------------------------------
 
 
 def _read_object(path: Path, advice: str) -> dict[str, Any]:
-    """The JSON object in `path`; DataError (ending in `advice`) when it is missing, unreadable,
-    not JSON, or JSON but not an object: a leaderboard reads run files, it does not trust them."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path} does not exist; {advice}") from None
-    except OSError as e:
-        raise DataError(f"{path} cannot be read ({e.strerror or e}); {advice}") from None
-    except ValueError:
-        raise DataError(f"{path} is not valid JSON; {advice}") from None
-    if not isinstance(value, dict):
-        raise DataError(f"{path} holds a JSON {type(value).__name__}, not an object; {advice}")
-    return value
+    """The JSON object in `path`; DataError (ending in `advice`) when it is missing, no regular
+    file, too large, not JSON, or JSON but not an object (jsonl.read_object: one reader)."""
+    return read_object(path, advice, RUN_FILE_BYTES)
 
 
 HEADER_ADVICE = "it is not a run folder written by `needlepoint eval`; move it aside"
@@ -108,7 +99,7 @@ def discover(path: Path) -> tuple[list[Path], list[str]]:
         except DataError as exc:
             skipped.append(f"{run_dir}: {exc}")
             continue
-        if not (run_dir / METRICS).is_file():
+        if not os.path.lexists(run_dir / METRICS):  # one that is there but unreadable: read_run says why
             skipped.append(f"{run_dir}: no {METRICS} (the run never finished; rerun its command to resume)")
             continue
         shard = (header.get("identity") or {}).get("shard") if isinstance(header.get("identity"), dict) else None

@@ -67,15 +67,19 @@ def _is_box(v: Any) -> bool:
     return isinstance(v, list) and len(v) == 4 and all(_is_number(x) for x in v)
 
 
+MAX_GROUP = 100  # a group is a small label (MC-Bench samples have up to 7); results files are held to 1..MAX_GROUP too
+
+
 def group_number(v: Any) -> int | None:
-    """A group number from a model's JSON: an integral number, or the first digits of a string; else None."""
+    """A group number from a model's JSON: an integral number, or the first digits of a string,
+    at most MAX_GROUP; else None."""
     if isinstance(v, bool):
         return None
-    if isinstance(v, (int, float)) and float(v).is_integer():
-        return int(v)
+    if isinstance(v, (int, float)) and is_finite(v) and float(v).is_integer():
+        return int(v) if v <= MAX_GROUP else None
     if isinstance(v, str):
-        m = re.search(r"\d+", v)
-        return int(m.group()) if m else None
+        m = re.search(r"\d{1,9}", v)
+        return int(m.group()) if m and int(m.group()) <= MAX_GROUP else None
     return None
 
 

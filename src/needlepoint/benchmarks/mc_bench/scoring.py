@@ -17,9 +17,12 @@ from needlepoint.benchmarks.mc_bench.cocoeval import Detections
 from needlepoint.benchmarks.mc_bench.corrected import evaluate_corrected
 from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth
 from needlepoint.benchmarks.mc_bench.official import score_official
+from needlepoint.benchmarks.mc_bench.parse import MAX_GROUP
 from needlepoint.jsonl import read_json
+from needlepoint.numbers import integer
 from needlepoint.numbers import is_finite as is_number
 from needlepoint.store import json_text
+from needlepoint.text import writable
 
 
 def score_results(gt: GroundTruth, results: list[dict], sample_ids: Iterable[str] | None = None) -> dict[str, Any]:
@@ -104,15 +107,17 @@ def check_results(results: Any, source: str = "the results") -> list[dict[str, A
         where = f"prediction {i} in {source}"
         if not isinstance(r, dict):
             raise DataError(f"{where} is not a JSON object; each entry needs image_id, category_id and bbox")
-        for key in ("image_id", "category_id"):
-            if key not in r or not _is_int(r[key]):
-                raise DataError(f"{where} has {key} {r.get(key)!r}, which is not an integer; fix or drop that entry")
+        if "image_id" not in r or not _is_int(r["image_id"]):
+            raise DataError(f"{where} has image_id {_shown(r.get('image_id'))}, which is not an integer; fix or drop that entry")
+        if "category_id" not in r:
+            raise DataError(f"{where} has no category_id (its group, 1..{MAX_GROUP}); fix or drop that entry")
+        integer(r["category_id"], where, "category_id (the group)", "groups are numbered from 1; fix or drop that entry", 1, MAX_GROUP)
         bbox = r.get("bbox")
         if not isinstance(bbox, (list, tuple)) or len(bbox) != 4 or not all(is_number(v) for v in bbox):
-            raise DataError(f"{where} has bbox {bbox!r}, which is not four finite numbers [x, y, w, h]; fix or drop that entry")
+            raise DataError(f"{where} has bbox {_shown(bbox)}, which is not four finite numbers [x, y, w, h]; fix or drop that entry")
         score = r.get("score", 1.0)
         if not is_number(score):
-            raise DataError(f"{where} has score {score!r}, which is not a finite number; fix it or leave it out (1.0)")
+            raise DataError(f"{where} has score {_shown(score)}, which is not a finite number; fix it or leave it out (1.0)")
         out.append({
             "image_id": int(r["image_id"]), "category_id": int(r["category_id"]),
             "bbox": [_plain(v) for v in bbox], "score": _plain(score),
@@ -139,6 +144,12 @@ def write_results(path: str | Path, results: Sequence[dict[str, Any]]) -> None:
             "eval_mc_bench.py cannot read an empty results list"
         )
     Path(path).write_text(json_text(checked), encoding="utf-8")
+
+
+def _shown(v: Any) -> str:
+    """A refused value as a message quotes it: writable, shortened."""
+    text = writable(repr(v))
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _plain(v: Any) -> int | float:

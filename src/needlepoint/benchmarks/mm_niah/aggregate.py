@@ -22,7 +22,7 @@ import numpy as np
 
 from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_EDGES, CONTEXT_RANGES, EXTENDED_EDGES, EXTENDED_RANGES, TASKS
-from needlepoint.numbers import finite
+from needlepoint.numbers import finite, size
 
 DEPTH_STEP = 0.2
 DEPTH_BINS = 5
@@ -76,7 +76,7 @@ def _task_metrics(rows: list[Mapping[str, Any]], task: str, edges: tuple[int, ..
     score_sum = 0.0
     for index, row in enumerate(rows):
         where = f"Row {index} of task {task}"
-        length = _number(row.get("context_length"), "context_length", where)
+        length = size(row.get("context_length"), where, "context_length", "a length in tokens is 0 or more; fix that field")
         x = context_bin(length, edges)
         y = checked_depth_bin(row.get("placed_depth"), where)
         score = _number(row.get("score"), "score", where)

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.base import DataError
-from needlepoint.benchmarks.mm_niah.aggregate import TASKS, aggregate
+from needlepoint.benchmarks.mm_niah.aggregate import TASKS, aggregate, checked_depth_bin
 from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
 from needlepoint.jsonl import read_jsonl
+from needlepoint.numbers import size
 from needlepoint.store import json_text
 
 FIELDS = ("question_id", "question", "answer", "response", "context_length", "placed_depth")
@@ -71,15 +72,30 @@ def write_leaderboard(
 
 
 def read_leaderboard_file(path: Path) -> list[dict[str, Any]]:
-    """The rows of one leaderboard file, in file order (order matters for the official sums)."""
+    """The rows of one leaderboard file, in file order (order matters for the official sums).
+    A file that repeats a `question_id` is refused with the count: each copy would count again."""
     rows = []
+    first: dict[str, str] = {}
+    repeated: list[str] = []
     for where, row in read_jsonl(Path(path)):
         absent = [key for key in _NEEDED if key not in row]
         if absent:
             raise DataError(
                 f"{where} lacks {', '.join(absent)}; leaderboard rows carry {', '.join(FIELDS)}."
             )
+        line = where.rpartition(" ")[2]
+        size(row["context_length"], where, "context_length", "a length in tokens is 0 or more; fix that field")
+        checked_depth_bin(row["placed_depth"], where)
+        if row.get("question_id") is not None:
+            key = json_text(row["question_id"])
+            if key in first:
+                repeated.append(f"line {line} repeats question_id {key} of line {first[key]}")
+            first.setdefault(key, line)
         rows.append(row)
+    if repeated:
+        raise DataError(
+            f"{path} holds {len(repeated)} duplicate row(s) ({repeated[0]}); remove them: each would count again."
+        )
     return rows
 
 

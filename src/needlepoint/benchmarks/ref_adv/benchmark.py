@@ -41,10 +41,11 @@ from needlepoint.geometry import (
     to_absolute,
 )
 from needlepoint.jsonfind import find_json
-from needlepoint.jsonl import read_jsonl
-from needlepoint.numbers import finite, is_box, is_finite, size
+from needlepoint.jsonl import parse, read_jsonl
+from needlepoint.numbers import boolean, finite, integer, is_box, is_finite, size
 from needlepoint.records import scores
 from needlepoint.store import json_text
+from needlepoint.text import writable
 
 PROMPTS = {
     "direct": '<image>\nLocate every object that matches the description "{ref_sentence}" in the image. '
@@ -164,15 +165,23 @@ class RefAdvSample:
 
 
 def _box(value: Any, where: str, column: str = "solution") -> Box:
-    if isinstance(value, str):
+    got = value
+    if isinstance(value, str):  # the release stores some boxes as JSON text
         try:
-            value = json.loads(value)
-        except ValueError:
+            value = parse(value.encode("utf-8", "replace"), where, "fix the file")
+        except DataError:
             value = None
     if not is_box(value):
-        raise DataError(f"{where}: `{column}` must be a box [x1, y1, x2, y2] of four finite numbers, got {value!r}; fix the file")
+        raise DataError(f"{where}: `{column}` must be a box [x1, y1, x2, y2] of four finite numbers, got {_got(got)}; fix the file")
     x1, y1, x2, y2 = (float(v) for v in value)
     return x1, y1, x2, y2
+
+
+def _got(value: Any) -> str:
+    """A refused value as a message shows it: its type, and the value shortened."""
+    text = writable(repr(value))
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return f"the string {text}" if isinstance(value, str) else text
 
 
 def _dimension(value: Any, where: str, column: str) -> float:
@@ -314,31 +323,75 @@ def tables(metrics: dict[str, Any]) -> list[Table]:
     return [main, extra]
 
 
+def _text_field(rec: dict[str, Any], key: str, where: str) -> str:
+    """A string field of a prediction row ("" when absent or null); DataError for another type."""
+    value = rec.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DataError(f"{where}: `{key}` is {value!r}, not a string; fix the file")
+    return value
+
+
+def _one_kind(path: Path, values: Sequence[str], key: str) -> None:
+    """Refuse a file whose rows name more than one value of `key` (another model, another prompt
+    mode): their numbers averaged together describe no run. Rows that leave `key` out count apart."""
+    counts: dict[str, int] = {}
+    for value in values:
+        if value:
+            counts[value] = counts.get(value, 0) + 1
+    if len(counts) > 1:
+        listed = ", ".join(f"{v!r}: {n} rows" for v, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        raise DataError(f"{path} mixes rows of {len(counts)} values of `{key}` ({listed}); score one run's file at a time")
+
+
 def read_authors_predictions(path: Path) -> list[dict[str, Any]]:
     """Rows of a prediction JSONL in the authors' schema, as neutral scoring rows.
 
-    `first_iou` is recomputed from `gt_bbox_xyxy` and `pred_box_xyxy_first`.
+    `first_iou` is recomputed from `gt_bbox_xyxy` and `pred_box_xyxy_first`. Every field has one
+    rule (numbers.py): `distractor_count` a whole number from 0, the flags true or false (or
+    absent), the labels strings. A file that mixes models or prompt modes, or repeats a `row_idx`,
+    is refused with the counts: its numbers would describe no single run.
     """
     rows: list[dict[str, Any]] = []
+    kinds: dict[str, list[str]] = {"model_full_name": [], "prompt_id": []}
+    first_line: dict[int, str] = {}
+    repeated: list[str] = []
+    fix = "fix the file"
     for where, rec in read_jsonl(path):
         missing = [k for k in ("gt_bbox_xyxy", "pred_box_xyxy_first", "distractor_count", "parse_error") if k not in rec]
         if missing:
             raise DataError(f"{where} lacks {', '.join(missing)}; is this a Ref-Adv prediction file?")
         pred = _box(rec["pred_box_xyxy_first"], where, "pred_box_xyxy_first") if rec["pred_box_xyxy_first"] else None
         gt = _box(rec["gt_bbox_xyxy"], where, "gt_bbox_xyxy")
+        if "row_idx" in rec:
+            idx = integer(rec["row_idx"], where, "`row_idx`", fix)
+            line = where.rpartition(" ")[2]
+            if idx in first_line:
+                repeated.append(f"line {line} repeats row_idx {idx} of line {first_line[idx]}")
+            first_line.setdefault(idx, line)
+        for key, seen in kinds.items():
+            seen.append(_text_field(rec, key, where))
+        error = rec["parse_error"]
+        if error is not None and not isinstance(error, str):
+            raise DataError(f"{where}: `parse_error` is {error!r}, not a string (empty when none); {fix}")
         rows.append(
             {
                 "iou": iou(pred, gt) if pred else 0.0,
-                "distractors": distractor_count(rec["distractor_count"], where),
-                "parse_error": rec["parse_error"] or None,
-                "repair_used": bool(rec.get("retry_followup_used")),
-                "use_negation": bool(rec.get("use_negation")),
-                "human_authored": bool(rec.get("human_authored")),
-                "image_source": rec.get("image_source") or "",
+                "distractors": integer(rec["distractor_count"], where, "`distractor_count`", fix),
+                "parse_error": error or None,
+                "repair_used": boolean(rec.get("retry_followup_used"), where, "`retry_followup_used`", fix),
+                "use_negation": boolean(rec.get("use_negation"), where, "`use_negation`", fix),
+                "human_authored": boolean(rec.get("human_authored"), where, "`human_authored`", fix),
+                "image_source": _text_field(rec, "image_source", where),
             }
         )
     if not rows:
         raise DataError(f"{path} holds no predictions")
+    if repeated:
+        raise DataError(f"{path} holds {len(repeated)} duplicate row(s) ({repeated[0]}); remove them: each would count again in every number")
+    for key, seen in kinds.items():
+        _one_kind(path, seen, key)
     return rows
 
 
