@@ -29,11 +29,13 @@ RECORDS = "records.jsonl"
 METRICS = "metrics.json"
 
 
-def json_text(obj: Any, indent: int | None = None) -> str:
+def json_text(obj: Any, indent: int | None = None, compact: bool = False) -> str:
     """The one JSON writer of files and reports: strict JSON (NaN and infinities are refused, not
-    written as `NaN`, which no strict reader accepts), UTF-8 text kept as is. Raises ValueError on
-    a non-finite float. (A record or a request body, written once a request, is `json_line`.)"""
-    return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False)
+    written as `NaN`, which no strict reader accepts), UTF-8 text kept as is (`AtomicFile` writes
+    a lone surrogate as U+FFFD). Raises ValueError on a non-finite float. `compact`: no spaces
+    after separators. (A record or a request body, written once a request, is `json_line`.)"""
+    separators = (",", ":") if compact else None
+    return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False, separators=separators)
 
 
 def json_line(obj: Any) -> bytes:
@@ -154,6 +156,17 @@ def write_atomic(path: str | Path, content: str | bytes, fsync: bool = False) ->
     with AtomicFile(path, fsync=fsync) as fh:
         fh.write(content)
     return Path(path)
+
+
+def write_parquet(path: str | Path, table: Any, **options: Any) -> Path:
+    """Write a pyarrow table as parquet (`options` go to `pyarrow.parquet.write_table`) through
+    `write_atomic`; return `path`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buffer = pa.BufferOutputStream()
+    pq.write_table(table, buffer, **options)
+    return write_atomic(path, buffer.getvalue().to_pybytes(), fsync=True)
 
 
 def write_lines(path: str | Path, rows: Iterable[Any]) -> Path:

@@ -19,7 +19,7 @@ from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth
 from needlepoint.benchmarks.mc_bench.official import score_official
 from needlepoint.jsonl import read_json
 from needlepoint.numbers import is_finite as is_number
-from needlepoint.store import json_text
+from needlepoint.store import json_text, write_atomic
 
 
 def score_results(gt: GroundTruth, results: list[dict], sample_ids: Iterable[str] | None = None) -> dict[str, Any]:
@@ -138,7 +138,7 @@ def write_results(path: str | Path, results: Sequence[dict[str, Any]]) -> None:
             f"no results file written to {path}: the run has no boxes at all, and the authors' "
             "eval_mc_bench.py cannot read an empty results list"
         )
-    Path(path).write_text(json_text(checked), encoding="utf-8")
+    write_atomic(path, json_text(checked), fsync=True)
 
 
 def _plain(v: Any) -> int | float:
