@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import small_niah
+from conftest import RecordingServer, small_niah
 
 from needlepoint import status
 from needlepoint.api import evaluate
@@ -95,9 +95,9 @@ def test_json_at_the_depth_limit_and_beside_deep_prose_is_found() -> None:
     assert find_json(ok) is not None
     assert find_json(f"{FENCE}json\n{DEEP_ARRAY}\n{FENCE}\n{FENCE}json\n[1, 2]\n{FENCE}") == [1, 2]
     with pytest.raises(ValueError):
-        loads(DEEP_ARRAY)
+        loads(DEEP_ARRAY * 4)
     with pytest.raises(ValueError):
-        loads(DEEP_ARRAY.encode())
+        loads(DEEP_ARRAY.encode() * 4)
     assert loads(b'{"a": [1]}') == {"a": [1]}
 
 
@@ -239,3 +239,35 @@ def test_agentic_reasoner_replies_never_make_an_internal_error(serve: Any, tmp_p
     assert rec["parse_error"] is None and [n["phrase"] for n in rec["solver"]["targets"]] == ["\ud800 the shape"]
     page = (out / "report" / "index.html").read_text(encoding="utf-8")
     assert "\ufffd the shape" in page
+
+
+# --- the HTTP answer itself ----------------------------------------------------------------------------
+
+
+class _DeepServer(RecordingServer):
+    """Answers every chat request with a body nested 5,000 deep: a 200 chat completion carrying the
+    deep value beside its message, or a 400 error body made of it (every other request)."""
+
+    async def _chat(self, request: Any) -> Any:
+        from aiohttp import web
+
+        await super()._chat(request)  # recorded (its own answer is dropped)
+        if len(self.requests) % 2:
+            body = '{"choices": [{"message": {"content": "x"}, "extra": ' + DEEP_ARRAY + "}]}"
+            return web.Response(text=body, content_type="application/json")
+        return web.Response(status=400, text='{"error": ' + DEEP_ARRAY + "}", content_type="application/json")
+
+
+def test_an_answer_body_nested_5000_deep_is_a_failed_request(tmp_path: Path) -> None:
+    rows = make_rows(4)
+    folder = write_ref_release(tmp_path / "data", rows)
+    server = _DeepServer(default=None, models=(SIMULATED_MODEL_NAME,)).start()
+    try:
+        result = evaluate(benchmark="ref_adv_s", data=folder, model=SIMULATED_MODEL_NAME, api_urls=server.url,
+                          options={"box_format": "abs_xyxy"}, out=tmp_path / "run", max_retries=0, show_progress=False)  # fmt: skip
+    finally:
+        server.stop()
+    records = read_records(tmp_path / "run" / "records.jsonl")
+    kinds = sorted(r["status"] for r in records.values())
+    assert status.INTERNAL_ERROR not in kinds and set(kinds) == {status.BACKEND_ERROR, status.REQUEST_REJECTED}, kinds
+    assert result.metrics is not None

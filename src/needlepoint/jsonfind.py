@@ -3,8 +3,8 @@
 Models wrap JSON in prose, in one or several fenced blocks, or leave it bare at the end. This is the
 one JSON finder in needlepoint; the rule is the Ref-Adv authors' (see specs/ref-adv-s.md) and
 MC-Bench reuses it. A reply is hostile input: JSON nested deeper than MAX_DEPTH (no answer is) is
-no JSON, never a RecursionError, and no JSON text from a server is parsed any other way than
-through `loads`.
+no JSON, never a RecursionError; a server's whole answer is parsed by `loads`, which turns the
+standard parser's RecursionError into the ValueError every caller already handles.
 """
 
 from __future__ import annotations
@@ -21,14 +21,12 @@ MAX_DEPTH = 100
 
 
 def loads(text: str | bytes) -> Any:
-    """JSON text from a server as a value; ValueError when it is not JSON or nests deeper than
-    MAX_DEPTH (which the standard parser would meet with a RecursionError)."""
-    if _depth(text if isinstance(text, str) else text.decode("utf-8", "replace")) > MAX_DEPTH:
-        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
+    """JSON text from a server (an HTTP answer's body) as a value; ValueError when it is not JSON,
+    also when it nests deeper than the standard parser can follow (its RecursionError)."""
     try:
         return json.loads(text)
     except RecursionError:
-        raise ValueError("JSON nested too deep") from None
+        raise ValueError("JSON nested too deep to read") from None
 
 
 def find_json(text: str) -> Any:
@@ -41,6 +39,8 @@ def find_json(text: str) -> Any:
     for block in reversed(_FENCE.findall(text)):
         content = block.strip()
         if not content:
+            continue
+        if _depth(content) > MAX_DEPTH:
             continue
         try:
             return loads(content)
@@ -58,7 +58,7 @@ def find_json(text: str) -> Any:
 def _depth(text: str) -> int:
     """The deepest nesting of `[`/`{` in `text` outside JSON strings, in one pass (so that a hostile
     reply costs linear time, not one parse attempt per bracket)."""
-    if "[" not in text and "{" not in text:
+    if text.count("[") + text.count("{") <= MAX_DEPTH:  # the usual reply: no scan needed
         return 0
     depth = deepest = 0
     in_string = escaped = False

@@ -39,6 +39,7 @@ import numpy as np
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.images import base64_jpeg
+from needlepoint.jsonfind import loads as json_loads
 from needlepoint.models.openai_compat import RetryPolicy, classify_rejection, endpoint, retry_after_s
 from needlepoint.redact import redact_url, scrub, url_secrets
 from needlepoint.status import BACKEND_ERROR
@@ -205,7 +206,7 @@ class ServedEmbedder:
                     kind = classify_rejection(status, _head(raw, 2000))
                     raise EmbeddingError(kind, self.scrub(f"http_{status} from {redact_url(url)}: {_head(raw, 500)}"))
                 try:
-                    return json.loads(raw)
+                    return json_loads(raw)
                 except ValueError:
                     raise _Retry(f"invalid_response: not JSON: {_head(raw)}") from None
             except asyncio.TimeoutError:
@@ -254,7 +255,7 @@ class ServedEmbedder:
                 "serve the embedding model with vLLM, or use --embed-backend transformers"
             )
         try:
-            _count_of(json.loads(raw) if status == 200 else None)
+            _count_of(json_loads(raw) if status == 200 else None)
         except ValueError:
             raise DataError(
                 self.scrub(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import random
 import re
 import secrets
@@ -32,8 +31,9 @@ from needlepoint.conversation import Conversation, Generation, ImageRef, Reply
 from needlepoint.endpoints import split_weight
 from needlepoint.errors import DataError
 from needlepoint.images import ImageCache, base64_jpeg, passes_through, read_small_image, to_base64
+from needlepoint.jsonfind import loads as json_loads  # bounded: a reply nested 5,000 deep is no JSON
 from needlepoint.redact import redact_url, scrub, url_secrets
-from needlepoint.store import json_line
+from needlepoint.store import json_line, writable
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ def classify_rejection(http_status: int, body: str) -> str:
     prompt was too long or had too many images; any other 4xx is a rejected request."""
     message = body
     try:
-        data = json.loads(body)
+        data = json_loads(body)
         if isinstance(data, dict):
             inner = data.get("error")
             err: dict[str, Any] = inner if isinstance(inner, dict) else data
@@ -495,7 +495,7 @@ class OpenAICompatModel:
             text = raw[:500].decode("utf-8", "replace")
             raise _Final(f"http_{code}: {text}", classify_rejection(code, raw.decode("utf-8", "replace")))
         try:
-            data = json.loads(raw)
+            data = json_loads(raw)
             choice = data["choices"][0]
             message = choice["message"]
             text = message.get("content") or ""
@@ -507,27 +507,15 @@ class OpenAICompatModel:
         if not isinstance(text, str) or (reasoning is not None and not isinstance(reasoning, str)):
             raise _Retryable(f"invalid_response: content is not text: {raw[:200].decode('utf-8', 'replace')}", reason="sent no text")
         return Reply(
-            text=_writable(text), finish_reason=choice.get("finish_reason"), usage=data.get("usage"),
-            reasoning=None if reasoning is None else _writable(reasoning),
+            text=writable(text), finish_reason=choice.get("finish_reason"), usage=data.get("usage"),
+            reasoning=None if reasoning is None else writable(reasoning),
         )  # fmt: skip
-
-
-def _writable(text: str) -> str:
-    """`text` with each lone surrogate (what a JSON `"\\ud800"` escape decodes to, which no UTF-8
-    file can hold: records, reports, exports) replaced by U+FFFD."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
 
 
 def _model_ids(raw: bytes) -> list[str] | None:
     """The model names of a `GET /models` answer, or None when it is not a model list."""
     try:
-        data = json.loads(raw)
+        data = json_loads(raw)
         ids = [str(m["id"]) for m in data["data"]]
     except (ValueError, KeyError, TypeError):
         return None
