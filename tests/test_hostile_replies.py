@@ -271,3 +271,23 @@ def test_an_answer_body_nested_5000_deep_is_a_failed_request(tmp_path: Path) -> 
     kinds = sorted(r["status"] for r in records.values())
     assert status.INTERNAL_ERROR not in kinds and set(kinds) == {status.BACKEND_ERROR, status.REQUEST_REJECTED}, kinds
     assert result.metrics is not None
+
+
+def test_merge_writes_records_with_lone_surrogates(serve: Any, tmp_path: Path) -> None:
+    """Shards whose records hold a parsed phrase with a lone surrogate merge into one folder (the
+    merged records written by the store's writer), its report included."""
+    from needlepoint.merge import merge
+
+    folder, _ = write_mc_release(tmp_path / "data", pairs=4)
+    samples = McBench(box_format="norm_1000_xyxy").load(folder)
+    reasoner = serve(default=SURROGATE_PHRASE, models=(REASONER,))
+    localizer = serve(default='{"bbox_2d": [100, 100, 400, 400]}', models=(LOCALIZER,))
+    shards = [tmp_path / f"s{k}" for k in (1, 2)]
+    for k, out in enumerate(shards, 1):
+        assert main(_agentic(folder, reasoner.url, localizer.url, out, "--shard", f"{k}/2", "--no-report")) == 0
+    merged = tmp_path / "merged"
+    merge(shards, merged)
+    records = read_records(merged / "records.jsonl")
+    assert len(records) == len(samples)
+    assert {n["phrase"] for r in records.values() for n in r["solver"]["targets"]} == {"\ud800 the shape"}
+    assert "\ufffd the shape" in (merged / "report" / "index.html").read_text(encoding="utf-8")
