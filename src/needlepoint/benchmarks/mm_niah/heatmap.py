@@ -55,9 +55,9 @@ def draw_heatmap(
     path_stem = Path(path_stem)
     path_stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [path_stem.with_name(path_stem.name + suffix) for suffix in (".png", ".svg")]
-    for path, options in zip(paths, ({"format": "png", "dpi": 120}, {"format": "svg"})):
+    for path, dpi in zip(paths, (120, "figure")):
         buffer = io.BytesIO()
-        fig.savefig(buffer, **options)
+        fig.savefig(buffer, format=path.suffix[1:], dpi=dpi)  # into memory, then written atomically
         write_atomic(path, buffer.getvalue())
     return paths
 
