@@ -36,16 +36,25 @@ BOX = "[100, 100, 400, 400]"
 
 # name -> (reply, the parse error MC-Bench's default solver must record, or None: any outcome but a crash)
 HOSTILE: dict[str, tuple[str, str | None]] = {
-    "group 1e300": (f'{FENCE}json\n{{"image_1": [{{"group": 1e300, "bbox_2d": {BOX}}}], "image_2": []}}\n{FENCE}', status.BAD_SCHEMA),
+    "group 1e300": (
+        f'{FENCE}json\n{{"image_1": [{{"group": 1e300, "bbox_2d": {BOX}}}], "image_2": []}}\n{FENCE}',
+        status.BAD_SCHEMA,
+    ),
     "group of 30 digits": (
         f'{{"image_1": [{{"group": "group 123456789012345678901234567890", "bbox_2d": {BOX}}}], "image_2": []}}',
         status.BAD_SCHEMA,
     ),
     "image of 5000 digits": (f'[{{"image": "{"1" * 5000}", "group": 1, "bbox_2d": {BOX}}}]', status.BAD_SCHEMA),
     "integer literal of 5000 digits": (f'{{"image_1": [{{"group": {"9" * 5000}, "bbox_2d": {BOX}}}]}}', status.NO_JSON_FOUND),
-    "huge integers in a box": ('{"image_1": [{"group": 1, "bbox_2d": [1, 2, 123456789012345678901234567890, 400]}], "image_2": []}', None),
+    "huge integers in a box": (
+        '{"image_1": [{"group": 1, "bbox_2d": [1, 2, 123456789012345678901234567890, 400]}], "image_2": []}',
+        None,
+    ),
     "NaN and Infinity": ('{"image_1": [{"group": NaN, "bbox_2d": [1, 2, Infinity, 400], "score": NaN}], "image_2": []}', None),
-    "1e308 box and score": ('{"image_1": [{"group": 1, "bbox_2d": [1e300, 2, 1e308, 400], "score": 1e308}], "image_2": []}', None),
+    "1e308 box and score": (
+        '{"image_1": [{"group": 1, "bbox_2d": [1e300, 2, 1e308, 400], "score": 1e308}], "image_2": []}',
+        None,
+    ),
     "surrogates in keys and values": (
         f'{{"image_1": [{{"group": 1, "bbox_2d": {BOX}, "label": "\\ud800", "\\udfff": "\\udc00x"}}], "image_2": []}}',
         None,
