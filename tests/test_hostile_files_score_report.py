@@ -345,16 +345,18 @@ def test_json_flags_nested_deeply_are_one_sentence(tmp_path: Path, capsys: pytes
     _one_sentence(code, capsys.readouterr().err)
 
 
-def test_a_model_group_beyond_the_results_range_is_group_one() -> None:
-    """Results files hold category_id 1..MAX_GROUP; a reply's group 500 or 10**30 is read as the
-    group of a box without one (1), so that a run's own results file is never refused."""
-    from needlepoint.benchmarks.mc_bench.parse import MAX_GROUP, PairGeometry, group_number, parse_answer
+def test_a_model_group_within_range_reaches_the_results_file() -> None:
+    """Results files hold category_id 1..GROUP_MAX, the range a reply's group is read in: a group
+    500 is kept and the run's own results file accepts it; a group beyond the range is no group."""
+    from needlepoint.benchmarks.mc_bench.parse import GROUP_MAX, OutOfRange, PairGeometry, group_number, parse_answer
     from needlepoint.benchmarks.mc_bench.scoring import check_results
 
-    assert [group_number(v) for v in (3, 3.0, "group 7", MAX_GROUP, MAX_GROUP + 1, 10**30, "9" * 400, 1e300)] == [
-        3, 3, 7, MAX_GROUP, None, None, None, None]  # fmt: skip
+    assert [group_number(v) for v in (3, 3.0, "group 7", GROUP_MAX)] == [3, 3, 7, GROUP_MAX]
+    for beyond in (GROUP_MAX + 1, 10**30, "9" * 400, 1e300):
+        with pytest.raises(OutOfRange):
+            group_number(beyond)
     geometry = PairGeometry(((100.0, 100.0), (100.0, 100.0)))
     text = '{"image_1": [{"group": 500, "bbox_2d": [1, 1, 20, 20]}], "image_2": []}'
     parsed = parse_answer(text, geometry, "abs_xyxy", merged=False)
-    assert [b["group"] for b in parsed.answer] == [1]
+    assert [b["group"] for b in parsed.answer] == [500]
     check_results([{"image_id": 1, "category_id": b["group"], "bbox": [1, 1, 19, 19]} for b in parsed.answer])

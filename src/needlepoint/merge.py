@@ -9,8 +9,6 @@ same code as an unsharded run's, from the same data, so they are the same number
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +20,7 @@ from needlepoint.config import dataset_fingerprint, hash_identity
 from needlepoint.endpoints import add_stats
 from needlepoint.errors import DataError
 from needlepoint.shard import Shard, assign, parse_shard, sample_cost
-from needlepoint.store import RECORDS, RunStore, read_records
+from needlepoint.store import RECORDS, RunStore, read_records, write_lines
 
 
 def _shard_header(run_dir: Path) -> tuple[dict[str, Any], Shard]:
@@ -123,11 +121,7 @@ def merge(run_dirs: Sequence[Path], out: Path, allow_partial: bool = False, data
     store = _open_out(out, header)
     try:
         ordered = [records[s.id] for s in samples if s.id in records]
-        tmp = out / (RECORDS + ".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            for rec in ordered:
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-        os.replace(tmp, out / RECORDS)
+        write_lines(out / RECORDS, ordered)
         result = finish(bench, samples, records, out, str(first.get("model_label") or config["model"]))  # a solver's name of the system
         result.notes = summary_lines(ordered)
         complete = len(ordered) == len(samples) and not result.failed

@@ -119,3 +119,14 @@ def _show(value: Any) -> str:
         return f"an integer of {len(str(abs(value)))} digits"
     text = writable(repr(value))
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def whole_number(value: Any, maximum: int) -> int | None:
+    """`value` as an int when it is a whole number (an int or an integral float, not a bool) of
+    magnitude at most `maximum`; None otherwise (fractions, NaN, infinities, 1e300, 10**30): the
+    check for a count or an id read from a model's reply, where an absurd number is no answer."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not is_finite(value):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value) if abs(value) <= maximum else None

@@ -17,6 +17,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from needlepoint.store import AtomicFile, write_atomic, write_parquet
+
 SUBJECTS = ("The council", "A local farmer", "Our reporter", "The museum", "Several students", "The old bridge", "A small bakery",
             "The river authority", "Her grandmother", "The 1984 team", "Dr. Okafor's lab", "The night train")  # fmt: skip
 VERBS = ("announced", "repaired", "described", "visited", "photographed", "measured", "rebuilt", "celebrated", "questioned")
@@ -61,7 +63,6 @@ def write_corpus(root: Path, documents: int = 60, seed: int = 3, paragraphs: tup
     """Write `root/shards/` (a parquet and a JSONL shard), `root/img2dataset/` (images, sidecars)
     with `local/` (images named by a relative path); return what was written."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     rng = random.Random(seed)
     shards, downloads = root / "shards", root / "img2dataset"
@@ -72,11 +73,11 @@ def write_corpus(root: Path, documents: int = 60, seed: int = 3, paragraphs: tup
     for i in range(image_pool):
         url = f"https://images.example.org/photo/{i}.jpg"
         key = f"{i:09d}"
-        (downloads / "00000" / f"{key}.jpg").write_bytes(image_bytes(rng, SIZES[i % len(SIZES)]))
-        (downloads / "00000" / f"{key}.json").write_text(json.dumps({"url": url, "key": key, "status": "success"}))
+        write_atomic(downloads / "00000" / f"{key}.jpg", image_bytes(rng, SIZES[i % len(SIZES)]))
+        write_atomic(downloads / "00000" / f"{key}.json", json.dumps({"url": url, "key": key, "status": "success"}))
         urls.append(url)
     for i in range(3):
-        (local / f"pic{i}.png").write_bytes(image_bytes(rng, SIZES[(i + 2) % len(SIZES)], "PNG"))
+        write_atomic(local / f"pic{i}.png", image_bytes(rng, SIZES[(i + 2) % len(SIZES)], "PNG"))
     rows: list[dict[str, Any]] = []
     missing = 0
     for n in range(documents):
@@ -102,8 +103,8 @@ def write_corpus(root: Path, documents: int = 60, seed: int = 3, paragraphs: tup
     half = len(rows) // 2
     # The parquet shard keeps OBELICS's string entries; embedded bytes travel in the JSONL shard.
     parquet_rows = [{**r, "images": [urls[0] if isinstance(x, dict) else x for x in r["images"]]} for r in rows[:half]]
-    pq.write_table(pa.Table.from_pylist(parquet_rows), shards / "obelics-00000.parquet", row_group_size=8)
-    with (shards / "obelics-00001.jsonl").open("w", encoding="utf-8") as fh:
+    write_parquet(shards / "obelics-00000.parquet", pa.Table.from_pylist(parquet_rows), row_group_size=8)
+    with AtomicFile(shards / "obelics-00001.jsonl") as fh:
         for r in rows[half:]:
             fh.write(json.dumps(r) + "\n")
     return {"shards": shards, "images": downloads, "local": local, "documents": documents, "missing": missing}

@@ -36,6 +36,7 @@ from needlepoint.models.http import (
 )
 from needlepoint.redact import redact_url
 from needlepoint.store import json_line
+from needlepoint.text import writable
 
 # Re-exported: the policy, the rejection classes and URL helpers live in the HTTP layer.
 __all__ = [
@@ -338,21 +339,9 @@ def chat_reply(raw: bytes) -> Reply:
     usage = data.get("usage")
     finish = choice.get("finish_reason") if isinstance(choice, dict) else None
     return Reply(
-        text=_writable(text), finish_reason=finish if isinstance(finish, str) else None,
-        usage=usage if isinstance(usage, dict) else None, reasoning=None if reasoning is None else _writable(reasoning),
+        text=writable(text), finish_reason=finish if isinstance(finish, str) else None,
+        usage=usage if isinstance(usage, dict) else None, reasoning=None if reasoning is None else writable(reasoning),
     )  # fmt: skip
-
-
-def _writable(text: str) -> str:
-    """`text` with each lone surrogate (what a JSON `"\\ud800"` escape decodes to, which no UTF-8
-    file can hold: records, reports, exports) replaced by U+FFFD."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
 
 
 def _model_ids(raw: bytes) -> list[str] | None:

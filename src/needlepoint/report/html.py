@@ -20,7 +20,6 @@ import html
 import json
 import os
 import re
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from needlepoint.numbers import is_box
 from needlepoint.redact import redact_url, scrub
 from needlepoint.report.assets import CSS, JS
 from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
-from needlepoint.store import write_atomic  # re-exported: the report modules write through it
+from needlepoint.store import json_text, write_atomic  # write_atomic re-exported: the report modules write through it
 
 __all__ = ["bench_title", "public_config", "write_atomic", "write_run_report"]
 
@@ -109,7 +108,7 @@ def table_html(table: Table, cls: str = "metrics") -> str:
 
 def script_json(obj: Any) -> str:
     """JSON safe inside a <script> element: `<`, `>` and `&` escaped, so `</script>` cannot occur."""
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = json_text(obj, compact=True)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -356,7 +355,7 @@ def copy_heatmaps(run_dir: Path, report_dir: Path, order: Sequence[str] = ()) ->
     pngs = []
     for path in sorted(source.iterdir()):
         if path.suffix.lower() in (".png", ".svg") and path.is_file():
-            shutil.copyfile(path, target / path.name)
+            write_atomic(target / path.name, path.read_bytes())
             if path.suffix.lower() == ".png":
                 pngs.append(target / path.name)
     return sorted(pngs, key=lambda p: _heatmap_order(p.stem, order))

@@ -23,7 +23,7 @@ from needlepoint.benchmarks.mc_bench.benchmark import COORDINATES, REPAIR_TEXT, 
 
 # The end-to-end parser's readers of image keys ("image_1", "Image 1", "img1") and group numbers
 # ("2", 2.0, "group 2"): one reading of both for the two prompts.
-from needlepoint.benchmarks.mc_bench.parse import group_number, image_index
+from needlepoint.benchmarks.mc_bench.parse import OutOfRange, group_number, image_index
 from needlepoint.benchmarks.ref_adv import parse_boxes
 from needlepoint.conversation import Conversation, ImageRef, Message
 from needlepoint.geometry import BoxFormat
@@ -177,11 +177,14 @@ def _item(v: Any, image: int | None) -> list[Target]:
             phrases = many
         else:
             raise _Invalid("bad_schema")
-        number = group_number(v.get("group", v.get("group_id", 1)))
-        group = number if number is not None and number >= 1 else 1
-        if "image" in v:
-            number = group_number(v["image"])
-            image = number - 1 if number in (1, 2) else None
+        try:
+            number = group_number(v.get("group", v.get("group_id", 1)))
+            group = number if number is not None and number >= 1 else 1
+            if "image" in v:
+                number = group_number(v["image"])
+                image = number - 1 if number in (1, 2) else None
+        except OutOfRange:
+            raise _Invalid("bad_schema") from None
     else:
         raise _Invalid("bad_schema")
     if image is None:

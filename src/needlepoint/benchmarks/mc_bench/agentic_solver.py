@@ -48,7 +48,7 @@ from needlepoint.errors import DataError
 from needlepoint.geometry import BoxFormat, require_box_format
 from needlepoint.options import Option
 from needlepoint.solvers.base import MAIN, SolveContext
-from needlepoint.store import write_json
+from needlepoint.store import json_line, write_atomic
 
 if TYPE_CHECKING:
     from needlepoint.models.openai_compat import ClientSettings
@@ -326,8 +326,7 @@ class _Partial:
         }  # fmt: skip
         reasoner = [t for t in ctx.turns if t.get("role") == MAIN]
         data = {"id": sample.id, "targets": targets, "reasoner": reasoner, "repair_used": ctx.repair_used, "localizer": answered}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(path, data)
+        write_atomic(path, json_line(data))  # json_line: what a server sent (NaN, a lone surrogate) never fails it
 
     @classmethod
     def drop(cls, ctx: SolveContext, sample: McSample) -> None:

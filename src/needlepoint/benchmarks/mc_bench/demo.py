@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.demo.draw import COLOURS, place_boxes, render
+from needlepoint.store import write_atomic
 
 SIZES = ((400, 300), (360, 360), (420, 280))
 PAIRS = 24
@@ -67,14 +68,14 @@ def write_release(folder: Path, pairs: int = PAIRS, seed: int = 3) -> tuple[Path
         for position, image in enumerate(case["images"]):
             w, h = image["size"]
             name = f"demo/pair{i:03d}_{position}.jpg"
-            (folder / "mc-bench_images" / name).write_bytes(render(w, h, image["shapes"]))
+            write_atomic(folder / "mc-bench_images" / name, render(w, h, image["shapes"]))
             release["images"].append({"id": ids[position], "text_id": i, "inter_img_id": position, "file_name": name, "height": h, "width": w})
             for b, group in image["gt"]:
                 x1, y1, x2, y2 = b
                 release["annotations"].append({"id": len(release["annotations"]), "image_id": ids[position], "text_id": i,
                                                "category_id": group, "area": (x2 - x1) * (y2 - y1),
                                                "bbox": [x1, y1, x2 - x1, y2 - y1], "iscrowd": 0})  # fmt: skip
-    (folder / "mc-bench_v0.2_val.json").write_text(json.dumps(release), encoding="utf-8")
+    write_atomic(folder / "mc-bench_v0.2_val.json", json.dumps(release))
     return folder, cases
 
 

@@ -1,6 +1,6 @@
 """MC-Bench answers: JSON boxes per image with group numbers, in either input mode.
 
-Accepted shapes (docs/protocols/mc-bench.md): `{"image_1": [...], "image_2": [...]}` (keys also spelled
+Accepted shapes (specs/mc-bench.md): `{"image_1": [...], "image_2": [...]}` (keys also spelled
 "Image 1", "image1", "img1"); a flat list of `{"image": 1|2, "group": g, "bbox_2d"|"bbox": [...]}`;
 items that are bare boxes or lack a group (group 1). In `merged` mode boxes are in canvas
 coordinates and belong to the image that holds their centre, whatever key they came under.
@@ -16,7 +16,7 @@ from needlepoint import status
 from needlepoint.benchmarks.base import Parsed
 from needlepoint.geometry import AbsFrame, BoxFormat, model_frame, to_absolute
 from needlepoint.jsonfind import find_json
-from needlepoint.numbers import is_finite
+from needlepoint.numbers import is_finite, whole_number
 
 BOX_KEYS = ("bbox_2d", "bbox", "box", "bbox_xyxy", "coordinates")
 LIST_KEYS = ("boxes", "bboxes", "objects", "instances", "results", "predictions", "answer")
@@ -67,19 +67,34 @@ def _is_box(v: Any) -> bool:
     return isinstance(v, list) and len(v) == 4 and all(_is_number(x) for x in v)
 
 
-MAX_GROUP = 100  # a group is a small label (MC-Bench samples have up to 7); results files are held to 1..MAX_GROUP too
+GROUP_MAX = 2**31 - 1
+"""The largest group (or image) number read from a reply: COCO tools hold category ids as 32-bit
+integers, and a pair shows a handful of groups; `1e300` or a 30-digit number is no group."""
+
+
+class OutOfRange(ValueError):
+    """A reply names a group or image by a number no answer can have (`1e300`, 30 digits)."""
 
 
 def group_number(v: Any) -> int | None:
-    """A group number from a model's JSON: an integral number, or the first digits of a string,
-    at most MAX_GROUP; else None."""
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)) and is_finite(v) and float(v).is_integer():
-        return int(v) if v <= MAX_GROUP else None
+    """A group number from a model's JSON: an integral number, or the first digits of a string;
+    None when `v` names none (absent, a word, a fraction, NaN). OutOfRange when it names a number
+    beyond GROUP_MAX, which the caller makes the sample's parse error, never the run's."""
     if isinstance(v, str):
-        m = re.search(r"\d{1,9}", v)
-        return int(m.group()) if m and int(m.group()) <= MAX_GROUP else None
+        m = re.search(r"\d+", v)
+        if m is None:
+            return None
+        digits = m.group().lstrip("0") or "0"
+        if len(digits) > len(str(GROUP_MAX)) or int(digits) > GROUP_MAX:  # int() refuses 4,300 digits
+            raise OutOfRange(f"group {v[:40]!r} is out of range")
+        return int(digits)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if isinstance(v, float) and not v.is_integer():
+            return None  # NaN, infinities and fractions name no group
+        number = whole_number(v, GROUP_MAX)
+        if number is None:
+            raise OutOfRange(f"group {v!r:.40} is out of range")
+        return number
     return None
 
 
@@ -92,13 +107,16 @@ def _item(v: Any, image: int | None) -> Item | None:
     box = next((v[k] for k in BOX_KEYS if k in v and _is_box(v[k])), None)
     if box is None:
         return None
-    group = group_number(v.get("group", v.get("group_id", 1)))
+    try:
+        group = group_number(v.get("group", v.get("group_id", 1)))
+        img = image
+        if "image" in v:
+            g = group_number(v["image"])
+            img = g - 1 if g in (1, 2) else None
+    except OutOfRange:
+        return None  # an absurd number: the reply is not the asked-for shape (bad_schema)
     if group is None or group < 1:
         group = 1
-    img = image
-    if "image" in v:
-        g = group_number(v["image"])
-        img = g - 1 if g in (1, 2) else None
     score = v.get("score", 1.0)
     score = float(score) if _is_number(score) else 1.0
     return img, group, [float(x) for x in box], score

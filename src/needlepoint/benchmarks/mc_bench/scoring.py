@@ -17,11 +17,11 @@ from needlepoint.benchmarks.mc_bench.cocoeval import Detections
 from needlepoint.benchmarks.mc_bench.corrected import evaluate_corrected
 from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth
 from needlepoint.benchmarks.mc_bench.official import score_official
-from needlepoint.benchmarks.mc_bench.parse import MAX_GROUP
+from needlepoint.benchmarks.mc_bench.parse import GROUP_MAX
 from needlepoint.jsonl import read_json
 from needlepoint.numbers import integer
 from needlepoint.numbers import is_finite as is_number
-from needlepoint.store import json_text
+from needlepoint.store import json_text, write_atomic
 from needlepoint.text import writable
 
 
@@ -110,8 +110,8 @@ def check_results(results: Any, source: str = "the results") -> list[dict[str, A
         if "image_id" not in r or not _is_int(r["image_id"]):
             raise DataError(f"{where} has image_id {_shown(r.get('image_id'))}, which is not an integer; fix or drop that entry")
         if "category_id" not in r:
-            raise DataError(f"{where} has no category_id (its group, 1..{MAX_GROUP}); fix or drop that entry")
-        integer(r["category_id"], where, "category_id (the group)", "groups are numbered from 1; fix or drop that entry", 1, MAX_GROUP)
+            raise DataError(f"{where} has no category_id (its group, 1..{GROUP_MAX}); fix or drop that entry")
+        integer(r["category_id"], where, "category_id (the group)", "groups are numbered from 1; fix or drop that entry", 1, GROUP_MAX)
         bbox = r.get("bbox")
         if not isinstance(bbox, (list, tuple)) or len(bbox) != 4 or not all(is_number(v) for v in bbox):
             raise DataError(f"{where} has bbox {_shown(bbox)}, which is not four finite numbers [x, y, w, h]; fix or drop that entry")
@@ -143,7 +143,7 @@ def write_results(path: str | Path, results: Sequence[dict[str, Any]]) -> None:
             f"no results file written to {path}: the run has no boxes at all, and the authors' "
             "eval_mc_bench.py cannot read an empty results list"
         )
-    Path(path).write_text(json_text(checked), encoding="utf-8")
+    write_atomic(path, json_text(checked), fsync=True)
 
 
 def _shown(v: Any) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.demo.draw import COLOURS, place_boxes, render
+from needlepoint.store import AtomicFile, write_atomic
 
 TASKS = ("retrieval-text", "retrieval-image", "counting-text", "counting-image", "reasoning-text", "reasoning-image")
 LENGTHS = (800, 1500, 3000, 6000, 10000, 14000, 20000, 28000, 36000, 44000, 56000, 70000)
@@ -38,7 +39,7 @@ def _image(folder: Path, name: str, colour: str | None = None, count: int | None
         n = count if count is not None else rng.randint(2, 5)
         boxes = place_boxes(rng, size, size, n, 16, 40)
         shapes = [(b, colour or rng.choice(list(COLOURS)), "circle" if colour else rng.choice(("square", "circle"))) for b in boxes]
-        path.write_bytes(render(size, size, shapes, background=(250, 250, 250)))
+        write_atomic(path, render(size, size, shapes, background=(250, 250, 250)))
     return name
 
 
@@ -130,7 +131,7 @@ def write_release(root: Path, per_task: int = 60, split: str = "val", seed: int 
         if split == "test":
             for r in rows:
                 r.pop("answer")
-        with (folder / "annotations" / f"{task}.jsonl").open("w", encoding="utf-8") as fh:
+        with AtomicFile(folder / "annotations" / f"{task}.jsonl") as fh:
             for r in rows:
                 fh.write(json.dumps(r) + "\n")
     return root

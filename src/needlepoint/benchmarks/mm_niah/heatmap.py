@@ -7,11 +7,13 @@ when drawing, with the Agg canvas, so scoring never needs a display.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, DEPTH_LABELS
+from needlepoint.store import write_atomic
 
 
 def draw_heatmap(
@@ -53,8 +55,10 @@ def draw_heatmap(
     path_stem = Path(path_stem)
     path_stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [path_stem.with_name(path_stem.name + suffix) for suffix in (".png", ".svg")]
-    fig.savefig(paths[0], dpi=120)
-    fig.savefig(paths[1])
+    for path, dpi in zip(paths, (120, "figure")):
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format=path.suffix[1:], dpi=dpi)  # into memory, then written atomically
+        write_atomic(path, buffer.getvalue())
     return paths
 
 

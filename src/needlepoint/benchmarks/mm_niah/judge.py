@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,10 +125,12 @@ def _open_answer(response: str, answer: str) -> float:
 def _option(response: str, answer: int) -> Verdict:
     """Multiple choice (0-based index) or a single count given as an int."""
     if response.isdigit():
-        try:
-            return Verdict(float(int(response) == answer))
-        except ValueError:  # superscripts, circled digits...: isdigit() yet not decimal
+        if not response.isdecimal():  # superscripts, circled digits...: isdigit() yet not decimal
             return Verdict(0.0, UNICODE_DIGITS)
+        # int(response) == answer, digit by digit: int() refuses over 4,300 digits (a reply can
+        # carry more), where the authors' Python read any length
+        digits = "".join(str(unicodedata.decimal(c)) for c in response).lstrip("0") or "0"
+        return Verdict(float(digits == str(int(answer))))
     text = response.lower().replace("the answer is", "").replace("*", "")
     if "." in text:
         text = text.split(".")[0].replace(",", "")

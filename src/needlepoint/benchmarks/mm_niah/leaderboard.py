@@ -16,7 +16,7 @@ from needlepoint.benchmarks.mm_niah.aggregate import TASKS, aggregate, checked_d
 from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
 from needlepoint.jsonl import read_jsonl
 from needlepoint.numbers import size
-from needlepoint.store import json_text
+from needlepoint.store import AtomicFile, json_text
 
 FIELDS = ("question_id", "question", "answer", "response", "context_length", "placed_depth")
 # Longest first: 'rag-val' must win over 'val' (the authors' own order).
@@ -58,15 +58,15 @@ def write_leaderboard(
     paths = []
     for task, rows in rows_by_task.items():
         path = out_dir / file_name(model, task, split)
-        lines = []
         for index, row in enumerate(rows):
             absent = [key for key in FIELDS if key not in row]
             if absent:
                 raise DataError(
                     f"Row {index} of {task} lacks {', '.join(absent)}; every leaderboard row needs {', '.join(FIELDS)}."
                 )
-            lines.append(json_text({key: row[key] for key in FIELDS}))
-        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        with AtomicFile(path) as fh:
+            for row in rows:
+                fh.write(json_text({key: row[key] for key in FIELDS}) + "\n")
         paths.append(path)
     return paths
 

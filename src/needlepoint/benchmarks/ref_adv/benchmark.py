@@ -44,7 +44,7 @@ from needlepoint.jsonfind import find_json
 from needlepoint.jsonl import parse, read_jsonl
 from needlepoint.numbers import boolean, finite, integer, is_box, is_finite, size
 from needlepoint.records import scores
-from needlepoint.store import json_text
+from needlepoint.store import AtomicFile, json_text
 from needlepoint.text import writable
 
 PROMPTS = {
@@ -522,7 +522,7 @@ class RefAdv:
     ) -> list[Path]:
         by_id = {r["id"]: r for r in records}
         path = run_dir / "predictions_ref_adv.jsonl"
-        with path.open("w", encoding="utf-8") as fh:
+        with AtomicFile(path) as fh:
             for s in dataset:
                 rec = by_id.get(s.id)
                 if rec is None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.demo.draw import COLOURS, place_boxes, render
+from needlepoint.store import write_parquet
 
 SIZE = 30
 WIDTH, HEIGHT = 400, 300
@@ -85,12 +86,9 @@ def answers_for(row: dict[str, Any], i: int) -> list[Any]:
 def write_release(folder: Path, rows: list[dict[str, Any]]) -> Path:
     """Write rows as the Hugging Face parquet layout (data/train-*.parquet)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    data = folder / "data"
-    data.mkdir(parents=True, exist_ok=True)
     public = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
-    pq.write_table(pa.Table.from_pylist(public), data / "train-00000-of-00001.parquet", row_group_size=100)
+    write_parquet(folder / "data" / "train-00000-of-00001.parquet", pa.Table.from_pylist(public), row_group_size=100)
     return folder
 
 
