@@ -82,6 +82,12 @@ class CallCachedEmbedder:
         self.name = str(embedder.name)
         self.batch_size = max(1, int(getattr(embedder, "batch_size", 64)))
 
+    async def check(self) -> None:
+        await self.embedder.check()
+
+    async def aclose(self) -> None:
+        """The embedder stays open: the solver owns it."""
+
     async def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         unique = list(dict.fromkeys(texts))
         if not unique:
