@@ -41,12 +41,12 @@ def _as_received(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _without_source(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**m, "content": [{k: v for k, v in p.items() if k not in ("path", "sha256")} for p in m["content"]]} for m in messages]
+    return [
+        {**m, "content": [{k: v for k, v in p.items() if k not in ("path", "sha256")} for p in m["content"]]} for m in messages
+    ]
 
 
-def test_turns_record_the_messages_as_sent(
-    serve: Any, ref_release: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_turns_record_the_messages_as_sent(serve: Any, ref_release: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, rows = ref_release
     folder = write_jsonl_release(tmp_path / "release", rows, fmt="PNG")  # PNG: transcoded to JPEG when sent
     encoded: list[str] = []

@@ -242,7 +242,7 @@ class McBench:
         metrics["parse_errors"] = parse_errors(records)
         metrics["failures"] = request_failures(records)
         if not results:
-            metrics["notes"] = ["no boxes were predicted: no results file is written (the authors' evaluator crashes on an empty one)"]
+            metrics["notes"] = ["no boxes were predicted: results_coco.json is an empty list (the authors' evaluator crashes on it)"]
         return metrics
 
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
