@@ -163,11 +163,13 @@ class SolveContext:
         generation = generation or self.generation
         key = conversation_key(role, model.name, conversation, generation)
         stored = self.calls.take(key) if self.calls is not None else None
+        reencode = bool(getattr(model, "reencode_images", False))
         if stored is not None and isinstance(stored.get("turn"), dict):
             self.reused_calls += 1
-            self.turns.append({**stored["turn"], "reused": True})
+            sent = await sent_messages(conversation, reencode)  # not in the cache: the same request, described again
+            self.turns.append({**stored["turn"], "sent": sent, "reused": True})
             return reply_from_turn(stored["turn"])
-        sending = asyncio.ensure_future(sent_messages(conversation, bool(getattr(model, "reencode_images", False))))
+        sending = asyncio.ensure_future(sent_messages(conversation, reencode))
         try:
             reply = await model.complete(conversation, generation)
         except BaseException:
@@ -180,7 +182,7 @@ class SolveContext:
         turn["sent"] = await sending
         self.turns.append(turn)
         if not reply.error and self.calls is not None:
-            self.calls.put(key, "chat", turn=turn)
+            self.calls.put(key, "chat", turn={k: v for k, v in turn.items() if k != "sent"})
         return reply
 
     async def answered(
