@@ -179,10 +179,10 @@ class SolveContext:
         turn = reply_turn(reply, role, model.name)
         if about:
             turn["about"] = dict(about)
+        if not reply.error and self.calls is not None:  # on disk first: a kill from here on costs nothing
+            self.calls.put(key, "chat", turn=turn)
         turn["sent"] = await sending
         self.turns.append(turn)
-        if not reply.error and self.calls is not None:
-            self.calls.put(key, "chat", turn={k: v for k, v in turn.items() if k != "sent"})
         return reply
 
     async def answered(
