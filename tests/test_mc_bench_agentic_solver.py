@@ -265,7 +265,8 @@ def test_resume_and_retry_failed(serve: Any, release: Any, tmp_path: Path) -> No
     assert len(reasoner.requests) == asked + len(samples) - 3
     # --retry-failed: only the failed localizer call of the failed sample is sent again
     asked, located = len(reasoner.requests), len(localizer.requests)
-    assert (out / "cache" / "agentic").is_dir() and len(list((out / "cache" / "agentic").iterdir())) == 1
+    # only the failed sample keeps its answered calls (the done ones dropped theirs with their record)
+    assert len(list((out / "cache" / "calls").iterdir())) == 1
     assert main(agentic_args(folder, reasoner.url, localizer.url, out, "--no-report", "--retry-failed")) == 0
     assert len(reasoner.requests) == asked and len(localizer.requests) == located + 1
     records = read_records(out / "records.jsonl")
@@ -277,7 +278,7 @@ def test_resume_and_retry_failed(serve: Any, release: Any, tmp_path: Path) -> No
     fresh = [t for t in rec["turns"] if not t.get("reused")]
     assert [(t["role"], t["about"]["phrase"]) for t in fresh] == [("localizer", t0["phrase"])]
     assert rec["turns"][0]["role"] == "model" and rec["turns"][0]["reused"]
-    assert len(rec["answer"]) == len(pairs) and not any((out / "cache" / "agentic").iterdir())
+    assert len(rec["answer"]) == len(pairs) and not any((out / "cache" / "calls").iterdir())
 
 
 def test_the_demo_runs_the_agentic_solver(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from needlepoint.conversation import Generation, Model
 from needlepoint.errors import DataError, InternalFault
 from needlepoint.redact import scrub
 from needlepoint.solvers.base import MAIN, SolveContext, Solver, ToolError
+from needlepoint.solvers.calls import forget
 from needlepoint.store import RunStore
 
 
@@ -256,6 +257,8 @@ async def run(
         for sample in queue:
             record = await solve(benchmark, solver, models, sample, base, store.dir)
             store.append(record)
+            if record["status"] not in status.RETRYABLE:  # never requested again: its answered calls can go
+                forget(store.dir, sample.id)
             if options.on_record is not None:
                 options.on_record(sample, record)
             done[sample.id] = record

@@ -20,8 +20,10 @@ from typing import Any, Protocol, TypeVar
 from needlepoint import errors, status
 from needlepoint.benchmarks.base import Benchmark, Parsed
 from needlepoint.conversation import Conversation, Generation, Model, Reply
+from needlepoint.solvers.calls import CallCache, calls_path, conversation_key
+from needlepoint.solvers.sent import sent_messages
 
-__all__ = ["MAIN", "SolveContext", "Solver", "ToolError", "reply_turn"]
+__all__ = ["MAIN", "SolveContext", "Solver", "ToolError", "reply_from_turn", "reply_turn"]
 
 MAIN = "model"  # the role of the model named by --model
 T = TypeVar("T")
@@ -78,12 +80,26 @@ def reply_turn(reply: Reply, role: str, model: str) -> dict[str, Any]:
     return turn
 
 
+def reply_from_turn(turn: Mapping[str, Any]) -> Reply:
+    """The Reply an answered turn recorded (a call answered from the sample's cache)."""
+    return Reply(
+        text=str(turn.get("reply") or ""), finish_reason=turn.get("finish_reason"), usage=turn.get("usage"),
+        latency_s=float(turn.get("latency_s") or 0.0), attempts=int(turn.get("attempts") or 1),
+        request_bytes=int(turn.get("request_bytes") or 0), reasoning=turn.get("reasoning"), endpoint=turn.get("endpoint"),
+    )  # fmt: skip
+
+
 class SolveContext:
     """One sample's access to models and tools; every call lands in `turns` (the record's).
 
     - `await ctx.complete(conversation, generation=None, role="model")` asks the model of `role`
       and records a turn {role, model, reply, finish_reason, latency_s, attempts, usage,
-      request_bytes, error, error_kind, endpoint, reasoning?};
+      request_bytes, error, error_kind, endpoint, reasoning?, sent} (`sent`: the messages as
+      sent, solvers/sent.py); an answered call is stored in the sample's call cache
+      (solvers/calls.py) as it arrives, and the same request in a resumed run is answered from
+      there (its turn marked `reused`);
+    - `await ctx.answered(kind, key, call, save, load)` does the same for any other paid call
+      (an embedding batch, a token count): `call()`'s answer from the cache, or called and stored;
     - `await ctx.tool(name, call, summary=None)` awaits `call()` (an embedder's coroutine) and
       records a turn {role: "tool", tool, latency_s, error, error_kind, result}; `await
       ctx.tool_sync(name, fn, *args, summary=None)` does the same for blocking work (a detector),
@@ -107,6 +123,8 @@ class SolveContext:
         self.notes: dict[str, Any] = {}
         self.request_summary: dict[str, Any] | None = None
         self.repair_used = False
+        self.calls = CallCache(calls_path(run_dir, sample.id)) if run_dir is not None else None
+        self.reused_calls = 0  # calls answered from the cache (a resumed sample)
 
     def model(self, role: str = MAIN) -> Model:
         """The model serving `role`; KeyError names the roles there are."""
@@ -135,12 +153,51 @@ class SolveContext:
         (JSON-ready) says what the call was for, e.g. the phrase a localizer was asked to box;
         it is kept in the turn under "about" and shown in the report."""
         model = self.model(role)
-        reply = await model.complete(conversation, generation or self.generation)
+        generation = generation or self.generation
+        key = conversation_key(role, model.name, conversation, generation)
+        stored = self.calls.take(key) if self.calls is not None else None
+        reencode = bool(getattr(model, "reencode_images", False))
+        if stored is not None and isinstance(stored.get("turn"), dict):
+            self.reused_calls += 1
+            sent = await sent_messages(conversation, reencode)  # not in the cache: the same request, described again
+            self.turns.append({**stored["turn"], "sent": sent, "reused": True})
+            return reply_from_turn(stored["turn"])
+        sending = asyncio.ensure_future(sent_messages(conversation, reencode))
+        try:
+            reply = await model.complete(conversation, generation)
+        except BaseException:
+            sending.cancel()
+            await asyncio.gather(sending, return_exceptions=True)
+            raise
         turn = reply_turn(reply, role, model.name)
         if about:
             turn["about"] = dict(about)
+        if not reply.error and self.calls is not None:  # on disk first: a kill from here on costs nothing
+            self.calls.put(key, "chat", turn=turn)
+        turn["sent"] = await sending
         self.turns.append(turn)
         return reply
+
+    async def answered(
+        self, kind: str, key: str, call: Callable[[], Awaitable[T]], save: Callable[[T], Any], load: Callable[[Any], T]
+    ) -> T:
+        """A paid call other than a chat turn (an embedding batch, a token count): its answer from
+        the sample's call cache when an earlier attempt got one (`load(saved)`), else `call()`,
+        whose answer is stored (`save(answer)`, JSON-ready) the moment it arrives. `key` names the
+        request (calls.key_of of what it asks); a failed call raises and stores nothing."""
+        stored = self.calls.take(key) if self.calls is not None else None
+        if stored is not None and "answer" in stored:
+            try:
+                got = load(stored["answer"])
+            except (ValueError, KeyError, TypeError):
+                got = None  # a damaged entry: ask again
+            if got is not None:
+                self.reused_calls += 1
+                return got
+        result = await call()
+        if self.calls is not None:
+            self.calls.put(key, kind, answer=save(result))
+        return result
 
     async def tool(
         self, name: str, call: Callable[[], Awaitable[T]], summary: Callable[[T], Any] | None = None,

@@ -89,6 +89,9 @@ _NOTHING = re.compile(
 )
 
 
+_OTHER_IMAGE = re.compile(r"(?:image|img|picture)\d+")
+
+
 def reasoner_prompt(sample: McSample) -> Conversation:
     """The reasoner's request: both images in pair order, labelled as in `sequence` mode, then the
     description and the answer asked for."""
@@ -129,6 +132,8 @@ def _targets(value: Any) -> list[Target]:
         index = image_index(key)
         if index is not None:
             per_image[index] = v
+        elif _OTHER_IMAGE.fullmatch(re.sub(r"[^a-z0-9]", "", str(key).lower())):
+            raise _Invalid("image_not_given")  # "image_3": no image of the pair, as {"image": 3} in an entry
     if per_image:
         out: list[Target] = []
         for image, v in sorted(per_image.items()):

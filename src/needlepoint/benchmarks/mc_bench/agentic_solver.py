@@ -14,19 +14,19 @@ flight per endpoint) gets one request per phrase holding that phrase's image alo
 box is kept; a detector (`BatchedDetector`) boxes the phrases of every sample in flight in shared
 forward passes, and keeps each phrase's top box when its score reaches the threshold. Every call
 is a turn of the record with `about` naming its target; the targets and their boxes are noted
-under record["solver"]["targets"]. A failed localizer call fails the sample with its kind;
-`--retry-failed` then sends only the failed calls again (`_Partial`). The pure part (prompts,
-parsers, the answer) is `agentic.py`.
+under record["solver"]["targets"]. A failed localizer call fails the sample with its kind; every
+answered call is in the sample's call cache (solvers/calls.py), so a resumed run or
+`--retry-failed` sends only the calls that never got an answer. A reply naming more than
+`--max-phrases` instances is a parse error (`too_many_phrases`, with the repair turn): it never
+costs more localizer calls than that. The pure part (prompts, parsers, the answer) is `agentic.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from needlepoint import numbers, status
@@ -47,8 +47,7 @@ from needlepoint.conversation import Reply
 from needlepoint.errors import DataError
 from needlepoint.geometry import BoxFormat, require_box_format
 from needlepoint.options import Option
-from needlepoint.solvers.base import MAIN, SolveContext
-from needlepoint.store import json_line, write_atomic
+from needlepoint.solvers.base import SolveContext
 
 if TYPE_CHECKING:
     from needlepoint.models.openai_compat import ClientSettings
@@ -60,6 +59,8 @@ LOCALIZER_KEY_ENV = "NEEDLEPOINT_LOCALIZER_API_KEY"
 LOCALIZER_ROLE = "localizer"
 DETECTOR_TOOL = "detector"
 PROMPT_VERSION = 1
+DEFAULT_MAX_PHRASES = 64
+TOO_MANY_PHRASES = "too_many_phrases"
 
 
 def prompt_hash(*texts: str) -> str:
@@ -89,6 +90,9 @@ class AgenticSolver:
                choices=("cuda", "cpu"), metavar="cuda|cpu"),
         Option("--detector-threshold", "detector: the least score of a kept box (default 0.05, the paper's)",
                type=float, metavar="SCORE"),
+        Option("--max-phrases", f"most instances the reasoner may name for one sample (default {DEFAULT_MAX_PHRASES}); a reply "
+               "naming more is a parse error (too_many_phrases) with a repair turn, and costs no localizer call",
+               type=int, metavar="N"),
     )  # fmt: skip
 
     def __init__(
@@ -100,6 +104,7 @@ class AgenticSolver:
         localizer_device: str | None = None,
         detector_threshold: float | None = None,
         detector_batch: int | None = None,
+        max_phrases: int | None = None,
         client: ClientSettings | None = None,
     ) -> None:
         if not isinstance(benchmark, McBench):
@@ -125,6 +130,8 @@ class AgenticSolver:
         numbers.flag("--detector-threshold", detector_threshold, 0.0, maximum=1.0)
         numbers.whole("--localizer-concurrency", localizer_concurrency, 1)
         numbers.whole("detector_batch", detector_batch, 1)
+        numbers.whole("--max-phrases", max_phrases, 1)
+        self.max_phrases = DEFAULT_MAX_PHRASES if max_phrases is None else max_phrases
         self.localizer_model: Any = None
         self.detector: Any = None
         urls = [localizer_url] if isinstance(localizer_url, str) else list(localizer_url or [])
@@ -186,6 +193,8 @@ class AgenticSolver:
             ident["box_format"] = self.benchmark.box_format
         else:
             ident["threshold"] = self.threshold
+        if self.max_phrases != DEFAULT_MAX_PHRASES:  # absent at the default: runs from before keep their hash
+            ident["max_phrases"] = self.max_phrases
         return ident
 
     def label(self, model: str) -> str:
@@ -201,15 +210,12 @@ class AgenticSolver:
     async def solve(self, sample: McSample, ctx: SolveContext) -> Parsed:
         conversation = reasoner_prompt(sample)
         ctx.request(conversation)
-        saved = _Partial.load(ctx, sample) if self.kind == "vlm" else None
-        if saved is not None:  # --retry-failed after a failed localizer call: the reasoner's answer stands
-            return await self._with_vlm(sample, saved.reuse_reasoner(ctx), ctx, saved)
         reply = await ctx.complete(conversation)
-        parsed = _read_targets(reply)
+        parsed = self._read_targets(reply)
         if not reply.error and parsed.error and parsed.error != status.NO_CONTENT:
             ctx.repaired()
             second = await ctx.complete(conversation.with_turn(reply.text, REASONER_REPAIR_TEXT))
-            parsed = _read_targets(second)
+            parsed = self._read_targets(second)
         if parsed.error:
             return parsed
         targets: list[Target] = parsed.answer
@@ -220,14 +226,24 @@ class AgenticSolver:
             return await self._with_vlm(sample, targets, ctx)
         return await self._with_detector(sample, targets, ctx)
 
-    async def _with_vlm(self, sample: McSample, targets: list[Target], ctx: SolveContext, saved: _Partial | None = None) -> Parsed:
+    def _read_targets(self, reply: Reply) -> Parsed:
+        """The reasoner's reply as targets, or the error that stands in (as the default solver reads
+        replies); more targets than --max-phrases is the parse error `too_many_phrases`."""
+        if reply.error:
+            return Parsed(error=reply.error_kind or status.BACKEND_ERROR)
+        if not reply.text.strip() and reply.reasoning:
+            return Parsed(error=status.NO_CONTENT)
+        parsed = parse_targets(reply.text)
+        if not parsed.error and len(parsed.answer) > self.max_phrases:
+            return Parsed(error=TOO_MANY_PHRASES)
+        return parsed
+
+    async def _with_vlm(self, sample: McSample, targets: list[Target], ctx: SolveContext) -> Parsed:
         box_format: BoxFormat = require_box_format(self.benchmark.box_format, self.benchmark.name)
 
         async def one(k: int, target: Target) -> tuple[Reply, Parsed | None]:
-            reply = saved.reuse_localizer(ctx, k) if saved is not None else None
-            if reply is None:
-                conversation = localizer_request(sample, target, box_format)
-                reply = await ctx.complete(conversation, role=LOCALIZER_ROLE, about=_about(k, target))
+            conversation = localizer_request(sample, target, box_format)
+            reply = await ctx.complete(conversation, role=LOCALIZER_ROLE, about=_about(k, target))
             if reply.error:
                 return reply, None
             return reply, parse_localizer_target(sample, target, reply.text, box_format)
@@ -248,10 +264,8 @@ class AgenticSolver:
                 note["box"] = [round(v, 2) for v in got.answer]
                 boxes.append(got.answer)
         ctx.note(targets=notes)
-        if failed is not None:  # the sample takes the failure's kind; --retry-failed asks only the failed calls again
-            _Partial.save(ctx, sample, targets)
+        if failed is not None:  # the sample takes the failure's kind; the answered calls are in its call cache
             return Parsed(error=failed)
-        _Partial.drop(ctx, sample)
         return assemble_answer(targets, boxes)
 
     async def _with_detector(self, sample: McSample, targets: list[Target], ctx: SolveContext) -> Parsed:
@@ -283,81 +297,6 @@ class AgenticSolver:
             scores.append(d.score)
         ctx.note(targets=notes)
         return assemble_answer(targets, boxes, scores)
-
-
-class _Partial:
-    """What a sample whose localizer calls partly failed keeps for `--retry-failed`, in
-    `<run>/cache/agentic/<sample>.json`: the reasoner's turns and targets and each localizer call
-    that was answered. The retry copies those turns into the new record (marked `"reused": true`)
-    and sends only the calls that failed; the file goes once the sample succeeds. A changed
-    identity is a new run folder, so a saved answer is never mixed with other settings."""
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.data = data
-
-    @staticmethod
-    def path(ctx: SolveContext, sample: McSample) -> Path | None:
-        if ctx.run_dir is None:
-            return None
-        name = hashlib.sha256(sample.id.encode("utf-8")).hexdigest()[:24]
-        return ctx.run_dir / "cache" / AgenticSolver.name / f"{name}.json"
-
-    @classmethod
-    def load(cls, ctx: SolveContext, sample: McSample) -> _Partial | None:
-        path = cls.path(ctx, sample)
-        if path is None or not path.is_file():
-            return None
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None  # unreadable: the sample is answered afresh
-        if not isinstance(data, dict) or data.get("id") != sample.id:
-            return None
-        return cls(data)
-
-    @classmethod
-    def save(cls, ctx: SolveContext, sample: McSample, targets: list[Target]) -> None:
-        path = cls.path(ctx, sample)
-        if path is None:
-            return
-        answered = {
-            str(t["about"]["target"]): t for t in ctx.turns
-            if t.get("role") == LOCALIZER_ROLE and not t.get("error") and isinstance(t.get("about"), dict)
-        }  # fmt: skip
-        reasoner = [t for t in ctx.turns if t.get("role") == MAIN]
-        data = {"id": sample.id, "targets": targets, "reasoner": reasoner, "repair_used": ctx.repair_used, "localizer": answered}
-        write_atomic(path, json_line(data))  # json_line: what a server sent (NaN, a lone surrogate) never fails it
-
-    @classmethod
-    def drop(cls, ctx: SolveContext, sample: McSample) -> None:
-        path = cls.path(ctx, sample)
-        if path is not None:
-            path.unlink(missing_ok=True)
-
-    def reuse_reasoner(self, ctx: SolveContext) -> list[Target]:
-        """Copy the reasoner's turns into the record; the targets it named."""
-        for turn in self.data["reasoner"]:
-            ctx.turns.append({**turn, "reused": True})
-        if self.data.get("repair_used"):
-            ctx.repaired()
-        return [Target(image=int(t["image"]), group=int(t["group"]), phrase=str(t["phrase"])) for t in self.data["targets"]]
-
-    def reuse_localizer(self, ctx: SolveContext, k: int) -> Reply | None:
-        """The saved answer to target k's localizer call (its turn copied into the record), or None."""
-        turn = self.data["localizer"].get(str(k + 1))
-        if turn is None:
-            return None
-        ctx.turns.append({**turn, "reused": True})
-        return Reply(text=str(turn.get("reply") or ""), finish_reason=turn.get("finish_reason"))
-
-
-def _read_targets(reply: Reply) -> Parsed:
-    """The reasoner's reply as targets, or the error that stands in (as the default solver reads replies)."""
-    if reply.error:
-        return Parsed(error=reply.error_kind or status.BACKEND_ERROR)
-    if not reply.text.strip() and reply.reasoning:
-        return Parsed(error=status.NO_CONTENT)
-    return parse_targets(reply.text)
 
 
 def _about(k: int, target: Target) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
 from needlepoint.geometry import check_abs_frame, check_box_format, iou_matrix, require_box_format, xywh_to_xyxy, xyxy_to_xywh
 from needlepoint.records import scores
-from needlepoint.store import RECORDS, read_records
+from needlepoint.store import RECORDS, read_records, write_atomic
 
 RELEASE_FILE = "mc-bench_v0.2_val.json"
 IMAGES_DIR = "mc-bench_images"
@@ -242,7 +242,7 @@ class McBench:
         metrics["parse_errors"] = parse_errors(records)
         metrics["failures"] = request_failures(records)
         if not results:
-            metrics["notes"] = ["no boxes were predicted: no results file is written (the authors' evaluator crashes on an empty one)"]
+            metrics["notes"] = ["no boxes were predicted: results_coco.json is an empty list (the authors' evaluator crashes on it)"]
         return metrics
 
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
@@ -290,9 +290,10 @@ class McBench:
         from needlepoint.benchmarks.mc_bench.scoring import write_results
 
         results = results_from_records(dataset, records)
-        if not results:
-            return []
         path = run_dir / RESULTS_FILE
+        if not results:  # no box at all: the file still exists, an empty list (the authors' script cannot read it)
+            write_atomic(path, "[]\n")
+            return [path]
         write_results(path, results)
         return [path]
 

@@ -28,6 +28,8 @@ FILLER = (
     "The bakery on the corner sold out of rye bread before noon. ",
 )
 IMAGE_TOKENS = 256
+DISTRACTORS = ("Lanterns are never shared.",)
+"""Statements placed beside the needles that the answer does not depend on: in the document, not in `meta.needles`."""
 
 
 def _image(folder: Path, name: str, colour: str | None = None, count: int | None = None, size: int = 224) -> str:
@@ -75,7 +77,7 @@ def make_rows(task: str, count: int, images: Path, seed: int = 11, real_length: 
         elif task == "reasoning-text":
             a, b = rng.randint(2, 9), rng.randint(2, 9)
             needles = [(depth, f"Mira has {a} lanterns."), (min(1.0, depth + 0.05), f"Tom has {b} lanterns more than Mira."),
-                       (min(1.0, depth + 0.1), "Lanterns are never shared.")]  # fmt: skip
+                       (min(1.0, depth + 0.1), DISTRACTORS[0])]  # fmt: skip
             question, answer = "How many lanterns does Tom have?", str(a + b)
         elif task == "counting-text":
             depths = sorted(rng.choice(DEPTHS) for _ in range(3))
@@ -115,7 +117,7 @@ def make_rows(task: str, count: int, images: Path, seed: int = 11, real_length: 
             context_length_text=length - IMAGE_TOKENS * len(doc_images),
             context_length_image=IMAGE_TOKENS * len(doc_images),
             num_images=len(doc_images),
-            needles=[s for _, s in needles],
+            needles=[s for _, s in needles if s not in DISTRACTORS],  # what the answer depends on
         )
         rows.append({"id": i, "images_list": doc_images, "context": context, "question": question, "answer": answer, "meta": meta})
     return rows

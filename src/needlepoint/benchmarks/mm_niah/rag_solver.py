@@ -2,9 +2,11 @@
 
 Per sample: cut the row into the authors' pieces (rag.py), score them with an embedding model
 (served by vLLM, or loaded here through transformers), keep the best within the token budget in
-document order, and ask the model with the usual prompt over what was kept. The scores and token
-counts of a document and question are cached in `<run>/cache/rag/`, so a resumed or retried run
-does not embed again. The record keeps, under `solver.rag`, what was kept and the rank of every
+document order, and ask the model with the usual prompt over what was kept. Each embedding and
+`/tokenize` request of a served model is in the sample's call cache as soon as it is answered
+(solvers/calls.py), so a run killed mid-document asks only for the rest; the scores and token
+counts of a document and question are then cached in `<run>/cache/rag/` (and the call cache's
+vectors dropped), so a resumed or retried run does not embed again. The record keeps, under `solver.rag`, what was kept and the rank of every
 needle piece; the leaderboard names the system `<model>-RAG`, as the authors' leaderboard does.
 """
 
@@ -27,7 +29,7 @@ from needlepoint.benchmarks.mm_niah.rag import (
     Selection,
     document,
 )
-from needlepoint.benchmarks.mm_niah.retrieve import PieceScores, retrieve
+from needlepoint.benchmarks.mm_niah.retrieve import EMBED_CALLS, CallCachedEmbedder, PieceScores, retrieve
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.options import Option
@@ -219,11 +221,15 @@ class RagSolver:
             "images": len(doc.images), "counted": sum(1 for p in doc.text_pieces if p), "cached": scores is not None,
         }  # fmt: skip
         if scores is None:
+            embedder = CallCachedEmbedder(self.embedder, ctx) if self.backend == SERVED else self.embedder
             got = await ctx.tool(
-                "embed", lambda: retrieve(sample, self.embedder, self.max_tokens, self.min_images, doc=doc), summary=lambda _: dict(embedding)
-            )
+                "embed", lambda: retrieve(sample, embedder, self.max_tokens, self.min_images, doc=doc),
+                summary=lambda _: {**embedding, "reused_calls": ctx.reused_calls},
+            )  # fmt: skip
             if path is not None:
                 write_atomic(path, json_text(got.scores.to_dict()))
+            if ctx.calls is not None:  # the scores stand for the vectors from now on
+                ctx.calls.drop(lambda entry: entry.get("kind") in EMBED_CALLS)
         else:
             got = await retrieve(sample, self.embedder, self.max_tokens, self.min_images, cached=scores, doc=doc)
         selection, reduced = got.selection, got.sample

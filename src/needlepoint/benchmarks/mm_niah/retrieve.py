@@ -2,16 +2,20 @@
 from any Embedder (served or local), then the authors' selection (rag.py).
 
 Kept apart from rag.py so that the selection rules stay pure and synchronous; this module only
-awaits the embedder it is given and knows nothing about HTTP.
+awaits the embedder it is given and knows nothing about HTTP. `CallCachedEmbedder` puts each of a
+served embedder's requests (a batch of texts, an image, a token count) through the sample's call
+cache (solvers/calls.py), so a resumed run asks only for what never got an answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+import pybase64
 
 from needlepoint.benchmarks.mm_niah.data import NiahSample
 from needlepoint.benchmarks.mm_niah.rag import (
@@ -24,11 +28,102 @@ from needlepoint.benchmarks.mm_niah.rag import (
     reduced_sample,
     select,
 )
+from needlepoint.conversation import ImageRef
+from needlepoint.solvers.calls import key_of
 
 if TYPE_CHECKING:
     from needlepoint.models.embeddings import Embedder
+    from needlepoint.solvers.base import SolveContext
 
-__all__ = ["PieceScores", "Retrieved", "retrieve", "score_document"]
+__all__ = ["EMBED_CALLS", "CallCachedEmbedder", "PieceScores", "Retrieved", "retrieve", "score_document"]
+
+EMBED_CALLS = ("embed_texts", "embed_image", "tokenize")
+"""The kinds of call-cache entries an embedder's requests leave (dropped once the scores are cached)."""
+T = TypeVar("T")
+
+
+async def _all(calls: Sequence[Awaitable[T]]) -> list[T]:
+    """Await every call; on the first failure cancel the rest (their answers never came) and raise it."""
+    tasks = [asyncio.ensure_future(c) for c in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def _matrix_json(m: Any) -> dict[str, Any]:
+    """Rows of float32 as the cache keeps them: exact, and a third of the size of JSON numbers."""
+    a = np.ascontiguousarray(m, dtype="<f4")
+    return {"shape": list(a.shape), "f32": pybase64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def _matrix(data: Any) -> np.ndarray:
+    shape = tuple(int(n) for n in data["shape"])
+    return np.frombuffer(pybase64.b64decode(data["f32"]), dtype="<f4").reshape(shape).astype(np.float32)
+
+
+def _counts(data: Any) -> list[int]:
+    if not isinstance(data, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in data):
+        raise ValueError("not token counts")
+    return list(data)
+
+
+class CallCachedEmbedder:
+    """A served embedder whose requests go through the sample's call cache, one entry per request
+    as the embedder sends it: a batch of at most `batch_size` distinct texts, one image, one text's
+    token count. What comes back is what the embedder returns (rows L2-normalised, counts)."""
+
+    def __init__(self, embedder: Any, ctx: SolveContext) -> None:
+        self.embedder = embedder
+        self.ctx = ctx
+        self.name = str(embedder.name)
+        self.batch_size = max(1, int(getattr(embedder, "batch_size", 64)))
+
+    async def check(self) -> None:
+        await self.embedder.check()
+
+    async def aclose(self) -> None:
+        """The embedder stays open: the solver owns it."""
+
+    async def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        unique = list(dict.fromkeys(texts))
+        if not unique:
+            return np.zeros((0, 0), dtype=np.float32)
+        batches = [unique[i : i + self.batch_size] for i in range(0, len(unique), self.batch_size)]
+
+        def one(batch: list[str]) -> Awaitable[np.ndarray]:
+            key = key_of("embed_texts", self.name, batch)
+            return self.ctx.answered("embed_texts", key, lambda: self.embedder.embed_texts(batch), _matrix_json, _matrix)
+
+        got = await _all([one(b) for b in batches])
+        row = {t: r for batch, rows in zip(batches, got) for t, r in zip(batch, rows)}
+        return np.stack([row[t] for t in texts]).astype(np.float32, copy=False)
+
+    async def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
+        unique = list(dict.fromkeys(images))
+        if not unique:
+            return np.zeros((0, 0), dtype=np.float32)
+
+        def one(ref: ImageRef) -> Awaitable[np.ndarray]:
+            key = key_of("embed_image", self.name, ref.key, ref.max_side)
+            return self.ctx.answered("embed_image", key, lambda: self.embedder.embed_images([ref]), _matrix_json, _matrix)
+
+        got = dict(zip(unique, await _all([one(r) for r in unique])))
+        return np.stack([got[r][0] for r in images]).astype(np.float32, copy=False)
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        unique = [t for t in dict.fromkeys(texts) if t]
+
+        def one(text: str) -> Awaitable[list[int]]:
+            key = key_of("tokenize", self.name, text)
+            return self.ctx.answered("tokenize", key, lambda: self.embedder.count_tokens([text]), list, _counts)
+
+        counts = {t: got[0] for t, got in zip(unique, await _all([one(t) for t in unique]))}
+        counts[""] = 0
+        return [counts[t] for t in texts]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,97 @@
+"""What a model was sent, as a record keeps it: the messages of a request with the text verbatim
+and each image by its path (its key: relative to the benchmark's images folder, as the data file
+names it), the sha256 of its stored bytes, and the size it was sent at (width, height, bytes of
+the JPEG the client sends: `images.encode_jpeg`, the one encoder). Never the bytes.
+
+Each image is described once per process (a bounded cache keyed by the image, its file's size and
+time, the size asked for and the re-encoding rule), not once per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from needlepoint.conversation import Conversation, ImageRef
+from needlepoint.errors import DataError
+from needlepoint.images import encode_jpeg, jpeg_header, read_image
+
+__all__ = ["describe_image", "sent_messages"]
+
+_MAX_ITEMS = 100_000
+_cache: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+_lock = threading.Lock()
+
+
+def _cache_key(ref: ImageRef, reencode: bool) -> tuple[Any, ...]:
+    stamp: tuple[int, int] | None = None
+    if ref.loader is None and ref.path is not None:
+        try:
+            st = ref.path.stat()
+            stamp = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            stamp = None
+    return (ref.key, None if ref.path is None else str(ref.path), ref.max_side, reencode, stamp)
+
+
+def _cached(key: tuple[Any, ...]) -> dict[str, Any] | None:
+    with _lock:
+        got = _cache.get(key)
+        if got is not None:
+            _cache.move_to_end(key)
+        return got
+
+
+def describe_image(ref: ImageRef, reencode: bool = False) -> dict[str, Any]:
+    """An image as a turn's `sent` names it: {type, path, sha256, width, height, bytes} (the
+    digest of the stored bytes; width, height and bytes of what is sent). Blocking; cached."""
+    key = _cache_key(ref, reencode)
+    got = _cached(key)
+    if got is not None:
+        return got
+    data = read_image(ref)
+    sent = encode_jpeg(ref, reencode, data)
+    head = jpeg_header(sent)
+    if head is None:
+        from needlepoint.images import decode_rgb
+
+        width, height = decode_rgb(sent, ref.key).size
+    else:
+        width, height = head[0], head[1]
+    got = {"type": "image", "path": ref.key, "sha256": hashlib.sha256(data).hexdigest(),
+           "width": int(width), "height": int(height), "bytes": len(sent)}  # fmt: skip
+    with _lock:
+        _cache[key] = got
+        while len(_cache) > _MAX_ITEMS:
+            _cache.popitem(last=False)
+    return got
+
+
+async def sent_messages(conversation: Conversation, reencode: bool = False) -> list[dict[str, Any]]:
+    """The messages of a request as sent, JSON-ready: [{role, content: [{type: text, text} |
+    image description]}], text parts as the client sends them (an all-text message is one text).
+    An image that cannot be read is described by its path and the reason."""
+    loop = asyncio.get_running_loop()
+    out: list[dict[str, Any]] = []
+    for m in conversation.messages:
+        if not m.images:
+            out.append({"role": m.role, "content": [{"type": "text", "text": m.text}]})
+            continue
+        content: list[dict[str, Any]] = []
+        for p in m.parts:
+            if isinstance(p, str):
+                if p:
+                    content.append({"type": "text", "text": p})
+                continue
+            got = _cached(_cache_key(p, reencode))
+            if got is None:
+                try:
+                    got = await loop.run_in_executor(None, describe_image, p, reencode)
+                except DataError as exc:
+                    got = {"type": "image", "path": p.key, "error": str(exc)}
+            content.append(dict(got))
+        out.append({"role": m.role, "content": content})
+    return out

@@ -1,0 +1,82 @@
+"""What the model saw: every turn of a record keeps the messages as sent (text verbatim; each image
+by its path, the sha256 of its file and the width, height and bytes it was sent at, never the
+bytes), checked against the request bodies a real local server received; each image is described
+once per run, however often it is sent."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ref_run_config, write_jsonl_release
+from PIL import Image
+
+from needlepoint.api import evaluate
+from needlepoint.solvers import sent as sent_module
+from needlepoint.store import read_records
+
+
+def _as_received(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A request body's messages in the `sent` shape, images by what arrived (size and bytes)."""
+    out = []
+    for m in body["messages"]:
+        if isinstance(m["content"], str):
+            out.append({"role": m["role"], "content": [{"type": "text", "text": m["content"]}]})
+            continue
+        content = []
+        for p in m["content"]:
+            if p["type"] == "text":
+                content.append({"type": "text", "text": p["text"]})
+            else:
+                data = base64.b64decode(p["image_url"]["url"].split(",", 1)[1])
+                width, height = Image.open(io.BytesIO(data)).size
+                content.append({"type": "image", "width": width, "height": height, "bytes": len(data)})
+        out.append({"role": m["role"], "content": content})
+    return out
+
+
+def _without_source(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {**m, "content": [{k: v for k, v in p.items() if k not in ("path", "sha256")} for p in m["content"]]} for m in messages
+    ]
+
+
+def test_turns_record_the_messages_as_sent(serve: Any, ref_release: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, rows = ref_release
+    folder = write_jsonl_release(tmp_path / "release", rows, fmt="PNG")  # PNG: transcoded to JPEG when sent
+    encoded: list[str] = []
+    real = sent_module.encode_jpeg
+
+    def counting(ref: Any, *args: Any) -> bytes:
+        encoded.append(ref.key)
+        return real(ref, *args)
+
+    monkeypatch.setattr(sent_module, "encode_jpeg", counting)
+    monkeypatch.setattr(sent_module, "_cache", OrderedDict())
+    server = serve(default="I see no box here.")  # a parse error: the repair turn sends the image again
+    out = tmp_path / "run"
+    config = ref_run_config(folder / "data.jsonl", [server.url], out, limit=3,
+                            options={"box_format": "abs_xyxy", "max_image_side": 64})  # fmt: skip
+    evaluate(config)
+    records = read_records(out / "records.jsonl")
+    received = [_as_received(body) for _, body in server.requests]
+    turns = [t for r in records.values() for t in r["turns"]]
+    assert len(turns) == 6 and len(received) == 6  # three samples, each with its repair turn
+    for rec in records.values():
+        for turn in rec["turns"]:
+            sent = turn["sent"]
+            assert _without_source(sent) in received  # text verbatim, images at the size and bytes that arrived
+            images = [p for m in sent for p in m["content"] if p["type"] == "image"]
+            assert len(images) == 1
+            (image,) = images
+            stored = (folder / "images" / image["path"]).read_bytes()
+            assert image["sha256"] == hashlib.sha256(stored).hexdigest() and "data" not in image
+            assert max(image["width"], image["height"]) == 64  # downscaled to --max-image-side
+        assert rec["turns"][1]["sent"][1] == {"role": "assistant", "content": [{"type": "text", "text": "I see no box here."}]}
+    paths = {p["path"] for t in turns for m in t["sent"] for p in m["content"] if p["type"] == "image"}
+    assert len(paths) == 3 and sorted(encoded) == sorted(paths)  # once per image, not per request
