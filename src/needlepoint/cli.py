@@ -199,6 +199,18 @@ def _solver_options(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _all_solver_options(ns: argparse.Namespace) -> dict[str, Any]:
+    """The solver's settings from `--solver-option KEY=VALUE` and its own flags; DataError when
+    both set one setting (e.g. --localizer and --solver-option localizer=...): neither silently wins."""
+    generic = _solver_options(ns.solver_option)
+    flags = _given_solver_flags(ns)
+    both = sorted(set(generic) & set(flags))
+    if both:
+        flag = "--" + both[0].replace("_", "-")
+        raise DataError(f"{flag} and --solver-option {both[0]}=... both set the solver's {both[0]}; pass only one of them")
+    return {**generic, **flags}
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not strict JSON")
 
@@ -214,8 +226,14 @@ def _finite_number(text: str) -> float | int:
 
 
 def _print_metrics(bench: Any, metrics: dict[str, Any], as_json: bool) -> None:
+    from needlepoint.outcome import has_metrics
+
     if as_json:
         print(json_text(metrics, indent=2))
+        return
+    if not has_metrics(metrics):  # nothing answered: metrics.json holds only the run block
+        run = metrics.get("run", {})
+        print(f"no metrics: none of the {run.get('requested')} requested samples was answered", file=sys.stderr)
         return
     from needlepoint.report.terminal import print_tables
 
@@ -247,7 +265,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         show_progress=not ns.no_progress and not ns.json,
         report=not ns.no_report,
         solver=ns.solver,
-        solver_options={**_solver_options(ns.solver_option), **_given_solver_flags(ns)},
+        solver_options=_all_solver_options(ns),
         shard=ns.shard,
     )
     result = evaluate(config)
@@ -280,13 +298,14 @@ def cmd_report(ns: argparse.Namespace) -> int:
 def cmd_merge(ns: argparse.Namespace) -> int:
     from needlepoint.merge import merge
 
-    result = merge(ns.runs, ns.out, allow_partial=ns.allow_partial, data=ns.data, report=not ns.no_report)
+    result = merge(ns.runs, ns.out, allow_partial=ns.allow_partial, data=ns.data, report=not ns.no_report, show_progress=not ns.json)
     _print_metrics(result.benchmark, result.metrics, ns.json)
     run = result.metrics.get("run", {})
     print(f"merged run folder: {result.run_dir} ({run.get('answered')} of {run.get('samples')} samples answered)", file=sys.stderr)
     for line in result.notes:
         print(line, file=sys.stderr)
-    return EXIT_FAILED_SAMPLES if result.failed else EXIT_OK  # as `eval` of the same run would
+    # as `eval` of the whole run would: 3 when samples failed, and (--allow-partial) when some are missing
+    return EXIT_FAILED_SAMPLES if result.failed or run.get("not_requested") else EXIT_OK
 
 
 def cmd_demo(ns: argparse.Namespace) -> int:
