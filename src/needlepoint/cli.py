@@ -9,6 +9,7 @@ itself (internal_error records keep their tracebacks); 130 interrupted (Ctrl-C o
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
@@ -314,17 +315,33 @@ def cmd_demo(ns: argparse.Namespace) -> int:
     return run_demo(ns.out, [b.strip() for b in ns.benchmarks.split(",") if b.strip()])
 
 
+_stopping = False  # a SIGTERM is being acted on: later ones change nothing
+
+
 def _terminate(signum: int, frame: Any) -> None:
-    """SIGTERM ends a run like Ctrl-C: records already written stay, the interrupt is reported.
-    It is passed on as SIGINT, so that inside a run asyncio's own handler cancels the run's task: a
-    KeyboardInterrupt raised here could land in a finaliser (a weakref callback) and be lost, and
-    the run would wait on a hung request. Where SIGINT is ignored (a background job of a script)
-    or not Python's, a KeyboardInterrupt is raised here instead."""
-    handler = signal.getsignal(signal.SIGINT)
-    if callable(handler):  # asyncio.run's (cancels the run's task) or Python's default (raises KeyboardInterrupt)
-        handler(signal.SIGINT, frame)
-    else:
-        raise KeyboardInterrupt
+    """SIGTERM ends a run like Ctrl-C: records already written stay, the interrupt is reported,
+    and nothing is printed but the one line of `main`.
+
+    Inside an event loop the KeyboardInterrupt is raised by a callback of the loop, never here:
+    raised here it lands in whatever code runs, e.g. a task's step (then asyncio prints the task's
+    traceback as "never retrieved") or a finaliser (where it is lost and the run waits on a hung
+    request). The loop's callback ends `asyncio.run`, which then cancels every task, so each one
+    closes its connections. Outside a loop it is raised here, as Python's own SIGINT handler does.
+    A second SIGTERM while the first is acted on changes nothing."""
+    global _stopping
+    if _stopping:
+        return
+    _stopping = True
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise KeyboardInterrupt from None
+    loop.call_soon_threadsafe(_interrupt)
+
+
+def _interrupt() -> None:
+    """A loop callback that stops the loop with KeyboardInterrupt (asyncio lets it through)."""
+    raise KeyboardInterrupt
 
 
 def _quiet_stdout() -> None:
@@ -347,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"eval": cmd_eval, "score": cmd_score, "report": cmd_report, "merge": cmd_merge, "demo": cmd_demo, "build": build.run}
     import threading
 
+    global _stopping
+    _stopping = False
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _terminate)
     try:

@@ -1,6 +1,6 @@
 """The progress display of a run on stderr: a rich bar in a terminal, a plain line every few
 seconds without one (a log file, CI, nohup). Both count failed requests apart from answers
-("96 answered, 24 failed of 120"), so that a run whose requests all fail never reads as done, and
+("96/120 answered, 24 failed"), so that a run whose requests all fail never reads as done, and
 both say what the run waits for (the model's `wait_note()`), if anything.
 
 The runner calls `advance(failed=...)` once per finished sample, `tick()` about once a second and
@@ -34,8 +34,8 @@ class RunProgress(Protocol):
 
 
 def counts_text(answered: int, failed: int, total: int) -> str:
-    """`120 answered of 1142`, or with failures `96 answered, 24 failed of 120`."""
-    return f"{answered} answered, {failed} failed of {total}" if failed else f"{answered} answered of {total}"
+    """`120/1142 answered`, or with failed requests `96/120 answered, 24 failed` (never `120/120 done`)."""
+    return f"{answered}/{total} answered" + (f", {failed} failed" if failed else "")
 
 
 def make_progress(
@@ -51,7 +51,7 @@ def make_progress(
 
 class PlainProgress:
     """One plain line on stderr every `every_s` seconds while samples remain, e.g.
-    `ref_adv_s: 120 answered of 1142, 3.2/s, about 5 min left`, followed by what the run waits for."""
+    `ref_adv_s: 120/1142 answered, 3.2/s, about 5 min left`, followed by what the run waits for."""
 
     def __init__(self, benchmark: _Bench, total: int, records: list[dict[str, Any]], every_s: float, model: Any = None) -> None:
         self.benchmark = benchmark
