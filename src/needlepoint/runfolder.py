@@ -1,7 +1,8 @@
 """Where a run lives: the run-folder policy of `evaluate` (which folder, what `--fresh` and
 `--retry-failed` may do with it, what a failed start leaves behind).
 
-Without `--out` a run's folder is named by its identity, `runs/<benchmark>/<model>/<hash>`: the
+Without `--out` a run's folder is named by its identity, `runs/<benchmark>/<model>/<hash>`
+(`<hash>-shard-I-of-N` for a shard): the
 same command always finds its own run (to resume it), another configuration never meets it, and
 two configurations started in the same second never collide. `--fresh` moves a folder aside
 (`<name>.replaced-<timestamp>`) and starts anew in it; nothing answered is ever deleted.
@@ -24,9 +25,11 @@ REPLACED = ".replaced-"  # the mark of a folder `--fresh` moved aside
 SHOWN = 5  # folders named in a refusal
 
 
-def default_run_dir(root: Path, benchmark: str, label: str, run_hash: str) -> Path:
-    """`<root>/<benchmark>/<model>/<identity hash>`: the folder of one configuration."""
-    return root / benchmark / model_slug(label) / run_hash
+def default_run_dir(root: Path, benchmark: str, label: str, run_hash: str, shard: str | None = None) -> Path:
+    """`<root>/<benchmark>/<model>/<identity hash>`: the folder of one configuration; a shard's
+    (whose hash already differs per shard) ends in `-shard-I-of-N`, for `merge` globs."""
+    suffix = "-shard-" + shard.replace("/", "-of-") if shard else ""
+    return root / benchmark / model_slug(label) / (run_hash + suffix)
 
 
 def resolve_run_dir(config: RunConfig, run_hash: str, label: str | None = None, root: Path | None = None) -> Path:
@@ -40,7 +43,7 @@ def resolve_run_dir(config: RunConfig, run_hash: str, label: str | None = None, 
     if config.out is not None:
         run_dir = config.out
     else:
-        run_dir = default_run_dir(root, config.benchmark, label, run_hash)
+        run_dir = default_run_dir(root, config.benchmark, label, run_hash, config.shard)
         if RunStore.read_header(run_dir) is None:
             run_dir = _earlier_folder(run_dir.parent, run_hash) or run_dir
     if config.retry_failed and RunStore.read_header(run_dir) is None:
