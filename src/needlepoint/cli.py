@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -326,17 +327,32 @@ def _terminate(signum: int, frame: Any) -> None:
     raised here it lands in whatever code runs, e.g. a task's step (then asyncio prints the task's
     traceback as "never retrieved") or a finaliser (where it is lost and the run waits on a hung
     request). The loop's callback ends `asyncio.run`, which then cancels every task, so each one
-    closes its connections. Outside a loop it is raised here, as Python's own SIGINT handler does.
-    A second SIGTERM while the first is acted on changes nothing."""
+    closes its connections. Outside a loop it is raised here, as Python's own SIGINT handler does,
+    unless a finaliser is running (the signal is then sent again 50 ms later). A second SIGTERM
+    while the first is acted on changes nothing."""
     global _stopping
     if _stopping:
         return
-    _stopping = True
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
+        if _in_finaliser(frame):  # raised there it would be "ignored" with a traceback: ask again in a moment
+            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGTERM)).start()
+            return
+        _stopping = True
         raise KeyboardInterrupt from None
+    _stopping = True
     loop.call_soon_threadsafe(_interrupt)
+
+
+def _in_finaliser(frame: Any) -> bool:
+    """Whether the interrupted code runs inside a `__del__` (e.g. of an aiohttp object), where an
+    exception is printed and dropped instead of ending the program."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _interrupt() -> None:
@@ -362,8 +378,6 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     ns = parser.parse_args(argv)
     handlers = {"eval": cmd_eval, "score": cmd_score, "report": cmd_report, "merge": cmd_merge, "demo": cmd_demo, "build": build.run}
-    import threading
-
     global _stopping
     _stopping = False
     if threading.current_thread() is threading.main_thread():
