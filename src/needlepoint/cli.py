@@ -1,7 +1,8 @@
 """The command line: `needlepoint eval | score | report | merge | demo | build`.
 
 Exit codes (documented in the README): 0 every requested sample was answered; 3 some samples
-failed (the run folder is kept; `--retry-failed` or a plain rerun continues it); 2 bad input, in
+failed (the run folder is kept; `--retry-failed` or a plain rerun continues it), or `merge
+--allow-partial` merged a run with samples missing; 2 bad input, in
 one sentence on stderr; 4 the run stopped because too many samples hit a fault in needlepoint
 itself (internal_error records keep their tracebacks); 130 interrupted (Ctrl-C or SIGTERM), with how to resume.
 """
@@ -105,9 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY); never written to disk")
     ev.add_argument("--limit", type=int, help="only the first N samples")
     ev.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
-    ev.add_argument("--out", type=Path, help="run folder (default runs/<benchmark>/<model>/<timestamp>)")
+    ev.add_argument("--out", type=Path, help="run folder (default runs/<benchmark>/<model>/<identity hash>: the same command finds its run again)")
     ev.add_argument("--fresh", action="store_true", help="start a new run instead of resuming (with --out, a run already there is moved aside to OUT.replaced-TIME)")
-    ev.add_argument("--retry-failed", action="store_true", help="rerun only the samples whose request failed")
+    ev.add_argument("--retry-failed", action="store_true", help="rerun only the samples of an existing run whose request failed")
     ev.add_argument("--temperature", type=float, help="sampling temperature, 0 or more (default: the benchmark authors')")
     ev.add_argument("--top-p", type=float, help="nucleus sampling mass in (0, 1] (default: the benchmark authors')")
     ev.add_argument("--max-tokens", type=int, help="most tokens a reply may have (default: the benchmark authors')")
@@ -142,14 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(sc, _merged("score_options"), set())
 
     rp = sub.add_parser("report", help="one leaderboard over several run folders")
-    rp.add_argument("runs", nargs="+", type=Path, help="run folders, or model folders (each stands for its newest finished run)")
+    rp.add_argument("runs", nargs="+", type=Path, help="run folders, or folders of runs (one run per configuration: a complete one first, then the newest)")
     rp.add_argument("--out", type=Path, help="folder for leaderboard.md, leaderboard.html and leaderboard_<board>.csv (default ./leaderboard)")
     rp.add_argument("--with-published", action="store_true", help="add every published row, labelled with its source")
 
     mg = sub.add_parser("merge", help="merge the shard runs of one evaluation (--shard I/N) into one run folder")
     mg.add_argument("runs", nargs="+", type=Path, help="the shards' run folders")
     mg.add_argument("--out", required=True, type=Path, help="the merged run folder")
-    mg.add_argument("--allow-partial", action="store_true", help="merge what exists when shards or samples are missing")
+    mg.add_argument("--allow-partial", action="store_true", help="merge what exists when shards or samples are missing (exit code 3, as for failed samples)")
     mg.add_argument("--data", type=Path, help="the dataset, where this machine sees it elsewhere than the shards did (same content)")
     mg.add_argument("--no-report", action="store_true", help="skip the HTML report")
     mg.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
