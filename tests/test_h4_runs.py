@@ -191,7 +191,9 @@ def test_leaderboard_row_per_configuration_complete_preferred(serve: Any, tmp_pa
 
 def test_credential_rule_is_by_exact_names() -> None:
     assert is_credential_name("api_key") and is_credential_name("API-Key") and is_credential_name("token")
+    assert is_credential_name("localizer_api_key") and is_credential_name("embed-password")
     assert not is_credential_name("rag_max_tokens") and not is_credential_name("max_tokens") and not is_credential_name("sort_key")
+    assert not is_credential_name("max_token") and not is_credential_name("keyword") and not is_credential_name("token_budget")
     public = public_solver_options({"rag_max_tokens": 10, "api_key": "sk-x", "localizer_url": "http://u:pw@h:1/v1?k=s"})
     assert public == {"rag_max_tokens": 10, "localizer_url": "http://h:1/v1?[redacted]"}
 

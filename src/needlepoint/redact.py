@@ -5,8 +5,9 @@ query string (`?api-key=...`), and come back in whatever a server or a library s
 that echoes the request's headers, an exception that names the URL. `scrub` removes all of them.
 
 A setting holds a credential when its name is one of CREDENTIAL_NAMES, exactly (case, `-` and `_`
-aside): `is_credential_name`, the one rule of every writer (run.json's solver settings, the run
-report's configuration). A pattern such as "contains token" would hide `--rag-max-tokens`.
+aside), or one of its names of several words with a qualifier in front (`localizer_api_key`):
+`is_credential_name`, the one rule of every writer (run.json's solver settings, the run report's
+configuration). A pattern such as "contains token" would hide `--rag-max-tokens`.
 """
 
 from __future__ import annotations
@@ -36,9 +37,16 @@ def credential_key(name: str) -> str:
     return name.strip().lower().replace("-", "_")
 
 
+# Names that stay credentials behind a qualifier (`localizer_api_key`, `embed_password`): the names
+# of two or more words, and the passwords. A single word such as "key" or "token" counts only alone.
+_QUALIFIABLE = tuple(f"_{n}" for n in sorted(CREDENTIAL_NAMES) if "_" in n or n in ("password", "passwd"))
+
+
 def is_credential_name(name: str) -> bool:
-    """Whether a setting of this name holds a credential (an exact name of CREDENTIAL_NAMES)."""
-    return credential_key(name) in CREDENTIAL_NAMES
+    """Whether a setting of this name holds a credential: a name of CREDENTIAL_NAMES exactly, or a
+    qualified one of its names of several words (`localizer_api_key`); never `rag_max_tokens`."""
+    key = credential_key(name)
+    return key in CREDENTIAL_NAMES or key.endswith(_QUALIFIABLE)
 
 
 def redact_url(url: str) -> str:
