@@ -132,7 +132,9 @@ def test_refusal_names_fresh_with_the_same_out(serve: Any, tmp_path: Path, capsy
     assert main(_eval(data, server.url, out, "--temperature", "0.5", "--fresh")) == 0
 
 
-def test_retry_failed_without_a_run_and_with_fresh_are_refused(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_retry_failed_without_a_run_and_with_fresh_are_refused(
+    serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data, _, script = _release(tmp_path, n=3)
     server = serve(script=script, default=None)
     runs = tmp_path / "runs"
@@ -154,7 +156,15 @@ def test_merge_exit_code_progress_and_other_shards(serve: Any, tmp_path: Path, c
     for k in (1, 2, 3):
         assert main(_eval(data, server.url, tmp_path / f"s{k}", "--shard", f"{k}/3")) == 0
     capsys.readouterr()
-    partial = ["merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(tmp_path / "m"), "--allow-partial", "--no-report"]
+    partial = [
+        "merge",
+        str(tmp_path / "s1"),
+        str(tmp_path / "s2"),
+        "--out",
+        str(tmp_path / "m"),
+        "--allow-partial",
+        "--no-report",
+    ]
     assert main(partial) == 3  # the documented code: samples missing
     assert "merge: scoring" in capsys.readouterr().err
     # another folder of shard 2 (the same run answered again elsewhere) into the same merge: refused
@@ -163,12 +173,16 @@ def test_merge_exit_code_progress_and_other_shards(serve: Any, tmp_path: Path, c
     other = ["merge", str(tmp_path / "s1"), str(tmp_path / "s2b"), str(tmp_path / "s3"), "--out", str(tmp_path / "m")]
     assert main(other) == 2
     err = capsys.readouterr().err
-    assert "holds a merge of other shard folders (shard 2/3" in _sentence("".join(line for line in err.splitlines(True) if not line.startswith("merge: ")))
+    assert "holds a merge of other shard folders (shard 2/3" in _sentence(
+        "".join(line for line in err.splitlines(True) if not line.startswith("merge: "))
+    )
     # the same shards again, now all of them: completes the merge
     assert main(["merge", *(str(tmp_path / f"s{k}") for k in (1, 2, 3)), "--out", str(tmp_path / "m"), "--no-report"]) == 0
 
 
-def test_leaderboard_row_per_configuration_complete_preferred(serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_leaderboard_row_per_configuration_complete_preferred(
+    serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data, keys, script = _release(tmp_path, n=4)
     good = serve(script=script, default=None)
     bad = serve(script=script, default=None, faults={k: ["500"] * 5 for k in keys})
@@ -192,13 +206,17 @@ def test_leaderboard_row_per_configuration_complete_preferred(serve: Any, tmp_pa
 def test_credential_rule_is_by_exact_names() -> None:
     assert is_credential_name("api_key") and is_credential_name("API-Key") and is_credential_name("token")
     assert is_credential_name("localizer_api_key") and is_credential_name("embed-password")
-    assert not is_credential_name("rag_max_tokens") and not is_credential_name("max_tokens") and not is_credential_name("sort_key")
+    assert (
+        not is_credential_name("rag_max_tokens") and not is_credential_name("max_tokens") and not is_credential_name("sort_key")
+    )
     assert not is_credential_name("max_token") and not is_credential_name("keyword") and not is_credential_name("token_budget")
     public = public_solver_options({"rag_max_tokens": 10, "api_key": "sk-x", "localizer_url": "http://u:pw@h:1/v1?k=s"})
     assert public == {"rag_max_tokens": 10, "localizer_url": "http://h:1/v1?[redacted]"}
 
 
-def test_rag_max_tokens_reaches_run_json_and_the_key_never_does(serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rag_max_tokens_reaches_run_json_and_the_key_never_does(
+    serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from PIL import Image
     from test_mm_niah_rag import COLOURS, DOC, NEEDLE, QUESTION, niah_row
 

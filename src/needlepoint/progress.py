@@ -72,7 +72,11 @@ class PlainProgress:
         figure = self.benchmark.running(self.records)
         note = self.wait_note() if self.wait_note is not None else None
         counts = counts_text(self.n - self.failed, self.failed, self.total)
-        return f"{self.benchmark.name}: {counts}, {rate:.1f}/s{left}" + (f"  {figure}" if figure else "") + (f"  ({note})" if note else "")
+        return (
+            f"{self.benchmark.name}: {counts}, {rate:.1f}/s{left}"
+            + (f"  {figure}" if figure else "")
+            + (f"  ({note})" if note else "")
+        )
 
     def advance(self, failed: bool = False) -> None:
         self.n += 1

@@ -87,7 +87,9 @@ def _nearby(run_dir: Path) -> str:
 def refusal_advice(config: RunConfig) -> str:
     """How to start anew where a folder holds another configuration's run (ends RunStore.open's refusal)."""
     if config.out is not None:
-        return f"choose another --out folder, or pass --fresh with the same --out {config.out} to move that run aside and start anew"
+        return (
+            f"choose another --out folder, or pass --fresh with the same --out {config.out} to move that run aside and start anew"
+        )
     return "pass --fresh to move that run aside and start anew"
 
 
