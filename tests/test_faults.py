@@ -28,9 +28,9 @@ from needlepoint.models.openai_compat import (
     unknown_body_keys,
 )
 from needlepoint.models.simulated import VLLM_CONTEXT_ERROR, VLLM_IMAGES_ERROR
+from needlepoint.progress import BarProgress
 from needlepoint.redact import scrub
 from needlepoint.report import html as report_html
-from needlepoint.runner import _Progress
 from needlepoint.store import read_records
 
 _good = good_ref_reply
@@ -131,7 +131,7 @@ def test_progress_line_shows_the_wait_note() -> None:
         def wait_note(self) -> str:
             return "waiting 42 s: http://h:8000/v1 answered 429"
 
-    progress = _Progress(Bench(), 3, [], True, Waiting())  # type: ignore[arg-type]
+    progress = BarProgress(Bench(), 3, [], True, Waiting())  # type: ignore[arg-type]
     try:
         progress.tick()
         assert progress.bar is not None

@@ -250,7 +250,7 @@ def test_sequence_mode_perfect_answers(
     assert metrics["counts"]["gt_boxes"] == metrics["counts"]["predictions"] == len(gt.subset(ids).boxes)
     assert metrics["parse_errors"] == {}
     # --limit bounds what is requested; `samples` counts the whole release (issue 8: never shrink a run)
-    assert metrics["run"] == {"samples": len(gt.samples), "answered": N_SAMPLES, "failed": 0, "failed_by_kind": {},
+    assert metrics["run"] == {"samples": len(gt.samples), "requested": N_SAMPLES, "answered": N_SAMPLES, "failed": 0, "failed_by_kind": {},
                               "not_requested": len(gt.samples) - N_SAMPLES, "failed_ids": [], "skipped": []}  # fmt: skip
 
     # the exported results file: valid COCO results, the GT boxes, and it re-scores to the run's metrics
@@ -478,7 +478,7 @@ def test_missing_image_fails_only_its_sample(
     rec = records_of(run)[referring[-1]]
     assert (rec["status"], rec["parse_error"], rec["scores"]["boxes"]) == ("input_error", "input_error", 0)
     assert gt.image_by_id[gt.sample_by_id[referring[-1]].image_ids[0]].file_name in rec["error"]
-    assert metrics["run"]["failed_ids"] == [referring[-1]] and metrics["counts"]["samples"] == 45
+    assert metrics["run"]["failed_ids"] == [referring[-1]] and metrics["counts"]["samples"] == 44  # scored: the answered samples
 
 
 def thumbnail_size(width: float, height: float, side: int) -> tuple[int, int]:

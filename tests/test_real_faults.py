@@ -114,7 +114,7 @@ def test_report_marks_incomplete_runs_and_parse_failures_exclude_failed_requests
     assert main(_eval(data, server.url, out)) == 3
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["parse_fail"] == 1 and metrics["parse_errors"] == {"no_bbox_found": 1}
-    assert metrics["failures"] == {"backend_error": 1}
+    assert metrics["run"]["failed_by_kind"] == {"backend_error": 1} and metrics["n"] == 7  # scored: the answered samples
     blob = report_blob(out / "report" / "index.html")
     errors = {it["id"]: it["e"] for it in blob["items"]}
     assert errors["0"] == "no_bbox_found" and errors["1"] is None  # the failure is not shown again as a parse error
@@ -138,7 +138,7 @@ def test_mc_bench_failed_requests_are_not_parse_errors(serve: Any, tmp_path: Pat
 
     result = evaluate(benchmark="mc_bench", data=data, model=SIMULATED_MODEL_NAME, api_urls=server.url, options=options,
                       out=tmp_path / "run", max_retries=0, show_progress=False)  # fmt: skip
-    assert result.metrics["failures"] == {"backend_error": 1}
+    assert result.metrics["run"]["failed_by_kind"] == {"backend_error": 1}
     assert "backend_error" not in result.metrics["parse_errors"]
     notes = [row[0] for t in result.benchmark.tables(result.metrics) for row in t.rows if t.title == "MC-Bench notes"]
     assert not any(n.startswith("parse errors backend_error") for n in notes)
@@ -454,8 +454,8 @@ def test_progress_lines_without_a_terminal(serve: Any, tmp_path: Path, capsys: p
         store.close()
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("ref_adv_s: ")]
-    assert lines[-1].startswith("ref_adv_s: 3/3 done")
-    assert len(lines) >= 2 and any("/3 done" in line and not line.startswith("ref_adv_s: 3/3") for line in lines)
+    assert lines[-1].startswith("ref_adv_s: 3/3 answered")
+    assert len(lines) >= 2 and any("/3 answered" in line and not line.startswith("ref_adv_s: 3/3") for line in lines)
     assert "\r" not in err and "\x1b" not in err  # plain lines, no terminal control
 
 

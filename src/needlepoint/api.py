@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
@@ -13,22 +12,14 @@ from typing import Any
 from needlepoint import __version__, status
 from needlepoint.benchmarks import make
 from needlepoint.benchmarks.base import Benchmark, Dataset
-from needlepoint.config import (
-    RunConfig,
-    dataset_fingerprint,
-    default_run_dir,
-    hash_identity,
-    identity,
-    model_slug,
-)
+from needlepoint.config import RunConfig, dataset_fingerprint, hash_identity, identity
 from needlepoint.conversation import Generation, Model
 from needlepoint.endpoints import add_stats
 from needlepoint.errors import DataError
+from needlepoint.runfolder import refusal_advice, remove_empty_run, resolve_run_dir
 from needlepoint.shard import parse_shard, sample_cost, select
 from needlepoint.solvers.base import Solver
-from needlepoint.store import HEADER, METRICS, RECORDS, RunStore, read_records, write_json
-
-RUNS_ROOT = Path("runs")
+from needlepoint.store import METRICS, RECORDS, RunStore, read_records, write_json
 
 
 @dataclass
@@ -53,19 +44,6 @@ def _generation(bench: Benchmark, overrides: dict[str, Any], neutral: bool = Fal
     defaults = dict(bench.generation_defaults)
     generation = Generation(**{**defaults, **{k: v for k, v in overrides.items() if v is not None}})
     return with_neutral_sampling(generation) if neutral else generation
-
-
-def _move_aside(run_dir: Path) -> Path:
-    """Rename a run folder to `<name>.replaced-<timestamp>[-N]` (nothing answered is ever deleted)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside = run_dir.with_name(f"{run_dir.name}.replaced-{stamp}")
-    n = 1
-    while aside.exists():
-        n += 1
-        aside = run_dir.with_name(f"{run_dir.name}.replaced-{stamp}-{n}")
-    run_dir.rename(aside)
-    print(f"needlepoint: --fresh: moved the run that was in {run_dir} to {aside}", file=sys.stderr)
-    return aside
 
 
 def sampling_sent(bench: Benchmark, samples: Sequence[Any], generation: Generation) -> list[dict[str, Any]]:
@@ -114,43 +92,6 @@ def check_endpoints(config: RunConfig) -> None:
     asyncio.run(go())
 
 
-def _resolve_run_dir(config: RunConfig, run_hash: str, label: str | None = None) -> Path:
-    """The run folder: `--out`, else the newest of runs/<benchmark>/<label> whose identity matches
-    (or an unfinished one, which RunStore.open then refuses), else a new one. `label` is the
-    solver's name of the system (the model itself for the default solver)."""
-    label = label or config.model
-    if config.out is not None:
-        if config.fresh and RunStore.read_header(config.out) is not None:
-            _move_aside(config.out)  # a new run in the folder named; the old answers are kept beside it
-        return config.out
-    parent = RUNS_ROOT / config.benchmark / model_slug(label)
-    if config.shard:  # shards of one array may start in the same second: a folder per shard
-        return _shard_run_dir(config, parent, run_hash, label)
-    if not config.fresh and parent.is_dir():
-        for previous in sorted((p for p in parent.iterdir() if p.is_dir()), reverse=True):
-            header = RunStore.read_header(previous)
-            if header is None:
-                continue
-            if header.get("hash") == run_hash:
-                return previous
-            if header.get("status") != "complete":
-                return previous  # RunStore.open refuses it and says how to start fresh
-            break
-    return default_run_dir(RUNS_ROOT, config.benchmark, label)
-
-
-def _shard_run_dir(config: RunConfig, parent: Path, run_hash: str, label: str) -> Path:
-    """The newest folder of this very shard run to resume, or a new `<timestamp>-shard-I-of-N`."""
-    suffix = "-shard-" + str(config.shard).replace("/", "-of-")
-    if not config.fresh and parent.is_dir():
-        for previous in sorted((p for p in parent.iterdir() if p.is_dir() and p.name.endswith(suffix)), reverse=True):
-            header = RunStore.read_header(previous)
-            if header is not None and header.get("hash") == run_hash:
-                return previous
-    new = default_run_dir(RUNS_ROOT, config.benchmark, label)
-    return new.with_name(new.name + suffix)
-
-
 def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     """Evaluate a served model on a benchmark; resumes a matching unfinished run.
 
@@ -193,7 +134,7 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
         samples = samples.with_samples(select(samples, parse_shard(config.shard), sample_cost(bench)))
         ident["shard"] = config.shard  # the unsharded identity plus I/N (merge checks the rest)
     run_hash = hash_identity(ident)
-    run_dir = _resolve_run_dir(config, run_hash, solver.label(config.model))
+    run_dir = resolve_run_dir(config, run_hash, solver.label(config.model))
     requested = samples[: config.limit] if config.limit else samples
     if pending(requested, read_records(run_dir / RECORDS), config.retry_failed):
         if model is None:
@@ -209,31 +150,18 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     }
     if solver.label(config.model) != config.model:  # the leaderboard's name of a system of several parts
         header["model_label"] = solver.label(config.model)
-    advice = "choose another --out folder, or drop --out and pass --fresh" if config.out else "pass --fresh for a new run folder"
     created = RunStore.read_header(run_dir) is None
     existed = run_dir.exists()
-    store = RunStore.open(run_dir, header, advice)
+    store = RunStore.open(run_dir, header, refusal_advice(config))
     try:
         return _run(config, bench, samples, generation, store, solver, model)
     except BaseException:
         if created and not store.records():
             store.close()
-            _remove_empty_run(run_dir, keep_folder=existed)  # a failed start must not leave a run that blocks the next
+            remove_empty_run(run_dir, keep_folder=existed)  # a failed start must not leave a run that blocks the next
         raise
     finally:
         store.close()
-
-
-def _remove_empty_run(run_dir: Path, keep_folder: bool) -> None:
-    """Delete the files of a run this process started that holds no record, and its folder
-    unless it was there before (or holds anything else)."""
-    for name in (HEADER, RECORDS, ".lock"):
-        (run_dir / name).unlink(missing_ok=True)
-    if not keep_folder:
-        try:
-            run_dir.rmdir()
-        except OSError:
-            pass  # something else is in it: leave it
 
 
 def _check_solver_models(solver: Solver) -> None:
@@ -319,16 +247,24 @@ def _run(
 
 
 def finish(bench: Benchmark, samples: Dataset[Any], records: dict[str, dict[str, Any]], run_dir: Path, model: str) -> RunResult:
-    """Score the stored records, write metrics.json and the authors' formats."""
+    """Score the stored records, write metrics.json and the authors' formats.
+
+    The headline metrics cover the answered samples only: a failed request (status.FAILED) is no
+    wrong answer, so it is left out of `bench.score` and counted in the `run` block instead
+    (`answered` of `requested`). A run with nothing answered has no metrics: metrics.json then holds
+    only the `run` block. The authors' formats (`bench.export`) keep their own rules and get every
+    record, failed ones too (docs/benchmarks.md says what each includes)."""
     from needlepoint.outcome import run_counts
 
     ordered = [records[s.id] for s in samples if s.id in records]
-    done_ids = {r["id"] for r in ordered}
-    metrics = bench.score(samples.subset(done_ids), ordered)
+    answered = [r for r in ordered if r.get("status") not in status.FAILED]
     failed = [r["id"] for r in ordered if r.get("status") in status.FAILED]
+    metrics = bench.score(samples.subset({r["id"] for r in answered}), answered) if answered else {}
+    counts = run_counts(ordered)
     metrics["run"] = {
         "samples": len(samples),
-        **run_counts(ordered),
+        "requested": counts["answered"] + counts["failed"],
+        **counts,
         "not_requested": len(samples) - len(ordered),
         "failed_ids": failed[:1000],
         "skipped": [{"id": i, "reason": r} for i, r in samples.skipped],

@@ -1,7 +1,8 @@
 """The command line: `needlepoint eval | score | report | merge | demo | build`.
 
 Exit codes (documented in the README): 0 every requested sample was answered; 3 some samples
-failed (the run folder is kept; `--retry-failed` or a plain rerun continues it); 2 bad input, in
+failed (the run folder is kept; `--retry-failed` or a plain rerun continues it), or `merge
+--allow-partial` merged a run with samples missing; 2 bad input, in
 one sentence on stderr; 4 the run stopped because too many samples hit a fault in needlepoint
 itself (internal_error records keep their tracebacks); 130 interrupted (Ctrl-C or SIGTERM), with how to resume.
 """
@@ -9,10 +10,12 @@ itself (internal_error records keep their tracebacks); 130 interrupted (Ctrl-C o
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -103,9 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY); never written to disk")
     ev.add_argument("--limit", type=int, help="only the first N samples")
     ev.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
-    ev.add_argument("--out", type=Path, help="run folder (default runs/<benchmark>/<model>/<timestamp>)")
+    ev.add_argument("--out", type=Path, help="run folder (default runs/<benchmark>/<model>/<identity hash>: the same command finds its run again)")
     ev.add_argument("--fresh", action="store_true", help="start a new run instead of resuming (with --out, a run already there is moved aside to OUT.replaced-TIME)")
-    ev.add_argument("--retry-failed", action="store_true", help="rerun only the samples whose request failed")
+    ev.add_argument("--retry-failed", action="store_true", help="rerun only the samples of an existing run whose request failed")
     ev.add_argument("--temperature", type=float, help="sampling temperature, 0 or more (default: the benchmark authors')")
     ev.add_argument("--top-p", type=float, help="nucleus sampling mass in (0, 1] (default: the benchmark authors')")
     ev.add_argument("--max-tokens", type=int, help="most tokens a reply may have (default: the benchmark authors')")
@@ -140,14 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(sc, _merged("score_options"), set())
 
     rp = sub.add_parser("report", help="one leaderboard over several run folders")
-    rp.add_argument("runs", nargs="+", type=Path, help="run folders, or model folders (each stands for its newest finished run)")
+    rp.add_argument("runs", nargs="+", type=Path, help="run folders, or folders of runs (one run per configuration: a complete one first, then the newest)")
     rp.add_argument("--out", type=Path, help="folder for leaderboard.md, leaderboard.html and leaderboard_<board>.csv (default ./leaderboard)")
     rp.add_argument("--with-published", action="store_true", help="add every published row, labelled with its source")
 
     mg = sub.add_parser("merge", help="merge the shard runs of one evaluation (--shard I/N) into one run folder")
     mg.add_argument("runs", nargs="+", type=Path, help="the shards' run folders")
     mg.add_argument("--out", required=True, type=Path, help="the merged run folder")
-    mg.add_argument("--allow-partial", action="store_true", help="merge what exists when shards or samples are missing")
+    mg.add_argument("--allow-partial", action="store_true", help="merge what exists when shards or samples are missing (exit code 3, as for failed samples)")
     mg.add_argument("--data", type=Path, help="the dataset, where this machine sees it elsewhere than the shards did (same content)")
     mg.add_argument("--no-report", action="store_true", help="skip the HTML report")
     mg.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
@@ -199,6 +202,18 @@ def _solver_options(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _all_solver_options(ns: argparse.Namespace) -> dict[str, Any]:
+    """The solver's settings from `--solver-option KEY=VALUE` and its own flags; DataError when
+    both set one setting (e.g. --localizer and --solver-option localizer=...): neither silently wins."""
+    generic = _solver_options(ns.solver_option)
+    flags = _given_solver_flags(ns)
+    both = sorted(set(generic) & set(flags))
+    if both:
+        flag = "--" + both[0].replace("_", "-")
+        raise DataError(f"{flag} and --solver-option {both[0]}=... both set the solver's {both[0]}; pass only one of them")
+    return {**generic, **flags}
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not strict JSON")
 
@@ -214,8 +229,14 @@ def _finite_number(text: str) -> float | int:
 
 
 def _print_metrics(bench: Any, metrics: dict[str, Any], as_json: bool) -> None:
+    from needlepoint.outcome import has_metrics
+
     if as_json:
         print(json_text(metrics, indent=2))
+        return
+    if not has_metrics(metrics):  # nothing answered: metrics.json holds only the run block
+        run = metrics.get("run", {})
+        print(f"no metrics: none of the {run.get('requested')} requested samples was answered", file=sys.stderr)
         return
     from needlepoint.report.terminal import print_tables
 
@@ -247,7 +268,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         show_progress=not ns.no_progress and not ns.json,
         report=not ns.no_report,
         solver=ns.solver,
-        solver_options={**_solver_options(ns.solver_option), **_given_solver_flags(ns)},
+        solver_options=_all_solver_options(ns),
         shard=ns.shard,
     )
     result = evaluate(config)
@@ -280,13 +301,14 @@ def cmd_report(ns: argparse.Namespace) -> int:
 def cmd_merge(ns: argparse.Namespace) -> int:
     from needlepoint.merge import merge
 
-    result = merge(ns.runs, ns.out, allow_partial=ns.allow_partial, data=ns.data, report=not ns.no_report)
+    result = merge(ns.runs, ns.out, allow_partial=ns.allow_partial, data=ns.data, report=not ns.no_report, show_progress=not ns.json)
     _print_metrics(result.benchmark, result.metrics, ns.json)
     run = result.metrics.get("run", {})
     print(f"merged run folder: {result.run_dir} ({run.get('answered')} of {run.get('samples')} samples answered)", file=sys.stderr)
     for line in result.notes:
         print(line, file=sys.stderr)
-    return EXIT_FAILED_SAMPLES if result.failed else EXIT_OK  # as `eval` of the same run would
+    # as `eval` of the whole run would: 3 when samples failed, and (--allow-partial) when some are missing
+    return EXIT_FAILED_SAMPLES if result.failed or run.get("not_requested") else EXIT_OK
 
 
 def cmd_demo(ns: argparse.Namespace) -> int:
@@ -295,17 +317,48 @@ def cmd_demo(ns: argparse.Namespace) -> int:
     return run_demo(ns.out, [b.strip() for b in ns.benchmarks.split(",") if b.strip()])
 
 
+_stopping = False  # a SIGTERM is being acted on: later ones change nothing
+
+
 def _terminate(signum: int, frame: Any) -> None:
-    """SIGTERM ends a run like Ctrl-C: records already written stay, the interrupt is reported.
-    It is passed on as SIGINT, so that inside a run asyncio's own handler cancels the run's task: a
-    KeyboardInterrupt raised here could land in a finaliser (a weakref callback) and be lost, and
-    the run would wait on a hung request. Where SIGINT is ignored (a background job of a script)
-    or not Python's, a KeyboardInterrupt is raised here instead."""
-    handler = signal.getsignal(signal.SIGINT)
-    if callable(handler):  # asyncio.run's (cancels the run's task) or Python's default (raises KeyboardInterrupt)
-        handler(signal.SIGINT, frame)
-    else:
-        raise KeyboardInterrupt
+    """SIGTERM ends a run like Ctrl-C: records already written stay, the interrupt is reported,
+    and nothing is printed but the one line of `main`.
+
+    Inside an event loop the KeyboardInterrupt is raised by a callback of the loop, never here:
+    raised here it lands in whatever code runs, e.g. a task's step (then asyncio prints the task's
+    traceback as "never retrieved") or a finaliser (where it is lost and the run waits on a hung
+    request). The loop's callback ends `asyncio.run`, which then cancels every task, so each one
+    closes its connections. Outside a loop it is raised here, as Python's own SIGINT handler does,
+    unless a finaliser is running (the signal is then sent again 50 ms later). A second SIGTERM
+    while the first is acted on changes nothing."""
+    global _stopping
+    if _stopping:
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        if _in_finaliser(frame):  # raised there it would be "ignored" with a traceback: ask again in a moment
+            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGTERM)).start()
+            return
+        _stopping = True
+        raise KeyboardInterrupt from None
+    _stopping = True
+    loop.call_soon_threadsafe(_interrupt)
+
+
+def _in_finaliser(frame: Any) -> bool:
+    """Whether the interrupted code runs inside a `__del__` (e.g. of an aiohttp object), where an
+    exception is printed and dropped instead of ending the program."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _interrupt() -> None:
+    """A loop callback that stops the loop with KeyboardInterrupt (asyncio lets it through)."""
+    raise KeyboardInterrupt
 
 
 def _quiet_stdout() -> None:
@@ -326,8 +379,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     ns = parser.parse_args(argv)
     handlers = {"eval": cmd_eval, "score": cmd_score, "report": cmd_report, "merge": cmd_merge, "demo": cmd_demo, "build": build.run}
-    import threading
-
+    global _stopping
+    _stopping = False
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _terminate)
     try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +18,10 @@ from urllib.parse import urlsplit
 from needlepoint import numbers
 from needlepoint.conversation import Generation
 from needlepoint.errors import DataError
-from needlepoint.redact import redact_url
+from needlepoint.redact import is_credential_name, redact_url
 from needlepoint.text import has_surrogates, shown
 
-__all__ = ["RunConfig", "dataset_fingerprint", "default_run_dir", "hash_identity", "identity", "model_slug", "redact_url"]
+__all__ = ["RunConfig", "dataset_fingerprint", "hash_identity", "identity", "model_slug", "redact_url"]
 
 IDENTITY_VERSION = 1
 
@@ -71,6 +70,7 @@ class RunConfig:
         checks = [
             (self.limit is None or self.limit >= 1, "--limit must be a positive number of samples"),
             (self.concurrency >= 1, "--concurrency must be at least 1"),
+            (not (self.retry_failed and self.fresh), "--retry-failed continues a run and --fresh starts a new one; pass one of them"),
             (self.max_retries >= 0, "--max-retries must be 0 or more"),
             (self.max_wait_s >= 0, "--max-wait must be 0 or more seconds"),
             (self.max_request_bytes is None or self.max_request_bytes > 0, "--max-request-bytes must be positive"),
@@ -114,15 +114,12 @@ class RunConfig:
         }
 
 
-_SECRET_WORDS = ("key", "token", "secret", "password")
-
-
 def public_solver_options(options: dict[str, Any]) -> dict[str, Any]:
-    """Solver settings as written to run.json: credentials left out (a setting named like a key,
-    token, secret or password), URLs without user info or query values."""
+    """Solver settings as written to run.json: credentials left out (a setting whose name is one of
+    redact.CREDENTIAL_NAMES), URLs without user info or query values."""
     out: dict[str, Any] = {}
     for name, value in options.items():
-        if any(word in name.lower() for word in _SECRET_WORDS):
+        if is_credential_name(name):
             continue
         out[name] = _public_value(value)
     return out
@@ -180,11 +177,14 @@ def dataset_fingerprint(samples: Sequence[Any]) -> str:
     return digest.hexdigest()[:16] + f"/{len(samples)}"
 
 
+SLUG_MAX = 100  # characters of a model's folder or file name; a longer name ends in a hash of the whole
+
+
 def model_slug(model: str) -> str:
-    """A folder-safe form of a model name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", model.replace("/", "__")).strip("_") or "model"
-
-
-def default_run_dir(root: Path, benchmark: str, model: str) -> Path:
-    """runs/<benchmark>/<model>/<timestamp>."""
-    return root / benchmark / model_slug(model) / time.strftime("%Y%m%d-%H%M%S")
+    """A file- and folder-safe form of a model name: letters, digits, `.`, `_` and `-` only (`/` as
+    `__`, anything else as `_`), never starting with a dot (no `..`, no hidden file), so that a
+    name joined to a folder stays inside it."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model.replace("/", "__")).strip("_.") or "model"
+    if len(slug) > SLUG_MAX:
+        slug = slug[: SLUG_MAX - 17].rstrip("_.") + "-" + hashlib.sha256(model.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return slug

@@ -9,6 +9,7 @@ same code as an unsharded run's, from the same data, so they are the same number
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -76,11 +77,20 @@ def check_shards(run_dirs: Sequence[Path], allow_partial: bool) -> tuple[dict[st
     return base, {i: ds[0] for i, ds in by_index.items()}, first
 
 
-def merge(run_dirs: Sequence[Path], out: Path, allow_partial: bool = False, data: Path | None = None, report: bool = True) -> Any:
+def _say(show: bool, line: str) -> None:
+    """One progress line of the merge on stderr (its phases take seconds each on a large run)."""
+    if show:
+        print(f"merge: {line}", file=sys.stderr, flush=True)
+
+
+def merge(
+    run_dirs: Sequence[Path], out: Path, allow_partial: bool = False, data: Path | None = None, report: bool = True,
+    show_progress: bool = False,
+) -> Any:  # fmt: skip
     """Merge shard run folders into one run folder at `out`; returns the api.RunResult.
 
     `data` replaces the dataset path the shards recorded (when the merge job sees it elsewhere);
-    its content must be the same.
+    its content must be the same. `show_progress` prints a line per phase on stderr.
     """
     from needlepoint.api import finish, write_report
     from needlepoint.outcome import summary_lines
@@ -90,6 +100,7 @@ def merge(run_dirs: Sequence[Path], out: Path, allow_partial: bool = False, data
     config = dict(first.get("config") or {})
     data_path = Path(data).expanduser() if data is not None else Path(config.get("data", ""))
     bench = make(config["benchmark"], **(config.get("options") or {}))
+    _say(show_progress, f"reading the dataset at {data_path} to check it is the shards' ({len(shard_dirs)} shard folders)")
     samples = bench.load(data_path)
     if dataset_fingerprint(samples) != base.get("dataset"):
         raise DataError(
@@ -99,6 +110,7 @@ def merge(run_dirs: Sequence[Path], out: Path, allow_partial: bool = False, data
     owner = assign([(s.id, sample_cost(bench)(s)) for s in samples], count)
     records: dict[str, dict[str, Any]] = {}
     unanswered: list[str] = []
+    _say(show_progress, f"reading the records of {len(shard_dirs)} shard folders")
     for index, d in sorted(shard_dirs.items()):
         got = read_records(d / RECORDS)
         stray = [i for i in got if owner.get(i) != index]
@@ -122,11 +134,13 @@ def merge(run_dirs: Sequence[Path], out: Path, allow_partial: bool = False, data
     try:
         ordered = [records[s.id] for s in samples if s.id in records]
         write_lines(out / RECORDS, ordered)
+        _say(show_progress, f"scoring {len(ordered)} records and writing the authors' formats")
         result = finish(bench, samples, records, out, str(first.get("model_label") or config["model"]))  # a solver's name of the system
         result.notes = summary_lines(ordered)
         complete = len(ordered) == len(samples) and not result.failed
         store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         if report:
+            _say(show_progress, f"writing the report in {out}")
             answered = samples.subset(records)
             result.exports.extend(write_report(out, bench, answered, [records[s.id] for s in answered], result.metrics))
         return result
@@ -156,11 +170,28 @@ def _merged_header(
     }
 
 
+def _shard_folders(header: dict[str, Any]) -> dict[str, Path]:
+    """Shard ("I/N") -> its run folder (resolved), as a merged header's `merged_from` lists them."""
+    listed = header.get("merged_from")
+    entries = [e for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
+    return {str(e.get("shard")): Path(str(e.get("run"))).resolve() for e in entries}
+
+
 def _open_out(out: Path, header: dict[str, Any]) -> RunStore:
-    """The merge's run folder: new, or an earlier merge of the same run (rewritten)."""
+    """The merge's run folder: new, or an earlier merge of the same shard folders (rewritten; a
+    merge may add shards an earlier --allow-partial merge lacked). A merge of other shard folders
+    is refused, as `eval` refuses another configuration: answers are never mixed."""
     existing = RunStore.read_header(out)
     if existing is not None and "merged_from" not in existing:
         raise DataError(f"{out} already holds a run that is not a merge; choose a new folder with --out")
+    if existing is not None:
+        before, now = _shard_folders(existing), _shard_folders(header)
+        other = [f"{k} ({before[k]})" for k in sorted(before) if now.get(k) != before[k]]
+        if other:
+            raise DataError(
+                f"{out} holds a merge of other shard folders (shard{'s' if len(other) > 1 else ''} {_names(other)}); "
+                "answers will not be mixed: choose another --out folder, or move that one aside"
+            )
     store = RunStore.open(out, header, "choose another --out folder")  # refuses a merge of another run
     if existing is not None:
         store.update_header(**header)  # a merge again (e.g. after a shard was resumed): the new shard list

@@ -25,6 +25,12 @@ def run_counts(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"answered": len(records) - failed, "failed": failed, "failed_by_kind": dict(sorted(by_kind.items()))}
 
 
+def has_metrics(metrics: dict[str, Any]) -> bool:
+    """Whether metrics.json holds headline metrics: False for a run with nothing answered, whose
+    metrics.json holds only the `run` block (api.finish)."""
+    return any(key != "run" for key in metrics)
+
+
 def _prompt_size(record: dict[str, Any]) -> tuple[int, int]:
     """(prompt tokens from the server's usage, request bytes) of a record's first turn; 0 when unknown."""
     turns = record.get("turns") or [{}]

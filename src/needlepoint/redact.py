@@ -3,6 +3,11 @@
 A credential can travel in the API key, in an endpoint URL's user info (`http://user:key@host`) or
 query string (`?api-key=...`), and come back in whatever a server or a library says: an error body
 that echoes the request's headers, an exception that names the URL. `scrub` removes all of them.
+
+A setting holds a credential when its name is one of CREDENTIAL_NAMES, exactly (case, `-` and `_`
+aside), or one of its names of several words with a qualifier in front (`localizer_api_key`):
+`is_credential_name`, the one rule of every writer (run.json's solver settings, the run report's
+configuration). A pattern such as "contains token" would hide `--rag-max-tokens`.
 """
 
 from __future__ import annotations
@@ -12,8 +17,36 @@ from collections.abc import Iterable
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 REDACTED = "[redacted]"
+# Setting names whose value is a credential, compared exactly after `credential_key` (lower case,
+# `-` as `_`). Add a name here, never a pattern: `max_tokens`, `sort_key` and `token_budget` are
+# settings, not credentials.
+CREDENTIAL_NAMES = frozenset(
+    {
+        "api_key", "apikey", "key", "x_api_key", "openai_api_key", "api_token", "x_api_token", "token",
+        "access_token", "auth_token", "bearer_token", "hf_token", "secret", "client_secret", "secret_key",
+        "private_key", "password", "passwd", "authorization", "proxy_authorization", "credential",
+        "credentials", "cookie", "bearer",
+    }
+)  # fmt: skip
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]+")
 _BEARER = re.compile(r"(?i)\b(bearer)(\s+)[A-Za-z0-9._~+/=-]{4,}")
+
+
+def credential_key(name: str) -> str:
+    """A setting's name as CREDENTIAL_NAMES spells names: lower case, `-` written `_`."""
+    return name.strip().lower().replace("-", "_")
+
+
+# Names that stay credentials behind a qualifier (`localizer_api_key`, `embed_password`): the names
+# of two or more words, and the passwords. A single word such as "key" or "token" counts only alone.
+_QUALIFIABLE = tuple(f"_{n}" for n in sorted(CREDENTIAL_NAMES) if "_" in n or n in ("password", "passwd"))
+
+
+def is_credential_name(name: str) -> bool:
+    """Whether a setting of this name holds a credential: a name of CREDENTIAL_NAMES exactly, or a
+    qualified one of its names of several words (`localizer_api_key`); never `rag_max_tokens`."""
+    key = credential_key(name)
+    return key in CREDENTIAL_NAMES or key.endswith(_QUALIFIABLE)
 
 
 def redact_url(url: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +22,7 @@ from needlepoint import status
 from needlepoint.benchmarks.base import Benchmark, Parsed
 from needlepoint.conversation import Generation, Model
 from needlepoint.errors import DataError, InternalFault
+from needlepoint.progress import make_progress
 from needlepoint.redact import scrub
 from needlepoint.solvers.base import MAIN, SolveContext, Solver, ToolError
 from needlepoint.solvers.calls import forget
@@ -121,110 +121,6 @@ def internal_error_limit(todo: int) -> int:
     return max(status.INTERNAL_ERROR_MIN, min(status.INTERNAL_ERROR_LIMIT, share))
 
 
-class _PlainProgress:
-    """Progress without a terminal (a log file, CI, nohup): one plain line on stderr every
-    `every_s` seconds while samples remain, e.g. `ref_adv_s: 120/1142 done, 3.2/s, about 5 min left`,
-    followed by what the run waits for, if anything (the model's `wait_note()`)."""
-
-    def __init__(self, benchmark: Benchmark, total: int, records: list[dict[str, Any]], every_s: float, model: Any = None) -> None:
-        self.benchmark = benchmark
-        self.total = total
-        self.records = records
-        self.every_s = every_s
-        self.wait_note = getattr(model, "wait_note", None)
-        self.n = 0
-        self._t0 = time.perf_counter()
-        self._last = self._t0
-
-    def line(self) -> str:
-        elapsed = time.perf_counter() - self._t0
-        rate = self.n / elapsed if elapsed > 0 else 0.0
-        left = f", about {_duration((self.total - self.n) / rate)} left" if rate > 0 and self.n < self.total else ""
-        figure = self.benchmark.running(self.records)
-        note = self.wait_note() if self.wait_note is not None else None
-        return (f"{self.benchmark.name}: {self.n}/{self.total} done, {rate:.1f}/s{left}" + (f"  {figure}" if figure else "")
-                + (f"  ({note})" if note else ""))  # fmt: skip
-
-    def advance(self) -> None:
-        self.n += 1
-
-    def tick(self) -> None:
-        """Print a line when `every_s` seconds have passed since the last one (called about once a second)."""
-        now = time.perf_counter()
-        if now - self._last >= self.every_s:
-            self._last = now
-            print(self.line(), file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        print(self.line(), file=sys.stderr, flush=True)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-class _Progress:
-    """A rich progress bar with rate, ETA and the benchmark's running figure, on stderr; while
-    requests wait (a Retry-After, a backoff) it says so, from the model's `wait_note()`."""
-
-    def __init__(self, benchmark: Benchmark, total: int, records: list[dict[str, Any]], enabled: bool, model: Any = None) -> None:
-        self.benchmark = benchmark
-        self.records = records
-        self.wait_note = getattr(model, "wait_note", None)
-        self.bar = None
-        self._last = 0.0
-        if not enabled or total == 0:
-            return
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.bar = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[figure]}"),
-            TextColumn("[yellow]{task.fields[note]}"),
-            console=Console(stderr=True),
-            transient=False,
-        )
-        self.task = self.bar.add_task(benchmark.name, total=total, rate="", figure=benchmark.running(records), note="")
-        self.bar.start()
-        self._t0 = time.perf_counter()
-        self._n = 0
-
-    def advance(self) -> None:
-        if self.bar is None:
-            return
-        self._n += 1
-        now = time.perf_counter()
-        if now - self._last > 0.25:
-            self._last = now
-            rate = self._n / max(now - self._t0, 1e-9)
-            self.bar.update(self.task, advance=0, rate=f"{rate:6.1f}/s", figure=self.benchmark.running(self.records))
-        self.bar.advance(self.task)
-
-    def note(self) -> str:
-        """What the run is waiting for, or "" (shown at the end of the progress line)."""
-        note = self.wait_note() if self.wait_note is not None else None
-        return note or ""
-
-    def tick(self) -> None:
-        """Refresh the wait note (called about once a second, also while nothing finishes)."""
-        if self.bar is not None:
-            self.bar.update(self.task, note=self.note())
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, figure=self.benchmark.running(self.records))
-            self.bar.stop()
-
-
 async def run(
     benchmark: Benchmark,
     samples: Sequence[Any],
@@ -244,12 +140,7 @@ async def run(
     todo = pending(samples, done, options.retry_failed)
     todo_ids = {s.id for s in todo}
     finished = [done[s.id] for s in samples if s.id in done and s.id not in todo_ids]
-    plain = options.show_progress and bool(todo) and not sys.stderr.isatty()
-    progress: _Progress | _PlainProgress
-    if plain:
-        progress = _PlainProgress(benchmark, len(todo), finished, options.progress_every_s, model)
-    else:
-        progress = _Progress(benchmark, len(todo), finished, options.show_progress, model)
+    progress = make_progress(benchmark, len(todo), finished, options.show_progress, options.progress_every_s, model)
     queue = iter(todo)
     limit = internal_error_limit(len(todo))
 
@@ -263,7 +154,7 @@ async def run(
                 options.on_record(sample, record)
             done[sample.id] = record
             finished.append(record)
-            progress.advance()
+            progress.advance(failed=record["status"] in status.FAILED)
             if record["status"] == status.INTERNAL_ERROR:
                 internal.append(record)
                 if len(internal) >= limit:

@@ -44,6 +44,7 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
     from needlepoint.benchmarks.declaration import load_target
     from needlepoint.config import RunConfig
     from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
+    from needlepoint.outcome import has_metrics
     from needlepoint.report.terminal import print_tables
 
     known = builders()
@@ -54,6 +55,7 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
     script: dict[str, list[Any]] = {}
     plans = []
     for name in benchmarks:
+        _phase(f"building the {name} demo set in {out / 'data' / name}")
         data, options, answers = builder(name)(out / "data" / name)
         script.update(answers)
         plans.append((name, data, options))
@@ -75,14 +77,24 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
             configs = [config, *(load_target(t)(data, options, server, out / "runs") for t in declaration(name).demo_runs)]
             for config in configs:  # the plain run, then the declared solvers' runs of the same set
                 config.concurrency, config.show_progress = 8, sys.stderr.isatty()
+                _phase(f"evaluating {name}" + (f" with --solver {config.solver}" if config.solver != "default" else "") + f" into {config.out}")
                 result = evaluate(config)
-                print_tables(result.benchmark.tables(result.metrics))
+                if has_metrics(result.metrics):
+                    print_tables(result.benchmark.tables(result.metrics))
                 run_dirs.append(result.run_dir)
                 failed += len(result.failed)
+    _phase(f"writing the combined report in {out / 'report'}")
     report = _combined_report(out, run_dirs)
     print(f"demo finished in {time.perf_counter() - started:.1f} s; run folders under {out / 'runs'}")
     print(f"report: {report}")
     return 3 if failed else 0  # the exit codes of `needlepoint eval`
+
+
+def _phase(line: str) -> None:
+    """Say on stderr what the demo does next, when stderr is no terminal (a log, CI): there no
+    progress bar shows that the demo is working, and its phases take seconds each."""
+    if not sys.stderr.isatty():
+        print(f"demo: {line}", file=sys.stderr, flush=True)
 
 
 def _combined_report(out: Path, run_dirs: list[Path]) -> Path:

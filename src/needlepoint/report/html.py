@@ -29,7 +29,8 @@ from needlepoint.benchmarks.base import Benchmark, Dataset, ReportImage, ReportI
 from needlepoint.benchmarks.declaration import Declaration
 from needlepoint.errors import DataError
 from needlepoint.numbers import is_box
-from needlepoint.redact import redact_url, scrub
+from needlepoint.outcome import has_metrics
+from needlepoint.redact import is_credential_name, redact_url, scrub
 from needlepoint.report.assets import CSS, JS
 from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
 from needlepoint.store import json_text, write_atomic  # write_atomic re-exported: the report modules write through it
@@ -43,15 +44,6 @@ PAGE_SIZE = 50
 MAX_TEXT = 20_000
 LEGEND_GREY = "#59636e"
 NO_SCRIPT = "'none'"
-# Settings shown as "[redacted]", by exact name (case and -/_ aside): a pattern such as "token"
-# would hide max_tokens. Values that merely contain a credential are scrubbed by redact.scrub.
-SECRET_NAMES = frozenset(
-    {
-        "api_key", "apikey", "key", "x_api_key", "openai_api_key", "api_token", "x_api_token", "token",
-        "access_token", "auth_token", "bearer_token", "secret", "client_secret", "password", "passwd",
-        "authorization", "proxy_authorization", "credential", "credentials", "cookie", "bearer",
-    }
-)  # fmt: skip
 
 
 def _declared(benchmark: str) -> Declaration | None:
@@ -68,11 +60,6 @@ def bench_title(benchmark: str) -> str:
     """How pages name a benchmark: its declared title (the raw name when it is not registered)."""
     found = _declared(benchmark)
     return found.title if found is not None else benchmark
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether a setting of this name holds a credential (exact names only)."""
-    return name.strip().lower().replace("-", "_") in SECRET_NAMES
 
 
 # --- small helpers -------------------------------------------------------------------------------
@@ -142,7 +129,7 @@ def href(target: Path, start: Path) -> str:
 
 
 def _scrub(value: Any, key: str = "") -> Any:
-    if key and is_secret_name(key):
+    if key and is_credential_name(key):  # the one credential rule (redact.py)
         return "[redacted]"
     if isinstance(value, dict):
         return {k: _scrub(v, str(k)) for k, v in value.items()}
@@ -426,7 +413,7 @@ def write_run_report(
 
     title = bench_title(bench.name)
     model = str(_obj(header.get("config")).get("model") or _obj(header.get("identity")).get("model") or "")
-    tables = "\n".join(table_html(t) for t in bench.tables(metrics))
+    tables = "\n".join(table_html(t) for t in bench.tables(metrics)) if has_metrics(metrics) else '<p class="note">No sample was answered: no metrics.</p>'
     task_order = list(_obj(metrics.get("tasks")))  # heatmaps named after metric blocks keep their order
     heatmaps = _heatmap_section(copy_heatmaps(run_dir, report_dir, task_order), report_dir)
     nav = ['<a href="#config">configuration</a>', '<a href="#metrics">metrics</a>']

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from needlepoint.benchmarks import make
 from needlepoint.errors import DataError
+from needlepoint.outcome import has_metrics
 from needlepoint.report.html import HEATMAPS_DIR, REPORT_DIR, bench_title, esc, href, page, table_html, write_atomic
 from needlepoint.report.leaderboard import read_run
 
@@ -27,7 +28,7 @@ def write_index(out: Path, run_dirs: Sequence[Path]) -> Path:
             bench = make(run.benchmark, **run.options)
         except DataError:  # e.g. a --prompt-file that has moved since; the tables do not need it
             bench = make(run.benchmark)
-        tables = bench.tables(run.metrics)
+        tables = bench.tables(run.metrics) if has_metrics(run.metrics) else []  # nothing answered: no metrics
         title = bench_title(run.benchmark)
         own = run.dir / REPORT_DIR / "index.html"
         link = f'<a href="{esc(href(own, report_dir))}">open the {esc(title)} report</a>' if own.exists() else ""

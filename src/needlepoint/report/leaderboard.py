@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import sys
 from argparse import Namespace
@@ -48,14 +49,9 @@ HEADER_ADVICE = "it is not a run folder written by `needlepoint eval`; move it a
 METRICS_ADVICE = "rescore the run with `needlepoint eval` (it resumes)"
 
 
-def _created(run_dir: Path) -> tuple[str, str]:
-    header = _read_object(run_dir / HEADER, HEADER_ADVICE)
-    return (str(header.get("created") or ""), run_dir.name)
-
-
 def find_run(path: Path) -> Path:
-    """`path` if it is a run folder; for a folder of run folders (runs/<bench>/<model>), the newest
-    one that has metrics; DataError otherwise."""
+    """`path` if it is a run folder; for a folder of run folders (runs/<bench>/<model>), the one
+    that has metrics, complete before incomplete, newest first; DataError otherwise."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path} does not exist; pass run folders written by `needlepoint eval`")
@@ -70,14 +66,14 @@ def find_run(path: Path) -> Path:
             "pass run folders written by `needlepoint eval`, e.g. runs/mc_bench/<model>/<timestamp>"
         )
     scored = [p for p in inner if (p / METRICS).is_file()]
-    return max(scored or inner, key=_created)
+    return max(scored or inner, key=lambda p: _preference(p, _read_object(p / HEADER, HEADER_ADVICE)))
 
 
 def discover(path: Path) -> tuple[list[Path], list[str]]:
-    """Every run below `path`, found recursively: `path` itself when it is a run folder; else the
-    newest finished run of each model in each folder that holds run folders (runs/<bench>/<model>
-    holds one model's runs; the demo's runs/ holds one run per benchmark). Returns the run
-    folders and one line per run folder left out, saying why."""
+    """Every run below `path`, found recursively: `path` itself when it is a run folder; else one
+    run per configuration (benchmark, model and identity hash): a complete one before an
+    incomplete or failed one, then the newest. Returns the run folders and one line per run
+    folder left out, saying why."""
     path = Path(path)
     if not path.is_dir() or (path / HEADER).is_file():
         return [find_run(path)], []
@@ -91,7 +87,7 @@ def discover(path: Path) -> tuple[list[Path], list[str]]:
             subdirs.sort()
     if not candidates:
         find_run(path)  # raises the one-sentence refusal
-    groups: dict[tuple[Path, str, str], list[Path]] = {}
+    groups: dict[tuple[str, str, str], list[tuple[Path, dict[str, Any]]]] = {}
     skipped: list[str] = []
     for run_dir in sorted(candidates):
         try:
@@ -107,13 +103,60 @@ def discover(path: Path) -> tuple[list[Path], list[str]]:
             skipped.append(f"{run_dir}: shard {shard} of a run, not the whole (report the folder `needlepoint merge` wrote, or name it to include it)")
             continue
         probe = Run(run_dir, header, {})
-        groups.setdefault((run_dir.parent, probe.benchmark, probe.model), []).append(run_dir)
+        groups.setdefault((probe.benchmark, probe.model, configuration(header)), []).append((run_dir, header))
     runs: list[Path] = []
     for key in sorted(groups):
-        newest = max(groups[key], key=_created)
-        runs.append(newest)
-        skipped += [f"{d}: an older run of the same model beside {newest.name} (name it to include it)" for d in groups[key] if d != newest]
+        best, _ = max(groups[key], key=lambda found: _preference(*found))
+        runs.append(best)
+        skipped += [
+            f"{d}: another run of the same configuration beside {best} ({_state(h)}; name it to include it)" for d, h in groups[key] if d != best
+        ]
     return runs, skipped
+
+
+def configuration(header: dict[str, Any]) -> str:
+    """What makes two runs one configuration: the identity hash of run.json (its identity itself
+    when the hash is missing)."""
+    return str(header.get("hash") or json.dumps(header.get("identity"), sort_keys=True, default=str))
+
+
+def _preference(run_dir: Path, header: dict[str, Any]) -> tuple[bool, str, str]:
+    """Which run of one configuration a leaderboard shows: a complete one before an incomplete or
+    failed one, then the newest."""
+    return (header.get("status") == "complete", str(header.get("created") or ""), run_dir.name)
+
+
+def _state(header: dict[str, Any]) -> str:
+    return "complete" if header.get("status") == "complete" else f"{header.get('status') or 'unfinished'}"
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, str]:
+    """An identity as `name -> value` text, nested objects joined with dots (generation.temperature)."""
+    if isinstance(value, dict):
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: json.dumps(value, default=str) if not isinstance(value, str) else value}
+
+
+def configuration_notes(runs: Sequence[Run]) -> dict[Path, list[str]]:
+    """For runs of one benchmark and model that differ in configuration, each run's differing
+    settings as `name=value` (benchmark options without their `option.` prefix), so that the
+    rows of two configurations never look alike; nothing for a run alone of its model."""
+    by_model: dict[tuple[str, str], list[Run]] = {}
+    for run in runs:
+        by_model.setdefault((run.benchmark, run.model), []).append(run)
+    notes: dict[Path, list[str]] = {}
+    for group in by_model.values():
+        if len({configuration(r.header) for r in group}) < 2:
+            continue
+        flat = {r.dir: _flat(r.identity) for r in group}
+        keys = sorted({k for f in flat.values() for k in f if k != "version"})
+        differ = [k for k in keys if len({f.get(k) for f in flat.values()}) > 1]
+        for r in group:
+            notes[r.dir] = [f"{k.removeprefix('option.')}={flat[r.dir].get(k, '-')}" for k in differ]
+    return notes
 
 
 def read_run(path: Path) -> Run:
@@ -156,6 +199,16 @@ def _add_published(board: Board, rows: Sequence[PublishedRow], notes: Sequence[s
     board.note = " ".join([board.note, *notes]).strip()
 
 
+def _label_configurations(board: Board, notes: dict[Path, list[str]]) -> None:
+    """Append to a run row's first label the settings that tell its configuration from another
+    run's of the same model, leaving out those the row's other labels already show."""
+    for row in board.rows:
+        shown = set(row.labels[1:])
+        extra = [n for n in notes.get(Path(row.source), []) if n.split("=", 1)[1] not in shown]
+        if extra and row.labels:
+            row.labels = [f"{row.labels[0]} [{', '.join(extra)}]", *row.labels[1:]]
+
+
 def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Board]:
     """The leaderboards of these runs, in registry order, in each benchmark's declared layout
     (MM-NIAH: by range and by task), each with every published row of the benchmark added when `with_published`."""
@@ -165,7 +218,9 @@ def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Boar
         if not mine:
             continue
         published = published_rows(benchmark) if with_published else []
+        notes = configuration_notes(mine)
         for board in layout(benchmark)(mine):
+            _label_configurations(board, notes)
             if published:
                 rows = board.lay_published(published) if board.lay_published else published
                 _add_published(board, rows, published_notes(benchmark))
