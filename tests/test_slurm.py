@@ -93,7 +93,7 @@ def test_job_array_and_merge_equal_the_unsharded_run(cluster: dict[str, str], tm
         "NP_RUNS": str(runs),
         "NP_EVAL_ARGS": "--split val --concurrency 4",
         "NP_PYTHON": sys.executable,
-        "NP_SERVE_CMD": f"{sys.executable} {REPO / 'benchmarks' / 'serve_simulated.py'} --script {script_file} --port {{port}}",
+        "NP_SERVE_CMD": f"{sys.executable} {REPO / 'perf' / 'serve_simulated.py'} --script {script_file} --port {{port}}",
         "NP_PORT_BASE": str(_free_port_base(SHARDS)),
         "NP_HOST": "127.0.0.1",
         "NP_SERVER_WAIT": "120",

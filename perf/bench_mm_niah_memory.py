@@ -1,6 +1,6 @@
 """Peak memory of `needlepoint eval mm_niah` on long interleaved documents, by sample count.
 
-    python benchmarks/bench_mm_niah_memory.py [--sizes 50,200] [--tokens 30000] [--images-per-doc 20]
+    python perf/bench_mm_niah_memory.py [--sizes 50,200] [--tokens 30000] [--images-per-doc 20]
                                               [--concurrency 16] [--work /tmp/np-bench-mm-niah] [--profile]
 
 Writes MM-NIAH release folders of N samples (documents of about --tokens tokens of real text,

@@ -2,7 +2,7 @@
 instances file (118,287 images, 860,001 annotations, 80 categories in 12 supercategories,
 polygon segmentations, about 1% crowd annotations with RLE counts; about 450 MB).
 
-    python benchmarks/make_coco_train_like.py /tmp/instances_train_like.json [--scale 1.0]
+    python perf/make_coco_train_like.py /tmp/instances_train_like.json [--scale 1.0]
 
 Used by bench_mc_bench_sft.py; no images are written (the builder reads image sizes from the
 annotation file and opens images only for --exclude).

@@ -1,6 +1,6 @@
 """Serve needlepoint's simulated OpenAI-compatible model in its own process, for benchmarks.
 
-    python benchmarks/serve_simulated.py [--delay-ms 100] [--capacity K] [--port 0] [--reply TEXT] [--script FILE] [--stats FILE]
+    python perf/serve_simulated.py [--delay-ms 100] [--capacity K] [--port 0] [--reply TEXT] [--script FILE] [--stats FILE]
 
 Prints the base URL (e.g. http://127.0.0.1:41234/v1) as the first line on stdout, then serves
 until killed (SIGTERM or Ctrl-C). Every request gets the same reply after --delay-ms; the default
@@ -8,7 +8,7 @@ reply is a box in the JSON schema the Ref-Adv-s prompt asks for, so no repair tu
 
 With --capacity K at most K requests are answered at once (each takes --delay-ms); the others wait
 their turn, as on a GPU server whose batch is full. One endpoint then serves at most
-K / delay requests per second (benchmarks/bench_endpoints.py).
+K / delay requests per second (perf/bench_endpoints.py).
 
 With --script FILE (a JSON object: request key -> answers per turn, see SimulatedServer), requests
 are answered from the script as in the demo, and a request the script does not know gets a 404.

@@ -1,6 +1,6 @@
 """needlepoint's request pipeline against a raw aiohttp loop doing the same base64 and JSON work.
 
-    python benchmarks/bench_client_overhead.py [--samples 1600] [--in-flight 64,256] [--rounds 3]
+    python perf/bench_client_overhead.py [--samples 1600] [--in-flight 64,256] [--rounds 3]
 
 Both run in this process, one after the other, against one minimal HTTP server in its own process
 (it reads each request body and answers a fixed chat completion at once, so it costs little and
@@ -255,7 +255,7 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait()
-    print(f"command: python benchmarks/bench_client_overhead.py --samples {ns.samples} --in-flight {ns.in_flight} --rounds {ns.rounds}\n")
+    print(f"command: python perf/bench_client_overhead.py --samples {ns.samples} --in-flight {ns.in_flight} --rounds {ns.rounds}\n")
     print("| in flight | loop | requests/s | CPU per request (us) | needlepoint / this loop | needlepoint, images in memory / this loop |")
     print("|---:|---|---:|---:|---:|---:|")
 

@@ -1,6 +1,6 @@
 """Peak memory of `needlepoint eval` on 144-megapixel PNGs with --max-image-side 1024.
 
-    python benchmarks/bench_big_images.py [--samples 16] [--side 12000] [--old-src DIR]
+    python perf/bench_big_images.py [--samples 16] [--side 12000] [--old-src DIR]
 
 Writes a Ref-Adv-s JSONL release whose every sample is a 12000x12000 RGB PNG (a colour gradient
 with a grid of rectangles and a little noise: about 144 megapixels, a file of a few MB), each
@@ -81,7 +81,7 @@ def main() -> int:
         trees = [("this tree", str(Path(__file__).resolve().parents[1] / "src"))]
         if ns.old_src:
             trees.append((f"{ns.old_src}", str(ns.old_src.resolve())))
-        print(f"command: python benchmarks/bench_big_images.py --samples {ns.samples} --side {ns.side}\n")
+        print(f"command: python perf/bench_big_images.py --samples {ns.samples} --side {ns.side}\n")
         print("| source | samples | wall (s) | peak RSS (MB) | images sent at | thumbnails |")
         print("|---|---:|---:|---:|---|---:|")
         for label, src in trees:

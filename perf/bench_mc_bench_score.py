@@ -2,7 +2,7 @@
 corrected + every analysis) against the authors' approach (pycocotools COCOeval plus their
 regrouping step), on the same results file.
 
-    python benchmarks/bench_mc_bench_score.py [--runs 7] [--data tests/data/mc-bench]
+    python perf/bench_mc_bench_score.py [--runs 7] [--data tests/data/mc-bench]
                                               [--results perturbed_noswap_result.json]
 
 Rows, each the median of --runs runs (the slow pycocotools rows: at most 3):
@@ -267,7 +267,7 @@ def main() -> None:
     if hasattr(os, "getloadavg"):
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     print(f"timed command: {typed}  (cwd: the repository root)")
-    print("this script: python benchmarks/bench_mc_bench_score.py " + " ".join(sys.argv[1:]))
+    print("this script: python perf/bench_mc_bench_score.py " + " ".join(sys.argv[1:]))
 
 
 if __name__ == "__main__":

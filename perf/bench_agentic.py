@@ -1,9 +1,9 @@
 """MC-Bench's agentic solver: per-stage latency and samples per second against 100 ms servers.
 
-    PYTHONPATH=src python benchmarks/bench_agentic.py [--pairs 96] [--concurrency 16] [--delay-ms 100] [--detector]
+    PYTHONPATH=src python perf/bench_agentic.py [--pairs 96] [--concurrency 16] [--delay-ms 100] [--detector]
 
 The demo's MC-Bench set (--pairs image pairs, about 3 target instances each) is answered with
-`--solver agentic`: the reasoner and the `vlm:` localizer are benchmarks/serve_simulated.py processes
+`--solver agentic`: the reasoner and the `vlm:` localizer are perf/serve_simulated.py processes
 (one each) answering after --delay-ms from the demo's agentic script. A sample needs one reasoner
 round and then one localizer round whatever its number of phrases, when its phrases go out
 together; one after another, it needs one round per phrase. So with C samples in flight the ideal
@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 
 
 class Server:
-    """benchmarks/serve_simulated.py in its own process, answering from a script after a delay."""
+    """perf/serve_simulated.py in its own process, answering from a script after a delay."""
 
     def __init__(self, script: Path, delay_ms: float, model: str) -> None:
         cmd = [sys.executable, str(HERE / "serve_simulated.py"), "--script", str(script), "--delay-ms", str(delay_ms),

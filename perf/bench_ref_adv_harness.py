@@ -1,6 +1,6 @@
 """Harness speed on Ref-Adv-s: needlepoint against EvalScope on the same data and the same server.
 
-    python benchmarks/bench_ref_adv_harness.py [--evalscope /tmp/evalscope-venv/bin/evalscope] [--runs 5]
+    python perf/bench_ref_adv_harness.py [--evalscope /tmp/evalscope-venv/bin/evalscope] [--runs 5]
 
 What it does, all offline:
 
@@ -8,7 +8,7 @@ What it does, all offline:
    Ref-Adv-s (data/train-00000-of-00001.parquet, row groups of 100 rows): 640x480 textured JPEGs of
    about 85 KB (quality 85), plus the release's metadata columns. `distractors` is an int and a
    `row_idx` column is present, because EvalScope's adapter needs both (needlepoint ignores row_idx).
-2. Starts benchmarks/serve_simulated.py twice, in its own processes: one answering at once (0 ms),
+2. Starts perf/serve_simulated.py twice, in its own processes: one answering at once (0 ms),
    one after 100 ms. Every request gets the same valid JSON box, so no repair turns happen.
 3. Measures, with the tools interleaved run by run so that the machine's noise hits both alike:
    (a) whole-command wall time at 0 ms, 400 samples, concurrency 64, --runs times each (median);
@@ -145,7 +145,7 @@ def make_release_in_child(folder: Path, n: int, seed: int, row_group: int) -> tu
 
 @dataclass
 class Server:
-    """benchmarks/serve_simulated.py in its own process (`capacity`: its --capacity; `name`: tells the
+    """perf/serve_simulated.py in its own process (`capacity`: its --capacity; `name`: tells the
     stats files of several servers apart)."""
 
     delay_ms: int
@@ -438,7 +438,7 @@ def _bench(ns: argparse.Namespace, tmp: Path, servers: list[Server], argv: list[
         f"Measured {started} on {machine()}; 1-minute load average {load_before[0]:.1f} before the timed runs,"
         f" {load_after[0]:.1f} after (this includes the benchmark's own processes).\n"
     )
-    print(f"Command: `python benchmarks/bench_ref_adv_harness.py {' '.join(argv if argv is not None else sys.argv[1:])}`\n")
+    print(f"Command: `python perf/bench_ref_adv_harness.py {' '.join(argv if argv is not None else sys.argv[1:])}`\n")
     print(table)
     if ns.raw:
         raw = {

@@ -4,8 +4,8 @@ weights are downloaded, and the arithmetic is that of the real model), run throu
 `models.detector.Detector` on (image, phrase) rows of 640x480 images, one pass per `batch_size`
 rows. Shows what batching the phrases of several samples into one forward pass buys.
 
-    PYTHONPATH=src python benchmarks/bench_detector.py --device cuda --rows 256 --batch-sizes 1,8,32
-    PYTHONPATH=src python benchmarks/bench_detector.py --device cpu --rows 8 --batch-sizes 1,8     # slow
+    PYTHONPATH=src python perf/bench_detector.py --device cuda --rows 256 --batch-sizes 1,8,32
+    PYTHONPATH=src python perf/bench_detector.py --device cpu --rows 8 --batch-sizes 1,8     # slow
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Speed and peak memory of `needlepoint build mm_niah`, by sample count and by document length.
 
-    python benchmarks/bench_mm_niah_build.py [--documents 9000] [--work /tmp/np-bench-niah-build]
+    python perf/bench_mm_niah_build.py [--documents 9000] [--work /tmp/np-bench-niah-build]
 
 Writes a synthetic OBELICS-format corpus (needlepoint.demo.obelics: a parquet and a JSONL shard,
 real JPEG/PNG images resolved through an img2dataset-style folder), then runs each build

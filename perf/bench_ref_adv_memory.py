@@ -3,7 +3,7 @@
 The harness comparison (bench_ref_adv_harness.py) interleaves two tools and servers, which makes its
 memory figures noisy; this runs only needlepoint against a local simulated server, several times.
 
-    python benchmarks/bench_ref_adv_memory.py [--runs 3] [--sizes 400,1600,4800] [--row-group 1132] [--report]
+    python perf/bench_ref_adv_memory.py [--runs 3] [--sizes 400,1600,4800] [--row-group 1132] [--report]
 
 The data is written in a child process: a child's ru_maxrss starts at the peak of the process it
 is forked from, so this process stays small.
@@ -54,7 +54,7 @@ def main() -> int:
                 if status != 0:
                     raise SystemExit(f"the run of {n} samples failed (status {status})")
                 peaks[n].append(usage.ru_maxrss / 1024)
-    print(f"command: python benchmarks/bench_ref_adv_memory.py --runs {ns.runs} --sizes {ns.sizes} --row-group {ns.row_group}"
+    print(f"command: python perf/bench_ref_adv_memory.py --runs {ns.runs} --sizes {ns.sizes} --row-group {ns.row_group}"
           f"{' --report' if ns.report else ''}\n")  # fmt: skip
     print("| samples | peak RSS median (MB) | min-max (MB) | runs (MB) |\n|---:|---:|---|---|")
     for n in sizes:

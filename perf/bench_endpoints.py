@@ -1,8 +1,8 @@
 """Throughput over several endpoints: does one needlepoint process keep 1, 2, 4 and 8 servers busy?
 
-    python benchmarks/bench_endpoints.py [--endpoints 1,2,4,8] [--capacity 16] [--per-endpoint 400] [--runs 3]
+    python perf/bench_endpoints.py [--endpoints 1,2,4,8] [--capacity 16] [--per-endpoint 400] [--runs 3]
 
-Each endpoint is benchmarks/serve_simulated.py in its own process, answering after 100 ms and at
+Each endpoint is perf/serve_simulated.py in its own process, answering after 100 ms and at
 most --capacity requests at once (a GPU server with a full batch): one endpoint serves at most
 capacity / 0.1 s requests per second, E endpoints E times that. For each E, one `needlepoint eval
 ref_adv_s` over E x --per-endpoint samples (the synthetic Ref-Adv-s release of

@@ -1,6 +1,6 @@
 """Speed and memory of `needlepoint build mc_bench_sft` on a COCO-train-sized annotation file.
 
-    python benchmarks/bench_mc_bench_sft.py [--work /tmp/sft_bench] [--samples 5300,53000]
+    python perf/bench_mc_bench_sft.py [--work /tmp/sft_bench] [--samples 5300,53000]
 
 Writes (once) a synthetic COCO-train-like file with make_coco_train_like.py, RefCOCO-sized
 referring expressions for it (50,000 refs of random annotations, 3 sentences each), and an images

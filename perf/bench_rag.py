@@ -1,6 +1,6 @@
 """MM-NIAH's RAG baseline (`--solver rag`): embedding throughput and the memory of a long run.
 
-    python benchmarks/bench_rag.py [--delay-ms 100] [--texts 4096] [--images 64] [--counts 4096]
+    python perf/bench_rag.py [--delay-ms 100] [--texts 4096] [--images 64] [--counts 4096]
                              [--samples 200] [--tokens 30000] [--images-per-doc 20] [--concurrency 16]
                              [--work /tmp/np-bench-rag] [--skip-memory] [--json OUT]
 
@@ -10,7 +10,7 @@
    requests and 64 /tokenize requests in flight) embeds --texts distinct texts, --images
    distinct 448x448 JPEGs and counts the tokens of --counts texts; texts/s, images/s, counts/s.
 2. Memory: a 200-sample MM-NIAH set of documents of about --tokens tokens and --images-per-doc
-   images (benchmarks/bench_mm_niah_memory.py writes it), answered by
+   images (perf/bench_mm_niah_memory.py writes it), answered by
    `python -m needlepoint.cli eval mm_niah ... --solver rag --embed-url URL ...` as a child process
    against the same simulated server with no delay (chat and embeddings); its peak RSS from wait4,
    wall time and the embedding requests the server saw. Target: under 1.5 GB, as for plain MM-NIAH.
@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def _memory_bench() -> Any:
-    """benchmarks/bench_mm_niah_memory.py as a module: its data writer is reused."""
+    """perf/bench_mm_niah_memory.py as a module: its data writer is reused."""
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
     import bench_mm_niah_memory

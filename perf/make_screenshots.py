@@ -1,6 +1,6 @@
 """Make the README's images from the project's own commands.
 
-    python benchmarks/make_screenshots.py [--out docs/images] [--work DIR]
+    python perf/make_screenshots.py [--out docs/images] [--work DIR]
 
 Runs `needlepoint demo` (offline, simulated model) into a fresh folder, then writes
 `report.png` (the MC-Bench run report, opened in headless Chromium through Playwright, scrolled to

@@ -1,10 +1,10 @@
 """What the HTML report adds after the last answer: the command with and without the report, and
 (optionally) another source tree's command, interleaved on the same data and server.
 
-    python benchmarks/bench_report_overhead.py [--samples 1600] [--rounds 3] [--delay-ms 100] [--old-src DIR]
+    python perf/bench_report_overhead.py [--samples 1600] [--rounds 3] [--delay-ms 100] [--old-src DIR]
 
 Data: bench_ref_adv_harness's synthetic Ref-Adv-s parquet (640x480 JPEGs, row groups of 1,132),
-made in a child process. Server: benchmarks/serve_simulated.py in its own process. Each variant
+made in a child process. Server: perf/serve_simulated.py in its own process. Each variant
 runs `python -m needlepoint.cli eval ref_adv_s --data D --model bench-model --api-url URL
 --box-format abs_xyxy --concurrency 64 --out RUN --no-progress` (plus --no-report for that
 variant), PYTHONPATH pointing at the tree. Printed: the answering time (the first request's
@@ -66,7 +66,7 @@ def main() -> int:
     finally:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"command: python benchmarks/bench_report_overhead.py --samples {ns.samples} --rounds {ns.rounds} --delay-ms {ns.delay_ms}"
+    print(f"command: python perf/bench_report_overhead.py --samples {ns.samples} --rounds {ns.rounds} --delay-ms {ns.delay_ms}"
           f"{' --old-src ' + str(ns.old_src) if ns.old_src else ''}; 1-minute load average after: {os.getloadavg()[0]:.1f}\n")  # fmt: skip
     print("| variant | answering (s) | after the last answer (s) | after / answering | after per sample (ms) | whole command (s) "
           "| CPU, command + its children (s) | CPU per sample (ms) | run folder (MB) |")  # fmt: skip
