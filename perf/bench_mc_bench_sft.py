@@ -60,7 +60,7 @@ def main() -> None:
     ns.work.mkdir(parents=True, exist_ok=True)
     coco, images = ns.work / "instances_train_like.json", ns.work / "images"
     if not coco.exists():
-        subprocess.run([sys.executable, str(REPO / "benchmarks" / "make_coco_train_like.py"), str(coco)], check=True)
+        subprocess.run([sys.executable, str(REPO / "perf" / "make_coco_train_like.py"), str(coco)], check=True)
     refs = ns.work / "refs_train_like.json"
     if not refs.exists():
         rng = random.Random(1)
