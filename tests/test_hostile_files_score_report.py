@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MC_BENCH_RELEASE, needs_shared, run_cli
+from conftest import MC_BENCH_RELEASE, run_cli
 
 from needlepoint.cli import main as cli_main
 from needlepoint.jsonl import parse, read_json, read_jsonl
@@ -197,7 +197,6 @@ def test_mm_niah_lone_surrogate_response_is_scored(tmp_path: Path, capsys: pytes
 MC_ENTRY = '{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5'
 
 
-@needs_shared(MC_BENCH_RELEASE)
 @pytest.mark.parametrize(
     ("text", "needles"),
     [
@@ -218,7 +217,6 @@ def test_hostile_mc_bench_results_are_one_sentence(
     _one_sentence(code, err, str(path), *needles)
 
 
-@needs_shared(MC_BENCH_RELEASE)
 def test_mc_bench_reads_a_bom_and_lone_surrogates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "results.json"
     path.write_bytes(b"\xef\xbb\xbf[" + MC_ENTRY.encode() + b', "note": ' + SURROGATE.encode() + b"}]")
