@@ -37,7 +37,7 @@ def is_incomplete(metrics: dict[str, Any]) -> bool:
 
 
 def answered_cell(metrics: dict[str, Any]) -> str | None:
-    """"answered/requested" (e.g. "14/30"), with the set's size when the run requested fewer
+    """The cell "answered/requested" (e.g. "14/30"), with the set's size when the run requested fewer
     ("14/30 of 100"); None without a `run` block."""
     counts = run_counts(metrics)
     if counts is None:
@@ -47,7 +47,7 @@ def answered_cell(metrics: dict[str, Any]) -> str | None:
 
 
 def coverage_note(metrics: dict[str, Any]) -> str:
-    """"" for a complete run; else a short clause for a table's title, e.g. "answered 14 of 30
+    """An empty string for a complete run; else a short clause for a table's title, e.g. "answered 14 of 30
     requested (16 failed): numbers cover the answered samples"."""
     counts = run_counts(metrics)
     if counts is None or not is_incomplete(metrics):

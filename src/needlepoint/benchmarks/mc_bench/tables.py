@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from needlepoint.benchmarks.base import Table, percent
+from needlepoint.report.coverage import coverage_note, has_answers, no_answers_table
 
 STYLE_KEYS = (("ref", "Referring"), ("com", "Comparison"), ("rea", "Reasoning"))
 
@@ -22,8 +23,13 @@ TABLE2_COLUMNS = ["Acc^ref", "Acc^com", "Acc^rea", "Acc", "AP50^ref", "AP50^com"
 
 
 def mc_tables(metrics: dict[str, Any]) -> list[Table]:
-    """The headline table (official and corrected) and the analyses."""
-    main = Table("MC-Bench (%, paper's Table 2 columns)", ["protocol", *TABLE2_COLUMNS])
+    """The headline table (official and corrected) and the analyses; for an incomplete run the title
+    says how many requested samples were answered, and a run with nothing answered gets a sentence."""
+    title = "MC-Bench (%, paper's Table 2 columns)"
+    if not has_answers(metrics):
+        return [no_answers_table(title, metrics)]
+    note = coverage_note(metrics)
+    main = Table(f"{title}; {note}" if note else title, ["protocol", *TABLE2_COLUMNS])
     official = dict(metrics.get("official", {}))
     corrected = dict(metrics.get("corrected", {}))
     corrected.setdefault("by_style", metrics.get("analyses", {}).get("by_style", {}))
