@@ -16,6 +16,7 @@ from needlepoint.benchmarks.mm_niah.aggregate import (
     aggregate,
     context_bin,
 )
+from needlepoint.benchmarks.mm_niah.cards import add_document
 from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, load_release
 from needlepoint.benchmarks.mm_niah.judge import judge
 from needlepoint.benchmarks.mm_niah.rag_results import add_rag, needle_shares, rag_note
@@ -183,6 +184,8 @@ class MmNiah:
             )  # fmt: skip
             if rag_note(rec) is not None:  # the RAG solver's record: what retrieval kept
                 add_rag(items[-1], s, rec)
+            else:  # the document as sent, its needles marked, and its images
+                add_document(items[-1], s)
         return items
 
     def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
