@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -97,7 +98,7 @@ def render_tables(tables: Sequence[Table], width: int) -> str:
     """The tables as the terminal shows them at `width` columns (plain text, for tests and pipes)."""
     from rich.console import Console
 
-    console = Console(width=width, record=True, color_system=None, force_terminal=False, file=_Null())
+    console = Console(width=width, record=True, color_system=None, force_terminal=False, file=io.StringIO())
     for t in tables:
         for part in fitted(t, width):
             console.print(rich_table(part))
@@ -116,13 +117,3 @@ def print_tables(tables: Sequence[Table], stderr: bool = False) -> None:
         for part in fitted(t, console.width):
             console.print(rich_table(part))
             console.print()
-
-
-class _Null:
-    """A file that drops what is written (render_tables keeps the recorded text only)."""
-
-    def write(self, text: str) -> int:
-        return len(text)
-
-    def flush(self) -> None:
-        pass

@@ -53,7 +53,8 @@ def _range_table(title: str, ranges: Sequence[str], blocks: Sequence[tuple[str, 
 
 
 def _blocks(section: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    tasks = section.get("tasks") if isinstance(section.get("tasks"), dict) else {}
+    found = section.get("tasks")
+    tasks: dict[str, Any] = found if isinstance(found, dict) else {}
     blocks = [(t, tasks[t]) for t in paper_order(tasks) if isinstance(tasks[t], dict)]
     if isinstance(section.get("overall"), dict):
         blocks.append(("overall", section["overall"]))
@@ -79,7 +80,7 @@ def niah_tables(metrics: dict[str, Any]) -> list[Table]:
     extra = Table("MM-NIAH (beyond the official aggregate)", ["task", "rows", "micro acc %", "rows < 1k", "crash-prone"])
     for task, m in _blocks(metrics):
         if task != "overall":
-            crashes = m.get("crashes") if isinstance(m.get("crashes"), dict) else {}
+            crashes: dict[str, int] = m["crashes"] if isinstance(m.get("crashes"), dict) else {}
             extra.rows.append(
                 [task, m.get("rows"), percent(m.get("micro_accuracy")), m.get("rows_below_1k"), sum(crashes.values())]
             )
