@@ -533,15 +533,16 @@ def run_label(header: dict[str, Any]) -> str:
 
 
 DIGEST_META = "needlepoint-report-digest"
+VOLATILE = ("finished", "last_started")  # header times a rerun rewrites without changing what the page shows
 _CODE = (Path(__file__), Path(__file__).with_name("assets.py"), Path(__file__).with_name("thumbs.py"))
 
 
 def report_digest(bench_name: str, records: Sequence[dict[str, Any]], metrics: dict[str, Any], header: dict[str, Any]) -> str:
-    """What a run page shows, as a digest: the records, the metrics, the run header (less its
-    `finished` time, which every rerun rewrites) and the report's own code. With `with_files`, a
-    page carrying the same digest is current and is not written again."""
+    """What a run page shows, as a digest: the records, the metrics, the run header (less the times
+    every rerun rewrites, VOLATILE) and the report's own code. With `with_files`, a page carrying
+    the same digest is current and is not written again."""
     h = hashlib.sha256()
-    head = {k: v for k, v in header.items() if k != "finished"}
+    head = {k: v for k, v in header.items() if k not in VOLATILE}
     h.update(json.dumps([bench_name, head, metrics], sort_keys=True, default=str).encode())
     for r in records:
         h.update(json.dumps(r, sort_keys=True, default=str).encode())
