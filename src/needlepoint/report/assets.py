@@ -262,7 +262,7 @@ JS = r"""
     var head = el("div", "head");
     head.appendChild(el("span", "sid", "#" + it.id));
     head.appendChild(badge(it));
-    if (data.sort_label && it.s !== null) {
+    if (data.sort_label && it.s !== null && !it.st) {
       head.appendChild(el("span", "note", data.sort_label + " " + (Math.round(it.s * 10000) / 10000)));
     }
     var shownFields = {};

@@ -101,7 +101,7 @@ def table_html(table: Table, cls: str = "metrics") -> str:
     rows = []
     for row in table.rows:
         cells = "".join(
-            f'<td class="num">{esc(format_cell(v))}</td>' if _is_number(v) else f"<td>{esc(format_cell(v))}</td>" for v in row
+            f'<td class="num">{esc(format_cell(v))}</td>' if _is_number(v) or v is None else f"<td>{esc(format_cell(v))}</td>" for v in row
         )
         rows.append(f"<tr>{cells}</tr>")
     return (
