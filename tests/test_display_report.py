@@ -132,3 +132,13 @@ def test_a_finished_run_rerun_redraws_neither_heatmaps_nor_report(tmp_path: Path
         assert stamps(out / "heatmaps") == heatmaps
         assert stamps(out / "report")["index.html"] != report["index.html"]
         assert "thought it over" in (out / "report" / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_demo_captions_the_agentic_run_above_its_own_table(tmp_path: Path, capsys: Any) -> None:
+    from needlepoint.demo import run_demo
+
+    run_demo(tmp_path / "demo", ["mc_bench"])  # its exit code is not what this test is about
+    lines = capsys.readouterr().out.splitlines()
+    caption = next(i for i, line in enumerate(lines) if "--solver agentic" in line)
+    headlines = [i for i, line in enumerate(lines) if line.startswith("MC-Bench (%")]
+    assert len(headlines) == 2 and headlines[0] < caption < headlines[1]  # the default solver's table, then the caption
