@@ -8,20 +8,26 @@ from typing import Any
 
 from needlepoint.benchmarks.base import Table, format_cell
 
-__all__ = ["fitted", "print_tables", "render_tables", "rich_table"]
+__all__ = ["fitted", "natural_width", "print_tables", "render_tables", "rich_table"]
 
 PIPE_WIDTH = 160  # the width when the output is not a terminal (a file, a pipe)
 
 
 def _header(name: str, width: int = 0) -> str:
-    """A column name that may break between its parts: "AP50^ref" over two lines ("AP50^" / "ref")
-    rather than cut to "AP50^…" when the terminal is narrow; with `width`, its words wrapped to it."""
+    """A column name made to break between its parts: "AP50^ref" over two lines ("AP50^" / "ref")
+    rather than cut to "AP50^…"; with `width`, its words also wrapped to it."""
     import textwrap
 
     lines = name.replace("^", "^\n").split("\n")
     if width:
         lines = [wrapped for line in lines for wrapped in (textwrap.wrap(line, width, break_long_words=False) or [""])]
     return "\n".join(lines)
+
+
+def natural_width(table: Table) -> int:
+    """The width of `table` with every column name and cell on one line (one space between columns)."""
+    widths = [max([len(name)] + [len(format_cell(row[i])) for row in table.rows if i < len(row)]) for i, name in enumerate(table.columns)]
+    return sum(widths) + len(widths) - 1
 
 
 def _is_number(value: Any) -> bool:
@@ -76,19 +82,21 @@ def fitted(table: Table, width: int) -> list[Table]:
     return out
 
 
-def rich_table(table: Table) -> Any:
+def rich_table(table: Table, width: int = PIPE_WIDTH) -> Any:
     """A Table as a rich table: light borders, one space between columns, numbers right-aligned
-    and never broken; a text cell too wide for its column wraps (folds as a last resort), never cut."""
+    and never broken. When it is wider than `width`, column names break (at "^", between words)
+    and a text cell wraps (folds as a last resort); nothing is cut."""
     from rich import box
     from rich.table import Table as RichTable
 
+    narrow = natural_width(table) > width
     rt = RichTable(title=table.title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 0), show_edge=False)
     for i, name in enumerate(table.columns):
         if _numeric(table, i):
-            least = _least_width(table, i, True)
-            rt.add_column(_header(name, least), justify="right", no_wrap=True, min_width=least)
+            least = _least_width(table, i, True) if narrow else 0
+            rt.add_column(_header(name, least) if narrow else name, justify="right", no_wrap=True, min_width=least or None)
         else:
-            rt.add_column(_header(name), justify="left", overflow="fold")
+            rt.add_column(_header(name) if narrow else name, justify="left", overflow="fold")
     for row in table.rows:
         rt.add_row(*(format_cell(v) for v in row))
     return rt
@@ -101,7 +109,7 @@ def render_tables(tables: Sequence[Table], width: int) -> str:
     console = Console(width=width, record=True, color_system=None, force_terminal=False, file=io.StringIO())
     for t in tables:
         for part in fitted(t, width):
-            console.print(rich_table(part))
+            console.print(rich_table(part, width))
             console.print()
     return console.export_text()
 
@@ -115,5 +123,5 @@ def print_tables(tables: Sequence[Table], stderr: bool = False) -> None:
         console = Console(stderr=stderr, width=PIPE_WIDTH)
     for t in tables:
         for part in fitted(t, console.width):
-            console.print(rich_table(part))
+            console.print(rich_table(part, console.width))
             console.print()
