@@ -35,7 +35,7 @@ from needlepoint.redact import redact_url, scrub
 from needlepoint.report.assets import CSS, JS
 from needlepoint.report.coverage import run_counts
 from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
-from needlepoint.store import write_atomic  # re-exported: the report modules write through it
+from needlepoint.store import json_line, write_atomic  # write_atomic re-exported: the report modules write through it
 
 __all__ = ["bench_title", "public_config", "write_atomic", "write_run_report"]
 
@@ -544,8 +544,8 @@ def report_digest(bench_name: str, records: Sequence[dict[str, Any]], metrics: d
     h = hashlib.sha256()
     head = {k: v for k, v in header.items() if k not in VOLATILE}
     h.update(json.dumps([bench_name, head, metrics], sort_keys=True, default=str).encode())
-    for r in records:
-        h.update(json.dumps(r, sort_keys=True, default=str).encode())
+    for r in records:  # records as read from records.jsonl keep their key order; orjson keeps this cheap
+        h.update(json_line(r))
     for code in _CODE:
         h.update(code.read_bytes())
     return h.hexdigest()
