@@ -558,7 +558,12 @@ def with_files(content: str, run_dir: Path) -> str:
     for folder in (run_dir / HEATMAPS_DIR, run_dir / REPORT_DIR / THUMBS_DIR):
         if folder.is_dir():
             for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-                st = entry.stat()
+                if ".tmp" in entry.name:  # a thumbnail being written (drafts run beside the report)
+                    continue
+                try:
+                    st = entry.stat()
+                except OSError:  # removed since the listing
+                    continue
                 h.update(f"{folder.name}/{entry.name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
     return h.hexdigest()[:32]
 
