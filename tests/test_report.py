@@ -424,7 +424,13 @@ def test_mm_niah_report_shows_heatmaps(demo: Path) -> None:
     # Fields read like the terminal's table cells (one formatter for both).
     recs = {r["id"]: r for r in records(run)}
     assert all(dict(map(tuple, it["f"]))["score"] == format_cell(recs[it["id"]]["scores"].get("score")) for it in data["items"])
-    assert not (run / "report" / "thumbs").exists()
+    # The cards show the document (its needles marked) and its images, beside the question.
+    with_images = [it for it in data["items"] if it["im"]]
+    assert with_images and all(it["im"][0][0].startswith("thumbs/") for it in with_images)
+    documents = [it for it in data["items"] if "x" in it]
+    assert documents and all(it["xl"].startswith("document") for it in documents)
+    text_needles = [it for it in documents if it["k"]["task"].endswith("-text")]  # an image needle is pasted into an image
+    assert text_needles and all(any(mark for _, mark in it["x"]) for it in text_needles)
 
 
 def test_demo_index_links_every_run(demo: Path) -> None:

@@ -74,8 +74,11 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
                 fresh=False,
                 show_progress=sys.stderr.isatty(),
             )
-            configs = [config, *(load_target(t)(data, options, server, out / "runs") for t in declaration(name).demo_runs)]
-            for config in configs:  # the plain run, then the declared solvers' runs of the same set
+            # The plain run, then the declared solvers' runs of the same set, each made (and captioned)
+            # only after the run before it printed its tables.
+            for target in [None, *declaration(name).demo_runs]:
+                if target is not None:
+                    config = load_target(target)(data, options, server, out / "runs")
                 config.concurrency, config.show_progress = 8, sys.stderr.isatty()
                 _phase(f"evaluating {name}" + (f" with --solver {config.solver}" if config.solver != "default" else "") + f" into {config.out}")
                 result = evaluate(config)

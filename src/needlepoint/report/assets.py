@@ -70,7 +70,16 @@ pre.json { background: var(--panel); padding: 8px; overflow: auto; max-height: 3
 .card .sid { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-weight: 600; }
 .badge { display: inline-block; padding: 0 7px; border-radius: 10px; font-size: 12px; color: #fff; }
 .badge.ok { background: var(--ok); } .badge.bad { background: var(--bad); } .badge.err { background: var(--warn); }
-.badge.na { background: var(--muted); }
+.badge.na { background: var(--muted); } .badge.fail { background: #6e40c9; }
+.card .imgs.many { flex-wrap: wrap; max-width: 420px; max-height: 420px; overflow: auto; }
+.card .imgs.many img { max-width: 96px; max-height: 96px; }
+.card details.seen, .card details.ctx { margin-top: 6px; }
+.card details.seen .msg { border-left: 3px solid var(--line); padding-left: 8px; margin: 6px 0; }
+.card details.seen .role { color: var(--muted); font-size: 11px; text-transform: uppercase; letter-spacing: .04em; }
+.card pre.sent { margin: 2px 0; white-space: pre-wrap; word-break: break-word; max-height: 320px; overflow: auto; font-size: 12px;
+  background: var(--panel); padding: 4px 6px; border-radius: 4px; }
+.card .sentimg { display: flex; gap: 8px; align-items: center; margin: 3px 0; }
+.card .sentimg img { max-width: 120px; max-height: 120px; border: 1px solid var(--line); }
 .card .lbl { color: var(--muted); font-size: 11px; text-transform: uppercase; letter-spacing: .04em; margin-top: 6px; }
 .card .prompt { margin: 2px 0; white-space: pre-wrap; word-break: break-word; }
 .card .context { max-height: 220px; overflow: auto; font-size: 12px; }
@@ -96,7 +105,7 @@ JS = r"""
   var items = data.items;
   var PAGE = data.page_size || 50;
   var hay = items.map(function (it) { return (it.id + "\n" + it.p + "\n" + it.a).toLowerCase(); });
-  var state = { wrong: false, errors: false, q: "", sort: "run", sel: {}, page: 0 };
+  var state = { wrong: false, errors: false, failed: false, q: "", sort: "run", sel: {}, page: 0 };
   var shown = [];
 
   function el(tag, cls, text) {
@@ -136,7 +145,8 @@ JS = r"""
 
   function matches(i) {
     var it = items[i];
-    if (state.wrong && it.c !== false) { return false; }
+    if (state.wrong && (it.c !== false || it.st)) { return false; }
+    if (state.failed && !it.st) { return false; }
     if (state.errors && !it.e) { return false; }
     for (var k in state.sel) {
       if (state.sel[k] && (it.k[k] === undefined || it.k[k] !== state.sel[k])) { return false; }
@@ -178,17 +188,54 @@ JS = r"""
   }
 
   function badge(it) {
+    if (it.st) { return el("span", "badge fail", "failed request: " + it.st); }
     if (it.e) { return el("span", "badge err", "parse error: " + it.e); }
     if (it.c === true) { return el("span", "badge ok", "correct"); }
     if (it.c === false) { return el("span", "badge bad", "wrong"); }
     return el("span", "badge na", "not scored");
   }
 
+  // What the model saw: each turn's messages as sent, folded; built when first opened.
+  function seen(turns) {
+    var box = el("details", "seen");
+    var n = 0;
+    turns.forEach(function (t) { t[1].forEach(function (m) { n += m[1].length; }); });
+    box.appendChild(el("summary", null, "What the model saw (" + turns.length + " turn" + (turns.length > 1 ? "s" : "") +
+      ", " + n + " part" + (n === 1 ? "" : "s") + ")"));
+    box.addEventListener("toggle", function () {
+      if (!box.open || box.getAttribute("data-built")) { return; }
+      box.setAttribute("data-built", "1");
+      turns.forEach(function (t) {
+        if (turns.length > 1) { box.appendChild(el("div", "lbl", t[0])); }
+        t[1].forEach(function (m) {
+          var msg = el("div", "msg");
+          msg.appendChild(el("span", "role", m[0]));
+          m[1].forEach(function (p) {
+            if (p[0] === "t") { msg.appendChild(el("pre", "sent", p[1])); return; }
+            var im = el("div", "sentimg");
+            if (p[6]) {
+              var img = el("img");
+              img.loading = "lazy";
+              img.alt = p[1];
+              img.src = p[6];
+              im.appendChild(img);
+            }
+            var size = (p[2] && p[3] ? p[2] + "×" + p[3] + " px" : "size unknown") + (p[4] ? ", " + p[4] + " bytes" : "");
+            im.appendChild(el("span", "note", "image " + p[1] + " (" + size + (p[5] ? ", sha256 " + p[5].slice(0, 12) : "") + ")"));
+            msg.appendChild(im);
+          });
+          box.appendChild(msg);
+        });
+      });
+    });
+    return box;
+  }
+
   function card(it) {
     var c = el("article", "card");
     c.setAttribute("data-id", it.id);
     if (it.im.length) {
-      var imgs = el("div", "imgs");
+      var imgs = el("div", it.im.length > 4 ? "imgs many" : "imgs");
       it.im.forEach(function (t) {
         var fig = el("figure");
         if (t[0]) {
@@ -215,7 +262,7 @@ JS = r"""
     var head = el("div", "head");
     head.appendChild(el("span", "sid", "#" + it.id));
     head.appendChild(badge(it));
-    if (data.sort_label && it.s !== null) {
+    if (data.sort_label && it.s !== null && !it.st) {
       head.appendChild(el("span", "note", data.sort_label + " " + (Math.round(it.s * 10000) / 10000)));
     }
     var shownFields = {};
@@ -227,11 +274,16 @@ JS = r"""
     body.appendChild(el("div", "lbl", data.prompt_label));
     body.appendChild(el("div", "prompt", it.p));
     if (it.x) {
-      body.appendChild(el("div", "lbl", it.xl));
+      var fold = el("details", "ctx");
+      var chars = 0;
+      it.x.forEach(function (run) { chars += run[0].length; });
+      fold.appendChild(el("summary", null, it.xl + " (" + chars + " characters shown)"));
       var ctx = el("div", "prompt context");
       it.x.forEach(function (run) { ctx.appendChild(run[1] ? el("mark", null, run[0]) : document.createTextNode(run[0])); });
-      body.appendChild(ctx);
+      fold.appendChild(ctx);
+      body.appendChild(fold);
     }
+    if (it.w) { body.appendChild(seen(it.w)); }
     body.appendChild(el("div", "lbl", "model answer"));
     body.appendChild(el("pre", "answer", it.a));
     if (it.r) {
@@ -286,6 +338,7 @@ JS = r"""
 
   byId("np-wrong").addEventListener("change", function (e) { state.wrong = e.target.checked; state.page = 0; update(); });
   byId("np-errors").addEventListener("change", function (e) { state.errors = e.target.checked; state.page = 0; update(); });
+  byId("np-failed").addEventListener("change", function (e) { state.failed = e.target.checked; state.page = 0; update(); });
   sortSel.addEventListener("change", function () { state.sort = sortSel.value; state.page = 0; update(); });
   var timer = null;
   byId("np-search").addEventListener("input", function (e) {

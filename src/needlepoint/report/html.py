@@ -25,15 +25,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from needlepoint import status
 from needlepoint.benchmarks.base import Benchmark, Dataset, ReportImage, ReportItem, Table, format_cell
 from needlepoint.benchmarks.declaration import Declaration
 from needlepoint.errors import DataError
 from needlepoint.numbers import is_box
-from needlepoint.outcome import has_metrics
 from needlepoint.redact import is_credential_name, redact_url, scrub
 from needlepoint.report.assets import CSS, JS
+from needlepoint.report.coverage import run_counts
 from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
-from needlepoint.store import json_text, write_atomic  # write_atomic re-exported: the report modules write through it
+from needlepoint.store import (  # write_atomic re-exported: the report modules write through it
+    json_line,  # write_atomic re-exported: the report modules write through it
+    json_text,
+    write_atomic,
+)
 
 __all__ = ["bench_title", "public_config", "write_atomic", "write_run_report"]
 
@@ -85,7 +90,7 @@ def table_html(table: Table, cls: str = "metrics") -> str:
     rows = []
     for row in table.rows:
         cells = "".join(
-            f'<td class="num">{esc(format_cell(v))}</td>' if _is_number(v) else f"<td>{esc(format_cell(v))}</td>" for v in row
+            f'<td class="num">{esc(format_cell(v))}</td>' if _is_number(v) or v is None else f"<td>{esc(format_cell(v))}</td>" for v in row
         )
         rows.append(f"<tr>{cells}</tr>")
     return (
@@ -107,12 +112,14 @@ def _csp(scripts: Sequence[str]) -> str:
     )
 
 
-def page(title: str, body: str, scripts: Sequence[str] = (), data: Any = None) -> str:
-    """A complete HTML page: inline CSS, an optional JSON blob (#np-data), inline scripts."""
+def page(title: str, body: str, scripts: Sequence[str] = (), data: Any = None, digest: str = "") -> str:
+    """A complete HTML page: inline CSS, an optional JSON blob (#np-data), inline scripts; `digest`
+    names what the page was written from (see `report_digest`)."""
     blob = f'<script type="application/json" id="np-data">{script_json(data)}</script>\n' if data is not None else ""
     code = "".join(f"<script>{s}</script>\n" for s in scripts)
+    mark = f'<meta name="{DIGEST_META}" content="{esc(digest)}">\n' if digest else ""
     return (
-        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n{mark}'
         f'<meta http-equiv="Content-Security-Policy" content="{esc(_csp(scripts))}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n{blob}{code}</body>\n</html>\n"
@@ -192,22 +199,67 @@ def overlay_boxes(image: ReportImage, is_grouped: bool) -> list[list[Any]]:
     return out
 
 
+def _sent_part(part: Any, thumb_of: dict[str, str]) -> list[Any] | None:
+    """One part of a sent message for the page: ["t", text] or ["i", path, width, height, bytes,
+    sha256, thumbnail src ("" when the report has none)]; None for anything else."""
+    if not isinstance(part, dict):
+        return None
+    if part.get("type") == "text":
+        return ["t", _clip(part.get("text"))]
+    if part.get("type") == "image":
+        path = str(part.get("path") or "")
+        number = [v if _is_number(v) else None for v in (part.get("width"), part.get("height"), part.get("bytes"))]
+        return ["i", path, *number, str(part.get("sha256") or ""), thumb_of.get(path, "")]
+    return None
+
+
+def sent_view(record: dict[str, Any] | None, thumb_of: dict[str, str]) -> list[list[Any]]:
+    """What the model saw, per turn of a record that keeps it (`turns[].sent`; older runs do not):
+    [turn label, [[role, [part, ...]], ...]], texts verbatim (clipped at MAX_TEXT), images by
+    path, size and digest, never their bytes."""
+    turns = [t for t in (record or {}).get("turns") or [] if isinstance(t, dict)]
+    out = []
+    for n, turn in enumerate(turns, 1):
+        sent = turn.get("sent")
+        if not isinstance(sent, list):
+            continue
+        messages = []
+        for m in sent:
+            if not isinstance(m, dict):
+                continue
+            content = m.get("content")
+            content = [{"type": "text", "text": content}] if isinstance(content, str) else content if isinstance(content, list) else []
+            parts = [p for part in content if (p := _sent_part(part, thumb_of)) is not None]
+            messages.append([str(m.get("role") or ""), parts])
+        role = str(turn.get("role") or "model")
+        label = f"turn {n}" + (f" ({role})" if role != "model" else "" if n == 1 else " (repair)")
+        out.append([label, messages])
+    return out
+
+
 def sample_blob(
     bench_name: str, items: Sequence[ReportItem], thumbs: dict[str, tuple[int, int] | None], is_grouped: bool,
-    reasoning: dict[str, str] | None = None,
+    reasoning: dict[str, str] | None = None, records: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The JSON the page's script renders (short keys: 2,000 samples stay a few MB at most);
-    `reasoning` by sample id is shown folded under the answer."""
+    `reasoning` by sample id is shown folded under the answer. From `records` (by id): a failed
+    request's kind ("st", shown as its own badge, never as "wrong") and what the model saw ("w")."""
     rows = []
     counts: dict[str, dict[str, int]] = {}
+    by_id = {str(r.get("id")): r for r in records if isinstance(r, dict)}
     for it in items:
         ims = []
+        thumb_of: dict[str, str] = {}
         for n, im in enumerate(it.images, 1):
             key = thumb_key(im)
             size = thumbs.get(key)
             caption = f"Image {n}" if len(it.images) > 1 else "image"
             src = f"{THUMBS_DIR}/{file_name(key, size)}" if size else ""
             ims.append([src, *(size or (0, 0)), caption, overlay_boxes(im, is_grouped)])
+            if src:
+                for name in (getattr(im.image, "path", None), getattr(im.image, "key", None)):
+                    if name is not None:
+                        thumb_of.setdefault(str(name), src)
         filters = {str(k): str(v) for k, v in it.filters.items()}
         for k, v in filters.items():
             counts.setdefault(k, {})
@@ -229,10 +281,17 @@ def sample_blob(
         if it.context:
             rows[-1]["x"] = [[_clip(text), bool(mark)] for text, mark in it.context]
             rows[-1]["xl"] = it.context_label
+        record = by_id.get(str(it.id))
+        if record is not None and record.get("status") in status.FAILED:
+            rows[-1]["st"] = str(record.get("status"))
+        seen = sent_view(record, thumb_of)
+        if seen:
+            rows[-1]["w"] = seen
     has_sort = any(r["s"] is not None for r in rows)
     declared = _declared(bench_name) or Declaration(bench_name, bench_name, "")  # the declared labels, or the defaults
     return {
         "items": rows,
+        "failed": sum("st" in r for r in rows),
         "filters": [{"key": k, "values": [[v, c[v]] for v in _natural(list(c))]} for k, c in counts.items() if len(c) > 1],
         "sort_label": declared.sort_label if has_sort else None,
         "prompt_label": declared.prompt_label,
@@ -297,9 +356,11 @@ def _config_section(header: dict[str, Any], metrics: dict[str, Any]) -> str:
         if k == "options":
             v = own_options(str(config.get("benchmark") or ""), _obj(v))
         rows.append((k, v))
-    run = _obj(metrics.get("run"))
-    if run:
-        rows.append(("samples", f"{run.get('answered')} answered of {run.get('samples')}; {run.get('failed')} failed"))
+    counts = run_counts(metrics)
+    if counts is not None:
+        answered, failed, requested, total = counts
+        text = f"{answered} answered / {requested} requested ({failed} failed)"
+        rows.append(("samples", text + (f"; {total - requested} of {total} not requested" if total > requested else "")))
     cells = []
     for k, v in rows:
         if v is None or v == {} or v == []:
@@ -342,10 +403,23 @@ def copy_heatmaps(run_dir: Path, report_dir: Path, order: Sequence[str] = ()) ->
     pngs = []
     for path in sorted(source.iterdir()):
         if path.suffix.lower() in (".png", ".svg") and path.is_file():
-            write_atomic(target / path.name, path.read_bytes())
+            copy = target / path.name
+            if not _same_file(path, copy):  # a heatmap not redrawn since the last report stays as it is
+                write_atomic(copy, path.read_bytes())
+                stat = path.stat()
+                os.utime(copy, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # what _same_file compares
             if path.suffix.lower() == ".png":
-                pngs.append(target / path.name)
+                pngs.append(copy)
     return sorted(pngs, key=lambda p: _heatmap_order(p.stem, order))
+
+
+def _same_file(source: Path, copy: Path) -> bool:
+    """Whether `copy` is a copy of `source` as it is now (same size and modification time: copy2 keeps it)."""
+    try:
+        a, b = source.stat(), copy.stat()
+    except OSError:
+        return False
+    return a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
 
 
 def _heatmap_section(pngs: Sequence[Path], report_dir: Path) -> str:
@@ -369,6 +443,7 @@ SAMPLES_HTML = """<h2 id="samples">Samples</h2>
 <div class="controls">
 <label><input type="checkbox" id="np-wrong"> wrong only</label>
 <label><input type="checkbox" id="np-errors"> parse errors only</label>
+<label{failed_hidden}><input type="checkbox" id="np-failed"> failed requests only ({failed})</label>
 <span id="np-selects" style="display:contents"></span>
 <label>search <input type="search" id="np-search" placeholder="prompt or answer text"></label>
 <label>sort <select id="np-sort"><option value="run">run order</option></select></label>
@@ -382,9 +457,10 @@ SAMPLES_HTML = """<h2 id="samples">Samples</h2>
 <noscript><p class="note">The sample browser needs JavaScript.</p></noscript>"""
 
 
-def _samples_html(items: Sequence[ReportItem], grouped: bool) -> str:
+def _samples_html(items: Sequence[ReportItem], grouped: bool, failed: int = 0) -> str:
     compact = "" if any(it.images for it in items) else " compact"
-    return SAMPLES_HTML.replace("{legend}", _legend(items, grouped)).replace("{compact}", compact)
+    html_text = SAMPLES_HTML.replace("{legend}", _legend(items, grouped)).replace("{compact}", compact)
+    return html_text.replace("{failed_hidden}", "" if failed else " hidden").replace("{failed}", str(failed))
 
 
 def write_run_report(
@@ -405,17 +481,25 @@ def write_run_report(
     run_dir = Path(run_dir)
     report_dir = run_dir / REPORT_DIR
     report_dir.mkdir(parents=True, exist_ok=True)
+    target = report_dir / "index.html"
+    content = report_digest(bench.name, records, metrics, header)
+    if is_current(target, with_files(content, run_dir)):  # a finished run rerun: the page already shows these answers
+        if thumbnails is not None:
+            thumbnails.close(cancel=True)
+        return target
     items = bench.report_items(samples, records)
     is_grouped = grouped(items)
     thumbs = (thumbnails or Thumbnails(report_dir / THUMBS_DIR)).finish(items)
     thinking = {str(r.get("id")): text for r in records if (text := reasoning_text(r))}
-    blob = sample_blob(bench.name, items, thumbs, is_grouped, thinking)
+    blob = sample_blob(bench.name, items, thumbs, is_grouped, thinking, records)
 
     title = bench_title(bench.name)
-    model = str(_obj(header.get("config")).get("model") or _obj(header.get("identity")).get("model") or "")
-    tables = "\n".join(table_html(t) for t in bench.tables(metrics)) if has_metrics(metrics) else '<p class="note">No sample was answered: no metrics.</p>'
-    task_order = list(_obj(metrics.get("tasks")))  # heatmaps named after metric blocks keep their order
-    heatmaps = _heatmap_section(copy_heatmaps(run_dir, report_dir, task_order), report_dir)
+    model = run_label(header)
+    metric_tables = bench.tables(metrics)
+    tables = "\n".join(table_html(t) for t in metric_tables)
+    # heatmaps named after the headline table's rows (MM-NIAH's tasks) keep that table's order
+    row_names = [str(row[0]) for row in metric_tables[0].rows if row] if metric_tables else []
+    heatmaps = _heatmap_section(copy_heatmaps(run_dir, report_dir, row_names), report_dir)
     nav = ['<a href="#config">configuration</a>', '<a href="#metrics">metrics</a>']
     if heatmaps:
         nav.append('<a href="#heatmaps">heatmaps</a>')
@@ -426,6 +510,60 @@ def write_run_report(
         f'<nav class="toc">{"".join(nav)}</nav></header>\n<main>\n'
         f"{_config_section(header, metrics)}\n"
         f'<h2 id="metrics">Metrics</h2>\n{tables}\n{heatmaps}\n'
-        f"{_samples_html(items, is_grouped)}\n</main>"
+        f"{_samples_html(items, is_grouped, blob['failed'])}\n</main>"
     )
-    return write_atomic(report_dir / "index.html", page(f"{title} · {model} · needlepoint", body, [JS], blob))
+    digest = with_files(content, run_dir)  # the thumbnails as this page shows them
+    return write_atomic(target, page(f"{title} · {model} · needlepoint", body, [JS], blob, digest=digest))
+
+
+def run_label(header: dict[str, Any]) -> str:
+    """The model as the run page names it: the solver's label the leaderboard uses too (e.g.
+    `m -RAG`, `m + detector (agentic)`), else the model asked for."""
+    config, identity = _obj(header.get("config")), _obj(header.get("identity"))
+    return str(header.get("model_label") or config.get("model") or identity.get("model") or "")
+
+
+DIGEST_META = "needlepoint-report-digest"
+VOLATILE = ("finished", "last_started")  # header times a rerun rewrites without changing what the page shows
+_CODE = (Path(__file__), Path(__file__).with_name("assets.py"), Path(__file__).with_name("thumbs.py"))
+
+
+def report_digest(bench_name: str, records: Sequence[dict[str, Any]], metrics: dict[str, Any], header: dict[str, Any]) -> str:
+    """What a run page shows, as a digest: the records, the metrics, the run header (less the times
+    every rerun rewrites, VOLATILE) and the report's own code. With `with_files`, a page carrying
+    the same digest is current and is not written again."""
+    h = hashlib.sha256()
+    head = {k: v for k, v in header.items() if k not in VOLATILE}
+    h.update(json.dumps([bench_name, head, metrics], sort_keys=True, default=str).encode())
+    for r in records:  # records as read from records.jsonl keep their key order; orjson keeps this cheap
+        h.update(json_line(r))
+    for code in _CODE:
+        h.update(code.read_bytes())
+    return h.hexdigest()
+
+
+def with_files(content: str, run_dir: Path) -> str:
+    """`content` (a report_digest) with the files the page shows beside it: the run's heatmaps and
+    the report's thumbnails, by name, size and modification time (one listing each)."""
+    h = hashlib.sha256(content.encode())
+    for folder in (run_dir / HEATMAPS_DIR, run_dir / REPORT_DIR / THUMBS_DIR):
+        if folder.is_dir():
+            for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+                if ".tmp" in entry.name:  # a thumbnail being written (drafts run beside the report)
+                    continue
+                try:
+                    st = entry.stat()
+                except OSError:  # removed since the listing
+                    continue
+                h.update(f"{folder.name}/{entry.name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:32]
+
+
+def is_current(page_path: Path, digest: str) -> bool:
+    """Whether the page at `page_path` was written from what `digest` names (its meta tag says so)."""
+    try:
+        with open(page_path, encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return f'<meta name="{DIGEST_META}" content="{digest}">' in head

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from needlepoint.benchmarks.base import Table, percent
+from needlepoint.report.coverage import coverage_note, has_answers, no_answers_table
 
 STYLE_KEYS = (("ref", "Referring"), ("com", "Comparison"), ("rea", "Reasoning"))
 
@@ -22,8 +23,13 @@ TABLE2_COLUMNS = ["Acc^ref", "Acc^com", "Acc^rea", "Acc", "AP50^ref", "AP50^com"
 
 
 def mc_tables(metrics: dict[str, Any]) -> list[Table]:
-    """The headline table (official and corrected) and the analyses."""
-    main = Table("MC-Bench (%, paper's Table 2 columns)", ["protocol", *TABLE2_COLUMNS])
+    """The headline table (official and corrected) and the analyses; for an incomplete run the title
+    says how many requested samples were answered, and a run with nothing answered gets a sentence."""
+    title = "MC-Bench (%, paper's Table 2 columns)"
+    if not has_answers(metrics):
+        return [no_answers_table(title, metrics)]
+    note = coverage_note(metrics)
+    main = Table(f"{title}; {note}" if note else title, ["protocol", *TABLE2_COLUMNS])
     official = dict(metrics.get("official", {}))
     corrected = dict(metrics.get("corrected", {}))
     corrected.setdefault("by_style", metrics.get("analyses", {}).get("by_style", {}))
@@ -48,8 +54,10 @@ def mc_tables(metrics: dict[str, Any]) -> list[Table]:
     notes += metrics.get("notes", [])
     for key, value in metrics.get("parse_errors", {}).items():
         notes.append(f"parse errors {key}: {value}")
-    for key, value in metrics.get("failures", {}).items():
-        notes.append(f"failed requests {key}: {value} (scored as no boxes; not parse errors)")
+    run = metrics.get("run") if isinstance(metrics.get("run"), dict) else {}
+    failures = run.get("failed_by_kind") or metrics.get("failures") or {}  # older metrics.json kept them beside the scores
+    for key, value in failures.items():
+        notes.append(f"failed requests {key}: {value} (not scored; not parse errors)")
     if notes:
         tables.append(Table("MC-Bench notes", ["note"], [[n] for n in notes]))
     return tables

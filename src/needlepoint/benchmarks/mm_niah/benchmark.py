@@ -8,18 +8,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import DataError, Dataset, Parsed, ReportItem, Table, percent, replies_text, report_parse_error
+from needlepoint.benchmarks.base import DataError, Dataset, Parsed, ReportItem, Table, replies_text, report_parse_error
 from needlepoint.benchmarks.mm_niah.aggregate import (
-    CONTEXT_RANGES,
     EXTENDED_EDGES,
     EXTENDED_RANGES,
     TASKS,
     aggregate,
     context_bin,
 )
+from needlepoint.benchmarks.mm_niah.cards import add_document
 from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, load_release
 from needlepoint.benchmarks.mm_niah.judge import judge
-from needlepoint.benchmarks.mm_niah.rag_results import add_rag, needle_shares, rag_note, rag_tables
+from needlepoint.benchmarks.mm_niah.rag_results import add_rag, needle_shares, rag_note
+from needlepoint.benchmarks.mm_niah.tables import niah_tables
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
 from needlepoint.records import scores
 
@@ -53,40 +54,6 @@ def leaderboard_rows(samples: Sequence[NiahSample], records: dict[str, dict[str,
             }
         )
     return out
-
-
-def niah_tables(metrics: dict[str, Any]) -> list[Table]:
-    """Per-range scores per task and overall, and the extra figures."""
-    if metrics.get("note"):
-        return [Table("MM-NIAH", ["note"], [[metrics["note"]]]), *rag_tables(metrics)]
-    if "models" in metrics:
-        tables = []
-        for model, m in metrics["models"].items():
-            for t in niah_tables(m):
-                t.title = f"{model}: {t.title}"
-                tables.append(t)
-        return tables
-    ranges = metrics.get("context_ranges", list(CONTEXT_RANGES))
-    main = Table("MM-NIAH (official per-range scores, %)", ["task", *ranges, "overall"])
-    extra = Table("MM-NIAH (beyond the official aggregate)", ["task", "rows", "micro acc %", "rows < 1k", "crash-prone"])
-    for task, m in metrics["tasks"].items():
-        main.rows.append([task, *(percent(v) for v in m["scores"]), percent(m["overall"])])
-        extra.rows.append([task, m["rows"], percent(m["micro_accuracy"]), m["rows_below_1k"], sum(m.get("crashes", {}).values())])
-    if metrics.get("overall"):
-        o = metrics["overall"]
-        main.rows.append(["overall", *(percent(v) for v in o["scores"]), percent(o["overall"])])
-    tables = [main, extra]
-    ext = metrics.get("extended")
-    if ext:
-        wide = Table("MM-NIAH (extended ranges past 64k, not official; 64k ends at 128k, %)", ["task", *ext["context_ranges"], "overall"])
-        for task, m in ext["tasks"].items():
-            wide.rows.append([task, *(percent(v) for v in m["scores"]), percent(m["overall"])])
-        if ext.get("overall"):
-            wide.rows.append(["overall", *(percent(v) for v in ext["overall"]["scores"]), percent(ext["overall"]["overall"])])
-        tables.insert(1, wide)
-    if metrics.get("overall_note"):
-        tables.append(Table("MM-NIAH overall", ["note"], [[metrics["overall_note"]]]))
-    return tables + rag_tables(metrics)
 
 
 def shown_answer(answer: Any) -> str:
@@ -217,6 +184,8 @@ class MmNiah:
             )  # fmt: skip
             if rag_note(rec) is not None:  # the RAG solver's record: what retrieval kept
                 add_rag(items[-1], s, rec)
+            else:  # the document as sent, its needles marked, and its images
+                add_document(items[-1], s)
         return items
 
     def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_RANGES, EXTENDED_RANGES, TASKS
+from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_RANGES, EXTENDED_RANGES, PAPER_TASKS
+from needlepoint.benchmarks.mm_niah.tables import present_ranges
 from needlepoint.report.boards import Board, BoardRow, Run, at, obj, pct
 from needlepoint.report.published import PublishedRow
 
@@ -13,8 +14,9 @@ __all__ = ["boards", "published_by_task"]
 
 
 def boards(runs: Sequence[Run]) -> list[Board]:
-    """By context range and by task (official aggregate); a third board by extended range when a
-    run went past 64k. Published rows (one per task) are merged into one row per model on the
+    """By context range and by task (official aggregate, tasks in the paper's order; a range without
+    samples is an empty cell, not the 0 the official aggregate scores it); a third board by
+    extended range when a run went past 64k. Published rows (one per task) are merged into one row per model on the
     by-task board (`published_by_task`)."""
     ranges = Board(
         "mm_niah_ranges",
@@ -26,7 +28,7 @@ def boards(runs: Sequence[Run]) -> list[Board]:
         "mm_niah_tasks",
         "MM-NIAH by task (%, mean over the context ranges; official aggregate)",
         ["model", "split"],
-        [*TASKS, "overall"],
+        [*PAPER_TASKS, "overall"],
         lay_published=published_by_task,
     )
     for run in sorted(runs, key=lambda r: -(pct(at(r.metrics, "overall", "overall")) or -1)):
@@ -36,9 +38,12 @@ def boards(runs: Sequence[Run]) -> list[Board]:
         # The run's own range labels, if it stored them, say which score belongs to which column.
         stored = m.get("context_ranges")
         range_names = stored if isinstance(stored, list) else list(CONTEXT_RANGES)
-        by_range = [pct(at(overall, "scores", range_names.index(r))) if r in range_names else None for r in CONTEXT_RANGES]
+        here = present_ranges(overall, len(range_names))
+        by_range = [
+            pct(at(overall, "scores", range_names.index(r))) if r in range_names and here[range_names.index(r)] else None for r in CONTEXT_RANGES
+        ]
         ranges.rows.append(BoardRow(labels, [*by_range, pct(overall.get("overall"))], str(run.dir)))
-        by_task = [pct(at(m, "tasks", t, "overall")) for t in TASKS]
+        by_task = [pct(at(m, "tasks", t, "overall")) for t in PAPER_TASKS]
         tasks.rows.append(BoardRow(labels, [*by_task, pct(overall.get("overall"))], str(run.dir)))
     boards = [ranges, tasks]
     extended = [r for r in runs if isinstance(r.metrics.get("extended"), dict)]
@@ -52,7 +57,8 @@ def boards(runs: Sequence[Run]) -> list[Board]:
         for run in extended:
             ext = obj(obj(run.metrics["extended"]).get("overall"))
             labels = [run.label, str(run.metrics.get("split") or run.option("split") or "")]
-            wide.rows.append(BoardRow(labels, [*(pct(at(ext, "scores", i)) for i in range(len(EXTENDED_RANGES))),
+            here = present_ranges(ext, len(EXTENDED_RANGES))
+            wide.rows.append(BoardRow(labels, [*(pct(at(ext, "scores", i)) if here[i] else None for i in range(len(EXTENDED_RANGES))),
                                                pct(ext.get("overall"))], str(run.dir)))  # fmt: skip
         boards.insert(1, wide)
     return boards

@@ -7,12 +7,16 @@ when drawing, with the Agg canvas, so scoring never needs a display.
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, DEPTH_LABELS
+from needlepoint.benchmarks.mm_niah.ranges import paper_order
 from needlepoint.store import write_atomic
 
 
@@ -68,21 +72,56 @@ def _colormap() -> Any:
     return colormaps["RdYlGn"].with_extremes(bad="#d9d9d9")
 
 
-def draw_all(metrics: dict[str, Any], out_dir: Path) -> list[Path]:
-    """One heatmap per task in `metrics` (from `aggregate`), plus the overall when it exists; with
-    an `extended` block (rows past 128k), also `{name}_extended` over the 15 extended ranges."""
-    out_dir = Path(out_dir)
-    paths: list[Path] = []
-    blocks = list(metrics["tasks"].items())
-    if metrics.get("overall"):
-        blocks.append(("overall", metrics["overall"]))
-    for name, block in blocks:
+DIGEST_FILE = ".drawn"  # beside the heatmaps: the digest of the metrics they were drawn from
+
+
+def _plan(metrics: dict[str, Any]) -> list[tuple[str, dict[str, Any], str, Sequence[str]]]:
+    """(file stem, block, title, ranges) of every heatmap `metrics` asks for: the overall first,
+    then the tasks in the paper's order; then the same over the extended ranges."""
+    plan: list[tuple[str, dict[str, Any], str, Sequence[str]]] = []
+    tasks = metrics["tasks"]
+    names = ([("overall", metrics["overall"])] if metrics.get("overall") else []) + [(t, tasks[t]) for t in paper_order(tasks)]
+    for name, block in names:
         title = f"MM-NIAH {name}: {100 * block['overall']:.1f} (mean over context ranges; grey = no samples, scored 0)"
-        paths += draw_heatmap(block["cells"], block["counts"], title, out_dir / name)
+        plan.append((name, block, title, CONTEXT_RANGES))
     ext = metrics.get("extended")
     if ext:
-        blocks = list(ext["tasks"].items()) + ([("overall", ext["overall"])] if ext.get("overall") else [])
-        for name, block in blocks:
+        names = ([("overall", ext["overall"])] if ext.get("overall") else []) + [(t, ext["tasks"][t]) for t in paper_order(ext["tasks"])]
+        for name, block in names:
             title = f"MM-NIAH {name}, extended ranges (not official; 64k ends at 128k): {100 * block['overall']:.1f}"
-            paths += draw_heatmap(block["cells"], block["counts"], title, out_dir / f"{name}_extended", ext["context_ranges"])
-    return paths
+            plan.append((f"{name}_extended", block, title, ext["context_ranges"]))
+    return plan
+
+
+def _digest(plan: Sequence[tuple[str, dict[str, Any], str, Sequence[str]]]) -> str:
+    """What the heatmaps show (cells, counts, titles, ranges) and the drawing code, as a digest."""
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    for name, block, title, ranges in plan:
+        h.update(json.dumps([name, block.get("cells"), block.get("counts"), title, list(ranges)], default=str).encode())
+    return h.hexdigest()
+
+
+def draw_all(metrics: dict[str, Any], out_dir: Path) -> list[Path]:
+    """One heatmap per task in `metrics` (from `aggregate`), plus the overall when it exists; with
+    an `extended` block (rows past 128k), also `{name}_extended` over the 15 extended ranges.
+
+    Heatmaps already drawn from the same numbers (a finished run rerun) are kept as they are;
+    otherwise a sentence on stderr says what is being drawn (a few seconds after the last answer)."""
+    out_dir = Path(out_dir)
+    plan = _plan(metrics)
+    digest = _digest(plan)
+    paths = [out_dir / f"{name}{suffix}" for name, *_ in plan for suffix in (".png", ".svg")]
+    stamp = out_dir / DIGEST_FILE
+    try:
+        current = stamp.read_text(encoding="utf-8").strip() == digest and all(p.is_file() for p in paths)
+    except OSError:
+        current = False
+    if current:
+        return paths
+    print(f"drawing {len(plan)} MM-NIAH heatmaps (PNG and SVG) into {out_dir} ...", file=sys.stderr, flush=True)
+    stamp.unlink(missing_ok=True)
+    drawn: list[Path] = []
+    for name, block, title, ranges in plan:
+        drawn += draw_heatmap(block["cells"], block["counts"], title, out_dir / name, ranges)
+    write_atomic(stamp, digest + "\n")
+    return drawn

@@ -24,7 +24,6 @@ from needlepoint.benchmarks.base import (
     ReportItem,
     Table,
     count_parse_errors,
-    percent,
     replies_text,
     report_parse_error,
 )
@@ -305,24 +304,6 @@ def score_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return metrics
 
 
-def tables(metrics: dict[str, Any]) -> list[Table]:
-    """The authors' table, then the extra breakdowns."""
-    main = Table(
-        "Ref-Adv-s",
-        ["n", "Acc@0.5", "Acc@0.75", "Acc@0.9", "2-3", "4-6", ">=7", "parse fail", "repair turns", "failed requests"],
-        [[
-            metrics["n"], percent(metrics["acc@0.5"]), percent(metrics["acc@0.75"]), percent(metrics["acc@0.9"]),
-            *(percent(metrics["bins"][b]["acc@0.5"]) for b, _, _ in BINS),
-            metrics["parse_fail"], metrics["repair_used"], metrics.get("failed", metrics.get("backend_errors")),
-        ]],
-    )  # fmt: skip
-    extra = Table("Ref-Adv-s breakdowns (Acc@0.5)", ["by", "value", "n", "Acc@0.5"])
-    for name in ("by_negation", "by_human_authored", "by_image_source"):
-        for value, cell in metrics[name].items():
-            extra.rows.append([name[3:], value, cell["n"], percent(cell["acc@0.5"])])
-    return [main, extra]
-
-
 def _text_field(rec: dict[str, Any], key: str, where: str) -> str:
     """A string field of a prediction row ("" when absent or null); DataError for another type."""
     value = rec.get(key)
@@ -507,7 +488,9 @@ class RefAdv:
         return score_rows(self._rows(dataset, records))
 
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
-        return tables(metrics)
+        from needlepoint.benchmarks.ref_adv.tables import ref_tables
+
+        return ref_tables(metrics)
 
     def running(self, records: Sequence[dict[str, Any]]) -> str:
         if not records:

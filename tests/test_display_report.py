@@ -1,0 +1,144 @@
+"""Issue 19 (items 3, 5 and 6), what the run page shows: failed requests as their own badge and
+filter, what the model saw, the solver's label, answered / requested, a run with nothing answered,
+and a finished run rerun that rewrites neither its heatmaps nor its report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import report_blob, small_niah
+
+from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release
+from needlepoint.report import html as report_html
+
+HOSTILE = "<script>alert(1)</script> & </pre>"
+
+
+def sent(text: str, path: str) -> list[dict[str, Any]]:
+    """A turn's `sent` messages as the runner records them: a system text, then a user image and text."""
+    image = {"type": "image", "path": path, "sha256": "ab" * 32, "width": 640, "height": 480, "bytes": 12345}
+    return [
+        {"role": "system", "content": [{"type": "text", "text": "You locate objects."}]},
+        {"role": "user", "content": [image, {"type": "text", "text": text}]},
+    ]
+
+
+def failed_run(tmp_path: Path, answered: int = 2) -> tuple[Path, RefAdv, Any, list[dict[str, Any]], dict[str, Any]]:
+    """A Ref-Adv-s run of 5 samples: `answered` answered (with `sent` turns), the rest failed
+    (backend_error), and a wrong answer among the answered ones."""
+    data = write_release(tmp_path / "data", make_rows(5))
+    bench = RefAdv(box_format="abs_xyxy")
+    samples = bench.load(data)
+    recs = []
+    for n, s in enumerate(samples):
+        if n < answered:
+            turn = {"reply": "[[1, 2, 30, 40]]", "sent": sent(f"Find the object {n}. {HOSTILE}", str(s.image.path or s.image.key))}
+            recs.append({"id": s.id, "status": "done", "turns": [turn], "answer": [[1.0, 2.0, 30.0, 40.0]], "parse_error": None,
+                         "scores": {"iou": 0.0, "hit": False}})  # fmt: skip
+        else:
+            recs.append({"id": s.id, "status": "backend_error", "turns": [{"error": "HTTP 503"}], "answer": None,
+                         "parse_error": "backend_error", "error": "HTTP 503", "scores": {"iou": 0.0, "hit": False}})  # fmt: skip
+    header = {"config": {"benchmark": "ref_adv_s", "model": "m"}, "identity": {"model": "m"}, "status": "incomplete",
+              "model_label": "m + grounding-dino (agentic)"}  # fmt: skip
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    return run_dir, bench, samples, recs, header
+
+
+def run_block(recs: list[dict[str, Any]]) -> dict[str, Any]:
+    failed = sum(r["status"] != "done" for r in recs)
+    return {"samples": len(recs), "answered": len(recs) - failed, "failed": failed, "not_requested": 0, "requested": len(recs)}
+
+
+def test_failed_requests_get_their_own_badge_and_filter(tmp_path: Path) -> None:
+    run_dir, bench, samples, recs, header = failed_run(tmp_path)
+    metrics = {**bench.score(samples, recs), "run": run_block(recs)}
+    page = report_html.write_run_report(run_dir, bench, samples, recs, metrics, header)
+    data = report_blob(page)
+    by_id = {it["id"]: it for it in data["items"]}
+    assert data["failed"] == 3
+    assert [by_id[r["id"]].get("st") for r in recs] == [None, None, "backend_error", "backend_error", "backend_error"]
+    text = page.read_text(encoding="utf-8")
+    assert 'id="np-failed"' in text and "failed requests only (3)" in text
+    assert "failed request: " in report_html.JS and "it.st" in report_html.JS
+    # The configuration and the headline say how much of the run the numbers cover.
+    assert "2 answered / 5 requested (3 failed)" in text
+    assert "answered 2 of 5 requested (3 failed)" in text
+    # The run page names the model as the leaderboard does (the solver's label).
+    assert "m + grounding-dino (agentic)" in text.split("</h1>")[0]
+
+
+def test_what_the_model_saw_travels_with_each_sample(tmp_path: Path) -> None:
+    run_dir, bench, samples, recs, header = failed_run(tmp_path)
+    recs.append({**recs[0], "id": "old"})  # a record of an older run: no `sent`
+    page = report_html.write_run_report(run_dir, bench, samples, recs[:-1], {"run": run_block(recs[:-1])}, header)
+    data = report_blob(page)
+    first = data["items"][0]
+    (label, messages), = first["w"]
+    assert label == "turn 1"
+    assert [m[0] for m in messages] == ["system", "user"]
+    image, text = messages[1][1]
+    assert text == ["t", f"Find the object 0. {HOSTILE}"]  # verbatim; the page writes it with textContent
+    assert image[:6] == ["i", str(samples[0].image.path or samples[0].image.key), 640, 480, 12345, "ab" * 32]
+    assert image[6] == first["im"][0][0] and image[6].startswith("thumbs/")  # the card's own thumbnail
+    assert "w" not in data["items"][2]  # a failed request recorded nothing sent
+    assert report_html.sent_view({"turns": [{"reply": "x"}]}, {}) == []  # older records: nothing to show
+    raw = page.read_text(encoding="utf-8")
+    assert "<script>alert(1)" not in raw and "\\u003cscript\\u003ealert(1)" in raw
+
+
+def test_a_run_with_nothing_answered_has_a_page_with_a_sentence(tmp_path: Path) -> None:
+    run_dir, bench, samples, recs, header = failed_run(tmp_path, answered=0)
+    page = report_html.write_run_report(run_dir, bench, samples, recs, {"run": run_block(recs)}, header)
+    text = page.read_text(encoding="utf-8")
+    assert "No sample was answered (5 of 5 requested failed)" in text
+    assert report_blob(page)["failed"] == 5
+
+
+def stamps(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_ino, p.stat().st_mtime_ns) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_finished_run_rerun_redraws_neither_heatmaps_nor_report(tmp_path: Path, capfd: Any) -> None:
+    from needlepoint.api import evaluate
+    from needlepoint.config import RunConfig
+    from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
+
+    data, options, script = small_niah(tmp_path / "data")
+    out = tmp_path / "run"
+    with SimulatedServer(script=script, default=None) as server:
+
+        def run() -> Any:
+            config = RunConfig(benchmark="mm_niah", data=data, model=SIMULATED_MODEL_NAME, api_urls=[server.url], options=options,
+                               out=out, concurrency=4, show_progress=False)  # fmt: skip
+            return evaluate(config)
+
+        run()
+        assert "drawing 7 MM-NIAH heatmaps" in capfd.readouterr().err
+        heatmaps, report = stamps(out / "heatmaps"), stamps(out / "report")
+        assert any(name.endswith(".png") for name in heatmaps) and "index.html" in report
+        run()  # nothing to request: the heatmaps and the page are current
+        assert "drawing" not in capfd.readouterr().err
+        assert stamps(out / "heatmaps") == heatmaps and stamps(out / "report") == report
+        # A changed answer makes the page (not the heatmaps of the same numbers) current again.
+        lines = (out / "records.jsonl").read_text(encoding="utf-8").splitlines()
+        first = json.loads(lines[0])
+        first["turns"][0]["reasoning"] = "thought it over"
+        (out / "records.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n", encoding="utf-8")
+        run()
+        assert stamps(out / "heatmaps") == heatmaps
+        assert stamps(out / "report")["index.html"] != report["index.html"]
+        assert "thought it over" in (out / "report" / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_demo_captions_the_agentic_run_above_its_own_table(tmp_path: Path, capsys: Any) -> None:
+    from needlepoint.demo import run_demo
+
+    run_demo(tmp_path / "demo", ["mc_bench"])  # its exit code is not what this test is about
+    lines = capsys.readouterr().out.splitlines()
+    caption = next(i for i, line in enumerate(lines) if "--solver agentic" in line)
+    headlines = [i for i, line in enumerate(lines) if line.startswith("MC-Bench (%")]
+    assert len(headlines) == 2 and headlines[0] < caption < headlines[1]  # the default solver's table, then the caption
