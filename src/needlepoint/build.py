@@ -15,6 +15,7 @@ files). A complete build, or a folder holding anything else, is never overwritte
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -107,8 +108,10 @@ def staged(final: Path, manifest: str, builder: str, leftover: Callable[[Path], 
     parent = final.parent
     if parent.exists() and not parent.is_dir():
         raise DataError(f"--out {parent} is a file; give a folder")
+    created = not parent.exists()
     parent.mkdir(parents=True, exist_ok=True)
     lock = _lock(parent, final.name)
+    done = False
     try:
         state = folder_state(final, manifest, leftover)
         if state == COMPLETE:
@@ -129,9 +132,13 @@ def staged(final: Path, manifest: str, builder: str, leftover: Callable[[Path], 
             shutil.rmtree(work, ignore_errors=True)
             raise
         _put_in_place(work, final)
+        done = True
     finally:
         (parent / f".{final.name}.lock").unlink(missing_ok=True)
         lock.close()
+        if created and not done:
+            with contextlib.suppress(OSError):
+                parent.rmdir()  # the --out folder this build made, left empty
 
 
 def _incomplete(builder: str) -> dict[str, Any]:

@@ -283,12 +283,12 @@ class Builder:
                 self.skipped_tasks[task] = "needs BLINK's jigsaw / multi-view data: give --blink DIR"
                 continue
             tasks.append(task)
-        with staged(self.folder, MANIFEST, "mm_niah", looks_like_leftover, self.note) as work:
-            blink = None
-            if "reasoning-image" in tasks:
-                from needlepoint.benchmarks.mm_niah.build.blink import BlinkSource
+        blink = None
+        if "reasoning-image" in tasks:
+            from needlepoint.benchmarks.mm_niah.build.blink import BlinkSource
 
-                blink = BlinkSource(cfg.blink)  # type: ignore[arg-type]  # reasoning-image is kept only when --blink was given
+            blink = BlinkSource(cfg.blink)  # type: ignore[arg-type]  # reasoning-image is kept only when --blink was given
+        with staged(self.folder, MANIFEST, "mm_niah", looks_like_leftover, self.note) as work:
             (work / "annotations").mkdir(parents=True, exist_ok=True)
             (work / "images").mkdir(parents=True, exist_ok=True)
             try:
