@@ -32,10 +32,10 @@ from needlepoint.benchmarks.mc_bench.sft.mix import read_mix
 from needlepoint.benchmarks.mc_bench.sft.pairs import SAME_SUPERCATEGORY, build_pools
 from needlepoint.benchmarks.mc_bench.sft.templates import DEFAULT_SHARES, KINDS, REF_KINDS
 from needlepoint.benchmarks.mc_bench.sft.writers import FORMATS, SampleWriter, data_file, entry, write_dataset_info
+from needlepoint.build import COMPLETE, staged
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.geometry import BoxFormat, check_box_format
-from needlepoint.build import COMPLETE, staged
 from needlepoint.images import check_decodes, safe_path
 from needlepoint.store import write_json
 
