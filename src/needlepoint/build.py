@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from needlepoint.errors import DataError
 from needlepoint.store import write_json
@@ -85,17 +85,18 @@ def folder_state(folder: Path, manifest: str, leftover: Callable[[Path], bool]) 
     return INCOMPLETE if leftover(folder) else "other"
 
 
-def _lock(parent: Path, name: str) -> IO[str]:
-    """An exclusive lock on building `name` in `parent`, so two builds never replace each other."""
+def _lock(parent: Path) -> int:
+    """An exclusive lock on the folder builds are written in (its own descriptor, so a killed
+    build leaves no lock file), so that two builds never replace each other's folders."""
     import fcntl
 
-    fh = (parent / f".{name}.lock").open("a")
+    fd = os.open(parent, os.O_RDONLY)
     try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        fh.close()
-        raise DataError(f"another build into {parent / name} is running; wait for it or choose another --out") from None
-    return fh
+        os.close(fd)
+        raise DataError(f"another needlepoint build is writing into {parent}; wait for it or choose another --out") from None
+    return fd
 
 
 @contextmanager
@@ -110,7 +111,7 @@ def staged(final: Path, manifest: str, builder: str, leftover: Callable[[Path], 
         raise DataError(f"--out {parent} is a file; give a folder")
     created = not parent.exists()
     parent.mkdir(parents=True, exist_ok=True)
-    lock = _lock(parent, final.name)
+    lock = _lock(parent)
     done = False
     try:
         state = folder_state(final, manifest, leftover)
@@ -134,8 +135,7 @@ def staged(final: Path, manifest: str, builder: str, leftover: Callable[[Path], 
         _put_in_place(work, final)
         done = True
     finally:
-        (parent / f".{final.name}.lock").unlink(missing_ok=True)
-        lock.close()
+        os.close(lock)
         if created and not done:
             with contextlib.suppress(OSError):
                 parent.rmdir()  # the --out folder this build made, left empty

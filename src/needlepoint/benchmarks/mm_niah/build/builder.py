@@ -103,11 +103,12 @@ class _Images:
         return name
 
     def open(self, name: str) -> Any:
+        """A written image, decoded (corpus images were checked and capped in size when read)."""
         from PIL import Image
 
-        with Image.open(self.root / name) as im:
-            im.load()
-            return im.copy()
+        im = Image.open(self.root / name)
+        im.load()  # closes the file
+        return im
 
 
 class Builder:
@@ -350,6 +351,7 @@ class Builder:
                           "text_rule": "each text segment between <image> placeholders encoded on its own (encode_ordinary)"},  # fmt: skip
             "image_tokens": {"rule": tokens.TILING_RULE, "max_tiles": cfg.max_tiles, "tile": tokens.TILE,
                              "tokens_per_tile": tokens.TOKENS_PER_TILE},  # fmt: skip
-            "blink": {"folder": str(cfg.blink), "files": [{"path": str(p), "sha256": file_sha256(p)} for p in blink.files]} if blink else None,
+            "blink": {"folder": str(cfg.blink), "files": [{"path": str(p), "sha256": file_sha256(p)} for p in blink.files],
+                      "questions_skipped_unreadable_image": blink.skipped_unreadable} if blink else None,  # fmt: skip
         }
 

@@ -199,9 +199,12 @@ class ImageResolver:
             data = entry.get("bytes")
             if isinstance(data, str):
                 try:
-                    data = base64.b64decode(data)
+                    decoded = base64.b64decode(data)
                 except (binascii.Error, ValueError):
-                    raise BadImage("unreadable_image", f"{where}: an embedded image is not valid base64") from None
+                    decoded = b""
+                if data.strip() and not decoded:
+                    raise BadImage("unreadable_image", f"{where}: an embedded image is not valid base64")
+                data = decoded
             if data:
                 return bytes(data), ""
             entry = entry.get("path") or entry.get("url")
