@@ -277,8 +277,9 @@ def test_a_build_with_a_12000_pixel_image_stays_small_in_memory(corpus: dict[str
     shutil.copytree(corpus["shards"], shards)
     text = " ".join(f"Sentence number {i} is about the weather today." for i in range(400))  # enough text to take the image
     (shards / "obelics-0.jsonl").write_text(json.dumps({"texts": [text, None, "More text."], "images": [None, "local/huge.png", None]}) + "\n")
-    code = ("import resource, sys; from needlepoint.cli import main; rc = main(sys.argv[1:]); "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")  # fmt: skip
+    # VmHWM: this process's own peak (ru_maxrss may carry the forking parent's)
+    code = ("import re, sys; from needlepoint.cli import main; rc = main(sys.argv[1:]); "
+            "print(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)); sys.exit(rc)")  # fmt: skip
     argv = build_args(shards, images, tmp_path / "out", "--tasks", "retrieval-image,counting-image")
     argv[argv.index("--lengths") + 1], argv[argv.index("--per-cell") + 1] = "8k", "1"
     done = subprocess.run([sys.executable, "-c", code, *argv], env={**os.environ, "PYTHONPATH": str(SRC)}, capture_output=True, text=True)

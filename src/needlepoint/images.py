@@ -253,12 +253,24 @@ def check_decodes(data: bytes | Path, key: str, whole_limit: int = WHOLE_DECODE_
     band by band, and an image of another kind over `whole_limit` pixels is refused, not decoded."""
     im = _open(data, key)
     (width, height), fmt = im.size, im.format
-    im.close()
-    if width * height > whole_limit and not _decodes_reduced(data, fmt):
-        raise DataError(
-            f"image {key} is {width}x{height} pixels of {fmt}, too large to decode whole; convert it to JPEG or PNG, or shrink it"
-        )
-    decode_rgb(data, key, max_side=64, gap=1.0)
+    big = width * height > 2 * BAND_PIXELS
+    if big and fmt != "JPEG":
+        im.close()
+        if width * height > whole_limit and not _decodes_reduced(data, fmt):
+            raise DataError(
+                f"image {key} is {width}x{height} pixels of {fmt}, too large to decode whole; convert it to JPEG or PNG, or shrink it"
+            )
+        decode_rgb(data, key, max_side=64, gap=1.0)  # a big PNG: band by band
+        return width, height
+    try:
+        if fmt == "JPEG":
+            im.draft(im.mode, (max(1, width // 8), max(1, height // 8)))
+        with DECODE_BUDGET.hold(im.size[0] * im.size[1]):
+            im.load()
+    except Exception as exc:  # Pillow raises many types for bad files
+        raise DataError(f"image {key} cannot be decoded ({exc}); replace or remove it") from None
+    finally:
+        im.close()
     return width, height
 
 

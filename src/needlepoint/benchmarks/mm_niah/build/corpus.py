@@ -230,11 +230,20 @@ class ImageResolver:
             raise BadImage("unreadable_image", f"{where}: image file {found} cannot be read ({exc.strerror or exc})") from None
 
 
-def _image(data: bytes, suffix: str, where: str, stats: CorpusStats) -> CorpusImage:
+CHECKED_KEPT = 200_000  # images remembered as decoding (by digest), so that one met again is not decoded again
+
+
+def _image(data: bytes, suffix: str, where: str, stats: CorpusStats, checked: dict[str, tuple[int, int, str]]) -> CorpusImage:
     """The corpus image, once decoded whole (at reduced size) without error; stored reduced when
-    it has more than MAX_PIXELS pixels. BadImage when it does not decode."""
+    it has more than MAX_PIXELS pixels. BadImage when it does not decode. `checked` remembers
+    the images that decoded at their own size, by digest."""
     from PIL import Image
 
+    digest = hashlib.sha1(data).hexdigest()[:20]
+    known = checked.get(digest)
+    if known is not None:
+        width, height, fmt = known
+        return CorpusImage(data, digest, _suffix(fmt, suffix), width, height)
     try:
         width, height = check_decodes(data, f"at {where}")
         with Image.open(io.BytesIO(data)) as im:
@@ -243,12 +252,17 @@ def _image(data: bytes, suffix: str, where: str, stats: CorpusStats) -> CorpusIm
             side = max(1, int(max(width, height) * math.sqrt(MAX_PIXELS / (width * height))))
             data = transcode_jpeg(data, ImageRef(key=f"at {where}", max_side=side), gap=1.0)
             width, height = fitted_size(width, height, side)
-            fmt = "jpeg"
             stats.images_reduced += 1
+            return CorpusImage(data, hashlib.sha1(data).hexdigest()[:20], ".jpg", width, height)
     except DataError as exc:
         raise BadImage("unreadable_image", str(exc)) from None
-    suffix = {"jpeg": ".jpg", "png": ".png", "webp": ".webp", "gif": ".gif", "bmp": ".bmp"}.get(fmt, suffix or ".img")
-    return CorpusImage(data, hashlib.sha1(data).hexdigest()[:20], suffix, width, height)
+    if len(checked) < CHECKED_KEPT:
+        checked[digest] = (width, height, fmt)
+    return CorpusImage(data, digest, _suffix(fmt, suffix), width, height)
+
+
+def _suffix(fmt: str, suffix: str) -> str:
+    return {"jpeg": ".jpg", "png": ".png", "webp": ".webp", "gif": ".gif", "bmp": ".bmp"}.get(fmt, suffix or ".img")
 
 
 def _rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -293,6 +307,7 @@ def corpus_files(paths: list[Path]) -> list[Path]:
 
 def documents(files: list[Path], resolver: ImageResolver, stats: CorpusStats) -> Iterator[list[Item]]:
     """Each usable document's items in order (paragraphs and images), shard by shard, once."""
+    checked: dict[str, tuple[int, int, str]] = {}
     for path in files:
         for where, row in _rows(path):
             texts, images = row.get("texts"), row.get("images")
@@ -311,7 +326,7 @@ def documents(files: list[Path], resolver: ImageResolver, stats: CorpusStats) ->
                             stats.skip("missing_image", f"{where}: image {str(entry)[:200]!r} was not found")
                             usable = False
                             break
-                        items.append(_image(*got, where, stats))
+                        items.append(_image(*got, where, stats, checked))
                     except BadImage as exc:
                         stats.skip(exc.kind, str(exc))
                         usable = False
