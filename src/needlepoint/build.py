@@ -106,6 +106,9 @@ def staged(final: Path, manifest: str, builder: str, leftover: Callable[[Path], 
     place; when the block raises, remove it. `final` may be absent, empty or an incomplete build
     (replaced; `note` says so); a complete build or other files are refused, naming the folder.
     The block must write its manifest (`manifest`, with `"status": "complete"`) last."""
+    final = Path(os.path.abspath(final))
+    if not final.name:
+        raise DataError(f"--out {final} is the root folder; give a folder below it")
     parent = final.parent
     if parent.exists() and not parent.is_dir():
         raise DataError(f"--out {parent} is a file; give a folder")
