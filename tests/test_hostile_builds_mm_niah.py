@@ -319,3 +319,15 @@ def test_the_catch_all_says_decode_not_path(monkeypatch: pytest.MonkeyPatch) -> 
     rc, err = run_quiet(["build", "mm_niah", "--corpus", "x", "--out", "y"])
     assert rc == 2 and "truncated" in err and "check the path" not in err and ": ;" not in err, err
 
+
+
+def test_an_interrupted_build_says_it_left_nothing(corpus: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from needlepoint.benchmarks.mm_niah.build import builder
+
+    def interrupted(self: Any, task: str, blink: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(builder.Builder, "_build_task", interrupted)
+    rc, err = run_quiet(build_args(corpus["shards"], corpus["images"], tmp_path / "out"))
+    assert rc == 130 and "left nothing" in err and "finished samples are saved" not in err, err
+    assert not (tmp_path / "out").exists()

@@ -20,6 +20,7 @@ import importlib
 import json
 import os
 import shutil
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -55,7 +56,13 @@ def run(ns: argparse.Namespace) -> int:
     from PIL import Image
 
     warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-    return int(importlib.import_module(builders()[ns.builder][0]).run(ns))
+    try:
+        return int(importlib.import_module(builders()[ns.builder][0]).run(ns))
+    except KeyboardInterrupt:  # the command line's own message speaks of a run's saved samples
+        from needlepoint.cli import EXIT_INTERRUPTED
+
+        print("\nneedlepoint: interrupted; the build was not finished and left nothing: rerun it to build again", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def partial_folder(final: Path) -> Path:
