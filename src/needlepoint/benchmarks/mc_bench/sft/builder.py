@@ -5,7 +5,11 @@ draws the samples (draw.py) and writes each as the eval prompt needlepoint sends
 sequence mode, `<image>` where each image goes) with its answer (answers.py), then the `--mix`
 samples, `dataset_info.json`, a per-sample sidecar `samples_meta.jsonl` (kind, image ids, source
 annotation id of every answer box) and `manifest.json` (inputs with hashes, shares, seed,
-counts, version).
+counts, images that do not decode, version).
+
+The folder is written whole or not at all (`needlepoint.build.staged`). Every image a sample
+references is decoded once (reduced) when first drawn; a pair with an image that does not decode
+is drawn again, and the image is counted and named in the manifest.
 """
 
 from __future__ import annotations
