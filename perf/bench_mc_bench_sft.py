@@ -17,6 +17,7 @@ import io
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -67,13 +68,21 @@ def main() -> None:
         ids = rng.sample(range(1, 860_002), 50_000)
         refs.write_text(json.dumps([{"ann_id": a, "split": "train", "sentences": [{"sent": f"the object number {a} seen {k}"} for k in range(3)]}
                                     for a in ids]), encoding="utf-8")  # fmt: skip
-    if not images.exists():
-        images.mkdir()
+    last = images / "000000118287.jpg"
+    if not last.exists() or last.stat().st_size == 0:  # the build decodes every image it draws
+        from PIL import Image
+
+        images.mkdir(exist_ok=True)
+        tiny = [ns.work / f"tiny{k}.jpg" for k in range(4)]  # hard links to a few small JPEGs (a file has at most 65,000)
+        for k, path in enumerate(tiny):
+            Image.new("RGB", (64, 48), (120, 90, 60 + k)).save(path, quality=80)
         for i in range(1, 118_288):
-            (images / f"{i:012d}.jpg").touch()
+            (images / f"{i:012d}.jpg").unlink(missing_ok=True)
+            os.link(tiny[i % 4], images / f"{i:012d}.jpg")
     print(f"annotation file: {coco.stat().st_size / 1e6:.0f} MB; load average before: {os.getloadavg()[0]:.1f}")
     print("| samples | wall (s) | CPU user+sys (s) | peak RSS (MB) |\n|---:|---:|---:|---:|")
     for n in [int(x) for x in ns.samples.split(",")]:
+        shutil.rmtree(ns.work / f"out_{n}", ignore_errors=True)  # a build never overwrites another
         wall, cpu, rss = measured([sys.executable, "-m", "needlepoint.cli", "build", "mc_bench_sft", "--coco", str(coco), "--images", str(images),
                               "--refs", str(refs), "--out", str(ns.work / f"out_{n}"), "--samples", str(n), "--box-format", "norm_1000_xyxy",
                               "--format", "sharegpt", "--seed", "0"])  # fmt: skip

@@ -424,7 +424,7 @@ def test_refs_as_an_object_and_bad_inputs(tmp_path: Path, coco: tuple[Path, dict
         read_refs(tmp_path / "bad.json", Counter())
     folder, _ = coco
     (tmp_path / "notcoco.json").write_text(json.dumps({"images": []}), encoding="utf-8")
-    args = ["build", "mc_bench_sft", "--images", str(folder / "images"), "--out", str(tmp_path / "o"), "--samples", "5", "--box-format", "abs_xyxy"]
+    args = ["build", "mc_bench_sft", "--images", str(folder / "images"), "--out", str(tmp_path / "o"), "--samples", "5", "--box-format", "abs_xyxy", "--no-progress"]
     assert main([*args, "--coco", str(tmp_path / "notcoco.json")]) == 2
     assert "has no lists 'images', 'annotations' and 'categories'" in capsys.readouterr().err
     assert main([*args, "--coco", str(folder / "instances.json"), "--exclude", str(tmp_path / "nowhere")]) == 2

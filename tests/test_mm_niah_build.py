@@ -356,7 +356,7 @@ def test_bad_input_is_one_sentence_and_exit_2(built: Built, tmp_path: Path, chan
 
 def test_an_existing_build_is_not_overwritten(built: Built) -> None:
     rc, err = run_quiet(build_args(built.corpus, built.root))
-    assert rc == 2 and "already holds files" in err
+    assert rc == 2 and "already holds a complete build" in err
 
 
 # --- lengths past 64k: the extended aggregation --------------------------------------------------

@@ -400,7 +400,12 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_stdout()
         return EXIT_OK
     except OSError as exc:
-        print(f"needlepoint: error: {exc.strerror or exc}: {exc.filename or ''}; check the path and permissions", file=sys.stderr)
+        if exc.filename:  # a filesystem error names its file; a decoder's OSError (Pillow's) names none and is no path problem
+            print(f"needlepoint: error: {exc.strerror or exc}: {exc.filename}; check the path and permissions", file=sys.stderr)
+        elif exc.errno:
+            print(f"needlepoint: error: {exc.strerror or exc}; check free disk space and permissions", file=sys.stderr)
+        else:
+            print(f"needlepoint: error: a file could not be decoded ({exc}); replace or remove it", file=sys.stderr)
         return EXIT_BAD_INPUT
     finally:
         if threading.current_thread() is threading.main_thread():

@@ -12,6 +12,7 @@ disk until its decoder reads it, so huge images cost a bounded amount of memory 
 from __future__ import annotations
 
 import io
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -38,14 +39,35 @@ def stays_inside(relative: str) -> bool:
     return bool(text.strip()) and not posix.is_absolute() and not PureWindowsPath(text).drive and ".." not in posix.parts
 
 
-def safe_path(root: Path, relative: str, where: str = "") -> Path:
-    """`root / relative`, refusing absolute paths and paths that leave `root`."""
-    if not stays_inside(relative):
+def lies_inside(root: Path, path: Path) -> bool:
+    """True for an absolute `path` inside `root`: after `..` is collapsed, or once both are
+    resolved (symbolic links followed, so a root given through a link still matches)."""
+    base = os.path.normpath(os.path.abspath(root))
+    if os.path.commonpath([base, os.path.normpath(path)]) == base:
+        return True
+    try:
+        return path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):
+        return False
+
+
+def safe_path(root: Path, relative: str, where: str = "", absolute: bool = False) -> Path:
+    """`root / relative`, refusing paths that leave `root`. An absolute path is refused too,
+    unless `absolute` allows one that lies inside `root` (what a local download script writes)."""
+    text = str(relative)
+    if absolute and text.strip() and Path(text).is_absolute():
+        if lies_inside(root, Path(text)):
+            return Path(os.path.normpath(text))
+        raise DataError(
+            f"image path {relative!r}{' in ' + where if where else ''} lies outside the images folder {root}; "
+            "give paths inside it (relative to it, or absolute) and fix the data file"
+        )
+    if not stays_inside(text):
         raise DataError(
             f"image path {relative!r}{' in ' + where if where else ''} must be relative to the images "
             f"folder {root} and stay inside it; fix the data file"
         )
-    return root / PurePosixPath(str(relative).replace("\\", "/"))
+    return root / PurePosixPath(text.replace("\\", "/"))
 
 
 def _open(data: bytes | Path, key: str) -> PILImage:
@@ -208,10 +230,54 @@ def decode_rgb(data: bytes | Path, key: str, max_side: int | None = None, gap: f
         raise DataError(f"image {key} cannot be decoded ({exc}); replace or remove it") from None
 
 
-def transcode_jpeg(data: bytes | Path, ref: ImageRef) -> bytes:
+WHOLE_DECODE_PIXELS = 16_000_000  # an image that cannot be decoded reduced is decoded whole only up to this size
+
+
+def _decodes_reduced(data: bytes | Path, fmt: str | None) -> bool:
+    """Whether `decode_rgb` decodes this image at reduced size (a JPEG; a PNG it can band)."""
+    from needlepoint.pngstrips import read_header
+
+    if fmt == "JPEG":
+        return True
+    if fmt != "PNG":
+        return False
+    with data.open("rb") if isinstance(data, Path) else io.BytesIO(data) as fh:
+        header = read_header(fh)
+    return header is not None and header.banded
+
+
+def check_decodes(data: bytes | Path, key: str, whole_limit: int = WHOLE_DECODE_PIXELS) -> tuple[int, int]:
+    """The image's (width, height), once all of it has been decoded (at reduced size) to prove it
+    readable: a truncated file, a file that is no image or a decompression bomb is a DataError
+    naming `key`. Memory stays bounded: a JPEG is decoded at 1/8 scale, a big non-interlaced PNG
+    band by band, and an image of another kind over `whole_limit` pixels is refused, not decoded."""
+    im = _open(data, key)
+    (width, height), fmt = im.size, im.format
+    big = width * height > 2 * BAND_PIXELS
+    if big and fmt != "JPEG":
+        im.close()
+        if width * height > whole_limit and not _decodes_reduced(data, fmt):
+            raise DataError(
+                f"image {key} is {width}x{height} pixels of {fmt}, too large to decode whole; convert it to JPEG or PNG, or shrink it"
+            )
+        decode_rgb(data, key, max_side=64, gap=1.0)  # a big PNG: band by band
+        return width, height
+    try:
+        if fmt == "JPEG":
+            im.draft(im.mode, (max(1, width // 8), max(1, height // 8)))
+        with DECODE_BUDGET.hold(im.size[0] * im.size[1]):
+            im.load()
+    except Exception as exc:  # Pillow raises many types for bad files
+        raise DataError(f"image {key} cannot be decoded ({exc}); replace or remove it") from None
+    finally:
+        im.close()
+    return width, height
+
+
+def transcode_jpeg(data: bytes | Path, ref: ImageRef, gap: float = 2.0) -> bytes:
     """Stored bytes (or a file) converted to RGB, shrunk to `ref.max_side`, and encoded as JPEG at
-    quality 95."""
-    im = decode_rgb(data, ref.key, ref.max_side)
+    quality 95 (`gap` as in `decode_rgb`: 1.0 decodes a big image at the smallest scale)."""
+    im = decode_rgb(data, ref.key, ref.max_side, gap)
     out = io.BytesIO()
     try:
         im.save(out, format="JPEG", quality=JPEG_QUALITY)

@@ -57,6 +57,19 @@ def text_digest(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
+def check_built(folder: Path) -> None:
+    """Refuse a set that `needlepoint build mm_niah` did not finish: its manifest says it is
+    incomplete, or it has no manifest but holds an interrupted build's files; DataError naming it."""
+    from needlepoint.benchmarks.mm_niah.build import MANIFEST, looks_like_leftover
+    from needlepoint.build import COMPLETE, folder_state
+
+    if folder_state(folder, MANIFEST, looks_like_leftover) not in (COMPLETE, "other"):
+        raise DataError(
+            f"{folder} is an incomplete build of `needlepoint build mm_niah` (stopped before it finished; "
+            f"see {folder / MANIFEST}); it would be scored as if it were the whole set: run the build again"
+        )
+
+
 def split_folder(data: Path, split: str | None) -> tuple[Path, str]:
     """The `mm_niah_{split}` folder and its split: `data` itself (its name tells the split), or
     its child `mm_niah_{split}` (split default val)."""
@@ -66,11 +79,16 @@ def split_folder(data: Path, split: str | None) -> tuple[Path, str]:
         named = next((s for s in SPLITS if data.name == f"mm_niah_{s}"), None)
         if split is not None and named is not None and named != split:
             raise DataError(f"--data {data} is the {named} split but --split says {split}; drop --split or point --data elsewhere")
+        check_built(data)
         return data, split or named or "val"
     split = split or "val"
     child = data / f"mm_niah_{split}"
     if (child / "annotations").is_dir():
+        check_built(child)
         return child, split
+    partial = child.with_name(child.name + ".partial")
+    if partial.is_dir():
+        check_built(partial)
     raise DataError(
         f"{data} is not an MM-NIAH release folder: expected {child}/annotations/ or {data}/annotations/; "
         "point --data at the folder holding mm_niah_val/ and mm_niah_test/"

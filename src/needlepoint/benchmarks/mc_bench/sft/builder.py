@@ -5,7 +5,11 @@ draws the samples (draw.py) and writes each as the eval prompt needlepoint sends
 sequence mode, `<image>` where each image goes) with its answer (answers.py), then the `--mix`
 samples, `dataset_info.json`, a per-sample sidecar `samples_meta.jsonl` (kind, image ids, source
 annotation id of every answer box) and `manifest.json` (inputs with hashes, shares, seed,
-counts, version).
+counts, images that do not decode, version).
+
+The folder is written whole or not at all (`needlepoint.build.staged`). Every image a sample
+references is decoded once (reduced) when first drawn; a pair with an image that does not decode
+is drawn again, and the image is counted and named in the manifest.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import hashlib
 import json
 import math
 import random
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,15 +35,18 @@ from needlepoint.benchmarks.mc_bench.sft.draw import Draft, Drawer, schedule
 from needlepoint.benchmarks.mc_bench.sft.mix import read_mix
 from needlepoint.benchmarks.mc_bench.sft.pairs import SAME_SUPERCATEGORY, build_pools
 from needlepoint.benchmarks.mc_bench.sft.templates import DEFAULT_SHARES, KINDS, REF_KINDS
-from needlepoint.benchmarks.mc_bench.sft.writers import FORMATS, SampleWriter, entry, write_dataset_info
+from needlepoint.benchmarks.mc_bench.sft.writers import FORMATS, SampleWriter, data_file, entry, write_dataset_info
+from needlepoint.build import COMPLETE, staged
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.geometry import BoxFormat, check_box_format
-from needlepoint.images import safe_path
+from needlepoint.images import check_decodes, safe_path
 from needlepoint.store import write_json
 
 META = "samples_meta.jsonl"
 MANIFEST = "manifest.json"
+REDRAWS = 1000  # draws of a sample before its images' failures to decode stop the build
+BAD_LISTED = 100  # images that do not decode, named in the manifest
 CATEGORY_KINDS = ("cat_first", "cat_second", "cat_both", "two_groups")
 
 
@@ -114,33 +122,55 @@ def _ref_rows(ds: DetectionSet, refs: dict[int, tuple[str, ...]], skipped: Count
 
 
 class _Images:
-    """Image paths under the images folder, each made safe and checked to exist once (memory
-    grows with the images used, never with the sample count)."""
+    """Image paths under the images folder, each made safe and checked to exist once, and to
+    decode when first drawn (memory grows with the images used, never with the sample count)."""
 
     def __init__(self, ds: DetectionSet, root: Path) -> None:
         self.ds, self.root = ds, root
         self.known: dict[int, Path] = {}
+        self.decodes: set[int] = set()
+        self.bad: dict[int, str] = {}  # image index -> why it cannot be used
 
     def path(self, i: int) -> Path:
         p = self.known.get(i)
         if p is None:
-            p = safe_path(self.root, self.ds.file_names[i], str(self.ds.source))
+            p = safe_path(self.root, self.ds.file_names[i], str(self.ds.source), absolute=True)
             if not p.is_file():
                 raise DataError(f"image {self.ds.file_names[i]} of {self.ds.source} is not in {self.root}; give --images the folder that holds the detection set's images")
             self.known[i] = p
         return p
 
+    def usable(self, i: int) -> bool:
+        """Whether image i decodes whole (checked once, at reduced size); a bad one is recorded."""
+        if i in self.decodes:
+            return True
+        if i in self.bad:
+            return False
+        path = self.path(i)
+        try:
+            check_decodes(path, self.ds.file_names[i])
+        except DataError as exc:
+            self.bad[i] = str(exc)
+            return False
+        self.decodes.add(i)
+        return True
+
 
 def _exclusion(ds: DetectionSet, images: _Images, folder: Path) -> tuple[np.ndarray, dict[str, Any]]:
     """Which images are MC-Bench's (by content or perceptual hash), and the report of it."""
-    from needlepoint.benchmarks.mc_bench.sft.dedup import DHASH_MAX, PHASH_MAX, hash_all, mc_bench_reference
+    from needlepoint.benchmarks.mc_bench.sft.dedup import DHASH_MAX, PHASH_MAX, hash_candidates, mc_bench_reference
 
     reference, ann = mc_bench_reference(folder)
     excluded = np.zeros(ds.n_images, bool)
     how: Counter[str] = Counter()
     names = []
     paths = [images.path(i) for i in range(ds.n_images)]
-    for i, h in enumerate(hash_all(paths)):
+    for i, h in enumerate(hash_candidates(paths)):
+        if isinstance(h, str):  # does not decode: never drawn
+            images.bad[i] = h
+            excluded[i] = True
+            continue
+        images.decodes.add(i)
         kind = reference.match(h)
         if kind:
             excluded[i] = True
@@ -149,7 +179,7 @@ def _exclusion(ds: DetectionSet, images: _Images, folder: Path) -> tuple[np.ndar
     report = {
         "mc_bench": {"annotations": str(ann), "sha256": sha256_file(ann), "images": reference.size},
         "checked_images": ds.n_images,
-        "excluded_images": int(excluded.sum()),
+        "excluded_images": sum(how.values()),
         "excluded_by_content_hash": how["content"],
         "excluded_by_perceptual_hash": how["perceptual"],
         "perceptual_rule": f"dHash within {DHASH_MAX} bits and pHash within {PHASH_MAX} bits",
@@ -169,8 +199,10 @@ def _chance_same_super(drawer: Drawer, rng: random.Random, trials: int = 2000) -
     return hits / trials
 
 
-def build(opts: BuildOptions) -> dict[str, Any]:
-    """Write the training data to `opts.out`; returns the manifest (also written there)."""
+def build(opts: BuildOptions, progress: Progress | None = None) -> dict[str, Any]:
+    """Write the training data to `opts.out`, whole or not at all (`needlepoint.build.staged`);
+    returns the manifest (also written there)."""
+    progress = progress or Progress()
     if opts.samples < 1:
         raise DataError(f"--samples {opts.samples} must be 1 or more")
     if opts.format not in FORMATS:
@@ -184,10 +216,59 @@ def build(opts: BuildOptions) -> dict[str, Any]:
         raise DataError("--box-format is required: the box convention of the model to train (abs_xyxy, norm_1000_xyxy or norm_1_xyxy)")
     if not opts.images.is_dir():
         raise DataError(f"--images {opts.images} is not a folder; give the folder that holds the detection set's images")
-    mix_count = sum(1 for _ in read_mix(opts.mix)) if opts.mix is not None else 0  # checked before the long part
+    if opts.mix is not None:
+        sum(1 for _ in read_mix(opts.mix))  # checked before the long part
     shares = resolve_shares(opts.shares, opts.refs is not None)
     bench = McBench(box_format=box_format, input_mode="sequence", prompt_file=opts.prompt_file)
+    with staged(opts.out, MANIFEST, "mc_bench_sft", _leftover, lambda text: print(text, file=sys.stderr)) as work:
+        return _build(opts, work, box_format, shares, bench, progress)
 
+
+def _leftover(folder: Path) -> bool:
+    """Whether a folder without a manifest holds only what an interrupted build of an older
+    needlepoint left (which wrote in place)."""
+    own = {data_file(f) + tmp for f in FORMATS for tmp in ("", ".tmp")} | {META, META + ".tmp", "dataset_info.json"}
+    return {p.name for p in folder.iterdir()} <= own
+
+
+class Progress:
+    """What a build tells the user while it runs: a sentence per long phase, and a line of
+    samples written (both on stderr; silent when `quiet`)."""
+
+    def __init__(self, quiet: bool = True) -> None:
+        self.quiet = quiet
+        self.bar: Any = None
+
+    def note(self, text: str) -> None:
+        if not self.quiet:
+            print(f"build mc_bench_sft: {text}", file=sys.stderr, flush=True)
+
+    def start(self, total: int) -> None:
+        if self.quiet:
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import Progress as Bar
+
+        self.bar = Bar(TextColumn("[bold]build mc_bench_sft"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       TimeRemainingColumn(), console=Console(stderr=True))  # fmt: skip
+        self.task = self.bar.add_task("samples", total=total)
+        self.bar.start()
+
+    def advance(self, n: int = 1) -> None:
+        if self.bar is not None:
+            self.bar.advance(self.task, n)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+def _build(opts: BuildOptions, out: Path, box_format: BoxFormat, shares: dict[str, float], bench: McBench,
+           progress: Progress) -> dict[str, Any]:  # fmt: skip
+    """The build proper, written into `out` (the partial folder); returns the manifest."""
+    progress.note(f"reading {opts.coco}")
     ds = read_detections(opts.coco)
     skipped: Counter[str] = Counter(ds.skipped)
     refs: dict[int, tuple[str, ...]] = {}
@@ -202,6 +283,7 @@ def build(opts: BuildOptions) -> dict[str, Any]:
     allowed = np.ones(ds.n_images, bool)
     decontamination: dict[str, Any] = {"done": False}
     if opts.exclude is not None:
+        progress.note(f"hashing the images of {opts.exclude} and the {ds.n_images} images of {opts.coco} (decontamination)")
         excluded, decontamination = _exclusion(ds, images, opts.exclude)
         decontamination["done"] = True
         allowed &= ~excluded
@@ -209,34 +291,58 @@ def build(opts: BuildOptions) -> dict[str, Any]:
     if not len(pools.with_boxes) or len(pools.images) < 2:
         raise DataError(f"{opts.coco} has no usable box on two or more images (after skipping crowd, degenerate and excluded ones)")
 
-    opts.out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(opts.seed)
     drawer = Drawer(pools, refs, rng)
     counts: Counter[str] = Counter()
     boxes_total = 0
-    with SampleWriter(opts.out, opts.format) as writer, (opts.out / (META + ".tmp")).open("w", encoding="utf-8") as meta:
-        for index, k in enumerate(schedule([shares[k] for k in KINDS], opts.samples)):
-            draft = drawer.draw(KINDS[k])
-            sample, info = _render(index, draft, ds, images, bench, box_format, opts.grounding_tokens)
-            writer.write(sample)
-            meta.write(json.dumps(info) + "\n")
-            counts[draft.kind] += 1
-            boxes_total += sum(len(b) for b in draft.boxes)
-        if opts.mix is not None:
-            for index, sample in enumerate(read_mix(opts.mix), start=opts.samples):
+    redrawn = 0
+    mix_count = 0
+    mix_skipped: list[str] = []
+    progress.start(opts.samples)
+    try:
+        with SampleWriter(out, opts.format) as writer, (out / (META + ".tmp")).open("w", encoding="utf-8") as meta:
+            for index, k in enumerate(schedule([shares[k] for k in KINDS], opts.samples)):
+                draft = drawer.draw(KINDS[k])
+                for _ in range(REDRAWS):
+                    if all([images.usable(i) for i in draft.pair]):
+                        break
+                    redrawn += 1
+                    draft = drawer.draw(KINDS[k])
+                else:
+                    raise DataError(
+                        f"{len(images.bad)} images of {opts.images} do not decode and a sample of kind {draft.kind} found no pair of "
+                        f"images that do in {REDRAWS} draws (first: {next(iter(images.bad.values()))}); replace or remove them"
+                    )
+                sample, info = _render(index, draft, ds, images, bench, box_format, opts.grounding_tokens)
                 writer.write(sample)
-                meta.write(json.dumps({"index": index, "kind": "mix"}) + "\n")
-        data_path = writer.close()
-    (opts.out / (META + ".tmp")).replace(opts.out / META)
-    info_path = write_dataset_info(opts.out, opts.format)
+                meta.write(json.dumps(info) + "\n")
+                counts[draft.kind] += 1
+                boxes_total += sum(len(b) for b in draft.boxes)
+                progress.advance()
+            if opts.mix is not None:
+                for sample in read_mix(opts.mix):
+                    reason = _undecodable(sample["images"])
+                    if reason is not None:
+                        mix_skipped.append(reason)
+                        continue
+                    writer.write(sample)
+                    meta.write(json.dumps({"index": opts.samples + mix_count, "kind": "mix"}) + "\n")
+                    mix_count += 1
+            data_path = writer.close()
+    finally:
+        progress.stop()
+    (out / (META + ".tmp")).replace(out / META)
+    info_path = write_dataset_info(out, opts.format)
 
     inputs: dict[str, Any] = {"coco": {"path": str(opts.coco), "sha256": sha256_file(opts.coco)}, "images": str(opts.images.resolve())}
     for name, path in (("refs", opts.refs), ("mix", opts.mix), ("prompt_file", opts.prompt_file)):
         if path is not None:
             inputs[name] = {"path": str(path), "sha256": sha256_file(path)}
-    outputs = {p.name: sha256_file(p) for p in (data_path, opts.out / META, info_path) if p is not None}
+    outputs = {p.name: sha256_file(p) for p in (data_path, out / META, info_path) if p is not None}
+    bad = sorted(images.bad.items())
     manifest = {
         "builder": "mc_bench_sft",
+        "status": COMPLETE,
         "needlepoint_version": __version__,
         "seed": opts.seed,
         "samples": opts.samples,
@@ -258,11 +364,28 @@ def build(opts: BuildOptions) -> dict[str, Any]:
         "detection_set": {"images": ds.n_images, "usable_boxes": len(ds.ann_ids), "categories": len(ds.categories),
                           "federated": ds.verified_absent is not None, "referring_annotations": int(len(ref_rows))},  # fmt: skip
         "decontamination": decontamination,
+        "images_not_decodable": {
+            "count": len(bad),
+            "samples_redrawn": redrawn,
+            "files": {ds.file_names[i]: why for i, why in bad[:BAD_LISTED]},
+            "mix_samples_skipped": len(mix_skipped),
+            "mix_reasons": mix_skipped[:BAD_LISTED],
+        },
         "inputs": inputs,
         "outputs": outputs,
     }
-    write_json(opts.out / MANIFEST, manifest)
+    write_json(out / MANIFEST, manifest)
     return manifest
+
+
+def _undecodable(paths: list[str]) -> str | None:
+    """Why one of a mix sample's images does not decode, or None when all do."""
+    for p in paths:
+        try:
+            check_decodes(Path(p), p)
+        except DataError as exc:
+            return str(exc)
+    return None
 
 
 def _render(

@@ -23,6 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mix", type=Path, help="image-level multi-image samples (ShareGPT JSON or JSONL) appended after checking")
     p.add_argument("--grounding-tokens", action="store_true", help="answers in Qwen2-VL's <|box_start|>(x1,y1),(x2,y2)<|box_end|> tokens, 0-1000")
     p.add_argument("--prompt-file", type=Path, help="the eval prompt template used with `eval --prompt-file`, if any")
+    p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     g = p.add_argument_group("shares of the sample kinds (defaults in docs/training-data.md; normalised to sum to 1)")
     for kind in KINDS:
         g.add_argument(f"--share-{kind.replace('_', '-')}", type=float, dest=f"share_{kind}", metavar="X")
@@ -30,19 +31,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     """Build, then print a one-paragraph summary on stderr."""
-    from needlepoint.benchmarks.mc_bench.sft.builder import BuildOptions, build
+    from needlepoint.benchmarks.mc_bench.sft.builder import BuildOptions, Progress, build
 
     opts = BuildOptions(
         coco=ns.coco, images=ns.images, out=ns.out, samples=ns.samples, box_format=ns.box_format, format=ns.format,
         seed=ns.seed, refs=ns.refs, exclude=ns.exclude, mix=ns.mix, grounding_tokens=ns.grounding_tokens,
         prompt_file=ns.prompt_file, shares={k: getattr(ns, f"share_{k}") for k in KINDS},
     )  # fmt: skip
-    m = build(opts)
+    m = build(opts, Progress(quiet=ns.no_progress))
     counts = ", ".join(f"{k} {v}" for k, v in m["counts"].items())
     print(f"wrote {m['samples']} samples ({counts}) and {m['mix_samples']} mix samples to {ns.out}", file=sys.stderr)
     skipped = m["skipped_annotations"]
     if skipped:
         print("skipped: " + ", ".join(f"{v} {k}" for k, v in skipped.items()), file=sys.stderr)
+    bad = m["images_not_decodable"]
+    if bad["count"] or bad["mix_samples_skipped"]:
+        print(f"skipped {bad['count']} images that do not decode ({bad['samples_redrawn']} samples drawn again) and "
+              f"{bad['mix_samples_skipped']} mix samples with such an image; they are named in {ns.out / 'manifest.json'}", file=sys.stderr)  # fmt: skip
     d = m["decontamination"]
     if d.get("done"):
         print(f"excluded {d['excluded_images']} of {d['checked_images']} images as MC-Bench's "

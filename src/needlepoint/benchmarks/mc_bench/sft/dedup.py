@@ -75,6 +75,32 @@ def hash_all(paths: Sequence[Path], workers: int | None = None) -> Iterable[Imag
         yield from pool.map(hash_image, paths)
 
 
+def hash_or_reason(path: Path) -> ImageHash | str:
+    """`hash_image`, or why the file cannot be hashed (it does not decode, or it is an image too
+    big to decode whole that is no JPEG), for a candidate image that is then skipped."""
+    from needlepoint.images import WHOLE_DECODE_PIXELS, check_decodes
+
+    try:
+        from PIL import Image
+
+        with Image.open(path) as im:
+            big = im.size[0] * im.size[1] > WHOLE_DECODE_PIXELS and im.format != "JPEG"
+        if big:
+            check_decodes(path, str(path))  # decodes it reduced, or says why not
+            return f"image {path} is too big to hash for decontamination; shrink it"
+        return hash_image(path)
+    except DataError as exc:
+        return str(exc)
+    except Exception as exc:  # Pillow raises many types for bad files
+        return f"image {path} cannot be read ({exc.__class__.__name__}: {exc}); replace or remove it"
+
+
+def hash_candidates(paths: Sequence[Path], workers: int | None = None) -> Iterable[ImageHash | str]:
+    """`hash_or_reason` of many files, in order."""
+    with ThreadPoolExecutor(max_workers=workers or min(8, (os.cpu_count() or 1) * 2)) as pool:
+        yield from pool.map(hash_or_reason, paths)
+
+
 def hamming(values: np.ndarray, h: int) -> np.ndarray:
     """Bit distance between `h` and each 64-bit value."""
     return np.bitwise_count(values ^ np.uint64(h))

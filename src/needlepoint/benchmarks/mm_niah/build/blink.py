@@ -40,6 +40,17 @@ def _image_bytes(value: Any) -> bytes | None:
     return bytes(value) if value else None
 
 
+def _decodes(data: bytes, where: str) -> bool:
+    """Whether an image decodes whole (checked at reduced size)."""
+    from needlepoint.images import check_decodes
+
+    try:
+        check_decodes(data, f"of {where}")
+    except DataError:
+        return False
+    return True
+
+
 def _answer_index(answer: Any, where: str) -> int:
     text = str(answer).strip().strip("()").strip()
     if len(text) != 1 or not "A" <= text.upper() <= "Z":
@@ -65,6 +76,7 @@ class BlinkSource:
         self.files = sorted(p for p in folder.rglob("*.parquet") if any(s.lower() in p.as_posix().lower() for s in SUBTASKS)
                             and "test" not in p.name)  # fmt: skip
         self.questions: list[BlinkQuestion] = []
+        self.skipped_unreadable = 0  # questions with an image that does not decode
         for path in self.files:
             subtask = next(s for s in SUBTASKS if s.lower() in path.as_posix().lower())
             try:
@@ -75,6 +87,9 @@ class BlinkSource:
                 where = f"{path} row {i}"
                 images = [b for b in (_image_bytes(row.get(f"image_{k}")) for k in range(1, 5)) if b]
                 if row.get("answer") in (None, "", "hidden") or not images:
+                    continue
+                if not all(_decodes(b, where) for b in images):
+                    self.skipped_unreadable += 1
                     continue
                 answer = _answer_index(row["answer"], where)
                 choices = [_choice_text(c) for c in row.get("choices") or []]

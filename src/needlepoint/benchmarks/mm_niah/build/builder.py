@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from needlepoint import __version__
 from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_EDGES, EXTENDED_EDGES
-from needlepoint.benchmarks.mm_niah.build import BUILD_TASKS, MANIFEST, needles, tokens
+from needlepoint.benchmarks.mm_niah.build import BUILD_TASKS, MANIFEST, SPOOL, looks_like_leftover, needles, tokens
 from needlepoint.benchmarks.mm_niah.build.corpus import (
     CorpusImage,
     CorpusStats,
@@ -37,7 +37,9 @@ from needlepoint.benchmarks.mm_niah.build.haystack import (
     gather,
     write_context,
 )
+from needlepoint.build import COMPLETE, partial_folder, staged
 from needlepoint.errors import DataError
+from needlepoint.store import write_atomic
 
 
 @dataclass
@@ -101,20 +103,24 @@ class _Images:
         return name
 
     def open(self, name: str) -> Any:
+        """A written image, decoded (corpus images were checked and capped in size when read)."""
         from PIL import Image
 
-        with Image.open(self.root / name) as im:
-            im.load()
-            return im.copy()
+        im = Image.open(self.root / name)
+        im.load()  # closes the file
+        return im
 
 
 class Builder:
     """One build: the corpus stream, the images, the counts for the manifest."""
 
-    def __init__(self, config: BuildConfig, progress: Callable[[int], None] | None = None) -> None:
+    def __init__(self, config: BuildConfig, progress: Callable[[int], None] | None = None,
+                 note: Callable[[str], None] | None = None) -> None:  # fmt: skip
         self.config = config
         self.folder = config.out / f"mm_niah_{config.split}"
-        self.images = _Images(self.folder / "images")
+        self.work = partial_folder(self.folder)  # written there, renamed to `folder` when complete
+        self.note = note or (lambda text: None)
+        self.images = _Images(self.work / "images")
         self.cartoons = needles.CartoonSource(config.needle_images)
         self.corpus_stats = CorpusStats()
         self.gather_stats = GatherStats()
@@ -123,7 +129,7 @@ class Builder:
         self.files = corpus_files(config.corpus)
         self.corpus_stats.files = [{"path": str(p), "sha256": file_sha256(p), "bytes": p.stat().st_size} for p in self.files]
         self.stream = PieceStream(documents(self.files, self.resolver, self.corpus_stats))
-        self.spool = self.folder / ".haystack.spool"
+        self.spool = self.work / SPOOL
         self.samples: dict[str, int] = {}
         self.skipped_tasks: dict[str, str] = {}
 
@@ -269,10 +275,9 @@ class Builder:
     # --- the whole build ----------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        """Build every task's file; return the manifest (also written beside the annotations)."""
+        """Build every task's file into the partial folder, write the manifest, and rename the
+        folder into place (`needlepoint.build.staged`): a failed build leaves nothing."""
         cfg = self.config
-        if self.folder.exists() and any(self.folder.iterdir()):
-            raise DataError(f"{self.folder} already holds files; give --out an empty or new folder")
         tasks = []
         for task in cfg.tasks:
             if task == "reasoning-image" and cfg.blink is None:
@@ -284,28 +289,27 @@ class Builder:
             from needlepoint.benchmarks.mm_niah.build.blink import BlinkSource
 
             blink = BlinkSource(cfg.blink)  # type: ignore[arg-type]  # reasoning-image is kept only when --blink was given
-        (self.folder / "annotations").mkdir(parents=True, exist_ok=True)
-        (self.folder / "images").mkdir(parents=True, exist_ok=True)
-        try:
-            for task in tasks:
-                self._build_task(task, blink)
-        except CorpusExhausted:
-            built = sum(self.samples.values())
-            raise DataError(
-                f"the corpus ran out after {built} samples ({self.corpus_stats.documents_read} documents read); "
-                "give more shards, or fewer --lengths / a smaller --per-cell; the partial build in "
-                f"{self.folder} is incomplete, delete it before rebuilding"
-            ) from None
-        finally:
-            if self.spool.exists():
-                self.spool.unlink()
-        manifest = self.manifest(tasks, blink)
-        (self.folder / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+        with staged(self.folder, MANIFEST, "mm_niah", looks_like_leftover, self.note) as work:
+            (work / "annotations").mkdir(parents=True, exist_ok=True)
+            (work / "images").mkdir(parents=True, exist_ok=True)
+            try:
+                for task in tasks:
+                    self._build_task(task, blink)
+            except CorpusExhausted:
+                built = sum(self.samples.values())
+                raise DataError(
+                    f"the corpus ran out after {built} samples ({self.corpus_stats.documents_read} documents read); "
+                    f"nothing was written to {self.folder}: give more shards, or fewer --lengths / a smaller --per-cell"
+                ) from None
+            finally:
+                self.spool.unlink(missing_ok=True)
+            manifest = self.manifest(tasks, blink)
+            write_atomic(work / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         return manifest
 
     def _build_task(self, task: str, blink: Any) -> None:
         cfg = self.config
-        path = self.folder / "annotations" / f"{task}.jsonl"
+        path = self.work / "annotations" / f"{task}.jsonl"
         rid = 0
         with path.open("w", encoding="utf-8", newline="\n") as fh:
             for length in cfg.lengths:
@@ -328,6 +332,8 @@ class Builder:
     def manifest(self, tasks: list[str], blink: Any = None) -> dict[str, Any]:
         cfg = self.config
         return {
+            "builder": "mm_niah",
+            "status": COMPLETE,
             "needlepoint_version": __version__,
             "split": cfg.split,
             "seed": cfg.seed,
@@ -345,6 +351,7 @@ class Builder:
                           "text_rule": "each text segment between <image> placeholders encoded on its own (encode_ordinary)"},  # fmt: skip
             "image_tokens": {"rule": tokens.TILING_RULE, "max_tiles": cfg.max_tiles, "tile": tokens.TILE,
                              "tokens_per_tile": tokens.TOKENS_PER_TILE},  # fmt: skip
-            "blink": {"folder": str(cfg.blink), "files": [{"path": str(p), "sha256": file_sha256(p)} for p in blink.files]} if blink else None,
+            "blink": {"folder": str(cfg.blink), "files": [{"path": str(p), "sha256": file_sha256(p)} for p in blink.files],
+                      "questions_skipped_unreadable_image": blink.skipped_unreadable} if blink else None,  # fmt: skip
         }
 

@@ -95,7 +95,7 @@ def run(ns: argparse.Namespace) -> int:
 
         bar.start()
     try:
-        builder = Builder(config, advance)
+        builder = Builder(config, advance, note=lambda text: print(text, file=sys.stderr))
         manifest = builder.run()
     finally:
         if bar is not None:
@@ -105,7 +105,9 @@ def run(ns: argparse.Namespace) -> int:
         print(f"{task} skipped: {reason}", file=err)
     built = ", ".join(f"{t} {n}" for t, n in manifest["tasks_built"].items())
     corpus = manifest["corpus"]
-    skipped = corpus["documents_skipped_missing_image"] + corpus["documents_skipped_unreadable_image"]
-    print(f"built {built} samples into {builder.folder}; {corpus['documents_read']} documents read, {skipped} skipped for "
-          f"missing or unreadable images; manifest: {builder.folder / MANIFEST}", file=err)  # fmt: skip
+    skipped = {k: corpus[f"documents_skipped_{k}"] for k in ("missing_image", "unreadable_image", "image_outside_folder")}
+    print(f"built {built} samples into {builder.folder}; {corpus['documents_read']} documents read, {sum(skipped.values())} skipped "
+          f"({skipped['missing_image']} for a missing image, {skipped['unreadable_image']} for an image that does not decode, "
+          f"{skipped['image_outside_folder']} for an image path outside --images), {corpus['images_reduced']} big images stored "
+          f"reduced; manifest: {builder.folder / MANIFEST}", file=err)  # fmt: skip
     return 0

@@ -2,30 +2,41 @@
 
 A document is a row with `texts` and `images`, two lists of equal length holding, at each position,
 a text (and None in `images`) or an image (and None in `texts`). Shards are parquet files or JSONL.
-An image entry is a URL (resolved through a url -> file map; never fetched), a path relative to the
-images folder, or embedded bytes (`{"bytes": ...}`, raw or base64). Documents with an image that
-cannot be found or read are skipped and counted.
+An image entry is a URL (resolved through a url -> file map; never fetched), a path inside the
+images folder (relative to it, or absolute), or embedded bytes (`{"bytes": ...}`, raw or base64).
+
+Documents with an image that cannot be found, that lies outside the images folder, or that does not
+decode (a truncated file, invalid base64, a file that is no image, a decompression bomb) are
+skipped and counted. Every image is decoded once here, at reduced size, to prove it whole; one of
+more than MAX_PIXELS pixels is stored reduced to that size (JPEG, decoded at the smallest scale
+that suffices), so that no later step decodes a huge image.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import io
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
-from needlepoint.images import safe_path
+from needlepoint.geometry import fitted_size
+from needlepoint.images import check_decodes, safe_path, transcode_jpeg
 from needlepoint.jsonl import read_jsonl
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 BATCH_ROWS = 64
+MAX_PIXELS = 4_000_000  # a corpus image above this is stored reduced (keeps the build's memory low)
+EXAMPLES = 10  # skipped documents named in the manifest, with the reason
 
 
 @dataclass(frozen=True)
@@ -56,8 +67,27 @@ class CorpusStats:
     documents_read: int = 0
     documents_skipped_missing_image: int = 0
     documents_skipped_unreadable_image: int = 0
+    documents_skipped_image_outside_folder: int = 0
     documents_empty: int = 0
+    images_reduced: int = 0
+    skipped_examples: list[str] = field(default_factory=list)  # the first EXAMPLES skips: where, why
     files: list[dict[str, Any]] = field(default_factory=list)
+
+    def skip(self, kind: str, reason: str) -> None:
+        """Count a skipped document under `documents_skipped_{kind}` and keep the first reasons."""
+        name = f"documents_skipped_{kind}"
+        setattr(self, name, getattr(self, name) + 1)
+        if len(self.skipped_examples) < EXAMPLES:
+            self.skipped_examples.append(reason)
+
+
+class BadImage(Exception):
+    """An image entry a document cannot use: `kind` is the count it goes to (unreadable_image,
+    image_outside_folder), the message says where and why."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
 
 
 def file_sha256(path: Path) -> str:
@@ -115,9 +145,9 @@ class ImageResolver:
                 if "url" not in names or "key" not in names:
                     continue
                 status = table.column("status").to_pylist() if "status" in names else [None] * table.num_rows
-                for url, key, st in zip(table.column("url").to_pylist(), table.column("key").to_pylist(), status):
+                for row, (url, key, st) in enumerate(zip(table.column("url").to_pylist(), table.column("key").to_pylist(), status)):
                     if url and key and st in (None, "success"):
-                        self.urls.setdefault(url, folder / shard.stem / str(key))
+                        self.urls.setdefault(url, safe_path(folder / shard.stem, str(key), f"{shard} row {row} (`key`)"))
             return
         for sidecar in sorted(folder.rglob("*.json")):
             try:
@@ -133,7 +163,7 @@ class ImageResolver:
         def add(url: Any, rel: Any, where: str) -> None:
             if not isinstance(url, str) or not isinstance(rel, str):
                 raise DataError(f"{where} must give a url and a path as strings; fix the map file")
-            self.urls.setdefault(url, safe_path(path.parent, rel, where))
+            self.urls.setdefault(url, safe_path(path.parent, rel, where, absolute=True))
 
         if path.suffix == ".json":
             try:
@@ -163,11 +193,18 @@ class ImageResolver:
         return None
 
     def read(self, entry: Any, where: str) -> tuple[bytes, str] | None:
-        """(bytes, suffix) of an image entry, or None when it cannot be found here."""
+        """(bytes, suffix) of an image entry, or None when it cannot be found here; BadImage for
+        invalid base64 or a path that leaves the images folder."""
         if isinstance(entry, dict):
             data = entry.get("bytes")
             if isinstance(data, str):
-                data = base64.b64decode(data)
+                try:
+                    decoded = base64.b64decode(data)
+                except (binascii.Error, ValueError):
+                    decoded = b""
+                if data.strip() and not decoded:
+                    raise BadImage("unreadable_image", f"{where}: an embedded image is not valid base64")
+                data = decoded
             if data:
                 return bytes(data), ""
             entry = entry.get("path") or entry.get("url")
@@ -178,26 +215,54 @@ class ImageResolver:
         if "://" in entry:
             target = self.urls.get(entry)
         elif self.root is not None:
-            target = safe_path(self.root, entry, where)
+            try:
+                target = safe_path(self.root, entry, where, absolute=True)
+            except DataError as exc:
+                raise BadImage("image_outside_folder", str(exc)) from None
         else:
             return None
         found = self._existing(target) if target is not None else None
         if found is None:
             return None
-        return found.read_bytes(), found.suffix.lower()
+        try:
+            return found.read_bytes(), found.suffix.lower()
+        except OSError as exc:
+            raise BadImage("unreadable_image", f"{where}: image file {found} cannot be read ({exc.strerror or exc})") from None
 
 
-def _image(data: bytes, suffix: str) -> CorpusImage | None:
-    from PIL import Image, UnidentifiedImageError
+CHECKED_KEPT = 200_000  # images remembered as decoding (by digest), so that one met again is not decoded again
 
+
+def _image(data: bytes, suffix: str, where: str, stats: CorpusStats, checked: dict[str, tuple[int, int, str]]) -> CorpusImage:
+    """The corpus image, once decoded whole (at reduced size) without error; stored reduced when
+    it has more than MAX_PIXELS pixels. BadImage when it does not decode. `checked` remembers
+    the images that decoded at their own size, by digest."""
+    from PIL import Image
+
+    digest = hashlib.sha1(data).hexdigest()[:20]
+    known = checked.get(digest)
+    if known is not None:
+        width, height, fmt = known
+        return CorpusImage(data, digest, _suffix(fmt, suffix), width, height)
     try:
+        width, height = check_decodes(data, f"at {where}")
         with Image.open(io.BytesIO(data)) as im:
-            width, height = im.size
             fmt = (im.format or "").lower()
-    except (UnidentifiedImageError, OSError, ValueError):
-        return None
-    suffix = {"jpeg": ".jpg", "png": ".png", "webp": ".webp", "gif": ".gif", "bmp": ".bmp"}.get(fmt, suffix or ".img")
-    return CorpusImage(data, hashlib.sha1(data).hexdigest()[:20], suffix, width, height)
+        if width * height > MAX_PIXELS:
+            side = max(1, int(max(width, height) * math.sqrt(MAX_PIXELS / (width * height))))
+            data = transcode_jpeg(data, ImageRef(key=f"at {where}", max_side=side), gap=1.0)
+            width, height = fitted_size(width, height, side)
+            stats.images_reduced += 1
+            return CorpusImage(data, hashlib.sha1(data).hexdigest()[:20], ".jpg", width, height)
+    except DataError as exc:
+        raise BadImage("unreadable_image", str(exc)) from None
+    if len(checked) < CHECKED_KEPT:
+        checked[digest] = (width, height, fmt)
+    return CorpusImage(data, digest, _suffix(fmt, suffix), width, height)
+
+
+def _suffix(fmt: str, suffix: str) -> str:
+    return {"jpeg": ".jpg", "png": ".png", "webp": ".webp", "gif": ".gif", "bmp": ".bmp"}.get(fmt, suffix or ".img")
 
 
 def _rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -242,6 +307,7 @@ def corpus_files(paths: list[Path]) -> list[Path]:
 
 def documents(files: list[Path], resolver: ImageResolver, stats: CorpusStats) -> Iterator[list[Item]]:
     """Each usable document's items in order (paragraphs and images), shard by shard, once."""
+    checked: dict[str, tuple[int, int, str]] = {}
     for path in files:
         for where, row in _rows(path):
             texts, images = row.get("texts"), row.get("images")
@@ -254,17 +320,17 @@ def documents(files: list[Path], resolver: ImageResolver, stats: CorpusStats) ->
                 if text is not None:
                     items += clean_text(str(text))
                 elif entry is not None:
-                    got = resolver.read(entry, where)
-                    if got is None:
-                        stats.documents_skipped_missing_image += 1
+                    try:
+                        got = resolver.read(entry, where)
+                        if got is None:
+                            stats.skip("missing_image", f"{where}: image {str(entry)[:200]!r} was not found")
+                            usable = False
+                            break
+                        items.append(_image(*got, where, stats, checked))
+                    except BadImage as exc:
+                        stats.skip(exc.kind, str(exc))
                         usable = False
                         break
-                    image = _image(*got)
-                    if image is None:
-                        stats.documents_skipped_unreadable_image += 1
-                        usable = False
-                        break
-                    items.append(image)
             if not usable:
                 continue
             if not items:

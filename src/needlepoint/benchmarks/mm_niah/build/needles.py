@@ -183,6 +183,10 @@ class CartoonSource:
             self.files = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".webp"))
             if len(self.files) < 4:
                 raise DataError(f"--needle-images {folder} holds {len(self.files)} images; give at least 4 (a needle and 3 distractors)")
+            from needlepoint.images import check_decodes
+
+            for path in self.files:
+                check_decodes(path, f"{path} of --needle-images")
 
     def names(self) -> list[str]:
         if self.files:
