@@ -54,7 +54,8 @@ def mc_tables(metrics: dict[str, Any]) -> list[Table]:
     notes += metrics.get("notes", [])
     for key, value in metrics.get("parse_errors", {}).items():
         notes.append(f"parse errors {key}: {value}")
-    run = metrics.get("run") if isinstance(metrics.get("run"), dict) else {}
+    run = metrics.get("run")
+    run = run if isinstance(run, dict) else {}
     failures = run.get("failed_by_kind") or metrics.get("failures") or {}  # older metrics.json kept them beside the scores
     for key, value in failures.items():
         notes.append(f"failed requests {key}: {value} (not scored; not parse errors)")
