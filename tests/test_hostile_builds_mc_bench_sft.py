@@ -93,9 +93,9 @@ def test_kill_9_leaves_only_a_partial_folder_that_the_next_build_replaces(coco: 
     out = tmp_path / "out"
     argv = [sys.executable, "-m", "needlepoint.cli", *args(folder, out, samples=200_000)]
     proc = subprocess.Popen(argv, env={**os.environ, "PYTHONPATH": str(SRC)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    data = tmp_path / "out.partial" / "mc_bench_sft.json.tmp"
-    try:
-        while proc.poll() is None and not (data.exists() and data.stat().st_size > 10_000):
+    partial = tmp_path / "out.partial"
+    try:  # the data file is written through a temporary file beside its name (store.AtomicFile)
+        while proc.poll() is None and not any(p.stat().st_size > 10_000 for p in partial.glob("mc_bench_sft.json.tmp*")):
             time.sleep(0.01)
         assert proc.poll() is None, "the build ended before it could be killed"
         proc.send_signal(signal.SIGKILL)

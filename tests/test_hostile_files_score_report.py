@@ -205,7 +205,7 @@ MC_ENTRY = '{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5
         ('[{"image_id": ' + BIG + ', "category_id": 1, "bbox": [1, 2, 3, 4]}]', ["holds a number beyond float range"]),
         ('[{"image_id": 1, "category_id": -1, "bbox": [1, 2, 3, 4]}]', ["category_id (the group) is -1; it must be at least 1"]),
         ('[{"image_id": 1, "category_id": 0, "bbox": [1, 2, 3, 4]}]', ["category_id (the group) is 0; it must be at least 1"]),
-        ('[{"image_id": 1, "category_id": 1000000, "bbox": [1, 2, 3, 4]}]', ["is 1000000; it must be at most 100"]),
+        ('[{"image_id": 1, "category_id": 10000000000, "bbox": [1, 2, 3, 4]}]', ["is 10000000000; it must be at most 2,147,483,647"]),
     ],
 )
 def test_hostile_mc_bench_results_are_one_sentence(

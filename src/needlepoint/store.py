@@ -171,6 +171,31 @@ def write_json(path: str | Path, obj: Any, indent: int | None = 2) -> Path:
     return write_atomic(path, json_text(obj, indent=indent) + "\n", fsync=True)
 
 
+class AppendLog:
+    """An append-only file of JSON lines (a run's records, a sample's answered calls): each line goes
+    down in one `write` on an O_APPEND descriptor, no user-space buffer, so it is in the operating
+    system's hands before `append` returns and a kill leaves at most a torn last line, which the
+    readers skip."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def append(self, obj: Any) -> None:
+        """Write `obj` as one JSON line (created with its folder on the first line)."""
+        if self._fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        view = memoryview(json_line(obj) + b"\n")
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 def read_records(path: Path) -> dict[str, dict[str, Any]]:
     """Records by sample id from a records file; the last record of an id wins."""
     out: dict[str, dict[str, Any]] = {}
@@ -212,7 +237,7 @@ class RunStore:
     def __init__(self, run_dir: Path) -> None:
         self.dir = run_dir
         self.records_path = run_dir / RECORDS
-        self._fd: int | None = None
+        self._log = AppendLog(self.records_path)
         self._lock_fh: IO[str] | None = None
 
     @staticmethod
@@ -294,11 +319,7 @@ class RunStore:
     def append(self, record: dict[str, Any]) -> None:
         """Write one record; it is in the operating system's hands (one `write` call on an
         append-only descriptor, no user-space buffer) before this returns."""
-        if self._fd is None:
-            self._fd = os.open(self.records_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        view = memoryview(json_line(record) + b"\n")
-        while view:
-            view = view[os.write(self._fd, view) :]
+        self._log.append(record)
 
     def update_header(self, **fields: Any) -> None:
         """Merge fields into the header (status, finish time)."""
@@ -308,9 +329,7 @@ class RunStore:
 
     def close(self) -> None:
         """Close the records file and release the run folder for other processes."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._log.close()
         if self._lock_fh is not None:
             self._lock_fh.close()
             self._lock_fh = None

@@ -13,7 +13,6 @@ runner drops a sample's file once its record is stored and will not be requested
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import orjson
 
 from needlepoint.conversation import Conversation, Generation, ImageRef
-from needlepoint.store import json_line, write_atomic
+from needlepoint.store import AppendLog, json_line, write_atomic
 
 __all__ = ["CALLS_DIR", "CallCache", "calls_path", "conversation_key", "forget", "key_of"]
 
@@ -65,7 +64,7 @@ class CallCache:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._entries: dict[str, list[dict[str, Any]]] = {}
-        self._fd: int | None = None
+        self._log = AppendLog(path)
         for entry in self._read():
             self._entries.setdefault(str(entry["key"]), []).append(entry)
 
@@ -94,13 +93,7 @@ class CallCache:
 
     def put(self, key: str, kind: str, **fields: Any) -> None:
         """Append an answered call; in the operating system's hands before this returns."""
-        line = json_line({"key": key, "kind": kind, **fields}) + b"\n"
-        if self._fd is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        view = memoryview(line)
-        while view:
-            view = view[os.write(self._fd, view) :]
+        self._log.append({"key": key, "kind": kind, **fields})
 
     def drop(self, unwanted: Callable[[dict[str, Any]], bool]) -> None:
         """Rewrite the file without the entries `unwanted` picks (e.g. embedding vectors once the
@@ -116,9 +109,7 @@ class CallCache:
 
     def close(self) -> None:
         """Close the file (reopened on the next `put`)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._log.close()
 
     def __del__(self) -> None:
         self.close()

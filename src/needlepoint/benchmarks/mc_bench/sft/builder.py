@@ -41,7 +41,7 @@ from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.geometry import BoxFormat, check_box_format
 from needlepoint.images import check_decodes, safe_path
-from needlepoint.store import write_json
+from needlepoint.store import AtomicFile, write_json
 
 META = "samples_meta.jsonl"
 MANIFEST = "manifest.json"
@@ -300,7 +300,7 @@ def _build(opts: BuildOptions, out: Path, box_format: BoxFormat, shares: dict[st
     mix_skipped: list[str] = []
     progress.start(opts.samples)
     try:
-        with SampleWriter(out, opts.format) as writer, (out / (META + ".tmp")).open("w", encoding="utf-8") as meta:
+        with SampleWriter(out, opts.format) as writer, AtomicFile(out / META, fsync=False) as meta:
             for index, k in enumerate(schedule([shares[k] for k in KINDS], opts.samples)):
                 draft = drawer.draw(KINDS[k])
                 for _ in range(REDRAWS):
@@ -331,7 +331,6 @@ def _build(opts: BuildOptions, out: Path, box_format: BoxFormat, shares: dict[st
             data_path = writer.close()
     finally:
         progress.stop()
-    (out / (META + ".tmp")).replace(out / META)
     info_path = write_dataset_info(out, opts.format)
 
     inputs: dict[str, Any] = {"coco": {"path": str(opts.coco), "sha256": sha256_file(opts.coco)}, "images": str(opts.images.resolve())}

@@ -12,12 +12,11 @@ Files are written under a temporary name and renamed when complete.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from needlepoint.store import write_json
+from needlepoint.store import AtomicFile, write_json
 
 FORMATS: tuple[str, ...] = ("sharegpt", "swift")
 DATASET = "mc_bench_sft"
@@ -34,31 +33,30 @@ def entry(messages: list[dict[str, str]], images: list[str]) -> dict[str, Any]:
 
 
 class SampleWriter:
-    """Streams samples to the data file of `fmt` in `folder`."""
+    """Streams samples to the data file of `fmt` in `folder` (through the one atomic writer: the
+    file appears whole when `close` is called, and not at all after an exception)."""
 
     def __init__(self, folder: Path, fmt: str) -> None:
         self.fmt = fmt
         self.path = folder / data_file(fmt)
-        self._tmp = self.path.with_suffix(self.path.suffix + ".tmp")
-        self._fh = self._tmp.open("w", encoding="utf-8")
+        self._file = AtomicFile(self.path, fsync=False).__enter__()
         self.count = 0
         if fmt == "sharegpt":
-            self._fh.write("[")
+            self._file.write("[")
 
     def write(self, sample: dict[str, Any]) -> None:
         line = json.dumps(sample, ensure_ascii=False)
         if self.fmt == "sharegpt":
-            self._fh.write(("," if self.count else "") + "\n" + line)
+            self._file.write(("," if self.count else "") + "\n" + line)
         else:
-            self._fh.write(line + "\n")
+            self._file.write(line + "\n")
         self.count += 1
 
     def close(self) -> Path:
         """Finish the file and move it into place."""
         if self.fmt == "sharegpt":
-            self._fh.write("\n]\n")
-        self._fh.close()
-        os.replace(self._tmp, self.path)
+            self._file.write("\n]\n")
+        self._file.__exit__(None, None, None)
         return self.path
 
     def __enter__(self) -> SampleWriter:
@@ -66,8 +64,7 @@ class SampleWriter:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if kind is not None:
-            self._fh.close()
-            self._tmp.unlink(missing_ok=True)
+            self._file.__exit__(kind, exc, tb)
 
 
 def write_dataset_info(folder: Path, fmt: str) -> Path | None:
