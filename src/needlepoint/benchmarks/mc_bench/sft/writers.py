@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from needlepoint.store import write_json
+from needlepoint.files import write_json
 
 FORMATS: tuple[str, ...] = ("sharegpt", "swift")
 DATASET = "mc_bench_sft"
