@@ -37,11 +37,12 @@ def _type_checking_only(node: ast.If) -> bool:
     )
 
 
-def import_sites(module: str) -> list[tuple[int, str]]:
-    """(line, package module) of every run-time import in `module`, at any depth (function-level
-    imports count; `if TYPE_CHECKING:` blocks do not). `from a import b` names `a.b` when that is a
-    module (so `from needlepoint import status` is needlepoint.status), else `a`."""
-    path = MODULES[module]
+def import_sites(module: str, path: Path | None = None) -> list[tuple[int, str]]:
+    """(line, package module) of every run-time import of needlepoint's modules in `module` (read
+    from `path`, by default the package's file), at any depth (function-level imports count;
+    `if TYPE_CHECKING:` blocks do not). `from a import b` names `a.b` when that is a module (so
+    `from needlepoint import status` is needlepoint.status), else `a`."""
+    path = path or MODULES[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: list[tuple[int, str]] = []
 
@@ -231,6 +232,19 @@ def test_the_layer_check_finds_an_import_that_runs_up_and_a_sibling_benchmark() 
         "fake_for_the_test.py:5: needlepoint.benchmarks.mc_bench.fake_for_the_test (benchmark packages) imports "
         "needlepoint.report.html (report)",
     ]
+
+
+def test_the_toy_grounding_benchmark_touches_only_its_own_package() -> None:
+    """tests/toybench, a grounding benchmark built like a built-in one (an image, a box, a published
+    CSV, a board, a solver of its own), imports from needlepoint only what lies below the benchmark
+    packages: a new benchmark needs no edit and no import anywhere else (no built-in benchmark's
+    module, no report, no runner)."""
+    toybench = REPO / "tests" / "toybench"
+    below = [name for name, _ in LAYERS].index("benchmark packages")
+    used = {target for path in sorted(toybench.glob("*.py"))
+            for _, target in import_sites(f"toybench.{path.stem}", path)}  # fmt: skip
+    assert {"needlepoint.benchmarks.boards", "needlepoint.benchmarks.boxes", "needlepoint.geometry"} <= used
+    assert sorted(t for t in used if t != PUBLIC_SURFACE and layer_of(t) >= below) == []
 
 
 def test_imports_run_down_the_layers_only() -> None:
