@@ -108,7 +108,9 @@ class ToyShapes:
     def running(self, records: Sequence[dict[str, Any]]) -> str:
         return ""
 
-    def export(self, run_dir: Path, dataset: Dataset[Shape], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]) -> list[Path]:
+    def export(
+        self, run_dir: Path, dataset: Dataset[Shape], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+    ) -> list[Path]:
         by_id = {r["id"]: r for r in records}
         rows = [{"id": s.id, "image": s.image.key, "box": (by_id[s.id].get("answer") or [None])[0], "gt": s.box}
                 for s in dataset if s.id in by_id]  # fmt: skip
