@@ -16,7 +16,7 @@ import pytest
 
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release
-from needlepoint.demo.draw import render
+from needlepoint.drawing import render
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 
 REPO = Path(__file__).resolve().parents[1]

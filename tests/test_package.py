@@ -37,13 +37,14 @@ def _type_checking_only(node: ast.If) -> bool:
     )
 
 
-def imports_of(module: str) -> set[str]:
-    """The package modules `module` imports at run time, at any depth (function-level imports
-    count; `if TYPE_CHECKING:` blocks do not). `from a import b` names `a.b` when that is a
-    module, else `a`."""
-    path = MODULES[module]
+def import_sites(module: str, path: Path | None = None) -> list[tuple[int, str]]:
+    """(line, package module) of every run-time import of needlepoint's modules in `module` (read
+    from `path`, by default the package's file), at any depth (function-level imports count;
+    `if TYPE_CHECKING:` blocks do not). `from a import b` names `a.b` when that is a module (so
+    `from needlepoint import status` is needlepoint.status), else `a`."""
+    path = path or MODULES[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: set[str] = set()
+    found: list[tuple[int, str]] = []
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
@@ -52,7 +53,7 @@ def imports_of(module: str) -> set[str]:
                     visit(other)
                 continue
             if isinstance(child, ast.Import):
-                found.update(a.name for a in child.names if a.name in MODULES)
+                found.extend((child.lineno, a.name) for a in child.names if a.name in MODULES)
             elif isinstance(child, ast.ImportFrom):
                 base = child.module or ""
                 if child.level:
@@ -61,14 +62,18 @@ def imports_of(module: str) -> set[str]:
                 for alias in child.names:
                     name = f"{base}.{alias.name}"
                     if name in MODULES:
-                        found.add(name)
+                        found.append((child.lineno, name))
                     elif base in MODULES:
-                        found.add(base)
+                        found.append((child.lineno, base))
             visit(child)
 
     visit(ast.parse(path.read_text(encoding="utf-8")))
-    found.discard(module)
-    return found
+    return [(line, target) for line, target in found if target != module]
+
+
+def imports_of(module: str) -> set[str]:
+    """The package modules `module` imports at run time (see `import_sites`)."""
+    return {target for _, target in import_sites(module)}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -120,6 +125,132 @@ def test_no_import_cycle_in_the_package() -> None:
     assert cycles(graph) == []
     # the run report is a page writer the leaderboard uses, never the other way round
     assert "needlepoint.report.leaderboard" not in graph["needlepoint.report.html"]
+
+
+# The layers, lowest first: a module may import its own layer and those below it, never one above.
+# A module belongs to the layer of the longest name prefix listed (a package name covers its
+# submodules). Decisions:
+# - store.py (the run-folder format: file names, the record reader, RunStore) and config.py (a
+#   run's settings, `RunConfig`) sit just above the core helpers, below the models: the replay
+#   model and the benchmarks read records, a benchmark's demo runs are RunConfigs, while the runner
+#   and the API are what drive a run. Every file is written through files.py (core).
+# - The benchmarks' contract layer is what a benchmark package and the rest of needlepoint agree on:
+#   `Benchmark`, `Table`, the report items (base.py), the declaration, the leaderboard's boards,
+#   the coverage wording, box parsing, and the registry (benchmarks/__init__.py), which reaches the
+#   benchmark packages only by the "module:attribute" names their declarations give, at run time.
+#   build.py is here too: the staged folder (`staged`, `folder_state`) that benchmark builders
+#   write through, and the `needlepoint build` command, which finds builders by declaration.
+# - The solver protocol and the solver registry (all of solvers/) sit above the contracts and below
+#   the benchmark packages: a solver package imports the contracts and the registry of benchmarks,
+#   a benchmark package may import the solver protocol (its own solvers are built on it), and
+#   neither imports the other back. A benchmark's own solvers are found through its declaration.
+# - A benchmark package (needlepoint.benchmarks.NAME) imports its own package and lower layers only,
+#   never a sibling benchmark: what two benchmarks share moves down to the contracts or the core.
+# - needlepoint/__init__.py is the public surface (it re-exports the API lazily): exempt, and
+#   `from needlepoint import __version__` reads it from any layer.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("core helpers", tuple(f"needlepoint.{m}" for m in (
+        "conversation", "drawing", "endpoints", "errors", "files", "geometry", "images", "jsonfind", "jsonl",
+        "numbers", "options", "outcome", "parquet", "parquetpages", "pngstrips", "progress", "records", "redact",
+        "shard", "status", "text",
+    ))),
+    ("run settings and folder", ("needlepoint.config", "needlepoint.store")),
+    ("models", ("needlepoint.models",)),
+    ("benchmark contracts", tuple(f"needlepoint.benchmarks{m}" for m in (
+        "", ".base", ".boards", ".boxes", ".coverage", ".declaration",
+    )) + ("needlepoint.build",)),
+    ("solver protocol", ("needlepoint.solvers",)),
+    ("benchmark packages", ("needlepoint.benchmarks.",)),
+    ("runner", ("needlepoint.runfolder", "needlepoint.runner")),
+    ("report", ("needlepoint.report",)),
+    ("api", ("needlepoint.api", "needlepoint.demo", "needlepoint.merge")),
+    ("cli", ("needlepoint.cli",)),
+]  # fmt: skip
+PUBLIC_SURFACE = "needlepoint"
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the longest prefix naming `module` (a prefix ending in "." covers
+    every module under it; any other covers the module itself and its submodules)."""
+    best, length = -1, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            covers = module.startswith(prefix) if prefix.endswith(".") else module == prefix or module.startswith(prefix + ".")
+            if covers and len(prefix) > length:
+                best, length = index, len(prefix)
+    if best < 0:
+        raise AssertionError(f"{module} belongs to no layer: add it to LAYERS in tests/test_package.py")
+    return best
+
+
+def benchmark_package(module: str) -> str | None:
+    """"needlepoint.benchmarks.NAME" for a module of benchmark package NAME, else None."""
+    parts = module.split(".")
+    if layer_of(module) == [name for name, _ in LAYERS].index("benchmark packages") and len(parts) > 2:
+        return ".".join(parts[:3])
+    return None
+
+
+def upward_imports(module: str) -> list[str]:
+    """Each import of `module` that runs up a layer or into a sibling benchmark, as one line."""
+    if module == PUBLIC_SURFACE:
+        return []
+    found = []
+    here, path = layer_of(module), MODULES[module].relative_to(REPO)
+    for line, target in sorted(set(import_sites(module))):
+        if target == PUBLIC_SURFACE:
+            continue
+        there = layer_of(target)
+        if there > here:
+            found.append(f"{path}:{line}: {module} ({LAYERS[here][0]}) imports {target} ({LAYERS[there][0]})")
+        elif benchmark_package(module) and benchmark_package(target) not in (None, benchmark_package(module)):
+            found.append(f"{path}:{line}: {module} imports {target}, a sibling benchmark's module")
+    return found
+
+
+def test_the_layer_check_finds_an_import_that_runs_up_and_a_sibling_benchmark() -> None:
+    """The checker itself: the layers order the modules as declared, and a fake module that
+    imports up or into a sibling benchmark is named with its line."""
+    order = [layer_of(m) for m in ("needlepoint.geometry", "needlepoint.store", "needlepoint.models.replay",
+                                   "needlepoint.benchmarks.boards", "needlepoint.solvers.base",
+                                   "needlepoint.benchmarks.mc_bench.agentic", "needlepoint.runner",
+                                   "needlepoint.report.leaderboard", "needlepoint.api", "needlepoint.cli")]  # fmt: skip
+    assert order == sorted(order) and len(set(order)) == len(LAYERS)
+    assert layer_of("needlepoint.benchmarks") == layer_of("needlepoint.benchmarks.base") < layer_of("needlepoint.benchmarks.ref_adv")
+    fake = "needlepoint.benchmarks.mc_bench.fake_for_the_test"
+    source = "from needlepoint.benchmarks.ref_adv import benchmark\n\n\ndef f():\n    from needlepoint.report import html\n"
+    MODULES[fake] = REPO / "fake_for_the_test.py"
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Path, "read_text", lambda self, encoding=None: source)
+            found = upward_imports(fake)
+    finally:
+        del MODULES[fake]
+    assert found == [
+        "fake_for_the_test.py:1: needlepoint.benchmarks.mc_bench.fake_for_the_test imports "
+        "needlepoint.benchmarks.ref_adv.benchmark, a sibling benchmark's module",
+        "fake_for_the_test.py:5: needlepoint.benchmarks.mc_bench.fake_for_the_test (benchmark packages) imports "
+        "needlepoint.report.html (report)",
+    ]
+
+
+def test_the_toy_grounding_benchmark_touches_only_its_own_package() -> None:
+    """tests/toybench, a grounding benchmark built like a built-in one (an image, a box, a published
+    CSV, a board, a solver of its own), imports from needlepoint only what lies below the benchmark
+    packages: a new benchmark needs no edit and no import anywhere else (no built-in benchmark's
+    module, no report, no runner)."""
+    toybench = REPO / "tests" / "toybench"
+    below = [name for name, _ in LAYERS].index("benchmark packages")
+    used = {target for path in sorted(toybench.glob("*.py"))
+            for _, target in import_sites(f"toybench.{path.stem}", path)}  # fmt: skip
+    assert {"needlepoint.benchmarks.boards", "needlepoint.benchmarks.boxes", "needlepoint.geometry"} <= used
+    assert sorted(t for t in used if t != PUBLIC_SURFACE and layer_of(t) >= below) == []
+
+
+def test_imports_run_down_the_layers_only() -> None:
+    """Every module's imports stay in its layer or below (LAYERS), and no benchmark package imports
+    a sibling: a new benchmark is its own package and touches no other."""
+    assert [line for module in sorted(MODULES) for line in upward_imports(module)] == []
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

@@ -27,6 +27,7 @@ from PIL import Image
 
 from needlepoint.benchmarks import BUILTIN, declaration
 from needlepoint.benchmarks.base import ReportBox, ReportImage, ReportItem, format_cell
+from needlepoint.benchmarks.boards import Corrupt
 from needlepoint.benchmarks.mc_bench.board import mc_values
 from needlepoint.benchmarks.mc_bench.tables import table2_row
 from needlepoint.benchmarks.ref_adv import RefAdv
@@ -37,7 +38,6 @@ from needlepoint.errors import DataError
 from needlepoint.report import html as report_html
 from needlepoint.report import leaderboard as lb
 from needlepoint.report import thumbs
-from needlepoint.report.boards import Corrupt
 from needlepoint.report.published import published_tables
 
 NAMES = tuple(BUILTIN)  # the built-in benchmarks

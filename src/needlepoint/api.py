@@ -16,10 +16,11 @@ from needlepoint.config import RunConfig, dataset_fingerprint, hash_identity, id
 from needlepoint.conversation import Generation, Model
 from needlepoint.endpoints import add_stats
 from needlepoint.errors import DataError
+from needlepoint.files import write_json
 from needlepoint.runfolder import refusal_advice, remove_empty_run, resolve_run_dir
 from needlepoint.shard import parse_shard, sample_cost, select
 from needlepoint.solvers.base import Solver
-from needlepoint.store import METRICS, RECORDS, RunStore, read_records, write_json
+from needlepoint.store import METRICS, RECORDS, RunStore, read_records
 
 
 @dataclass

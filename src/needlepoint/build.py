@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from needlepoint.errors import DataError
-from needlepoint.store import write_json
+from needlepoint.errors import EXIT_INTERRUPTED, DataError
+from needlepoint.files import write_json
 
 COMPLETE = "complete"
 INCOMPLETE = "incomplete"
@@ -59,8 +59,6 @@ def run(ns: argparse.Namespace) -> int:
     try:
         return int(importlib.import_module(builders()[ns.builder][0]).run(ns))
     except KeyboardInterrupt:  # the command line's own message speaks of a run's saved samples
-        from needlepoint.cli import EXIT_INTERRUPTED
-
         print("\nneedlepoint: interrupted; the build was not finished and left nothing: rerun it to build again", file=sys.stderr)
         return EXIT_INTERRUPTED
 

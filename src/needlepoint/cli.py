@@ -22,15 +22,14 @@ from typing import Any
 
 from needlepoint import __version__, build
 from needlepoint.benchmarks import declarations, names
-from needlepoint.errors import DataError, InternalFault
+from needlepoint.errors import EXIT_INTERRUPTED, DataError, InternalFault
+from needlepoint.files import json_text
 from needlepoint.options import Option, add_options, given
-from needlepoint.store import json_text
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_FAILED_SAMPLES = 3
 EXIT_INTERNAL = 4
-EXIT_INTERRUPTED = 130
 
 
 def _merged(kind: str) -> list[Option]:

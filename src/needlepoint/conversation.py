@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+MAIN = "model"  # the role of the model named by --model, in every turn a record keeps
+
 
 @dataclass(frozen=True)
 class ImageRef:

@@ -3,6 +3,8 @@ exit code 2), a request that failed for good, and a run stopped by faults in nee
 
 from __future__ import annotations
 
+EXIT_INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells use
+
 
 class DataError(Exception):
     """Bad input a user can fix (missing file, wrong layout, bad value, bad flag)."""

@@ -20,8 +20,9 @@ from needlepoint.benchmarks import make
 from needlepoint.config import dataset_fingerprint, hash_identity
 from needlepoint.endpoints import add_stats
 from needlepoint.errors import DataError
+from needlepoint.files import write_lines
 from needlepoint.shard import Shard, assign, parse_shard, sample_cost
-from needlepoint.store import RECORDS, RunStore, read_records, write_lines
+from needlepoint.store import RECORDS, RunStore, read_records
 
 
 def _shard_header(run_dir: Path) -> tuple[dict[str, Any], Shard]:

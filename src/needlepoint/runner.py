@@ -20,11 +20,11 @@ from typing import Any
 
 from needlepoint import status
 from needlepoint.benchmarks.base import Benchmark, Parsed
-from needlepoint.conversation import Generation, Model
+from needlepoint.conversation import MAIN, Generation, Model
 from needlepoint.errors import DataError, InternalFault
 from needlepoint.progress import make_progress
 from needlepoint.redact import scrub
-from needlepoint.solvers.base import MAIN, SolveContext, Solver, ToolError
+from needlepoint.solvers.base import SolveContext, Solver, ToolError
 from needlepoint.solvers.calls import forget
 from needlepoint.store import RunStore
 

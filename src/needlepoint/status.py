@@ -28,7 +28,7 @@ INTERNAL_ERROR_MIN = 5
 # Parse errors: what stands in for an answer a reply did not give (record["parse_error"]).
 NO_CONTENT = "no_content"  # the reply had no content (a reasoning model's thinking ran out of tokens)
 EMPTY_RESPONSE = "empty_response"  # the reply's text was empty
-NO_BBOX_FOUND = "no_bbox_found"  # Ref-Adv-s: no box in the reply
+NO_BBOX_FOUND = "no_bbox_found"  # no box in the reply (benchmarks/boxes.py: Ref-Adv-s, the agentic grounding calls)
 NO_JSON_FOUND = "no_json_found"  # MC-Bench: no JSON in the reply
 BAD_SCHEMA = "bad_schema"  # MC-Bench: JSON, but not the asked-for shape
 IMAGE_NOT_GIVEN = "image_not_given"  # MC-Bench: a box without the image it belongs to

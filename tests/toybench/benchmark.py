@@ -1,104 +1,133 @@
-"""The toy benchmark's verbs: a JSONL of {id, word, letter, count}; the model says how often the
-letter occurs in the word. Rows without a count are skipped (and say so through the Dataset)."""
+"""The toy benchmark's verbs: a JSONL of {id, image, width, height, colour, box} (the image a file
+beside the JSONL); the model answers with the box of the square of that colour, read as absolute
+xyxy pixels, and is right at IoU >= 0.5. Rows without a box are skipped (and say so through the
+Dataset)."""
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import Dataset, Parsed, ReportItem, Table, replies_text, report_parse_error
-from needlepoint.conversation import Conversation, Generation, Message
+from needlepoint.benchmarks.base import (
+    Dataset,
+    Parsed,
+    ReportBox,
+    ReportImage,
+    ReportItem,
+    Table,
+    replies_text,
+    report_parse_error,
+)
+from needlepoint.benchmarks.boxes import parse_boxes
+from needlepoint.conversation import Conversation, Generation, ImageRef, Message
 from needlepoint.errors import DataError
+from needlepoint.files import write_lines
+from needlepoint.geometry import iou
+from needlepoint.images import safe_path
 from needlepoint.jsonl import read_jsonl
+from needlepoint.numbers import is_box
 from needlepoint.records import scores
 
-NO_NUMBER = "no_number"
 EXPORT = "toy_predictions.jsonl"
+HIT = 0.5
 
 
 @dataclass
-class Word:
+class Shape:
     id: str
-    word: str
-    letter: str
-    count: int
+    image: ImageRef
+    width: int
+    height: int
+    colour: str
+    box: list[float]
 
     def fingerprint(self) -> str:
-        return f"{self.id}|{self.word}|{self.letter}|{self.count}"
+        return f"{self.id}|{self.image.key}|{self.width}x{self.height}|{self.colour}|{self.box}"
 
 
 def accuracy(correct: Sequence[bool]) -> dict[str, Any]:
     return {"n": len(correct), "accuracy": sum(correct) / len(correct) if correct else 0.0}
 
 
-class ToyLetters:
-    name = "toy_letters"
+def first_iou(answer: Any, box: Sequence[float]) -> float | None:
+    """IoU of the first answered box with the true one; None without an answer."""
+    return iou(answer[0], box) if answer else None
+
+
+class ToyShapes:
+    name = "toy_shapes"
     generation_defaults: dict[str, Any] = {"temperature": 0.0}
 
-    def __init__(self, instruction: str = "Answer with a number.") -> None:
+    def __init__(self, instruction: str = "Answer with a JSON box.") -> None:
         self.instruction = instruction
 
     def identity(self) -> dict[str, Any]:
         return {"instruction": self.instruction}
 
-    def load(self, data: Path) -> Dataset[Word]:
+    def load(self, data: Path) -> Dataset[Shape]:
         if not data.is_file():
             raise DataError(f"--data {data} is not a file; point it at the toy JSONL")
         samples, skipped = [], []
         for _, row in read_jsonl(data):
-            if not isinstance(row.get("count"), int):
-                skipped.append((str(row.get("id")), "no count"))
+            if not is_box(row.get("box")):
+                skipped.append((str(row.get("id")), "no box"))
                 continue
-            samples.append(Word(str(row["id"]), str(row["word"]), str(row["letter"]), row["count"]))
+            path = safe_path(data.parent, str(row["image"]), f"{data}: image of {row['id']}")
+            image = ImageRef(key=str(row["image"]), path=path)
+            samples.append(Shape(str(row["id"]), image, int(row["width"]), int(row["height"]), str(row["colour"]),
+                                 [float(v) for v in row["box"]]))  # fmt: skip
         return Dataset(samples, skipped=skipped, split=data.stem)
 
-    def generation(self, sample: Word, base: Generation) -> Generation:
+    def generation(self, sample: Shape, base: Generation) -> Generation:
         return base
 
-    def prompt(self, sample: Word) -> Conversation:
-        return Conversation([Message("user", [f"How often does the letter {sample.letter} occur in {sample.word}? {self.instruction}"])])
+    def question(self, sample: Shape) -> str:
+        return f"Where is the {sample.colour} square? {self.instruction}"
 
-    def parse(self, sample: Word, text: str) -> Parsed:
-        found = re.search(r"-?\d+", text or "")
-        return Parsed(answer=int(found.group())) if found else Parsed(error=NO_NUMBER)
+    def prompt(self, sample: Shape) -> Conversation:
+        return Conversation([Message("user", [sample.image, self.question(sample)])])
 
-    def followup(self, sample: Word, parsed: Parsed, finish_reason: str | None) -> str | None:
-        return "Reply with the number only."
+    def parse(self, sample: Shape, text: str) -> Parsed:
+        return parse_boxes(text, "abs_xyxy", sample.width, sample.height)
 
-    def judge(self, sample: Word, parsed: Parsed) -> dict[str, Any]:
-        error = None if parsed.answer is None else abs(parsed.answer - sample.count)
-        return {"correct": error == 0, "error": error}
+    def followup(self, sample: Shape, parsed: Parsed, finish_reason: str | None) -> str | None:
+        return "Reply with the box [x1, y1, x2, y2] only."
 
-    def score(self, dataset: Dataset[Word], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def judge(self, sample: Shape, parsed: Parsed) -> dict[str, Any]:
+        overlap = first_iou(parsed.answer, sample.box)
+        return {"correct": overlap is not None and overlap >= HIT, "iou": overlap}
+
+    def score(self, dataset: Dataset[Shape], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return {**accuracy([bool(scores(r).get("correct")) for r in records]), "split": dataset.split}
 
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
-        return [Table("Toy letters", ["n", "Acc %"], [[metrics["n"], round(100 * metrics["accuracy"], 1)]])]
+        return [Table("Toy shapes", ["n", "Acc %"], [[metrics["n"], round(100 * metrics["accuracy"], 1)]])]
 
     def running(self, records: Sequence[dict[str, Any]]) -> str:
         return ""
 
-    def export(self, run_dir: Path, dataset: Dataset[Word], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]) -> list[Path]:
+    def export(
+        self, run_dir: Path, dataset: Dataset[Shape], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+    ) -> list[Path]:
         by_id = {r["id"]: r for r in records}
-        path = run_dir / EXPORT
-        lines = [json.dumps({"id": s.id, "word": s.word, "answer": by_id[s.id].get("answer"), "count": s.count})
-                 for s in dataset if s.id in by_id]  # fmt: skip
-        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        return [path]
+        rows = [{"id": s.id, "image": s.image.key, "box": (by_id[s.id].get("answer") or [None])[0], "gt": s.box}
+                for s in dataset if s.id in by_id]  # fmt: skip
+        return [write_lines(run_dir / EXPORT, rows)]
 
     def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
         path = predictions / EXPORT if predictions.is_dir() else predictions
-        return accuracy([row.get("answer") == row["count"] for _, row in read_jsonl(path)])
+        return accuracy([bool(row.get("box")) and iou(row["box"], row["gt"]) >= HIT for _, row in read_jsonl(path)])
 
-    def report_items(self, dataset: Dataset[Word], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
+    def report_items(self, dataset: Dataset[Shape], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
         by_id = {s.id: s for s in dataset}
-        return [
-            ReportItem(id=r["id"], prompt=by_id[r["id"]].word, answer=replies_text(r), fields={"letter": by_id[r["id"]].letter},
-                       filters={"letter": by_id[r["id"]].letter}, correct=bool(scores(r).get("correct")),
-                       parse_error=report_parse_error(r), sort_value=scores(r).get("error"))
-            for r in records
-        ]  # fmt: skip
+        items = []
+        for r in records:
+            sample = by_id[r["id"]]
+            boxes = [ReportBox(sample.box, "gt")] + [ReportBox(list(b), "pred") for b in (r.get("answer") or [])[:1]]
+            items.append(ReportItem(id=r["id"], prompt=self.question(sample), answer=replies_text(r),
+                                    images=[ReportImage(sample.image, boxes)], fields={"colour": sample.colour},
+                                    filters={"colour": sample.colour}, correct=bool(scores(r).get("correct")),
+                                    parse_error=report_parse_error(r), sort_value=scores(r).get("iou")))  # fmt: skip
+        return items

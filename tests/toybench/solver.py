@@ -9,7 +9,7 @@ from typing import Any
 from needlepoint.benchmarks.base import Benchmark, Parsed
 from needlepoint.conversation import Conversation, Message
 from needlepoint.options import Option
-from needlepoint.solvers import SolveContext
+from needlepoint.solvers.base import SolveContext
 from needlepoint.solvers.default import read_reply
 
 
@@ -17,7 +17,7 @@ class Hinted:
     name = "hinted"
     options = (Option("--hint", "a sentence appended to every prompt"),)
 
-    def __init__(self, benchmark: Benchmark, hint: str = "Count carefully.") -> None:
+    def __init__(self, benchmark: Benchmark, hint: str = "Look carefully.") -> None:
         self.benchmark = benchmark
         self.hint = hint
 
@@ -31,6 +31,7 @@ class Hinted:
         return {}
 
     async def solve(self, sample: Any, ctx: SolveContext) -> Parsed:
-        conversation = Conversation([Message("user", [f"{self.benchmark.prompt(sample).messages[0].text} {self.hint}"])])
+        asked = self.benchmark.prompt(sample).messages[0]
+        conversation = Conversation([Message("user", [*asked.images, f"{asked.text} {self.hint}"])])
         ctx.request(conversation)
         return read_reply(self.benchmark, sample, await ctx.complete(conversation))

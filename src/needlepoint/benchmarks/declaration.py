@@ -62,7 +62,7 @@ class Declaration:
       answers to the simulated server's script first;
     - `prompt_label`, `sort_label`: how the run report names a sample's prompt and sort key (the
       filters come from `report_items`);
-    - `leaderboard`: "module:function", `function(runs) -> list[Board]` (report/boards.py), the
+    - `leaderboard`: "module:function", `function(runs) -> list[Board]` (benchmarks/boards.py), the
       paper's table layout for `needlepoint report`;
     - `published`: the papers' tables for `needlepoint report --with-published`;
     - `builders`: its `needlepoint build` sub-commands.

@@ -3,7 +3,8 @@ model over a real local HTTP endpoint. Offline, deterministic, and quick on two 
 
 Each benchmark declares its demo set (`Declaration.demo`, e.g. benchmarks/mc_bench/demo.py:build):
 `build(folder) -> (data path, run options, simulated answers)`. This package keeps what the sets
-share: drawing (draw.py) and a small interleaved corpus (obelics.py).
+share: a small interleaved corpus (obelics.py); the drawing helpers are needlepoint.drawing, a
+core module the benchmarks draw their sets with.
 """
 
 from __future__ import annotations

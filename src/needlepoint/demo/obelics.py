@@ -17,7 +17,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from needlepoint.store import AtomicFile, write_atomic, write_parquet
+from needlepoint.files import AtomicFile, write_atomic, write_parquet
 
 SUBJECTS = ("The council", "A local farmer", "Our reporter", "The museum", "Several students", "The old bridge", "A small bakery",
             "The river authority", "Her grandmother", "The 1984 team", "Dr. Okafor's lab", "The night train")  # fmt: skip

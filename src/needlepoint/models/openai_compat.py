@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 from needlepoint.conversation import Conversation, Generation, ImageRef, Reply
 from needlepoint.endpoints import pasted_route_advice
 from needlepoint.errors import DataError, RequestError
+from needlepoint.files import json_line
 from needlepoint.images import ImageCache, base64_jpeg, passes_through, read_small_image, to_base64
 from needlepoint.models.http import (
     Endpoint,
@@ -35,7 +36,6 @@ from needlepoint.models.http import (
     retry_after_s,
 )
 from needlepoint.redact import redact_url
-from needlepoint.store import json_line
 from needlepoint.text import writable
 
 # Re-exported: the policy, the rejection classes and URL helpers live in the HTTP layer.

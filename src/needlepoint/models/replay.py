@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint import status
-from needlepoint.conversation import Conversation, Generation, Reply
+from needlepoint.conversation import MAIN, Conversation, Generation, Reply
 from needlepoint.errors import DataError
-from needlepoint.solvers.base import MAIN
 from needlepoint.store import RECORDS, RunStore, read_records
 
 __all__ = ["ReplayModel"]

@@ -27,18 +27,18 @@ from urllib.parse import quote
 
 from needlepoint import status
 from needlepoint.benchmarks.base import Benchmark, Dataset, ReportImage, ReportItem, Table, format_cell
+from needlepoint.benchmarks.coverage import run_counts
 from needlepoint.benchmarks.declaration import Declaration
 from needlepoint.errors import DataError
-from needlepoint.numbers import is_box
-from needlepoint.redact import is_credential_name, redact_url, scrub
-from needlepoint.report.assets import CSS, JS
-from needlepoint.report.coverage import run_counts
-from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
-from needlepoint.store import (  # write_atomic re-exported: the report modules write through it
+from needlepoint.files import (  # write_atomic re-exported: the report modules write through it
     json_line,  # write_atomic re-exported: the report modules write through it
     json_text,
     write_atomic,
 )
+from needlepoint.numbers import is_box
+from needlepoint.redact import is_credential_name, redact_url, scrub
+from needlepoint.report.assets import CSS, JS
+from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
 
 __all__ = ["bench_title", "public_config", "write_atomic", "write_run_report"]
 

@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks import declaration, names
+from needlepoint.benchmarks.boards import Board, BoardRow, Cell, PublishedRow, Run, pct, progress_mark
 from needlepoint.benchmarks.declaration import load_target
 from needlepoint.errors import DataError
 from needlepoint.jsonl import read_object
 from needlepoint.report.assets import BOARD_JS
-from needlepoint.report.boards import Board, BoardRow, Cell, Run, pct, progress_mark
 from needlepoint.report.html import esc, page, write_atomic
-from needlepoint.report.published import PublishedRow, published_notes, published_rows
+from needlepoint.report.published import published_notes, published_rows
 from needlepoint.store import HEADER, METRICS
 
 __all__ = ["Board", "BoardRow", "Run", "build_boards", "discover", "find_run", "layout", "main", "pct", "progress_mark", "read_run", "write_leaderboard"]

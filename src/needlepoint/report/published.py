@@ -12,22 +12,12 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
 from importlib.resources import files
 
+from needlepoint.benchmarks.boards import PublishedRow
 from needlepoint.benchmarks.declaration import PublishedTable
 
 __all__ = ["PublishedRow", "PublishedTable", "published_notes", "published_rows", "published_tables", "read_table"]
-
-
-@dataclass(frozen=True)
-class PublishedRow:
-    """One published CSV row: cells by leaderboard column name (a CSV column of no leaderboard
-    meaning keeps its own name), as written in the CSV; where it comes from."""
-
-    benchmark: str
-    cells: dict[str, str]
-    source: str
 
 
 def read_table(table: PublishedTable) -> list[dict[str, str]]:

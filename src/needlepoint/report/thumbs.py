@@ -107,7 +107,7 @@ def copyable(data: bytes) -> Size | None:
 def _draw_job(folder: str, key: str, data: bytes | Path, image_key: str, copy: bool) -> Size | None:
     """Make and write one thumbnail (in a worker thread or process); the image's size, None when
     the image cannot be read (the page says so)."""
-    from needlepoint.store import write_atomic
+    from needlepoint.files import write_atomic
 
     try:
         jpeg, size = make_thumbnail(data, image_key, copy)

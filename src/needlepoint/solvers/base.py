@@ -19,13 +19,12 @@ from typing import Any, Protocol, TypeVar
 
 from needlepoint import errors, status
 from needlepoint.benchmarks.base import Benchmark, Parsed
-from needlepoint.conversation import Conversation, Generation, Model, Reply
+from needlepoint.conversation import MAIN, Conversation, Generation, Model, Reply  # MAIN re-exported
 from needlepoint.solvers.calls import CallCache, calls_path, conversation_key
 from needlepoint.solvers.sent import sent_messages
 
 __all__ = ["MAIN", "SolveContext", "Solver", "ToolError", "reply_from_turn", "reply_turn"]
 
-MAIN = "model"  # the role of the model named by --model
 T = TypeVar("T")
 
 ToolError = errors.RequestError  # the one failure type of a request (models/http.py), under its old name

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from needlepoint.conversation import Conversation, Generation, ImageRef
-from needlepoint.store import AppendLog, json_line, write_atomic
+from needlepoint.files import AppendLog, json_line, write_atomic
 
 __all__ = ["CALLS_DIR", "CallCache", "calls_path", "conversation_key", "forget", "key_of"]
 

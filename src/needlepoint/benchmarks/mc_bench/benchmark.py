@@ -28,9 +28,10 @@ from needlepoint.benchmarks.base import (
 from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth, load_groundtruth
 from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
+from needlepoint.files import write_atomic
 from needlepoint.geometry import check_abs_frame, check_box_format, iou_matrix, require_box_format, xywh_to_xyxy, xyxy_to_xywh
 from needlepoint.records import scores
-from needlepoint.store import RECORDS, read_records, write_atomic
+from needlepoint.store import RECORDS, read_records
 
 RELEASE_FILE = "mc-bench_v0.2_val.json"
 IMAGES_DIR = "mc-bench_images"

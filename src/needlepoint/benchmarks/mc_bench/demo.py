@@ -9,8 +9,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from needlepoint.demo.draw import COLOURS, place_boxes, render
-from needlepoint.store import write_atomic
+from needlepoint.drawing import COLOURS, place_boxes, render
+from needlepoint.files import write_atomic
 
 SIZES = ((400, 300), (360, 360), (420, 280))
 PAIRS = 24

@@ -18,10 +18,10 @@ from needlepoint.benchmarks.mc_bench.corrected import evaluate_corrected
 from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth
 from needlepoint.benchmarks.mc_bench.official import score_official
 from needlepoint.benchmarks.mc_bench.parse import GROUP_MAX
+from needlepoint.files import json_text, write_atomic
 from needlepoint.jsonl import read_json
 from needlepoint.numbers import integer
 from needlepoint.numbers import is_finite as is_number
-from needlepoint.store import json_text, write_atomic
 from needlepoint.text import writable
 
 

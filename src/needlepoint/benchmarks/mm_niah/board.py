@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from needlepoint.benchmarks.boards import Board, BoardRow, PublishedRow, Run, at, obj, pct
 from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_RANGES, EXTENDED_RANGES, PAPER_TASKS
 from needlepoint.benchmarks.mm_niah.tables import present_ranges
-from needlepoint.report.boards import Board, BoardRow, Run, at, obj, pct
-from needlepoint.report.published import PublishedRow
 
 __all__ = ["boards", "published_by_task"]
 

@@ -32,10 +32,10 @@ from needlepoint.benchmarks.mm_niah.rag import (
 from needlepoint.benchmarks.mm_niah.retrieve import EMBED_CALLS, CallCachedEmbedder, PieceScores, retrieve
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
+from needlepoint.files import json_text, write_atomic
 from needlepoint.options import Option
 from needlepoint.solvers.base import SolveContext
 from needlepoint.solvers.default import read_reply
-from needlepoint.store import json_text, write_atomic
 
 if TYPE_CHECKING:
     from needlepoint.models.openai_compat import ClientSettings

@@ -27,23 +27,20 @@ from needlepoint.benchmarks.base import (
     replies_text,
     report_parse_error,
 )
+from needlepoint.benchmarks.boxes import parse_boxes  # re-exported
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message
+from needlepoint.files import AtomicFile, json_text
 from needlepoint.geometry import (
     Box,
-    BoxFormat,
     check_abs_frame,
     check_box_format,
-    dedupe,
     iou,
     model_frame,
     require_box_format,
-    to_absolute,
 )
-from needlepoint.jsonfind import find_json
 from needlepoint.jsonl import parse, read_jsonl
-from needlepoint.numbers import boolean, finite, integer, is_box, is_finite, size
+from needlepoint.numbers import boolean, finite, integer, is_box, size
 from needlepoint.records import scores
-from needlepoint.store import AtomicFile, json_text
 from needlepoint.text import writable
 
 PROMPTS = {
@@ -58,8 +55,6 @@ REPAIR_TEXT = (
     r'code block.\nUse this exact schema:\n```json\n{"bboxes": [[x1, y1, x2, y2]]}\n```\nDo not output any '
     r"extra text."
 )
-PRIORITY_KEYS = ("bboxes", "boxes", "bbox", "bbox_2d", "predictions", "results", "objects", "coordinates")
-MAX_BOXES = 100
 THRESHOLDS = (0.5, 0.75, 0.9)
 BINS = (("2-3", 2, 3), ("4-6", 4, 6), (">=7", 7, None))
 AUTHORS_FIELDS = (
@@ -94,52 +89,6 @@ def distractor_count(value: Any, where: str = "distractor count") -> int:
             return max(int(finite(parsed, where, "the distractor count", "fix the file")), 0)
         return len(re.findall(r"\d+", value))
     return 0
-
-
-def _is_number(v: Any) -> bool:
-    # bool is an int, as in the authors' Python; NaN, infinities and integers beyond float range
-    # are no coordinates (numbers.py has the one rule)
-    return isinstance(v, bool) or is_finite(v)
-
-
-def collect_boxes(value: Any) -> list[list[float]]:
-    """Boxes found depth first in a JSON value (priority keys first), at most MAX_BOXES."""
-    out: list[list[float]] = []
-
-    def visit(v: Any) -> None:
-        if len(out) >= MAX_BOXES:
-            return
-        if isinstance(v, list):
-            if len(v) == 4 and all(_is_number(x) for x in v):
-                out.append([float(x) for x in v])
-                return
-            for item in v:
-                visit(item)
-        elif isinstance(v, dict):
-            for key in PRIORITY_KEYS:
-                if key in v:
-                    visit(v[key])
-            for key, item in v.items():
-                if key not in PRIORITY_KEYS:
-                    visit(item)
-
-    visit(value)
-    return out
-
-
-def parse_boxes(text: str, box_format: BoxFormat, width: float, height: float, seen: tuple[float, float] | None = None) -> Parsed:
-    """A reply into absolute xyxy boxes, or `empty_response` / `no_bbox_found`; `seen` is the
-    size the image was sent at when it was downscaled."""
-    if not text or not text.strip():
-        return Parsed(error=status.EMPTY_RESPONSE)
-    try:
-        value = find_json(text)
-    except LookupError:
-        return Parsed(error=status.NO_BBOX_FOUND)
-    raw = collect_boxes(value)
-    if not raw:
-        return Parsed(error=status.NO_BBOX_FOUND)
-    return Parsed(answer=[list(b) for b in dedupe([to_absolute(b, box_format, width, height, seen) for b in raw])])
 
 
 @dataclass

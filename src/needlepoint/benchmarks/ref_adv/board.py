@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from needlepoint.benchmarks.boards import Board, BoardRow, Run, at, count, pct
 from needlepoint.benchmarks.ref_adv.benchmark import BINS
-from needlepoint.report.boards import Board, BoardRow, Run, at, count, pct
 
 __all__ = ["boards"]
 

@@ -39,9 +39,9 @@ from needlepoint.benchmarks.mc_bench.sft.writers import FORMATS, SampleWriter, d
 from needlepoint.build import COMPLETE, staged
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
+from needlepoint.files import AtomicFile, write_json
 from needlepoint.geometry import BoxFormat, check_box_format
 from needlepoint.images import check_decodes, safe_path
-from needlepoint.store import AtomicFile, write_json
 
 META = "samples_meta.jsonl"
 MANIFEST = "manifest.json"

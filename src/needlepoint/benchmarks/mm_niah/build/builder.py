@@ -39,7 +39,7 @@ from needlepoint.benchmarks.mm_niah.build.haystack import (
 )
 from needlepoint.build import COMPLETE, partial_folder, staged
 from needlepoint.errors import DataError
-from needlepoint.store import write_atomic
+from needlepoint.files import write_atomic
 
 
 @dataclass

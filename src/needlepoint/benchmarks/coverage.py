@@ -1,6 +1,7 @@
 """How much of a run its numbers cover, read from metrics.json's `run` block: one wording for the
 terminal tables, the run page and the leaderboard ("answered / requested"), and the sentence that
-stands in for the metrics of a run with nothing answered."""
+stands in for the metrics of a run with nothing answered. In the benchmarks' contract layer, beside
+`Table`: the benchmarks' tables and the report both use it."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ def has_answers(metrics: dict[str, Any]) -> bool:
 
 
 def no_answers_table(title: str, metrics: dict[str, Any]) -> Table:
-    """The one-sentence table that stands in for the metrics of a run with nothing answered."""
+    """The one-sentence table that stands in for the metrics of a run with nothing answered. In the benchmarks' contract layer, beside
+`Table`: the benchmarks' tables and the report both use it."""
     counts = run_counts(metrics) or (0, 0, 0, 0)
     _, failed, requested, samples = counts
     sentence = f"No sample was answered ({failed} of {requested} requested failed"
