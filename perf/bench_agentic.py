@@ -39,8 +39,16 @@ class Server:
     """perf/serve_simulated.py in its own process, answering from a script after a delay."""
 
     def __init__(self, script: Path, delay_ms: float, model: str) -> None:
-        cmd = [sys.executable, str(HERE / "serve_simulated.py"), "--script", str(script), "--delay-ms", str(delay_ms),
-               "--model", model]  # fmt: skip
+        cmd = [
+            sys.executable,
+            str(HERE / "serve_simulated.py"),
+            "--script",
+            str(script),
+            "--delay-ms",
+            str(delay_ms),
+            "--model",
+            model,
+        ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env={**os.environ})
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip()
@@ -72,9 +80,7 @@ def stage_table(records: dict[str, Any], delay_s: float) -> list[str]:
         # a sample's localizer stage: its elapsed time less its reasoner turns (the calls that came first)
         stage = [r["elapsed_s"] - sum(t["latency_s"] for t in r["turns"] if t["role"] == "model") for r, _ in with_phrases]
         sequential = [n * delay_s for _, n in with_phrases]
-        lines.append(
-            f"| localizer stage of a sample | {len(stage)} | {statistics.median(stage):.3f} | {pct(stage, 0.9):.3f} |"
-        )
+        lines.append(f"| localizer stage of a sample | {len(stage)} | {statistics.median(stage):.3f} | {pct(stage, 0.9):.3f} |")
         lines.append("")
         lines.append(
             f"phrases per sample: mean {statistics.mean(n for _, n in with_phrases):.2f}, max {max(n for _, n in with_phrases)}; "
@@ -84,8 +90,14 @@ def stage_table(records: dict[str, Any], delay_s: float) -> list[str]:
 
 
 def timed_run(
-    data: Path, workdir: Path, name: str, concurrency: int, delay_ms: float, solver_options: dict[str, Any],
-    options: dict[str, Any], vlm_localizer: bool = False,
+    data: Path,
+    workdir: Path,
+    name: str,
+    concurrency: int,
+    delay_ms: float,
+    solver_options: dict[str, Any],
+    options: dict[str, Any],
+    vlm_localizer: bool = False,
 ) -> tuple[dict[str, dict[str, Any]], float]:
     """`needlepoint eval mc_bench --solver agentic` against a simulated reasoner (and, with
     `vlm_localizer`, a simulated localizer) answering after `delay_ms`: its records and wall time."""
@@ -103,10 +115,18 @@ def timed_run(
         solver_options = {**solver_options, "localizer_url": [servers[1].url]}
     try:
         config = RunConfig(
-            benchmark="mc_bench", data=data, model=SIMULATED_MODEL_NAME, api_urls=[servers[0].url], options=options,
-            solver="agentic", solver_options=solver_options, out=workdir / f"run-{name}", concurrency=concurrency,
-            show_progress=False, report=False,
-        )  # fmt: skip
+            benchmark="mc_bench",
+            data=data,
+            model=SIMULATED_MODEL_NAME,
+            api_urls=[servers[0].url],
+            options=options,
+            solver="agentic",
+            solver_options=solver_options,
+            out=workdir / f"run-{name}",
+            concurrency=concurrency,
+            show_progress=False,
+            report=False,
+        )
         started = time.perf_counter()
         result = evaluate(config)
         wall = time.perf_counter() - started
@@ -120,7 +140,13 @@ def run_vlm(data: Path, workdir: Path, concurrency: int, delay_ms: float) -> lis
     from needlepoint.benchmarks.mc_bench.agentic_demo import BOX_FORMAT, LOCALIZER_NAME
 
     records, wall = timed_run(
-        data, workdir, "vlm", concurrency, delay_ms, {"localizer": f"vlm:{LOCALIZER_NAME}"}, {"box_format": BOX_FORMAT},
+        data,
+        workdir,
+        "vlm",
+        concurrency,
+        delay_ms,
+        {"localizer": f"vlm:{LOCALIZER_NAME}"},
+        {"box_format": BOX_FORMAT},
         vlm_localizer=True,
     )
     n = len(records)
@@ -144,19 +170,59 @@ def tiny_grounding_dino(folder: Path) -> Path:
     import torch
     import transformers
 
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "shape", "in", "image", "1", "2", "3", "4", "the", "odd", "corner"]
+    words = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        ".",
+        "shape",
+        "in",
+        "image",
+        "1",
+        "2",
+        "3",
+        "4",
+        "the",
+        "odd",
+        "corner",
+    ]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
     tokenizer = transformers.BertTokenizer.from_pretrained(str(folder))
-    swin = transformers.SwinConfig(embed_dim=8, depths=[1, 1, 1, 1], num_heads=[1, 1, 1, 1], window_size=2, image_size=64,
-                                   out_features=["stage2", "stage3", "stage4"])  # fmt: skip
-    bert = transformers.BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                   intermediate_size=16, max_position_embeddings=32)  # fmt: skip
+    swin = transformers.SwinConfig(
+        embed_dim=8,
+        depths=[1, 1, 1, 1],
+        num_heads=[1, 1, 1, 1],
+        window_size=2,
+        image_size=64,
+        out_features=["stage2", "stage3", "stage4"],
+    )
+    bert = transformers.BertConfig(
+        vocab_size=len(words),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=16,
+        max_position_embeddings=32,
+    )
     config = transformers.GroundingDinoConfig(
-        backbone_config=swin, text_config=bert, d_model=32, encoder_layers=1, decoder_layers=2, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_queries=7, num_feature_levels=3,
-        encoder_n_points=1, decoder_n_points=1, max_text_len=32,
-    )  # fmt: skip
+        backbone_config=swin,
+        text_config=bert,
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        num_queries=7,
+        num_feature_levels=3,
+        encoder_n_points=1,
+        decoder_n_points=1,
+        max_text_len=32,
+    )
     torch.manual_seed(0)
     transformers.GroundingDinoForObjectDetection(config).save_pretrained(folder)
     processor = transformers.GroundingDinoImageProcessor(size={"shortest_edge": 48, "longest_edge": 64})

@@ -67,17 +67,33 @@ def main() -> int:
         # In a child process: a child's ru_maxrss starts at its parent's peak (the memory it is
         # forked from), so this process must never hold the 432 MB of pixels itself.
         code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); from bench_big_images import make_png; "
-        subprocess.run([sys.executable, "-c", code + f"from pathlib import Path; make_png(Path({str(images / 'big-0.png')!r}), {ns.side})"], check=True)
+        subprocess.run(
+            [sys.executable, "-c", code + f"from pathlib import Path; make_png(Path({str(images / 'big-0.png')!r}), {ns.side})"],
+            check=True,
+        )
         for i in range(1, ns.samples):
             os.link(images / "big-0.png", images / f"big-{i}.png")
         size_mb = (images / "big-0.png").stat().st_size / 1e6
-        print(f"data: {ns.samples} PNGs of {ns.side}x{ns.side} ({ns.side * ns.side / 1e6:.0f} Mpx, {size_mb:.1f} MB file) "
-              f"in {time.perf_counter() - t0:.1f} s", file=sys.stderr)  # fmt: skip
+        print(
+            f"data: {ns.samples} PNGs of {ns.side}x{ns.side} ({ns.side * ns.side / 1e6:.0f} Mpx, {size_mb:.1f} MB file) "
+            f"in {time.perf_counter() - t0:.1f} s",
+            file=sys.stderr,
+        )
         rows = root / "rows.jsonl"
         with rows.open("w") as fh:
             for i in range(ns.samples):
-                fh.write(json.dumps({"image": f"big-{i}.png", "normal_caption": f"the red block (case {i})",
-                                     "solution": [0, 0, 500, 500], "width": ns.side, "height": ns.side}) + "\n")  # fmt: skip
+                fh.write(
+                    json.dumps(
+                        {
+                            "image": f"big-{i}.png",
+                            "normal_caption": f"the red block (case {i})",
+                            "solution": [0, 0, 500, 500],
+                            "width": ns.side,
+                            "height": ns.side,
+                        }
+                    )
+                    + "\n"
+                )
         trees = [("this tree", str(Path(__file__).resolve().parents[1] / "src"))]
         if ns.old_src:
             trees.append((f"{ns.old_src}", str(ns.old_src.resolve())))
@@ -86,8 +102,25 @@ def main() -> int:
         print("|---|---:|---:|---:|---|---:|")
         for label, src in trees:
             out = root / f"run-{len(label)}"
-            argv = ["eval", "ref_adv_s", "--data", str(rows), "--images", str(images), "--box-format", "abs_xyxy",
-                    "--model", "m", "--api-url", server.url, "--out", str(out), "--max-image-side", "1024", "--no-progress"]  # fmt: skip
+            argv = [
+                "eval",
+                "ref_adv_s",
+                "--data",
+                str(rows),
+                "--images",
+                str(images),
+                "--box-format",
+                "abs_xyxy",
+                "--model",
+                "m",
+                "--api-url",
+                server.url,
+                "--out",
+                str(out),
+                "--max-image-side",
+                "1024",
+                "--no-progress",
+            ]
             env = {**os.environ, "PYTHONPATH": src}
             wall, rss, rc = run([sys.executable, "-m", "needlepoint.cli"], env, argv)
             if rc != 0:
@@ -97,8 +130,10 @@ def main() -> int:
             thumbs = len(list((out / "report" / "thumbs").glob("*.jpg")))
             sizes = ", ".join(f"{w}x{h}" for w, h in sorted(set(server.sizes)))
             server.sizes.clear()
-            print(f"| {label} | {len(records)} | {wall:.1f} | {rss:.0f} | {sizes} (request {bytes_sent[0] / 1e6:.2f}-"
-                  f"{bytes_sent[-1] / 1e6:.2f} MB) | {thumbs} |")  # fmt: skip
+            print(
+                f"| {label} | {len(records)} | {wall:.1f} | {rss:.0f} | {sizes} (request {bytes_sent[0] / 1e6:.2f}-"
+                f"{bytes_sent[-1] / 1e6:.2f} MB) | {thumbs} |"
+            )
     return 0
 
 

@@ -53,11 +53,16 @@ REPLY = json.dumps(
     {
         "id": "x",
         "object": "chat.completion",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": '```json\n{"bboxes": [[100, 100, 300, 260]]}\n```'},
-                     "finish_reason": "stop"}],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": '```json\n{"bboxes": [[100, 100, 300, 260]]}\n```'},
+                "finish_reason": "stop",
+            }
+        ],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }
-).encode()  # fmt: skip
+).encode()
 
 SERVER = r"""
 import asyncio, sys
@@ -109,19 +114,32 @@ def make_release(folder: Path, n: int, row_group: int = ROW_GROUP, distinct: int
     rng = np.random.default_rng(0)
     jpegs = [_image(rng, i) for i in range(distinct)]
     rows = [
-        {"image": {"bytes": jpegs[i % distinct] + i.to_bytes(4, "big"), "path": f"{i:012d}.jpg"}, "row_idx": i,
-         "file_name": f"{i:012d}.jpg", "normal_caption": f"the second cup from the right (case {i})",
-         "solution": [100.0, 100.0, 300.0, 260.0], "width": 640, "height": 480, "image_source": "coco_val2017",
-         "human_authored": True, "use_negation": False, "distractors": 2 + i % 7}
+        {
+            "image": {"bytes": jpegs[i % distinct] + i.to_bytes(4, "big"), "path": f"{i:012d}.jpg"},
+            "row_idx": i,
+            "file_name": f"{i:012d}.jpg",
+            "normal_caption": f"the second cup from the right (case {i})",
+            "solution": [100.0, 100.0, 300.0, 260.0],
+            "width": 640,
+            "height": 480,
+            "image_source": "coco_val2017",
+            "human_authored": True,
+            "use_negation": False,
+            "distractors": 2 + i % 7,
+        }
         for i in range(n)
-    ]  # fmt: skip
+    ]
     (folder / "data").mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows), folder / "data" / "train-00000-of-00001.parquet", row_group_size=row_group)
     return folder
 
 
 async def raw_loop(
-    url: str, jpegs: list[bytes] | None, in_flight: int, data: Path | None = None, encode: Callable[[bytes], bytes] = base64.b64encode
+    url: str,
+    jpegs: list[bytes] | None,
+    in_flight: int,
+    data: Path | None = None,
+    encode: Callable[[bytes], bytes] = base64.b64encode,
 ) -> None:
     """The reference: base64 (`encode`), body, POST, parse; nothing else. With `data` instead of
     `jpegs`, each image is read from the parquet file as needlepoint reads it (its ParquetTable)."""
@@ -142,12 +160,31 @@ async def raw_loop(
                 else:
                     jpeg = jpegs[i]  # type: ignore[index]
                 b64 = encode(jpeg)
-                head, tail = json.dumps(
-                    {"model": "m", "messages": [{"role": "user", "content": [
-                        {"type": "text", "text": f"Locate the object (case {i}). Report bbox coordinates in JSON format."},
-                        {"type": "image_url", "image_url": {"url": "@@"}}]}],
-                     "temperature": 0.0, "top_p": 1.0, "max_tokens": 1024, "seed": 7}
-                ).encode().split(b"@@")  # fmt: skip
+                head, tail = (
+                    json.dumps(
+                        {
+                            "model": "m",
+                            "messages": [
+                                {
+                                    "role": "user",
+                                    "content": [
+                                        {
+                                            "type": "text",
+                                            "text": f"Locate the object (case {i}). Report bbox coordinates in JSON format.",
+                                        },
+                                        {"type": "image_url", "image_url": {"url": "@@"}},
+                                    ],
+                                }
+                            ],
+                            "temperature": 0.0,
+                            "top_p": 1.0,
+                            "max_tokens": 1024,
+                            "seed": 7,
+                        }
+                    )
+                    .encode()
+                    .split(b"@@")
+                )
                 body = head + b"data:image/jpeg;base64," + b64 + tail
                 async with session.post(url + "/chat/completions", data=body) as resp:
                     raw = await resp.read()
@@ -156,7 +193,9 @@ async def raw_loop(
         await asyncio.gather(*(worker() for _ in range(in_flight)))
 
 
-def needlepoint_run(url: str, data: Path, run_dir: Path, in_flight: int, jpegs: list[bytes] | None = None) -> tuple[int, float, float]:
+def needlepoint_run(
+    url: str, data: Path, run_dir: Path, in_flight: int, jpegs: list[bytes] | None = None
+) -> tuple[int, float, float]:
     """needlepoint's pipeline on the release: the records written, and the wall and CPU seconds of
     `runner.run` alone. The samples' metadata is loaded (a fresh load each time) before the clock
     starts, as the raw loop's images are; the images are read from the parquet file during the run."""
@@ -250,13 +289,20 @@ def main() -> int:
                         if done != ns.samples:
                             raise SystemExit(f"{name} finished {done} of {ns.samples} requests")
                         results.setdefault((k, name), []).append((done / wall, cpu / done * 1e6))
-                        print(f"round {r + 1} in flight {k} {name}: {done / wall:.0f} requests/s, {cpu / done * 1e6:.0f} us CPU each",
-                              file=sys.stderr, flush=True)  # fmt: skip
+                        print(
+                            f"round {r + 1} in flight {k} {name}: {done / wall:.0f} requests/s, {cpu / done * 1e6:.0f} us CPU each",
+                            file=sys.stderr,
+                            flush=True,
+                        )
     finally:
         server.terminate()
         server.wait()
-    print(f"command: python perf/bench_client_overhead.py --samples {ns.samples} --in-flight {ns.in_flight} --rounds {ns.rounds}\n")
-    print("| in flight | loop | requests/s | CPU per request (us) | needlepoint / this loop | needlepoint, images in memory / this loop |")
+    print(
+        f"command: python perf/bench_client_overhead.py --samples {ns.samples} --in-flight {ns.in_flight} --rounds {ns.rounds}\n"
+    )
+    print(
+        "| in flight | loop | requests/s | CPU per request (us) | needlepoint / this loop | needlepoint, images in memory / this loop |"
+    )
     print("|---:|---|---:|---:|---:|---:|")
 
     def rate(k: int, name: str) -> float:
@@ -266,9 +312,13 @@ def main() -> int:
         for name in LOOPS:
             runs = results[(k, name)]
             rates = [x for x, _ in runs]
-            ratios = f"{rate(k, 'needlepoint') / rate(k, name):.2f} | {rate(k, 'needlepoint, images in memory') / rate(k, name):.2f}"
-            print(f"| {k} | {name} | {statistics.median(rates):.0f} ({min(rates):.0f}-{max(rates):.0f}) "
-                  f"| {statistics.median(c for _, c in runs):.0f} | {ratios if name.startswith('raw') else ' | '} |")  # fmt: skip
+            ratios = (
+                f"{rate(k, 'needlepoint') / rate(k, name):.2f} | {rate(k, 'needlepoint, images in memory') / rate(k, name):.2f}"
+            )
+            print(
+                f"| {k} | {name} | {statistics.median(rates):.0f} ({min(rates):.0f}-{max(rates):.0f}) "
+                f"| {statistics.median(c for _, c in runs):.0f} | {ratios if name.startswith('raw') else ' | '} |"
+            )
     return 0
 
 

@@ -31,12 +31,20 @@ def build(folder: Path) -> None:
     vocab += [f"[unused{i}]" for i in range(30522 - len(vocab))]  # BERT-base's vocabulary size
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     tokenizer = transformers.BertTokenizer.from_pretrained(str(folder))
-    swin = transformers.SwinConfig(embed_dim=128, depths=[2, 2, 18, 2], num_heads=[4, 8, 16, 32], window_size=12,
-                                   image_size=384, out_features=["stage2", "stage3", "stage4"])  # fmt: skip
+    swin = transformers.SwinConfig(
+        embed_dim=128,
+        depths=[2, 2, 18, 2],
+        num_heads=[4, 8, 16, 32],
+        window_size=12,
+        image_size=384,
+        out_features=["stage2", "stage3", "stage4"],
+    )
     config = transformers.GroundingDinoConfig(backbone_config=swin, text_config=transformers.BertConfig())
     torch.manual_seed(0)
     transformers.GroundingDinoForObjectDetection(config).save_pretrained(folder)
-    transformers.GroundingDinoProcessor(image_processor=transformers.GroundingDinoImageProcessor(), tokenizer=tokenizer).save_pretrained(folder)
+    transformers.GroundingDinoProcessor(
+        image_processor=transformers.GroundingDinoImageProcessor(), tokenizer=tokenizer
+    ).save_pretrained(folder)
 
 
 def images(n: int) -> list[Image.Image]:
@@ -61,8 +69,13 @@ def main() -> None:
 
     from needlepoint.models.detector import Detector
 
-    results = {"device": ns.device, "gpu": torch.cuda.get_device_name() if ns.device == "cuda" else None,
-               "torch": torch.__version__, "rows": ns.rows, "runs": []}  # fmt: skip
+    results = {
+        "device": ns.device,
+        "gpu": torch.cuda.get_device_name() if ns.device == "cuda" else None,
+        "torch": torch.__version__,
+        "rows": ns.rows,
+        "runs": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         started = time.perf_counter()

@@ -41,8 +41,27 @@ def one_run(exe: Path, data: Path, servers: list[Server], n: int, concurrency: i
     """One eval; samples/s at the servers, wall, and the client's CPU share."""
     for s in servers:
         s.stats()  # reset the counters
-    argv = [str(exe), "eval", "ref_adv_s", "--data", str(data), "--model", MODEL, "--box-format", "abs_xyxy",
-            "--limit", str(n), "--concurrency", str(concurrency), "--out", str(out), "--no-progress", "--no-report", "--max-retries", "0"]  # fmt: skip
+    argv = [
+        str(exe),
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(data),
+        "--model",
+        MODEL,
+        "--box-format",
+        "abs_xyxy",
+        "--limit",
+        str(n),
+        "--concurrency",
+        str(concurrency),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--no-report",
+        "--max-retries",
+        "0",
+    ]
     for s in servers:
         argv += ["--api-url", s.url]
     started = time.perf_counter()
@@ -104,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
                 fixed = statistics.median(startup)
                 per_req = statistics.median(1000 * (x["cpu_s"] - fixed) / (n - SMALL) for x in results[i])
                 med = statistics.median(rates)
-                what = f"{e} x {DELAY_MS} ms, capacity {ns.capacity}" if ideal else f"{e} x 0 ms, no capacity limit (client ceiling)"
+                what = (
+                    f"{e} x {DELAY_MS} ms, capacity {ns.capacity}" if ideal else f"{e} x 0 ms, no capacity limit (client ceiling)"
+                )
                 rows.append(
                     f"| {what} | {conc} | {ideal and f'{ideal:.0f}/s' or '-'} | {med:.0f}/s ({min(rates):.0f}-{max(rates):.0f}) "
                     f"| {f'{100 * med / ideal:.0f}%' if ideal else '-'} | {100 * statistics.median(cpus):.0f}% "
@@ -114,10 +135,14 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for s in capped + instant:
                 s.stop()
-    print(f"load average (1 min): {load_before:.1f} before, {load_after:.1f} after; {ns.runs} runs per row, median (min-max); "
-          f"CPU of a {SMALL}-sample run (start-up): {statistics.median(startup):.2f} s")
-    print("| endpoints | concurrency | ideal | samples/s at the servers | of ideal | client CPU (of one core) "
-          "| client CPU per request | client ceiling on one core | requests per endpoint (last run) |")
+    print(
+        f"load average (1 min): {load_before:.1f} before, {load_after:.1f} after; {ns.runs} runs per row, median (min-max); "
+        f"CPU of a {SMALL}-sample run (start-up): {statistics.median(startup):.2f} s"
+    )
+    print(
+        "| endpoints | concurrency | ideal | samples/s at the servers | of ideal | client CPU (of one core) "
+        "| client CPU per request | client ceiling on one core | requests per endpoint (last run) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     print("\n".join(rows))
     return 0

@@ -66,8 +66,15 @@ def main() -> None:
     if not refs.exists():
         rng = random.Random(1)
         ids = rng.sample(range(1, 860_002), 50_000)
-        refs.write_text(json.dumps([{"ann_id": a, "split": "train", "sentences": [{"sent": f"the object number {a} seen {k}"} for k in range(3)]}
-                                    for a in ids]), encoding="utf-8")  # fmt: skip
+        refs.write_text(
+            json.dumps(
+                [
+                    {"ann_id": a, "split": "train", "sentences": [{"sent": f"the object number {a} seen {k}"} for k in range(3)]}
+                    for a in ids
+                ]
+            ),
+            encoding="utf-8",
+        )
     last = images / "000000118287.jpg"
     if not last.exists() or last.stat().st_size == 0:  # the build decodes every image it draws
         from PIL import Image
@@ -83,14 +90,38 @@ def main() -> None:
     print("| samples | wall (s) | CPU user+sys (s) | peak RSS (MB) |\n|---:|---:|---:|---:|")
     for n in [int(x) for x in ns.samples.split(",")]:
         shutil.rmtree(ns.work / f"out_{n}", ignore_errors=True)  # a build never overwrites another
-        wall, cpu, rss = measured([sys.executable, "-m", "needlepoint.cli", "build", "mc_bench_sft", "--coco", str(coco), "--images", str(images),
-                              "--refs", str(refs), "--out", str(ns.work / f"out_{n}"), "--samples", str(n), "--box-format", "norm_1000_xyxy",
-                              "--format", "sharegpt", "--seed", "0"])  # fmt: skip
+        wall, cpu, rss = measured(
+            [
+                sys.executable,
+                "-m",
+                "needlepoint.cli",
+                "build",
+                "mc_bench_sft",
+                "--coco",
+                str(coco),
+                "--images",
+                str(images),
+                "--refs",
+                str(refs),
+                "--out",
+                str(ns.work / f"out_{n}"),
+                "--samples",
+                str(n),
+                "--box-format",
+                "norm_1000_xyxy",
+                "--format",
+                "sharegpt",
+                "--seed",
+                "0",
+            ]
+        )
         print(f"| {n} | {wall:.1f} | {cpu:.1f} | {rss:.0f} |", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     sys.path.insert(0, str(REPO / "src"))
     rate = hashing_rate(ns.work / "hash_images")
-    print(f"decontamination hashing: {rate:.0f} images/s (640x480 JPEG); COCO train's 118,287 images: about {118_287 / rate / 60:.1f} min")
+    print(
+        f"decontamination hashing: {rate:.0f} images/s (640x480 JPEG); COCO train's 118,287 images: about {118_287 / rate / 60:.1f} min"
+    )
 
 
 if __name__ == "__main__":

@@ -31,22 +31,61 @@ REPO = Path(__file__).resolve().parents[1]
 
 RUNS = (
     # (label, tasks, lengths, depths, per-cell)
-    ("samples: 5 tasks x 2 lengths x 3 depths x 2", "retrieval-text,retrieval-image,counting-text,counting-image,reasoning-text", "1k,4k", "0,0.5,1.0", 2),
-    ("samples: same cells x 8", "retrieval-text,retrieval-image,counting-text,counting-image,reasoning-text", "1k,4k", "0,0.5,1.0", 8),
-    ("samples: same cells x 32", "retrieval-text,retrieval-image,counting-text,counting-image,reasoning-text", "1k,4k", "0,0.5,1.0", 32),
+    (
+        "samples: 5 tasks x 2 lengths x 3 depths x 2",
+        "retrieval-text,retrieval-image,counting-text,counting-image,reasoning-text",
+        "1k,4k",
+        "0,0.5,1.0",
+        2,
+    ),
+    (
+        "samples: same cells x 8",
+        "retrieval-text,retrieval-image,counting-text,counting-image,reasoning-text",
+        "1k,4k",
+        "0,0.5,1.0",
+        8,
+    ),
+    (
+        "samples: same cells x 32",
+        "retrieval-text,retrieval-image,counting-text,counting-image,reasoning-text",
+        "1k,4k",
+        "0,0.5,1.0",
+        32,
+    ),
     ("length: 1 x 64k", "retrieval-text", "64k", "0.5", 1),
     ("length: 1 x 256k", "retrieval-text", "256k", "0.5", 1),
     ("length: 1 x 1M", "retrieval-text", "1m", "0.5", 1),
     ("length: 1 x 1M, counting-image (needles in every image)", "counting-image", "1m", "0.5", 1),
-)  # fmt: skip
+)
 
 
 def run_build(corpus: dict[str, Path], out: Path, tasks: str, lengths: str, depths: str, per_cell: int) -> dict[str, float]:
     if out.exists():
         shutil.rmtree(out)
-    argv = [sys.executable, "-m", "needlepoint.cli", "build", "mm_niah", "--corpus", str(corpus["shards"]), "--images",
-            str(corpus["images"]), "--out", str(out), "--tasks", tasks, "--lengths", lengths, "--depths", depths,
-            "--per-cell", str(per_cell), "--seed", "0", "--no-progress"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "needlepoint.cli",
+        "build",
+        "mm_niah",
+        "--corpus",
+        str(corpus["shards"]),
+        "--images",
+        str(corpus["images"]),
+        "--out",
+        str(out),
+        "--tasks",
+        tasks,
+        "--lengths",
+        lengths,
+        "--depths",
+        depths,
+        "--per-cell",
+        str(per_cell),
+        "--seed",
+        "0",
+        "--no-progress",
+    ]
     wall, _, rss_mb = measured(argv)
     samples = 0
     tokens = 0
@@ -73,14 +112,19 @@ def main() -> None:
         code = f"from pathlib import Path; from needlepoint.demo.obelics import write_corpus; write_corpus(Path({str(corpus_dir)!r}), documents={args.documents}, image_pool=40)"
         subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO / "src")}, check=True)
     corpus = {"shards": corpus_dir / "shards", "images": corpus_dir / "img2dataset"}
-    print(f"corpus: {args.documents} documents in {time.perf_counter() - t0:.1f} s "
-          f"({sum(p.stat().st_size for p in corpus['shards'].iterdir()) / 2**20:.1f} MB of shards)\n")  # fmt: skip
+    print(
+        f"corpus: {args.documents} documents in {time.perf_counter() - t0:.1f} s "
+        f"({sum(p.stat().st_size for p in corpus['shards'].iterdir()) / 2**20:.1f} MB of shards)\n"
+    )
     print("| run | samples | tokens written | wall s | samples/s | tokens/s | peak RSS MB |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for label, tasks, lengths, depths, per_cell in RUNS:
         r = run_build(corpus, args.work / "out", tasks, lengths, depths, per_cell)
-        print(f"| {label} | {r['samples']} | {r['tokens']:,} | {r['wall']:.1f} | {r['samples'] / r['wall']:.2f} | "
-              f"{r['tokens'] / r['wall']:,.0f} | {r['rss_mb']:.0f} |", flush=True)  # fmt: skip
+        print(
+            f"| {label} | {r['samples']} | {r['tokens']:,} | {r['wall']:.1f} | {r['samples'] / r['wall']:.2f} | "
+            f"{r['tokens'] / r['wall']:,.0f} | {r['rss_mb']:.0f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -129,10 +129,16 @@ def throughput(url: str, n_texts: int, n_images: int, n_counts: int, work: Path)
 
     took = asyncio.run(go())
     return {
-        "texts": n_texts, "texts_per_s": n_texts / took["texts_s"], "text_wall_s": took["texts_s"],
-        "images": n_images, "images_per_s": n_images / took["images_s"], "image_wall_s": took["images_s"],
-        "counts": n_counts, "counts_per_s": n_counts / took["counts_s"], "count_wall_s": took["counts_s"],
-    }  # fmt: skip
+        "texts": n_texts,
+        "texts_per_s": n_texts / took["texts_s"],
+        "text_wall_s": took["texts_s"],
+        "images": n_images,
+        "images_per_s": n_images / took["images_s"],
+        "image_wall_s": took["images_s"],
+        "counts": n_counts,
+        "counts_per_s": n_counts / took["counts_s"],
+        "count_wall_s": took["counts_s"],
+    }
 
 
 def memory(url: str, n: int, tokens: int, images_per_doc: int, concurrency: int, work: Path) -> dict[str, Any]:
@@ -146,9 +152,33 @@ def memory(url: str, n: int, tokens: int, images_per_doc: int, concurrency: int,
     shape = mem.write_release(root, n, pool, images_per_doc, tokens)
     run_dir = work / "runs" / f"rag-{n}-{time.strftime('%H%M%S')}"
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "needlepoint.cli", "eval", "mm_niah", "--data", str(root), "--split", "val",
-           "--model", "bench", "--api-url", url, "--solver", "rag", "--embed-model", SIMULATED_EMBEDDER_NAME,
-           "--embed-url", url, "--out", str(run_dir), "--concurrency", str(concurrency), "--no-progress", "--no-report"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "needlepoint.cli",
+        "eval",
+        "mm_niah",
+        "--data",
+        str(root),
+        "--split",
+        "val",
+        "--model",
+        "bench",
+        "--api-url",
+        url,
+        "--solver",
+        "rag",
+        "--embed-model",
+        SIMULATED_EMBEDDER_NAME,
+        "--embed-url",
+        url,
+        "--out",
+        str(run_dir),
+        "--concurrency",
+        str(concurrency),
+        "--no-progress",
+        "--no-report",
+    ]
     log = run_dir.with_suffix(".log")
     t0 = time.perf_counter()
     with log.open("wb") as fh:
@@ -160,12 +190,17 @@ def memory(url: str, n: int, tokens: int, images_per_doc: int, concurrency: int,
     records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines()]
     pieces = [r["solver"]["rag"]["pieces"] for r in records]
     return {
-        "samples": n, "mean_text_tokens": shape["mean_text_tokens"], "text_mb": shape["text_mb"],
-        "mean_pieces": sum(pieces) / len(pieces), "peak_rss_mb": usage.ru_maxrss / 1024, "wall_s": wall,
-        "samples_per_s": n / wall, "failed": sum(1 for r in records if r.get("status") != "done"),
+        "samples": n,
+        "mean_text_tokens": shape["mean_text_tokens"],
+        "text_mb": shape["text_mb"],
+        "mean_pieces": sum(pieces) / len(pieces),
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+        "wall_s": wall,
+        "samples_per_s": n / wall,
+        "failed": sum(1 for r in records if r.get("status") != "done"),
         "cache_mb": sum(p.stat().st_size for p in (run_dir / "cache" / "rag").glob("*.json")) / 1e6,
         "command": " ".join(cmd),
-    }  # fmt: skip
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,17 +221,21 @@ def main(argv: list[str] | None = None) -> int:
     if ns.serve is not None:
         return serve(ns.serve)
     ns.work.mkdir(parents=True, exist_ok=True)
-    out: dict[str, Any] = {"machine": f"{platform.node()} {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
-                           "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
+    out: dict[str, Any] = {
+        "machine": f"{platform.node()} {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
     server = Server(ns.delay_ms)
     try:
         out["throughput"] = throughput(server.url, ns.texts, ns.images, ns.counts, ns.work)
     finally:
         out["throughput_requests"] = server.stop()
     t = out["throughput"]
-    print(f"throughput at {ns.delay_ms:g} ms an embedding request: {t['texts_per_s']:.0f} texts/s ({t['texts']} in "
-          f"{t['text_wall_s']:.1f} s), {t['images_per_s']:.1f} images/s ({t['images']} in {t['image_wall_s']:.1f} s), "
-          f"{t['counts_per_s']:.0f} token counts/s ({t['counts']} in {t['count_wall_s']:.1f} s)")  # fmt: skip
+    print(
+        f"throughput at {ns.delay_ms:g} ms an embedding request: {t['texts_per_s']:.0f} texts/s ({t['texts']} in "
+        f"{t['text_wall_s']:.1f} s), {t['images_per_s']:.1f} images/s ({t['images']} in {t['image_wall_s']:.1f} s), "
+        f"{t['counts_per_s']:.0f} token counts/s ({t['counts']} in {t['count_wall_s']:.1f} s)"
+    )
     if not ns.skip_memory:
         server = Server(0.0)
         try:
@@ -204,9 +243,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             out["memory_requests"] = server.stop()
         m = out["memory"]
-        print(f"memory: {m['samples']} samples of {m['mean_text_tokens']:.0f} text tokens ({m['mean_pieces']:.0f} pieces) each: "
-              f"peak RSS {m['peak_rss_mb']:.0f} MB, {m['wall_s']:.1f} s ({m['samples_per_s']:.2f} samples/s), "
-              f"{m['failed']} failed, cache {m['cache_mb']:.1f} MB; server saw {out['memory_requests']}")  # fmt: skip
+        print(
+            f"memory: {m['samples']} samples of {m['mean_text_tokens']:.0f} text tokens ({m['mean_pieces']:.0f} pieces) each: "
+            f"peak RSS {m['peak_rss_mb']:.0f} MB, {m['wall_s']:.1f} s ({m['samples_per_s']:.2f} samples/s), "
+            f"{m['failed']} failed, cache {m['cache_mb']:.1f} MB; server saw {out['memory_requests']}"
+        )
         print(f"command: {m['command']}")
     print(out["machine"], out["when"])
     if ns.json:

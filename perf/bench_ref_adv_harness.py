@@ -160,8 +160,17 @@ class Server:
         return self.workdir / f"server-{self.name or f'{self.delay_ms}ms'}.stats.json"
 
     def start(self) -> Server:
-        cmd = [sys.executable, str(HERE / "serve_simulated.py"), "--delay-ms", str(self.delay_ms), "--stats", str(self.stats_path),
-               "--model", MODEL, *(["--capacity", str(self.capacity)] if self.capacity else [])]  # fmt: skip
+        cmd = [
+            sys.executable,
+            str(HERE / "serve_simulated.py"),
+            "--delay-ms",
+            str(self.delay_ms),
+            "--stats",
+            str(self.stats_path),
+            "--model",
+            MODEL,
+            *(["--capacity", str(self.capacity)] if self.capacity else []),
+        ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip()
@@ -262,16 +271,46 @@ class Tool:
     def argv(self, data: Path, url: str, out: Path) -> list[str]:
         if self.name == "needlepoint":
             return [
-                str(self.exe), "eval", "ref_adv_s", "--data", str(data), "--model", MODEL, "--api-url", url,
-                "--concurrency", str(CONCURRENCY), "--out", str(out), "--no-progress",
-                "--box-format", "abs_xyxy", *(["--no-report"] if self.no_report else []),
-            ]  # fmt: skip
+                str(self.exe),
+                "eval",
+                "ref_adv_s",
+                "--data",
+                str(data),
+                "--model",
+                MODEL,
+                "--api-url",
+                url,
+                "--concurrency",
+                str(CONCURRENCY),
+                "--out",
+                str(out),
+                "--no-progress",
+                "--box-format",
+                "abs_xyxy",
+                *(["--no-report"] if self.no_report else []),
+            ]
         args = {"ref_adv_s": {"dataset_id": str(data), "extra_params": {"pred_box_format": "abs_xyxy"}}}
         return [
-            str(self.exe), "eval", "--datasets", "ref_adv_s", "--dataset-args", json.dumps(args),
-            "--eval-type", "openai_api", "--api-url", url, "--api-key", "EMPTY", "--model", MODEL,
-            "--eval-batch-size", str(CONCURRENCY), "--work-dir", str(out), "--no-timestamp",
-        ]  # fmt: skip
+            str(self.exe),
+            "eval",
+            "--datasets",
+            "ref_adv_s",
+            "--dataset-args",
+            json.dumps(args),
+            "--eval-type",
+            "openai_api",
+            "--api-url",
+            url,
+            "--api-key",
+            "EMPTY",
+            "--model",
+            MODEL,
+            "--eval-batch-size",
+            str(CONCURRENCY),
+            "--work-dir",
+            str(out),
+            "--no-timestamp",
+        ]
 
     def eval(self, data: Path, server: Server, n: int, keep_size: bool = False) -> Run:
         out = self.fresh()
@@ -361,7 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=400, help="samples of the main work (default 400)")
     parser.add_argument("--big", type=int, default=1600, help="samples of the memory-growth work (default 1600)")
     parser.add_argument("--row-group", type=int, default=ROW_GROUP, help=f"rows per parquet row group (default {ROW_GROUP})")
-    parser.add_argument("--no-report", action="store_true", help="run needlepoint with --no-report (default: the command a user types)")
+    parser.add_argument(
+        "--no-report", action="store_true", help="run needlepoint with --no-report (default: the command a user types)"
+    )
     parser.add_argument("--raw", type=Path, help="also write every run's figures to this JSON file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (data, logs)")
     ns = parser.parse_args(argv)
@@ -429,8 +470,10 @@ def _bench(ns: argparse.Namespace, tmp: Path, servers: list[Server], argv: list[
             record(tool, "slow", tool.eval(small, slow, ns.samples))
             record(tool, "slow_big", tool.eval(big, slow, ns.big))
             last = runs[tool.name]["fast"][-1]
-            say(f"round {i + 1}/{ns.runs} {tool.name}: 0 ms wall {last.wall_s:.2f} s, 100 ms rate "
-                f"{fmt(runs[tool.name]['slow_big'][-1].rate(DELAY_MS / 1000), '/s', 0)}")  # fmt: skip
+            say(
+                f"round {i + 1}/{ns.runs} {tool.name}: 0 ms wall {last.wall_s:.2f} s, 100 ms rate "
+                f"{fmt(runs[tool.name]['slow_big'][-1].rate(DELAY_MS / 1000), '/s', 0)}"
+            )
 
     load_after = os.getloadavg()
     table = report(ns, runs, tools, jpeg_small)
@@ -475,55 +518,111 @@ def report(ns: argparse.Namespace, runs: dict, tools: list[Tool], jpeg: float) -
 
     rows: list[list[str]] = []
 
-    def add(label: str, a: list[float], b: list[float], unit: str, digits: int, target: str = "",
-            ok: bool | None = None, show_ratio: bool = True) -> None:  # fmt: skip
+    def add(
+        label: str,
+        a: list[float],
+        b: list[float],
+        unit: str,
+        digits: int,
+        target: str = "",
+        ok: bool | None = None,
+        show_ratio: bool = True,
+    ) -> None:
         ma, mb = med(a), med(b)
         verdict = "" if ok is None else ("met" if ok else "**missed**")
         rows.append([label, cell(a, unit, digits), cell(b, unit, digits), ratio(ma, mb) if show_ratio else "", target, verdict])
 
     wall_np, wall_es = values(np_runs, "fast", "wall_s"), values(es_runs, "fast", "wall_s")
     r = med(wall_np) / med(wall_es) if wall_np and wall_es else None
-    add(f"(a) whole command, {n} samples, 0 ms server: wall", wall_np, wall_es, " s", 2, "ratio <= 0.33",
-        None if r is None else r <= 1 / 3)  # fmt: skip
+    add(
+        f"(a) whole command, {n} samples, 0 ms server: wall",
+        wall_np,
+        wall_es,
+        " s",
+        2,
+        "ratio <= 0.33",
+        None if r is None else r <= 1 / 3,
+    )
     for key, text in (("help", "(b) `--help`: wall"), ("import", '(b) `python -c "import <cli module>"`: wall')):
         v = values(np_runs, key, "wall_s")
         add(text, v, values(es_runs, key, "wall_s"), " s", 3, "needlepoint < 0.5 s", med(v) < 0.5 if v else None)
-    add(f"(b') launch to first request at the server, {n} samples, 0 ms", values(np_runs, "fast", "first_request_s"),
-        values(es_runs, "fast", "first_request_s"), " s", 2)  # fmt: skip
+    add(
+        f"(b') launch to first request at the server, {n} samples, 0 ms",
+        values(np_runs, "fast", "first_request_s"),
+        values(es_runs, "fast", "first_request_s"),
+        " s",
+        2,
+    )
     for key, count in (("slow", n), ("slow_big", big)):
         ideal = ideal_rate(count)
         a, b = values(np_runs, key, "rate"), values(es_runs, key, "rate")
         full_waves = count % CONCURRENCY == 0
-        add(f"(c) samples/s while serving, 100 ms server, {count} samples (ideal {ideal:.0f}/s)", a, b, "/s", 0,
-            ">= 576/s (90% of 640/s)" if full_waves else "", (med(a) >= 0.9 * ideal) if a and full_waves else None)  # fmt: skip
+        add(
+            f"(c) samples/s while serving, 100 ms server, {count} samples (ideal {ideal:.0f}/s)",
+            a,
+            b,
+            "/s",
+            0,
+            ">= 576/s (90% of 640/s)" if full_waves else "",
+            (med(a) >= 0.9 * ideal) if a and full_waves else None,
+        )
         rows[-1][0] += f"; needlepoint {100 * med(a) / ideal:.0f}% of ideal" if a else ""
-        add(f"(c') {count} samples / whole-command wall, 100 ms server", [count / w for w in values(np_runs, key, "wall_s")],
-            [count / w for w in values(es_runs, key, "wall_s")], "/s", 0)  # fmt: skip
+        add(
+            f"(c') {count} samples / whole-command wall, 100 ms server",
+            [count / w for w in values(np_runs, key, "wall_s")],
+            [count / w for w in values(es_runs, key, "wall_s")],
+            "/s",
+            0,
+        )
     for key, count in (("slow", n), ("slow_big", big)):
         a, b = values(np_runs, key, "after_last_answer"), values(es_runs, key, "after_last_answer")
         answering = med(values(np_runs, key, "answering"))
         limit = max(0.1 * answering, count / 1000) if answering else None
-        add(f"(f) after the last answer to the end of the command, 100 ms server, {count} samples"
-            + (f" (needlepoint answering {answering:.2f} s)" if answering else ""), a, b, " s", 2,
+        add(
+            f"(f) after the last answer to the end of the command, 100 ms server, {count} samples"
+            + (f" (needlepoint answering {answering:.2f} s)" if answering else ""),
+            a,
+            b,
+            " s",
+            2,
             "< 10% of answering or < 1 ms/sample" + (f" (< {limit:.2f} s)" if limit else ""),
-            (med(a) < limit) if a and limit else None)  # fmt: skip
+            (med(a) < limit) if a and limit else None,
+        )
     for key, count in (("fast", n), ("fast_big", big)):
         a = [r.started + r.wall_s - r.stats["last"] for r in np_runs.get(key, []) if r.stats.get("last")]
         b = [r.started + r.wall_s - r.stats["last"] for r in es_runs.get(key, []) if r.stats.get("last")]
         add(f"(f) after the last answer to the end of the command, 0 ms server, {count} samples", a, b, " s", 2)
     sizes = values(np_runs, "fast", "folder_mb")
-    add(f"(d) run folder, {n} samples" + (" (report included)" if not ns.no_report else ""), sizes,
-        values(es_runs, "fast", "folder_mb"), " MB", 2)  # fmt: skip
+    add(
+        f"(d) run folder, {n} samples" + (" (report included)" if not ns.no_report else ""),
+        sizes,
+        values(es_runs, "fast", "folder_mb"),
+        " MB",
+        2,
+    )
     rss_np, rss_es = values(np_runs, "fast", "maxrss_mb"), values(es_runs, "fast", "maxrss_mb")
     rss_np_big, rss_es_big = values(np_runs, "fast_big", "maxrss_mb"), values(es_runs, "fast_big", "maxrss_mb")
     add(f"(e) peak RSS, {n} samples, 0 ms", rss_np, rss_es, " MB", 0)
     add(f"(e) peak RSS, {big} samples, 0 ms", rss_np_big, rss_es_big, " MB", 0)
     grow = lambda a, b: [med(b) - med(a)] if a and b else []  # noqa: E731
     growth = grow(rss_np, rss_np_big)
-    add(f"(e) peak RSS growth {n} -> {big} samples (difference of medians)", growth, grow(rss_es, rss_es_big), " MB", 0,
-        "flat (within noise, ~10 MB)", growth[0] <= 10 if growth else None, show_ratio=False)  # fmt: skip
-    add(f"(e') whole command, {big} samples, 0 ms: wall", values(np_runs, "fast_big", "wall_s"),
-        values(es_runs, "fast_big", "wall_s"), " s", 2)  # fmt: skip
+    add(
+        f"(e) peak RSS growth {n} -> {big} samples (difference of medians)",
+        growth,
+        grow(rss_es, rss_es_big),
+        " MB",
+        0,
+        "flat (within noise, ~10 MB)",
+        growth[0] <= 10 if growth else None,
+        show_ratio=False,
+    )
+    add(
+        f"(e') whole command, {big} samples, 0 ms: wall",
+        values(np_runs, "fast_big", "wall_s"),
+        values(es_runs, "fast_big", "wall_s"),
+        " s",
+        2,
+    )
 
     head = (
         "| measure | needlepoint | EvalScope 1.14.1 | needlepoint / EvalScope | target | verdict |\n"

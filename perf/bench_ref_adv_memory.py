@@ -44,9 +44,26 @@ def main() -> int:
         timeline: list[tuple[int, float]] = []
         for run in range(ns.runs):
             for n in sizes:
-                argv = [exe, "eval", "ref_adv_s", "--data", str(root / f"data{n}"), "--model", "m", "--api-url", server.url,
-                        "--box-format", "abs_xyxy", "--out", str(root / f"run{n}-{run}"), "--concurrency", "64",
-                        "--no-progress", "--json", *([] if ns.report else ["--no-report"])]  # fmt: skip
+                argv = [
+                    exe,
+                    "eval",
+                    "ref_adv_s",
+                    "--data",
+                    str(root / f"data{n}"),
+                    "--model",
+                    "m",
+                    "--api-url",
+                    server.url,
+                    "--box-format",
+                    "abs_xyxy",
+                    "--out",
+                    str(root / f"run{n}-{run}"),
+                    "--concurrency",
+                    "64",
+                    "--no-progress",
+                    "--json",
+                    *([] if ns.report else ["--no-report"]),
+                ]
                 child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 points, status, usage = _watch(child.pid, root / f"run{n}-{run}" / "records.jsonl")
                 if run == 0 and n == max(sizes):
@@ -54,8 +71,10 @@ def main() -> int:
                 if status != 0:
                     raise SystemExit(f"the run of {n} samples failed (status {status})")
                 peaks[n].append(usage.ru_maxrss / 1024)
-    print(f"command: python perf/bench_ref_adv_memory.py --runs {ns.runs} --sizes {ns.sizes} --row-group {ns.row_group}"
-          f"{' --report' if ns.report else ''}\n")  # fmt: skip
+    print(
+        f"command: python perf/bench_ref_adv_memory.py --runs {ns.runs} --sizes {ns.sizes} --row-group {ns.row_group}"
+        f"{' --report' if ns.report else ''}\n"
+    )
     print("| samples | peak RSS median (MB) | min-max (MB) | runs (MB) |\n|---:|---:|---|---|")
     for n in sizes:
         v = peaks[n]

@@ -50,32 +50,63 @@ def main() -> int:
         for r in range(ns.rounds + 1):  # round 0 warms the file cache and is not counted
             for label, src, extra in variants:
                 out = tmp / f"run-{r}-{len(rows.get(label, []))}-{abs(hash(label))}"
-                argv = [sys.executable, "-m", "needlepoint.cli", "eval", "ref_adv_s", "--data", str(data), "--model", MODEL,
-                        "--api-url", server.url, "--box-format", "abs_xyxy", "--concurrency", "64", "--out", str(out),
-                        "--no-progress", *extra]  # fmt: skip
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "needlepoint.cli",
+                    "eval",
+                    "ref_adv_s",
+                    "--data",
+                    str(data),
+                    "--model",
+                    MODEL,
+                    "--api-url",
+                    server.url,
+                    "--box-format",
+                    "abs_xyxy",
+                    "--concurrency",
+                    "64",
+                    "--out",
+                    str(out),
+                    "--no-progress",
+                    *extra,
+                ]
                 server.stats()
                 run = timed(argv, tmp / "log.txt", env={**os.environ, "PYTHONPATH": src})
                 run.stats = server.stats()
                 if run.rc != 0 or run.stats.get("requests") != ns.samples:
-                    raise SystemExit(f"{label} failed: exit {run.rc}, {run.stats.get('requests')} requests; see {tmp / 'log.txt'}")
+                    raise SystemExit(
+                        f"{label} failed: exit {run.rc}, {run.stats.get('requests')} requests; see {tmp / 'log.txt'}"
+                    )
                 size = folder_mb(out)
                 shutil.rmtree(out, ignore_errors=True)
                 if r:
-                    rows.setdefault(label, []).append((run.answering(delay) or 0, run.after_last_answer(delay) or 0, run.wall_s, run.cpu_s, size))
-                    print(f"round {r} {label}: answering {rows[label][-1][0]:.2f} s, after {rows[label][-1][1]:.2f} s", file=sys.stderr)
+                    rows.setdefault(label, []).append(
+                        (run.answering(delay) or 0, run.after_last_answer(delay) or 0, run.wall_s, run.cpu_s, size)
+                    )
+                    print(
+                        f"round {r} {label}: answering {rows[label][-1][0]:.2f} s, after {rows[label][-1][1]:.2f} s",
+                        file=sys.stderr,
+                    )
     finally:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"command: python perf/bench_report_overhead.py --samples {ns.samples} --rounds {ns.rounds} --delay-ms {ns.delay_ms}"
-          f"{' --old-src ' + str(ns.old_src) if ns.old_src else ''}; 1-minute load average after: {os.getloadavg()[0]:.1f}\n")  # fmt: skip
-    print("| variant | answering (s) | after the last answer (s) | after / answering | after per sample (ms) | whole command (s) "
-          "| CPU, command + its children (s) | CPU per sample (ms) | run folder (MB) |")  # fmt: skip
+    print(
+        f"command: python perf/bench_report_overhead.py --samples {ns.samples} --rounds {ns.rounds} --delay-ms {ns.delay_ms}"
+        f"{' --old-src ' + str(ns.old_src) if ns.old_src else ''}; 1-minute load average after: {os.getloadavg()[0]:.1f}\n"
+    )
+    print(
+        "| variant | answering (s) | after the last answer (s) | after / answering | after per sample (ms) | whole command (s) "
+        "| CPU, command + its children (s) | CPU per sample (ms) | run folder (MB) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, values in rows.items():
         ans, after, wall, cpu, size = (statistics.median(v[i] for v in values) for i in range(5))
         lo, hi = min(v[1] for v in values), max(v[1] for v in values)
-        print(f"| {label} | {ans:.2f} | {after:.2f} ({lo:.2f}-{hi:.2f}) | {after / ans:.2f} | {1000 * after / ns.samples:.2f} | {wall:.2f} "
-              f"| {cpu:.2f} | {1000 * cpu / ns.samples:.2f} | {size:.1f} |")  # fmt: skip
+        print(
+            f"| {label} | {ans:.2f} | {after:.2f} ({lo:.2f}-{hi:.2f}) | {after / ans:.2f} | {1000 * after / ns.samples:.2f} | {wall:.2f} "
+            f"| {cpu:.2f} | {1000 * cpu / ns.samples:.2f} | {size:.1f} |"
+        )
     return 0
 
 

@@ -16,8 +16,20 @@ import random
 from pathlib import Path
 
 IMAGES, ANNOTATIONS = 118_287, 860_001
-SUPERCATEGORIES = ("person", "vehicle", "outdoor", "animal", "accessory", "sports", "kitchen", "food",
-                   "furniture", "electronic", "appliance", "indoor")  # fmt: skip
+SUPERCATEGORIES = (
+    "person",
+    "vehicle",
+    "outdoor",
+    "animal",
+    "accessory",
+    "sports",
+    "kitchen",
+    "food",
+    "furniture",
+    "electronic",
+    "appliance",
+    "indoor",
+)
 
 
 def main() -> None:
@@ -36,8 +48,21 @@ def main() -> None:
             w, h = rng.choice([(640, 480), (480, 640), (640, 427), (500, 375), (640, 360)])
             sizes.append((w, h))
             sep = "," if i else ""
-            fh.write(sep + json.dumps({"license": 1, "file_name": f"{i + 1:012d}.jpg", "coco_url": "", "height": h, "width": w,
-                                       "date_captured": "2013-11-14 11:18:45", "flickr_url": "", "id": i + 1}))  # fmt: skip
+            fh.write(
+                sep
+                + json.dumps(
+                    {
+                        "license": 1,
+                        "file_name": f"{i + 1:012d}.jpg",
+                        "coco_url": "",
+                        "height": h,
+                        "width": w,
+                        "date_captured": "2013-11-14 11:18:45",
+                        "flickr_url": "",
+                        "id": i + 1,
+                    }
+                )
+            )
         fh.write('], "annotations": [')
         for a in range(n_anns):
             image = rng.randrange(n_images)
@@ -49,9 +74,21 @@ def main() -> None:
             if crowd:
                 seg: object = {"counts": [rng.randrange(1, 400) for _ in range(60)], "size": [h, w]}
             else:
-                seg = [[round(rng.uniform(x, x + bw), 2) if k % 2 == 0 else round(rng.uniform(y, y + bh), 2) for k in range(2 * rng.randrange(6, 40))]]
-            ann = {"segmentation": seg, "area": round(bw * bh * 0.6, 4), "iscrowd": int(crowd), "image_id": image + 1,
-                   "bbox": [round(x, 2), round(y, 2), round(bw, 2), round(bh, 2)], "category_id": cat, "id": a + 1}  # fmt: skip
+                seg = [
+                    [
+                        round(rng.uniform(x, x + bw), 2) if k % 2 == 0 else round(rng.uniform(y, y + bh), 2)
+                        for k in range(2 * rng.randrange(6, 40))
+                    ]
+                ]
+            ann = {
+                "segmentation": seg,
+                "area": round(bw * bh * 0.6, 4),
+                "iscrowd": int(crowd),
+                "image_id": image + 1,
+                "bbox": [round(x, 2), round(y, 2), round(bw, 2), round(bh, 2)],
+                "category_id": cat,
+                "id": a + 1,
+            }
             fh.write(("," if a else "") + json.dumps(ann))
         fh.write('], "categories": ' + json.dumps(cats) + "}")
 

@@ -18,9 +18,15 @@ from pathlib import Path
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -35,8 +41,9 @@ def screenshot(page_path: Path, dest: Path, anchor: str = "metrics", size: tuple
             page.goto(page_path.resolve().as_uri())
             page.wait_for_selector("body[data-ready='1']")
             page.evaluate("id => document.getElementById(id).scrollIntoView()", anchor)
-            page.wait_for_function("Array.from(document.images).filter(i => i.getBoundingClientRect().top < innerHeight)"
-                                   ".every(i => i.complete)")  # fmt: skip
+            page.wait_for_function(
+                "Array.from(document.images).filter(i => i.getBoundingClientRect().top < innerHeight).every(i => i.complete)"
+            )
             dest.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(dest))
         finally:

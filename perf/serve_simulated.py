@@ -103,7 +103,7 @@ class _ArrivalLog(list):
     def _reset(self) -> None:
         self.count, self.first, self.last = 0, None, None
 
-    def append(self, item: object) -> None:  # noqa: D102 - called by the server per request
+    def append(self, item: object) -> None:  # called by the server per request
         now = time.time()
         with self._lock:
             self.count += 1

@@ -138,7 +138,9 @@ def small_niah(folder: Path) -> tuple[Path, dict[str, Any], dict[str, list[Any]]
     write_release(folder, per_task=6)
     bench = MmNiah(split="val")
     rng = random.Random(5)
-    script = {script_key(bench.prompt(s)): [simulated_answer(s.task, s.answer, s.context_length, rng)] for s in bench.load(folder)}
+    script = {
+        script_key(bench.prompt(s)): [simulated_answer(s.task, s.answer, s.context_length, rng)] for s in bench.load(folder)
+    }
     return folder, {"split": "val"}, script
 
 
@@ -167,10 +169,19 @@ def ref_run_config(data: Path, urls: list[str], out: Path, **kw: Any) -> Any:
     from needlepoint.config import RunConfig
 
     settings: dict[str, Any] = {
-        "benchmark": "ref_adv_s", "data": data, "model": "sim-model", "api_urls": urls,
-        "options": {"box_format": "abs_xyxy"}, "generation": {"timeout_s": 2.0}, "concurrency": 4, "out": out,
-        "max_retries": 2, "backoff_base_s": 0.01, "show_progress": False, "report": False,
-    }  # fmt: skip
+        "benchmark": "ref_adv_s",
+        "data": data,
+        "model": "sim-model",
+        "api_urls": urls,
+        "options": {"box_format": "abs_xyxy"},
+        "generation": {"timeout_s": 2.0},
+        "concurrency": 4,
+        "out": out,
+        "max_retries": 2,
+        "backoff_base_s": 0.01,
+        "show_progress": False,
+        "report": False,
+    }
     settings.update(kw)
     return RunConfig(**settings)
 

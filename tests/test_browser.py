@@ -26,9 +26,15 @@ from needlepoint.report.html import write_run_report
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "artifacts"
 HOSTILE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "\"quotes\" 'and' </script> &amp;"]
@@ -130,7 +136,9 @@ def test_ref_adv_report_filters(browser: Any, demo: Path) -> None:
         assert len(shown["rects"]) == len(boxes)
         for (x, y, rw, rh, stroke, dashes), b in zip(shown["rects"], boxes):
             sx, sy = w / width, h / height  # the image is shown scaled; the geometry (without its outline) follows
-            assert [x, y, rw, rh] == pytest.approx([left + b[0] * sx, top + b[1] * sy, (b[2] - b[0]) * sx, (b[3] - b[1]) * sy], abs=0.5)
+            assert [x, y, rw, rh] == pytest.approx(
+                [left + b[0] * sx, top + b[1] * sy, (b[2] - b[0]) * sx, (b[3] - b[1]) * sy], abs=0.5
+            )
             assert stroke == b[4] and (dashes != "none") == bool(b[5])
 
         wrong = sum(not r["scores"].get("hit") for r in recs)
@@ -217,7 +225,9 @@ def test_mm_niah_and_mc_bench_reports(browser: Any, demo: Path) -> None:
 
     p = Page(browser, demo / "report" / "index.html", samples=False)
     try:
-        assert p.page.locator("a[href$='report/index.html']").count() == 5  # three benchmarks, MC-Bench's agentic run and MM-NIAH's RAG run
+        assert (
+            p.page.locator("a[href$='report/index.html']").count() == 5
+        )  # three benchmarks, MC-Bench's agentic run and MM-NIAH's RAG run
         assert p.errors == []
     finally:
         p.close()

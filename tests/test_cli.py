@@ -21,10 +21,23 @@ from needlepoint.cli import main
 from needlepoint.geometry import iou
 
 AUTHORS_FIELDS = {
-    "row_idx", "file_name", "normal_caption", "image_source", "human_authored", "use_negation",
-    "distractor_count", "gt_bbox_xyxy", "pred_box_xyxy_first", "first_iou", "first_hit", "parse_error",
-    "retry_followup_used", "model_full_name", "prompt_id", "pred_box_expected_format",
-}  # fmt: skip
+    "row_idx",
+    "file_name",
+    "normal_caption",
+    "image_source",
+    "human_authored",
+    "use_negation",
+    "distractor_count",
+    "gt_bbox_xyxy",
+    "pred_box_xyxy_first",
+    "first_iou",
+    "first_hit",
+    "parse_error",
+    "retry_followup_used",
+    "model_full_name",
+    "prompt_id",
+    "pred_box_expected_format",
+}
 
 
 # --- re-scoring the authors' published predictions
@@ -118,8 +131,20 @@ def test_bad_input_is_one_sentence(
 ) -> None:
     server = serve()
     data, extra = make(_mkdir(tmp_path / "case"))
-    args = ["eval", "ref_adv_s", "--data", str(data), "--model", "m", "--api-url", server.url,
-            "--out", str(tmp_path / "run"), "--no-progress", "--no-report"]  # fmt: skip
+    args = [
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(data),
+        "--model",
+        "m",
+        "--api-url",
+        server.url,
+        "--out",
+        str(tmp_path / "run"),
+        "--no-progress",
+        "--no-report",
+    ]
     if "--box-format" not in extra:
         args += ["--box-format", "abs_xyxy"]
     assert main(args + extra) == 2
@@ -139,8 +164,21 @@ def _mkdir(path: Path) -> Path:
 
 
 def test_bad_input_subprocess_has_no_traceback(tmp_path: Path) -> None:
-    done = run_cli(["eval", "ref_adv_s", "--data", str(tmp_path / "nowhere"), "--model", "m",
-                    "--api-url", "http://127.0.0.1:9/v1", "--box-format", "abs_xyxy", "--no-progress"])  # fmt: skip
+    done = run_cli(
+        [
+            "eval",
+            "ref_adv_s",
+            "--data",
+            str(tmp_path / "nowhere"),
+            "--model",
+            "m",
+            "--api-url",
+            "http://127.0.0.1:9/v1",
+            "--box-format",
+            "abs_xyxy",
+            "--no-progress",
+        ]
+    )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -155,8 +193,24 @@ def test_unreachable_endpoint_is_one_sentence(tmp_path: Path, ref_release: Any, 
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
-    args = ["eval", "ref_adv_s", "--data", str(folder), "--model", "m", "--api-url", url, "--out", str(tmp_path / "run"),
-            "--box-format", "abs_xyxy", "--max-retries", "0", "--no-progress", "--no-report"]  # fmt: skip
+    args = [
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(folder),
+        "--model",
+        "m",
+        "--api-url",
+        url,
+        "--out",
+        str(tmp_path / "run"),
+        "--box-format",
+        "abs_xyxy",
+        "--max-retries",
+        "0",
+        "--no-progress",
+        "--no-report",
+    ]
     assert main(args) == 2
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
@@ -172,8 +226,20 @@ def test_box_format_is_required_for_eval(
     """The box format belongs to the model family and is stated by the user, never assumed."""
     folder, _ = ref_release
     server = serve()
-    args = ["eval", "ref_adv_s", "--data", str(folder), "--model", "m", "--api-url", server.url,
-            "--out", str(tmp_path / "run"), "--no-progress", "--no-report"]  # fmt: skip
+    args = [
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(folder),
+        "--model",
+        "m",
+        "--api-url",
+        server.url,
+        "--out",
+        str(tmp_path / "run"),
+        "--no-progress",
+        "--no-report",
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("needlepoint: error: ") and err.count("\n") == 1
@@ -221,9 +287,25 @@ def test_export_rescores_to_run_metrics(serve: Any, tmp_path: Path, capsys: pyte
     script[keys[0]] = ["I cannot tell.", "Still cannot tell."]  # a parse failure after repair
     server = serve(script=script, default=None, faults={keys[1]: ["500"]})  # a backend error (no retries)
     run = tmp_path / "run"
-    args = ["eval", "ref_adv_s", "--data", str(data), "--model", "org/sim-model", "--api-url", server.url,
-            "--out", str(run), "--box-format", "abs_xyxy", "--no-progress", "--no-report", "--json",
-            "--max-retries", "0"]  # fmt: skip
+    args = [
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(data),
+        "--model",
+        "org/sim-model",
+        "--api-url",
+        server.url,
+        "--out",
+        str(run),
+        "--box-format",
+        "abs_xyxy",
+        "--no-progress",
+        "--no-report",
+        "--json",
+        "--max-retries",
+        "0",
+    ]
     assert main(args) == 3  # some samples failed: the documented exit code
     captured = capsys.readouterr()
     printed = json.loads(captured.out)
@@ -267,8 +349,29 @@ def test_api_key_from_environment_never_written(
     server = serve()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-test")
     run = tmp_path / "run"
-    assert main(["eval", "ref_adv_s", "--data", str(folder), "--model", "m", "--api-url", server.url, "--out", str(run),
-                 "--box-format", "abs_xyxy", "--limit", "2", "--no-progress", "--no-report"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "eval",
+                "ref_adv_s",
+                "--data",
+                str(folder),
+                "--model",
+                "m",
+                "--api-url",
+                server.url,
+                "--out",
+                str(run),
+                "--box-format",
+                "abs_xyxy",
+                "--limit",
+                "2",
+                "--no-progress",
+                "--no-report",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert [h.get("Authorization") for h, _ in server.requests] == ["Bearer sk-secret-test"] * 2
     assert "sk-secret-test" not in captured.out + captured.err

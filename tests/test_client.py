@@ -67,7 +67,7 @@ def test_success_and_request_body(serve: Any) -> None:
 
 def test_request_body_is_the_json_of_the_message_with_the_images_spliced_in() -> None:
     first, second = ImageRef("a", loader=lambda: b""), ImageRef("b", loader=lambda: b"")
-    conversation = Conversation([Message("user", ["Täxt \"quoted\" <b>", first, "between", second])])
+    conversation = Conversation([Message("user", ['Täxt "quoted" <b>', first, "between", second])])
     images = [base64.b64encode(b"first image"), base64.b64encode(b"the second one")]
     gen = Generation(extra={"top_k": 5})
     urls = {id(first): "data:image/jpeg;base64," + images[0].decode(), id(second): "data:image/jpeg;base64," + images[1].decode()}
@@ -282,7 +282,9 @@ def test_run_with_faults_then_retry_failed(serve: Any, ref_release: Any, tmp_pat
     assert metrics["run"]["failed"] == 3
     assert metrics["run"]["answered"] == 9
     assert metrics["run"]["failed_by_kind"] == {"backend_error": 2, "request_rejected": 1}
-    assert result.notes[0] == "3 sample(s) failed (2 backend_error, 1 request_rejected); listed in metrics.json under run.failed_ids"
+    assert (
+        result.notes[0] == "3 sample(s) failed (2 backend_error, 1 request_rejected); listed in metrics.json under run.failed_ids"
+    )
     assert "--retry-failed to request the 2 transient failure(s) again" in result.notes[1]
     assert result.notes[2].startswith("request_rejected: the server refuses these samples as they are")
     assert json.loads((out / "metrics.json").read_text()) == json.loads(json.dumps(metrics))
@@ -318,9 +320,10 @@ def test_repair_on_length_only_end_to_end(serve: Any, ref_release: Any, tmp_path
     }
     server = serve(script=script, default=None)
     result = evaluate(
-        _config(folder, [server.url], tmp_path / "run", limit=2,
-                options={"box_format": "abs_xyxy", "repair_on_length_only": True})
-    )  # fmt: skip
+        _config(
+            folder, [server.url], tmp_path / "run", limit=2, options={"box_format": "abs_xyxy", "repair_on_length_only": True}
+        )
+    )
     records = read_records(tmp_path / "run" / "records.jsonl")
     first, second = records[samples[0].id], records[samples[1].id]
     assert first["repair_used"] is False and len(first["turns"]) == 1
@@ -400,7 +403,8 @@ def test_images_sent_as_jpeg_after_the_text(serve: Any, ref_release: Any, tmp_pa
 
     # --max-image-side downscales
     server3 = serve()
-    evaluate(_config(folder, [server3.url], tmp_path / "small", limit=1,
-                     options={"box_format": "abs_xyxy", "max_image_side": 200}))  # fmt: skip
+    evaluate(
+        _config(folder, [server3.url], tmp_path / "small", limit=1, options={"box_format": "abs_xyxy", "max_image_side": 200})
+    )
     url = server3.requests[0][1]["messages"][0]["content"][1]["image_url"]["url"]
     assert Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size == (200, 150)

@@ -18,7 +18,10 @@ from needlepoint.errors import DataError
 def _records(bench: McBench | MmNiah, dataset: Dataset) -> list[dict]:
     """A record per sample whose answer is empty (MC-Bench: no box; MM-NIAH: no text)."""
     empty = Parsed(answer=[]) if isinstance(bench, McBench) else Parsed(answer="")
-    return [{"id": s.id, "status": "done", "answer": empty.answer, "parse_error": None, "scores": bench.judge(s, empty)} for s in dataset]
+    return [
+        {"id": s.id, "status": "done", "answer": empty.answer, "parse_error": None, "scores": bench.judge(s, empty)}
+        for s in dataset
+    ]
 
 
 def test_mm_niah_split_is_the_datasets_not_the_benchmarks(tmp_path: Path) -> None:
@@ -26,7 +29,9 @@ def test_mm_niah_split_is_the_datasets_not_the_benchmarks(tmp_path: Path) -> Non
     test = write_niah(tmp_path / "test", per_task=2, split="test")
     bench = MmNiah(tasks="retrieval-text")
     first = bench.load(val)
-    second = bench.load(test / "mm_niah_test")  # learned from the folder name; a later load leaves the first dataset (and the benchmark) as they were
+    second = bench.load(
+        test / "mm_niah_test"
+    )  # learned from the folder name; a later load leaves the first dataset (and the benchmark) as they were
     assert (first.split, second.split, bench.split) == ("val", "test", None)
     assert first.identity == {"split": "val"} and bench.identity()["split"] is None
     assert bench.score(first, _records(bench, first))["split"] == "val"

@@ -75,15 +75,38 @@ def grounding_dino(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("tiny_grounding_dino")
     (folder / "vocab.txt").write_text("\n".join(WORDS) + "\n", encoding="utf-8")
     tokenizer = transformers.BertTokenizer.from_pretrained(str(folder))
-    swin = transformers.SwinConfig(embed_dim=8, depths=[1, 1, 1, 1], num_heads=[1, 1, 1, 1], window_size=2, image_size=64,
-                                   out_features=["stage2", "stage3", "stage4"])  # fmt: skip
-    bert = transformers.BertConfig(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                   intermediate_size=16, max_position_embeddings=32)  # fmt: skip
+    swin = transformers.SwinConfig(
+        embed_dim=8,
+        depths=[1, 1, 1, 1],
+        num_heads=[1, 1, 1, 1],
+        window_size=2,
+        image_size=64,
+        out_features=["stage2", "stage3", "stage4"],
+    )
+    bert = transformers.BertConfig(
+        vocab_size=len(WORDS),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=16,
+        max_position_embeddings=32,
+    )
     config = transformers.GroundingDinoConfig(
-        backbone_config=swin, text_config=bert, d_model=32, encoder_layers=1, decoder_layers=2,  # fewer decoder layers do not build
-        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_queries=7,
-        num_feature_levels=3, encoder_n_points=1, decoder_n_points=1, max_text_len=32,
-    )  # fmt: skip
+        backbone_config=swin,
+        text_config=bert,
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=2,  # fewer decoder layers do not build
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        num_queries=7,
+        num_feature_levels=3,
+        encoder_n_points=1,
+        decoder_n_points=1,
+        max_text_len=32,
+    )
     torch.manual_seed(0)
     transformers.GroundingDinoForObjectDetection(config).save_pretrained(folder)
     image_processor = transformers.GroundingDinoImageProcessor(size={"shortest_edge": 48, "longest_edge": 64})
@@ -112,8 +135,14 @@ def _owl_folder(tmp_path_factory: pytest.TempPathFactory, kind: str) -> Path:
     vocab_size = _clip_tokenizer_files(folder)
     tokenizer = transformers.CLIPTokenizer.from_pretrained(str(folder), model_max_length=OWL_TEXT_LEN)
     tower = {"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 1, "num_attention_heads": 2}
-    text = {**tower, "vocab_size": vocab_size, "max_position_embeddings": OWL_TEXT_LEN,
-            "bos_token_id": vocab_size - 2, "eos_token_id": vocab_size - 1, "pad_token_id": 0}  # fmt: skip
+    text = {
+        **tower,
+        "vocab_size": vocab_size,
+        "max_position_embeddings": OWL_TEXT_LEN,
+        "bos_token_id": vocab_size - 2,
+        "eos_token_id": vocab_size - 1,
+        "pad_token_id": 0,
+    }
     vision = {**tower, "image_size": 32, "patch_size": 8}
     torch.manual_seed(1)
     if kind == "owlv2":
@@ -180,7 +209,8 @@ def test_grounding_dino_batches_every_phrase_of_every_image_into_one_pass(ground
     text = processor.tokenizer([p.lower() + "." for _, p in rows], padding=True, return_tensors="pt")
     with torch.inference_mode():
         outputs = detector.model(
-            pixel_values=pixels["pixel_values"].to(DEVICE), pixel_mask=pixels["pixel_mask"].to(DEVICE),
+            pixel_values=pixels["pixel_values"].to(DEVICE),
+            pixel_mask=pixels["pixel_mask"].to(DEVICE),
             **{k: v.to(DEVICE) for k, v in text.items()},
         )
     outputs.logits, outputs.pred_boxes = outputs.logits.cpu(), outputs.pred_boxes.cpu()
@@ -272,8 +302,11 @@ def test_devices_and_bad_settings(grounding_dino: Path, tmp_path: Path) -> None:
         Detector.load(str(grounding_dino), device=DEVICE, threshold=1.5)
     with pytest.raises(DataError, match=r"^cannot load the detector .*nothing-here.*; pass a local folder with the config"):
         Detector.load(str(tmp_path / "nothing-here"))
-    bert = transformers.BertModel(transformers.BertConfig(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=1,
-                                                          num_attention_heads=2, intermediate_size=16))  # fmt: skip
+    bert = transformers.BertModel(
+        transformers.BertConfig(
+            vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
+        )
+    )
     with pytest.raises(
         DataError, match=r"^not-a-detector is a bert model; the detector localizer runs Grounding DINO, OWLv2, OWL-ViT$"
     ):
@@ -301,8 +334,11 @@ def test_a_detected_box_reaches_results_coco_json(grounding_dino: Path, tmp_path
     bench = McBench(box_format="abs_xyxy")
     samples = bench.load(folder)
     detector = Detector.load(str(grounding_dino), device=DEVICE)
-    plans = [[Target(image=1, group=1, phrase="the red square"), Target(image=0, group=2, phrase="a blue circle")],
-             [], [Target(image=1, group=1, phrase="big green square")]]  # fmt: skip
+    plans = [
+        [Target(image=1, group=1, phrase="the red square"), Target(image=0, group=2, phrase="a blue circle")],
+        [],
+        [Target(image=1, group=1, phrase="big green square")],
+    ]
     queries = [q for s, targets in zip(samples, plans) for q in detector_queries(s, targets)]
     log = ForwardLog(detector.model)
     detections = detector.detect(queries)  # three samples' phrases: one pass

@@ -35,14 +35,38 @@ def failed_run(tmp_path: Path, answered: int = 2) -> tuple[Path, RefAdv, Any, li
     recs = []
     for n, s in enumerate(samples):
         if n < answered:
-            turn = {"reply": "[[1, 2, 30, 40]]", "sent": sent(f"Find the object {n}. {HOSTILE}", str(s.image.path or s.image.key))}
-            recs.append({"id": s.id, "status": "done", "turns": [turn], "answer": [[1.0, 2.0, 30.0, 40.0]], "parse_error": None,
-                         "scores": {"iou": 0.0, "hit": False}})  # fmt: skip
+            turn = {
+                "reply": "[[1, 2, 30, 40]]",
+                "sent": sent(f"Find the object {n}. {HOSTILE}", str(s.image.path or s.image.key)),
+            }
+            recs.append(
+                {
+                    "id": s.id,
+                    "status": "done",
+                    "turns": [turn],
+                    "answer": [[1.0, 2.0, 30.0, 40.0]],
+                    "parse_error": None,
+                    "scores": {"iou": 0.0, "hit": False},
+                }
+            )
         else:
-            recs.append({"id": s.id, "status": "backend_error", "turns": [{"error": "HTTP 503"}], "answer": None,
-                         "parse_error": "backend_error", "error": "HTTP 503", "scores": {"iou": 0.0, "hit": False}})  # fmt: skip
-    header = {"config": {"benchmark": "ref_adv_s", "model": "m"}, "identity": {"model": "m"}, "status": "incomplete",
-              "model_label": "m + grounding-dino (agentic)"}  # fmt: skip
+            recs.append(
+                {
+                    "id": s.id,
+                    "status": "backend_error",
+                    "turns": [{"error": "HTTP 503"}],
+                    "answer": None,
+                    "parse_error": "backend_error",
+                    "error": "HTTP 503",
+                    "scores": {"iou": 0.0, "hit": False},
+                }
+            )
+    header = {
+        "config": {"benchmark": "ref_adv_s", "model": "m"},
+        "identity": {"model": "m"},
+        "status": "incomplete",
+        "model_label": "m + grounding-dino (agentic)",
+    }
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     return run_dir, bench, samples, recs, header
@@ -77,7 +101,7 @@ def test_what_the_model_saw_travels_with_each_sample(tmp_path: Path) -> None:
     page = report_html.write_run_report(run_dir, bench, samples, recs[:-1], {"run": run_block(recs[:-1])}, header)
     data = report_blob(page)
     first = data["items"][0]
-    (label, messages), = first["w"]
+    ((label, messages),) = first["w"]
     assert label == "turn 1"
     assert [m[0] for m in messages] == ["system", "user"]
     image, text = messages[1][1]
@@ -112,8 +136,16 @@ def test_a_finished_run_rerun_redraws_neither_heatmaps_nor_report(tmp_path: Path
     with SimulatedServer(script=script, default=None) as server:
 
         def run() -> Any:
-            config = RunConfig(benchmark="mm_niah", data=data, model=SIMULATED_MODEL_NAME, api_urls=[server.url], options=options,
-                               out=out, concurrency=4, show_progress=False)  # fmt: skip
+            config = RunConfig(
+                benchmark="mm_niah",
+                data=data,
+                model=SIMULATED_MODEL_NAME,
+                api_urls=[server.url],
+                options=options,
+                out=out,
+                concurrency=4,
+                show_progress=False,
+            )
             return evaluate(config)
 
         run()

@@ -25,8 +25,10 @@ def niah_rows(lengths: tuple[int, ...] = (1500, 3000), order: tuple[str, ...] = 
     rng = random.Random(3)
     return [
         {"task": task, "context_length": length, "placed_depth": depth, "score": float(rng.random() < 0.6)}
-        for task in order for length in lengths for depth in (0.1, 0.5, 0.9)
-    ]  # fmt: skip
+        for task in order
+        for length in lengths
+        for depth in (0.1, 0.5, 0.9)
+    ]
 
 
 def mc_metrics() -> dict[str, Any]:
@@ -37,8 +39,19 @@ def mc_metrics() -> dict[str, Any]:
 
 def ref_metrics() -> dict[str, Any]:
     bins = {label: {"n": 10, "acc@0.5": 0.5} for label, _, _ in BINS}
-    return {"n": 30, "acc@0.5": 0.5, "acc@0.75": 0.25, "acc@0.9": 0.1, "bins": bins, "parse_fail": 1, "repair_used": 0, "failed": 0,
-            "by_negation": {"True": {"n": 3, "acc@0.5": 1.0}}, "by_human_authored": {}, "by_image_source": {}}  # fmt: skip
+    return {
+        "n": 30,
+        "acc@0.5": 0.5,
+        "acc@0.75": 0.25,
+        "acc@0.9": 0.1,
+        "bins": bins,
+        "parse_fail": 1,
+        "repair_used": 0,
+        "failed": 0,
+        "by_negation": {"True": {"n": 3, "acc@0.5": 1.0}},
+        "by_human_authored": {},
+        "by_image_source": {},
+    }
 
 
 def headers_intact(text: str, table: Table) -> None:
@@ -52,7 +65,9 @@ def headers_intact(text: str, table: Table) -> None:
             assert part in words, (part, text)
 
 
-@pytest.mark.parametrize("tables", [mc_tables(mc_metrics()), ref_tables(ref_metrics()), niah_tables(aggregate(niah_rows((1500, 3000, 9000, 70000))))])
+@pytest.mark.parametrize(
+    "tables", [mc_tables(mc_metrics()), ref_tables(ref_metrics()), niah_tables(aggregate(niah_rows((1500, 3000, 9000, 70000))))]
+)
 def test_headline_tables_fit_80_columns(tables: list[Table]) -> None:
     text = render_tables(tables[:1], 80)
     headers_intact(text, Table("", [c for t in tables[:1] for c in t.columns]))
@@ -86,7 +101,9 @@ def test_ranges_without_samples_are_marked_and_the_present_overall_is_shown(tmp_
         cells = dict(zip(main.columns, row))
         assert cells["1k"] is not None and cells["2k"] is not None
         assert all(cells[r] is None for r in CONTEXT_RANGES[2:]), row  # "–", not 0.0
-        assert cells["overall"] == pytest.approx(100 * (cells["1k"] + cells["2k"]) / 100 / 11, abs=0.06)  # the official one, as it was
+        assert cells["overall"] == pytest.approx(
+            100 * (cells["1k"] + cells["2k"]) / 100 / 11, abs=0.06
+        )  # the official one, as it was
         assert cells[PRESENT] == pytest.approx((cells["1k"] + cells["2k"]) / 2, abs=0.06)
     text = render_tables([main], 160)
     assert "0.0" not in text.split() and "–" in text.split()
@@ -103,13 +120,18 @@ def test_ranges_without_samples_are_marked_and_the_present_overall_is_shown(tmp_
 
 def test_incomplete_runs_say_answered_of_requested() -> None:
     run = {"samples": 30, "answered": 14, "failed": 16, "not_requested": 0, "requested": 30}
-    for tables in (mc_tables({**mc_metrics(), "run": run}), ref_tables({**ref_metrics(), "run": run}),
-                   niah_tables({**aggregate(niah_rows()), "run": run})):  # fmt: skip
+    for tables in (
+        mc_tables({**mc_metrics(), "run": run}),
+        ref_tables({**ref_metrics(), "run": run}),
+        niah_tables({**aggregate(niah_rows()), "run": run}),
+    ):
         assert "answered 14 of 30 requested (16 failed)" in tables[0].title
         assert "answered 14 of 30" in render_tables(tables[:1], 80).replace("\n", " ").replace("  ", " ")
     # Older runs without "requested": answered + failed; a complete run says nothing.
     older = {"samples": 40, "answered": 10, "failed": 2, "not_requested": 28}
-    assert "answered 10 of 12 requested (2 failed), 28 of 40 not requested" in ref_tables({**ref_metrics(), "run": older})[0].title
+    assert (
+        "answered 10 of 12 requested (2 failed), 28 of 40 not requested" in ref_tables({**ref_metrics(), "run": older})[0].title
+    )
     done = {"samples": 30, "answered": 30, "failed": 0, "not_requested": 0, "requested": 30}
     assert ref_tables({**ref_metrics(), "run": done})[0].title == "Ref-Adv-s"
 

@@ -63,8 +63,18 @@ def test_requests_and_errors_per_endpoint_in_run_folder_and_report(serve: Any, r
     good = '{"bboxes": [[1, 1, 20, 20]]}'
     a = serve(script={k: [good] for k in keys}, faults={keys[0]: ["500"], keys[1]: ["500", "500"]}, default=None)
     b = serve(script={k: [good] for k in keys}, faults={keys[0]: ["500"], keys[1]: ["500", "500"]}, default=None)
-    config = dict(benchmark="ref_adv_s", data=folder, model="sim-model", api_urls=[a.url, f"{b.url}#2"], options={"box_format": "abs_xyxy"},
-                  out=tmp_path / "run", concurrency=3, show_progress=False, max_retries=4, backoff_base_s=0.01)  # fmt: skip
+    config = dict(
+        benchmark="ref_adv_s",
+        data=folder,
+        model="sim-model",
+        api_urls=[a.url, f"{b.url}#2"],
+        options={"box_format": "abs_xyxy"},
+        out=tmp_path / "run",
+        concurrency=3,
+        show_progress=False,
+        max_retries=4,
+        backoff_base_s=0.01,
+    )
     evaluate(RunConfig(**config))
     header = json.loads((tmp_path / "run" / "run.json").read_text())
     stats = {e["url"]: e for e in header["endpoints"]}
@@ -92,7 +102,10 @@ def test_requests_and_errors_per_endpoint_in_run_folder_and_report(serve: Any, r
 
 def test_add_stats_sums_by_url() -> None:
     one = [{"url": "http://a/v1", "weight": 1.0, "requests": 3, "errors": 1}]
-    two = [{"url": "http://a/v1", "weight": 1.0, "requests": 2, "errors": 0}, {"url": "http://b/v1", "weight": 2.0, "requests": 5, "errors": 2}]
+    two = [
+        {"url": "http://a/v1", "weight": 1.0, "requests": 2, "errors": 0},
+        {"url": "http://b/v1", "weight": 2.0, "requests": 5, "errors": 2},
+    ]
     assert add_stats(one, None, two) == [
         {"url": "http://a/v1", "weight": 1.0, "requests": 5, "errors": 1},
         {"url": "http://b/v1", "weight": 2.0, "requests": 5, "errors": 2},

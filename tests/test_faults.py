@@ -144,8 +144,22 @@ def test_progress_line_shows_the_wait_note() -> None:
 
 
 def _eval_args(data: Path, url: str, out: Path, model: str = "sim-model") -> list[str]:
-    return ["eval", "ref_adv_s", "--data", str(data), "--model", model, "--api-url", url, "--out", str(out),
-            "--box-format", "abs_xyxy", "--no-progress", "--no-report"]  # fmt: skip
+    return [
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(data),
+        "--model",
+        model,
+        "--api-url",
+        url,
+        "--out",
+        str(out),
+        "--box-format",
+        "abs_xyxy",
+        "--no-progress",
+        "--no-report",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -179,8 +193,22 @@ def test_endpoint_check(
 def test_endpoint_check_leaves_no_default_run_folder(serve: Any, ref_release: Any, tmp_path: Path) -> None:
     folder, _ = ref_release
     server = serve(models=("other/model",))
-    done = run_cli(["eval", "ref_adv_s", "--data", str(folder), "--model", "sim-model", "--api-url", server.url,
-                    "--box-format", "abs_xyxy", "--no-progress"], cwd=tmp_path)  # fmt: skip
+    done = run_cli(
+        [
+            "eval",
+            "ref_adv_s",
+            "--data",
+            str(folder),
+            "--model",
+            "sim-model",
+            "--api-url",
+            server.url,
+            "--box-format",
+            "abs_xyxy",
+            "--no-progress",
+        ],
+        cwd=tmp_path,
+    )
     assert done.returncode == 2, done.stderr
     assert "it serves other/model: pass one of these with --model" in done.stderr
     assert not (tmp_path / "runs").exists()
@@ -207,7 +235,9 @@ def test_dead_endpoint_taken_out_of_rotation_and_probed_after_cooldown(serve: An
         now = [1000.0]
         model.clock = lambda: now[0]
         try:
-            replies = [await model.complete(Conversation([Message("user", [f"q{i}"])]), Generation(timeout_s=2)) for i in range(20)]
+            replies = [
+                await model.complete(Conversation([Message("user", [f"q{i}"])]), Generation(timeout_s=2)) for i in range(20)
+            ]
             down = model.endpoints[0]
             assert down.sent == 3 and down.down_until == 1030.0  # three failures, then out of rotation
             now[0] = 1031.0  # the cool-down is over: the next request probes it once
@@ -277,8 +307,14 @@ def test_run_survives_an_endpoint_stopped_mid_run(serve: Any, ref_release: Any, 
 def test_classify_vllm_rejections() -> None:
     assert classify_rejection(400, json.dumps(VLLM_CONTEXT_ERROR)) == status.CONTEXT_TOO_LONG
     assert classify_rejection(400, json.dumps(VLLM_IMAGES_ERROR)) == status.TOO_MANY_IMAGES
-    assert classify_rejection(400, json.dumps({"error": {"message": "This model's maximum context length is 4096 tokens."}})) == status.CONTEXT_TOO_LONG
-    assert classify_rejection(400, "The decoder prompt (length 9000) is longer than the maximum model length of 8192.") == status.CONTEXT_TOO_LONG
+    assert (
+        classify_rejection(400, json.dumps({"error": {"message": "This model's maximum context length is 4096 tokens."}}))
+        == status.CONTEXT_TOO_LONG
+    )
+    assert (
+        classify_rejection(400, "The decoder prompt (length 9000) is longer than the maximum model length of 8192.")
+        == status.CONTEXT_TOO_LONG
+    )
     assert classify_rejection(400, '{"object":"error","message":"temperature must be non-negative"}') == status.REQUEST_REJECTED
     assert classify_rejection(404, "The model `x` does not exist.") == status.REQUEST_REJECTED
 
@@ -307,7 +343,9 @@ def test_failure_kinds_in_a_run(serve: Any, ref_release: Any, tmp_path: Path) ->
     assert notes[2].startswith("context_too_long, too_many_images: the server refuses these samples as they are")
     longest = max(records[s.id]["turns"][0]["usage"]["prompt_tokens"] for s in samples[4:])
     assert longest > 0
-    assert notes[3].startswith(f"2 sample(s) exceed the model's context (8192 tokens, the server says); the longest prompt that fit had {longest} prompt tokens")
+    assert notes[3].startswith(
+        f"2 sample(s) exceed the model's context (8192 tokens, the server says); the longest prompt that fit had {longest} prompt tokens"
+    )
     assert notes[4].startswith("1 sample(s) have more images than the server accepts per prompt")
 
     before = len(server.log)
@@ -324,7 +362,9 @@ def test_reasoning_replies(serve: Any, ref_release: Any, tmp_path: Path) -> None
     keys = [prompt_key(s) for s in samples]
     script: dict[str, Any] = {k: [_good(r)] for k, r in zip(keys, rows)}
     script[keys[0]] = [{"text": None, "reasoning": "Let me think about the <b>shapes</b>...", "finish_reason": "length"}]
-    script[keys[1]] = [{"text": None, "reasoning": "Hmm, the left one", "reasoning_field": "reasoning", "finish_reason": "length"}]
+    script[keys[1]] = [
+        {"text": None, "reasoning": "Hmm, the left one", "reasoning_field": "reasoning", "finish_reason": "length"}
+    ]
     script[keys[2]] = [{"text": _good(rows[2]), "reasoning": "It is clearly the red square."}]
     server = serve(script=script)
     out = tmp_path / "run"
@@ -387,8 +427,17 @@ def test_neutral_sampling(serve: Any, ref_release: Any, tmp_path: Path) -> None:
     evaluate(_config(folder, [server.url], out, limit=1, neutral_sampling=True, generation=gen))
     body = server.requests[0][1]
     sent = {k: v for k, v in body.items() if k not in ("model", "messages")}
-    assert sent == {"temperature": 0.0, "top_p": 1.0, "max_tokens": 1024, "seed": 7, "top_k": -1, "min_p": 0.0,
-                    "repetition_penalty": 1.1, "presence_penalty": 0.0, "frequency_penalty": 0.0}  # fmt: skip
+    assert sent == {
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "max_tokens": 1024,
+        "seed": 7,
+        "top_k": -1,
+        "min_p": 0.0,
+        "repetition_penalty": 1.1,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+    }
     header = json.loads((out / "run.json").read_text())
     assert header["identity"]["neutral_sampling"] is True
     assert header["sampling_sent"] == [sent]
@@ -463,8 +512,13 @@ def test_cannot_reach_message_has_no_url_secrets() -> None:
 
 def test_report_redacts_by_exact_names() -> None:
     out = report_html.public_config(
-        {"config": {"api_key": "k", "generation": {"max_tokens": 64, "extra": {"Authorization": "x", "top_k": 1}},
-                    "note": "sent with Bearer sk-LEAK"}}  # fmt: skip
+        {
+            "config": {
+                "api_key": "k",
+                "generation": {"max_tokens": 64, "extra": {"Authorization": "x", "top_k": 1}},
+                "note": "sent with Bearer sk-LEAK",
+            }
+        }
     )
     assert out["config"]["generation"]["max_tokens"] == 64
     assert out["config"]["generation"]["extra"] == {"Authorization": "[redacted]", "top_k": 1}
@@ -477,8 +531,19 @@ def test_report_scrubs_errors_of_older_records(ref_release: Any, tmp_path: Path)
     bench = RefAdv(box_format="abs_xyxy")
     samples = bench.load(folder)[:1]
     error = "http_400: echo of Authorization: Bearer sk-OLD-LEAK to http://h:1/v1/chat?key=q-OLD-LEAK"
-    recs = [{"id": samples[0].id, "status": "request_rejected", "turns": [{"reply": "", "error": error}], "repair_used": False,
-             "answer": None, "parse_error": "request_rejected", "iou": 0.0, "hit": False, "error": error}]  # fmt: skip
+    recs = [
+        {
+            "id": samples[0].id,
+            "status": "request_rejected",
+            "turns": [{"reply": "", "error": error}],
+            "repair_used": False,
+            "answer": None,
+            "parse_error": "request_rejected",
+            "iou": 0.0,
+            "hit": False,
+            "error": error,
+        }
+    ]
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     page = report_html.write_run_report(run_dir, bench, samples, recs, bench.score(samples, recs), {"config": {}})

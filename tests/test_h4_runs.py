@@ -31,8 +31,23 @@ def _release(tmp_path: Path, n: int = 8) -> tuple[Path, list[str], dict[str, lis
 
 
 def _eval(data: Path, url: str, out: Path | None, *extra: str, model: str = "org/m") -> list[str]:
-    args = ["eval", "ref_adv_s", "--data", str(data), "--model", model, "--api-url", url, "--box-format", "abs_xyxy",
-            "--no-progress", "--max-retries", "0", "--no-report", *extra]  # fmt: skip
+    args = [
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(data),
+        "--model",
+        model,
+        "--api-url",
+        url,
+        "--box-format",
+        "abs_xyxy",
+        "--no-progress",
+        "--max-retries",
+        "0",
+        "--no-report",
+        *extra,
+    ]
     return args + (["--out", str(out)] if out is not None else [])
 
 
@@ -70,8 +85,21 @@ def test_a_run_with_nothing_answered_has_no_metrics(serve: Any, tmp_path: Path, 
     data, options, script = demo_mc.build(tmp_path / "mc")
     server = serve(script=script, default=None, faults={k: ["500"] * 5 for k in script})
     out = tmp_path / "run"
-    args = ["eval", "mc_bench", "--data", str(data), "--model", SIMULATED_MODEL_NAME, "--api-url", server.url,
-            "--max-retries", "0", "--no-progress", "--out", str(out)]  # fmt: skip
+    args = [
+        "eval",
+        "mc_bench",
+        "--data",
+        str(data),
+        "--model",
+        SIMULATED_MODEL_NAME,
+        "--api-url",
+        server.url,
+        "--max-retries",
+        "0",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     for key, value in options.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
     assert main(args) == 3
@@ -234,9 +262,32 @@ def test_rag_max_tokens_reaches_run_json_and_the_key_never_does(
     chat = serve(default="sings", api_key=key)
     out = tmp_path / "run"
     with SimulatedServer(api_key=key) as emb:
-        assert main(["eval", "mm_niah", "--data", str(folder), "--model", "sim-model", "--api-url", chat.url, "--solver", "rag",
-                     "--embed-model", SIMULATED_EMBEDDER_NAME, "--embed-url", emb.url, "--rag-max-tokens", "10",
-                     "--out", str(out), "--no-progress"]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "eval",
+                    "mm_niah",
+                    "--data",
+                    str(folder),
+                    "--model",
+                    "sim-model",
+                    "--api-url",
+                    chat.url,
+                    "--solver",
+                    "rag",
+                    "--embed-model",
+                    SIMULATED_EMBEDDER_NAME,
+                    "--embed-url",
+                    emb.url,
+                    "--rag-max-tokens",
+                    "10",
+                    "--out",
+                    str(out),
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
     header = json.loads((out / "run.json").read_text())
     assert header["config"]["solver_options"]["rag_max_tokens"] == 10
     assert "rag_max_tokens" in (out / "report" / "index.html").read_text(encoding="utf-8")
@@ -268,8 +319,22 @@ def test_a_model_named_dot_dot_runs_inside_runs(serve: Any, tmp_path: Path, monk
 
 
 def test_localizer_flag_and_solver_option_conflict_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["eval", "mc_bench", "--data", str(tmp_path), "--model", "m", "--api-url", "http://127.0.0.1:9/v1", "--solver", "agentic",
-            "--localizer", "vlm:a", "--solver-option", "localizer=vlm:b"]  # fmt: skip
+    args = [
+        "eval",
+        "mc_bench",
+        "--data",
+        str(tmp_path),
+        "--model",
+        "m",
+        "--api-url",
+        "http://127.0.0.1:9/v1",
+        "--solver",
+        "agentic",
+        "--localizer",
+        "vlm:a",
+        "--solver-option",
+        "localizer=vlm:b",
+    ]
     assert main(args) == 2
     line = _sentence(capsys.readouterr().err)
     assert "--localizer and --solver-option localizer=... both set" in line
@@ -290,8 +355,10 @@ def test_mypy_ignores_every_import_outside_the_core_and_test_extras() -> None:
     extra (torch, transformers, huggingface_hub: the `models` extra) must be ignored by mypy."""
     tomllib = pytest.importorskip("tomllib")
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    installed = {"PIL" if d.startswith("pillow") else d.split(">")[0].split("=")[0].replace("-", "_") for d in
-                 [*project["project"]["dependencies"], *project["project"]["optional-dependencies"]["test"]]}  # fmt: skip
+    installed = {
+        "PIL" if d.startswith("pillow") else d.split(">")[0].split("=")[0].replace("-", "_")
+        for d in [*project["project"]["dependencies"], *project["project"]["optional-dependencies"]["test"]]
+    }
     ignored = {m for o in project["tool"]["mypy"]["overrides"] if o.get("ignore_missing_imports") for m in o["module"]}
     imported: set[str] = set()
     for path in (REPO / "src").rglob("*.py"):

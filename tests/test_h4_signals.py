@@ -30,14 +30,37 @@ def test_sigterm_at_random_points_prints_no_traceback(serve: Any, tmp_path: Path
     script = {prompt_key(s): answers_for(r, i) for i, (s, r) in enumerate(zip(samples, rows))}
     server = serve(script=script, default=None, delay_s=0.3)
     out = tmp_path / "run"
-    args = ["eval", "ref_adv_s", "--data", str(data), "--model", "org/m", "--api-url", server.url,
-            "--box-format", "abs_xyxy", "--max-retries", "0", "--concurrency", "4", "--out", str(out)]  # fmt: skip
+    args = [
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(data),
+        "--model",
+        "org/m",
+        "--api-url",
+        server.url,
+        "--box-format",
+        "abs_xyxy",
+        "--max-retries",
+        "0",
+        "--concurrency",
+        "4",
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     rng = random.Random(19)
     for i in range(SIGNALS):
         ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if i % 2 else None  # a background job of a script
-        proc = subprocess.Popen([sys.executable, "-m", "needlepoint.cli", *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, preexec_fn=ignore)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "needlepoint.cli", *args],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=ignore,
+        )
         try:
             time.sleep(rng.uniform(0.0, 2.5))  # startup, endpoint check, answering, scoring, report
             proc.send_signal(signal.SIGTERM)

@@ -33,8 +33,24 @@ def coco(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def args(folder: Path, out: Path, *extra: str, samples: int = 120) -> list[str]:
-    return ["build", "mc_bench_sft", "--coco", str(folder / "instances.json"), "--images", str(folder / "images"), "--out", str(out),
-            "--samples", str(samples), "--box-format", "norm_1000_xyxy", "--seed", "0", "--no-progress", *extra]  # fmt: skip
+    return [
+        "build",
+        "mc_bench_sft",
+        "--coco",
+        str(folder / "instances.json"),
+        "--images",
+        str(folder / "images"),
+        "--out",
+        str(out),
+        "--samples",
+        str(samples),
+        "--box-format",
+        "norm_1000_xyxy",
+        "--seed",
+        "0",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def tree(folder: Path) -> dict[str, bytes]:
@@ -50,8 +66,9 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
 # --- the output folder: whole or refused -------------------------------------------------------------
 
 
-def test_a_folder_holding_a_build_is_refused_and_kept(coco: tuple[Path, dict[str, Any]], tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_folder_holding_a_build_is_refused_and_kept(
+    coco: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder, _ = coco
     out = tmp_path / "out"
     assert run(args(folder, out, "--format", "swift"), capsys)[0] == 0
@@ -62,7 +79,9 @@ def test_a_folder_holding_a_build_is_refused_and_kept(coco: tuple[Path, dict[str
     assert sorted(p.name for p in tmp_path.iterdir()) == ["coco", "out"]
 
 
-def test_a_folder_of_other_files_is_refused(coco: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_folder_of_other_files_is_refused(
+    coco: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder, _ = coco
     out = tmp_path / "out"
     out.mkdir()
@@ -72,8 +91,9 @@ def test_a_folder_of_other_files_is_refused(coco: tuple[Path, dict[str, Any]], t
     assert tree(out) == {"notes.txt": b"mine"}
 
 
-def test_an_older_builds_leftover_is_replaced_whole(coco: tuple[Path, dict[str, Any]], tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_an_older_builds_leftover_is_replaced_whole(
+    coco: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder, _ = coco
     out = tmp_path / "out"
     out.mkdir()
@@ -87,12 +107,15 @@ def test_an_older_builds_leftover_is_replaced_whole(coco: tuple[Path, dict[str, 
     assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
 
 
-def test_kill_9_leaves_only_a_partial_folder_that_the_next_build_replaces(coco: tuple[Path, dict[str, Any]], tmp_path: Path,
-                                                                          capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_kill_9_leaves_only_a_partial_folder_that_the_next_build_replaces(
+    coco: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder, _ = coco
     out = tmp_path / "out"
     argv = [sys.executable, "-m", "needlepoint.cli", *args(folder, out, samples=200_000)]
-    proc = subprocess.Popen(argv, env={**os.environ, "PYTHONPATH": str(SRC)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        argv, env={**os.environ, "PYTHONPATH": str(SRC)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     partial = tmp_path / "out.partial"
     try:  # the data file is written through a temporary file beside its name (store.AtomicFile)
         while proc.poll() is None and not any(p.stat().st_size > 10_000 for p in partial.glob("mc_bench_sft.json.tmp*")):
@@ -111,8 +134,9 @@ def test_kill_9_leaves_only_a_partial_folder_that_the_next_build_replaces(coco: 
 # --- paths ---------------------------------------------------------------------------------------------
 
 
-def test_absolute_paths_inside_images_are_accepted_and_outside_refused(coco: tuple[Path, dict[str, Any]], tmp_path: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_absolute_paths_inside_images_are_accepted_and_outside_refused(
+    coco: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder, data = coco
     images = (folder / "images").resolve()
     for im in data["images"]:
@@ -127,15 +151,18 @@ def test_absolute_paths_inside_images_are_accepted_and_outside_refused(coco: tup
     data["images"][0]["file_name"] = str(images / ".." / ".." / "outside_secret.jpg")
     (folder / "instances.json").write_text(json.dumps(data))
     rc, err = run(args(folder, tmp_path / "b"), capsys)
-    assert rc == 2 and "outside_secret.jpg" in err and "lies outside the images folder" in err and len(err.strip().splitlines()) == 1, err
+    assert (
+        rc == 2 and "outside_secret.jpg" in err and "lies outside the images folder" in err and len(err.strip().splitlines()) == 1
+    ), err
     assert not (tmp_path / "b").exists()
 
 
 # --- images that do not decode -------------------------------------------------------------------------
 
 
-def test_images_that_do_not_decode_are_never_referenced_only_counted(coco: tuple[Path, dict[str, Any]], tmp_path: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_images_that_do_not_decode_are_never_referenced_only_counted(
+    coco: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder, data = coco
     names = [im["file_name"] for im in data["images"]]
     truncated, text, bomb, huge = names[1], names[4], names[7], names[9]
@@ -156,15 +183,18 @@ def test_images_that_do_not_decode_are_never_referenced_only_counted(coco: tuple
     assert "skipped 3 images that do not decode" in err
 
 
-def test_a_mix_sample_with_an_image_that_does_not_decode_is_skipped_and_counted(coco: tuple[Path, dict[str, Any]], tmp_path: Path,
-                                                                                capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_mix_sample_with_an_image_that_does_not_decode_is_skipped_and_counted(
+    coco: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder, data = coco
     mix = tmp_path / "mixdir"
     mix.mkdir()
     shutil.copyfile(folder / "images" / data["images"][0]["file_name"], mix / "a.jpg")
     (mix / "b.jpg").write_text("a text file named .jpg")
     turns = [{"from": "human", "value": "<image>What is it?"}, {"from": "gpt", "value": "A box."}]
-    (mix / "mix.json").write_text(json.dumps([{"conversations": turns, "images": ["a.jpg"]}, {"conversations": turns, "images": ["b.jpg"]}]))
+    (mix / "mix.json").write_text(
+        json.dumps([{"conversations": turns, "images": ["a.jpg"]}, {"conversations": turns, "images": ["b.jpg"]}])
+    )
     rc, err = run(args(folder, tmp_path / "out", "--mix", str(mix / "mix.json"), samples=20), capsys)
     assert rc == 0, err
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())

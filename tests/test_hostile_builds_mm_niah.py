@@ -35,8 +35,26 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def build_args(shards: Path, images: Path, out: Path, *extra: str) -> list[str]:
-    return ["build", "mm_niah", "--corpus", str(shards), "--images", str(images), "--out", str(out), "--lengths", "1k,2k",
-            "--depths", "0,0.5,1.0", "--per-cell", "2", "--seed", "7", "--no-progress", *extra]  # fmt: skip
+    return [
+        "build",
+        "mm_niah",
+        "--corpus",
+        str(shards),
+        "--images",
+        str(images),
+        "--out",
+        str(out),
+        "--lengths",
+        "1k,2k",
+        "--depths",
+        "0,0.5,1.0",
+        "--per-cell",
+        "2",
+        "--seed",
+        "7",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def run_quiet(argv: list[str]) -> tuple[int, str]:
@@ -75,8 +93,22 @@ def test_kill_9_leaves_no_set_eval_refuses_the_partial_and_a_rebuild_replaces_it
     assert manifest["status"] == "incomplete"
 
     for data in (out, out / "mm_niah_val.partial"):
-        rc, err = run_quiet(["eval", "mm_niah", "--data", str(data), "--model", "m", "--api-url", "http://127.0.0.1:9/v1", "--out",
-                             str(tmp_path / "run"), "--no-progress", "--no-report"])  # fmt: skip
+        rc, err = run_quiet(
+            [
+                "eval",
+                "mm_niah",
+                "--data",
+                str(data),
+                "--model",
+                "m",
+                "--api-url",
+                "http://127.0.0.1:9/v1",
+                "--out",
+                str(tmp_path / "run"),
+                "--no-progress",
+                "--no-report",
+            ]
+        )
         assert rc == 2 and "mm_niah_val.partial is an incomplete build" in err and "Traceback" not in err, err
         assert not (tmp_path / "run").exists()
 
@@ -102,7 +134,9 @@ def test_a_leftover_of_an_older_build_is_refused_by_eval_and_replaced_by_a_build
     assert not (folder / ".haystack.spool").exists() and entries(out) == ["mm_niah_val"]
 
 
-def test_a_release_without_manifest_still_loads_and_other_files_are_never_overwritten(corpus: dict[str, Any], tmp_path: Path) -> None:
+def test_a_release_without_manifest_still_loads_and_other_files_are_never_overwritten(
+    corpus: dict[str, Any], tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     assert run_quiet(build_args(corpus["shards"], corpus["images"], out, "--tasks", "retrieval-text"))[0] == 0
     folder = out / "mm_niah_val"
@@ -146,8 +180,10 @@ def test_an_img2dataset_key_leaving_the_folder_is_refused(tmp_path: Path) -> Non
     (tmp_path / "outside_secret.jpg").write_bytes(image_bytes(random.Random(1), (64, 48)))
     downloads = tmp_path / "a" / "b" / "dl"
     (downloads / "00000").mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist([{"url": "https://x.org/s.jpg", "key": "../../../outside_secret", "status": "success"}]),
-                   downloads / "00000.parquet")  # fmt: skip
+    pq.write_table(
+        pa.Table.from_pylist([{"url": "https://x.org/s.jpg", "key": "../../../outside_secret", "status": "success"}]),
+        downloads / "00000.parquet",
+    )
     with pytest.raises(DataError, match="stay inside"):
         ImageResolver(downloads)
 
@@ -169,8 +205,13 @@ def test_absolute_paths_inside_images_are_used_and_outside_ones_skip_their_docum
     data = image_bytes(random.Random(2), (80, 60))
     (images / "sub" / "a.jpg").write_bytes(data)
     (tmp_path / "secret.jpg").write_bytes(image_bytes(random.Random(3), (90, 70)))
-    rows = [doc(str(images / "sub" / "a.jpg")), doc(str(images / "sub" / ".." / ".." / "secret.jpg")), doc(str(tmp_path / "secret.jpg")),
-            doc("../secret.jpg"), doc("sub/a.jpg")]  # fmt: skip
+    rows = [
+        doc(str(images / "sub" / "a.jpg")),
+        doc(str(images / "sub" / ".." / ".." / "secret.jpg")),
+        doc(str(tmp_path / "secret.jpg")),
+        doc("../secret.jpg"),
+        doc("sub/a.jpg"),
+    ]
     docs, stats = read_docs(rows, tmp_path, images)
     assert len(docs) == 2 and all(any(getattr(x, "data", None) == data for x in d) for d in docs)
     assert stats.documents_skipped_image_outside_folder == 3 and stats.documents_skipped_unreadable_image == 0
@@ -197,8 +238,12 @@ def png_header_only(width: int, height: int) -> bytes:
     def chunk(kind: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b""))  # fmt: skip
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+        + chunk(b"IEND", b"")
+    )
 
 
 def big_png(path: Path, side: int) -> None:
@@ -210,8 +255,12 @@ def big_png(path: Path, side: int) -> None:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)) + chunk(b"IDAT", body)
-                     + chunk(b"IEND", b""))  # fmt: skip
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", body)
+        + chunk(b"IEND", b"")
+    )
 
 
 @pytest.fixture
@@ -228,8 +277,16 @@ def bad_images(tmp_path: Path) -> Path:
 
 
 def test_bad_images_skip_their_document_and_are_counted(bad_images: Path, tmp_path: Path) -> None:
-    rows = [doc("good.jpg"), doc("truncated.jpg"), doc("notes.jpg"), doc("bomb.png"), doc("fake-big.png"),
-            doc({"bytes": "!!! not base64 ~~~"}), doc({"bytes": base64.b64encode(b"GIF89a broken").decode()}), doc("good.jpg")]  # fmt: skip
+    rows = [
+        doc("good.jpg"),
+        doc("truncated.jpg"),
+        doc("notes.jpg"),
+        doc("bomb.png"),
+        doc("fake-big.png"),
+        doc({"bytes": "!!! not base64 ~~~"}),
+        doc({"bytes": base64.b64encode(b"GIF89a broken").decode()}),
+        doc("good.jpg"),
+    ]
     docs, stats = read_docs(rows, tmp_path, bad_images)
     assert len(docs) == 2
     assert stats.documents_skipped_unreadable_image == 6 and stats.documents_skipped_missing_image == 0
@@ -276,13 +333,19 @@ def test_a_build_with_a_12000_pixel_image_stays_small_in_memory(corpus: dict[str
     shards = tmp_path / "shards"
     shutil.copytree(corpus["shards"], shards)
     text = " ".join(f"Sentence number {i} is about the weather today." for i in range(400))  # enough text to take the image
-    (shards / "obelics-0.jsonl").write_text(json.dumps({"texts": [text, None, "More text."], "images": [None, "local/huge.png", None]}) + "\n")
+    (shards / "obelics-0.jsonl").write_text(
+        json.dumps({"texts": [text, None, "More text."], "images": [None, "local/huge.png", None]}) + "\n"
+    )
     # VmHWM: this process's own peak (ru_maxrss may carry the forking parent's)
-    code = ("import re, sys; from needlepoint.cli import main; rc = main(sys.argv[1:]); "
-            "print(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)); sys.exit(rc)")  # fmt: skip
+    code = (
+        "import re, sys; from needlepoint.cli import main; rc = main(sys.argv[1:]); "
+        "print(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)); sys.exit(rc)"
+    )
     argv = build_args(shards, images, tmp_path / "out", "--tasks", "retrieval-image,counting-image")
     argv[argv.index("--lengths") + 1], argv[argv.index("--per-cell") + 1] = "8k", "1"
-    done = subprocess.run([sys.executable, "-c", code, *argv], env={**os.environ, "PYTHONPATH": str(SRC)}, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv], env={**os.environ, "PYTHONPATH": str(SRC)}, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     manifest = json.loads((tmp_path / "out" / "mm_niah_val" / "build_manifest.json").read_text())
     assert manifest["corpus"]["images_reduced"] == 1 and "DecompressionBomb" not in done.stderr
@@ -305,8 +368,11 @@ def test_a_truncated_needle_image_is_one_sentence_naming_it(corpus: dict[str, An
     buf = io.BytesIO()
     needles.draw_cartoon("tree", (9, 9, 9)).convert("RGB").save(buf, "JPEG")
     (folder / "tree.jpg").write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
-    rc, err = run_quiet(build_args(corpus["shards"], corpus["images"], tmp_path / "out", "--tasks", "retrieval-image", "--needle-images",
-                                   str(folder)))  # fmt: skip
+    rc, err = run_quiet(
+        build_args(
+            corpus["shards"], corpus["images"], tmp_path / "out", "--tasks", "retrieval-image", "--needle-images", str(folder)
+        )
+    )
     assert rc == 2 and "tree.jpg" in err and "truncated" in err and "check the path" not in err, err
     assert not (tmp_path / "out").exists()
 
@@ -320,8 +386,9 @@ def test_the_catch_all_says_decode_not_path(monkeypatch: pytest.MonkeyPatch) -> 
     assert rc == 2 and "truncated" in err and "check the path" not in err and ": ;" not in err, err
 
 
-
-def test_an_interrupted_build_says_it_left_nothing(corpus: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupted_build_says_it_left_nothing(
+    corpus: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from needlepoint.benchmarks.mm_niah.build import builder
 
     def interrupted(self: Any, task: str, blink: Any) -> None:

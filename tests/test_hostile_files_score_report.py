@@ -14,7 +14,7 @@ from conftest import MC_BENCH_RELEASE, run_cli
 
 from needlepoint.cli import main as cli_main
 from needlepoint.jsonl import parse, read_json, read_jsonl
-from needlepoint.numbers import boolean, integer
+from needlepoint.numeric import boolean, integer
 from needlepoint.text import writable
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -82,7 +82,12 @@ def test_only_regular_files_within_the_limit_are_read(tmp_path: Path) -> None:
     zero.symlink_to("/dev/zero")
     big = tmp_path / "big.json"
     big.write_text("[" + "1," * 100 + "1]")
-    for path, message in ((fifo, "not a regular file"), (zero, "not a regular file"), (tmp_path, "a folder"), (big, "over the limit")):
+    for path, message in (
+        (fifo, "not a regular file"),
+        (zero, "not a regular file"),
+        (tmp_path, "a folder"),
+        (big, "over the limit"),
+    ):
         with pytest.raises(Exception, match=message) as info:
             read_json(path, "give a file", limit=100)
         assert str(info.value).startswith(str(path)) and type(info.value).__name__ == "DataError"
@@ -90,8 +95,14 @@ def test_only_regular_files_within_the_limit_are_read(tmp_path: Path) -> None:
 
 def test_field_rules() -> None:
     assert integer(3, "w", "n") == 3 and integer(3.0, "w", "n") == 3
-    for bad, message in (("five", "not a whole number"), (2.5, "not a whole number"), (True, "not a whole number"),
-                         (-3, "at least 0"), (10**30, "at most"), (None, "not a whole number")):  # fmt: skip
+    for bad, message in (
+        ("five", "not a whole number"),
+        (2.5, "not a whole number"),
+        (True, "not a whole number"),
+        (-3, "at least 0"),
+        (10**30, "at most"),
+        (None, "not a whole number"),
+    ):
         with pytest.raises(Exception, match=message):
             integer(bad, "w", "n")
     assert boolean(True, "w", "f") is True and boolean(None, "w", "f") is False
@@ -103,10 +114,18 @@ def test_field_rules() -> None:
 # --- Ref-Adv-s prediction files ------------------------------------------------------------------
 
 REF_ROW = {
-    "row_idx": 0, "gt_bbox_xyxy": [0, 0, 10, 10], "pred_box_xyxy_first": [0, 0, 10, 10], "distractor_count": 3,
-    "parse_error": "", "use_negation": False, "human_authored": True, "image_source": "coco_val2017",
-    "retry_followup_used": False, "model_full_name": "m", "prompt_id": "direct",
-}  # fmt: skip
+    "row_idx": 0,
+    "gt_bbox_xyxy": [0, 0, 10, 10],
+    "pred_box_xyxy_first": [0, 0, 10, 10],
+    "distractor_count": 3,
+    "parse_error": "",
+    "use_negation": False,
+    "human_authored": True,
+    "image_source": "coco_val2017",
+    "retry_followup_used": False,
+    "model_full_name": "m",
+    "prompt_id": "direct",
+}
 
 
 def _ref_file(tmp_path: Path, lines: list[str]) -> Path:
@@ -167,12 +186,16 @@ NIAH_ROW = {"question_id": 1, "question": "q", "answer": "a", "response": "a", "
     ("text", "needles"),
     [
         (json.dumps(NIAH_ROW)[:-1] + ', "x": ' + DEEP + "}", ["line 1 is nested too deeply"]),
-        (json.dumps({**NIAH_ROW, "response": 0})[:-1].replace('"response": 0', '"response": ' + BIG) + "}",
-         ["line 1 holds a number beyond float range"]),  # fmt: skip
+        (
+            json.dumps({**NIAH_ROW, "response": 0})[:-1].replace('"response": 0', '"response": ' + BIG) + "}",
+            ["line 1 holds a number beyond float range"],
+        ),
         (json.dumps({**NIAH_ROW, "context_length": -5}), ["line 1: context_length is -5, a negative size"]),
         (json.dumps({**NIAH_ROW, "context_length": "long"}), ["line 1: context_length is 'long'"]),
-        (json.dumps(NIAH_ROW) + "\n" + json.dumps({**NIAH_ROW, "question_id": 2}) + "\n" + json.dumps(NIAH_ROW),
-         ["holds 1 duplicate row(s)", "line 3 repeats question_id 1 of line 1"]),  # fmt: skip
+        (
+            json.dumps(NIAH_ROW) + "\n" + json.dumps({**NIAH_ROW, "question_id": 2}) + "\n" + json.dumps(NIAH_ROW),
+            ["holds 1 duplicate row(s)", "line 3 repeats question_id 1 of line 1"],
+        ),
     ],
 )
 def test_hostile_mm_niah_predictions_are_one_sentence(
@@ -205,7 +228,10 @@ MC_ENTRY = '{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5
         ('[{"image_id": ' + BIG + ', "category_id": 1, "bbox": [1, 2, 3, 4]}]', ["holds a number beyond float range"]),
         ('[{"image_id": 1, "category_id": -1, "bbox": [1, 2, 3, 4]}]', ["category_id (the group) is -1; it must be at least 1"]),
         ('[{"image_id": 1, "category_id": 0, "bbox": [1, 2, 3, 4]}]', ["category_id (the group) is 0; it must be at least 1"]),
-        ('[{"image_id": 1, "category_id": 10000000000, "bbox": [1, 2, 3, 4]}]', ["is 10000000000; it must be at most 2,147,483,647"]),
+        (
+            '[{"image_id": 1, "category_id": 10000000000, "bbox": [1, 2, 3, 4]}]',
+            ["is 10000000000; it must be at most 2,147,483,647"],
+        ),
     ],
 )
 def test_hostile_mc_bench_results_are_one_sentence(
@@ -234,7 +260,9 @@ METRICS = {"n": 2, "acc@0.5": 0.5, "acc@0.75": 0.25, "acc@0.9": 0.0, "bins": {},
 def _run(root: Path, name: str, header: str | None = None, metrics: str | None = None) -> Path:
     folder = root / name / "20260101-000000"
     folder.mkdir(parents=True)
-    (folder / "run.json").write_text(header or json.dumps({**HEADER, "config": {**HEADER["config"], "model": name}}), encoding="utf-8")
+    (folder / "run.json").write_text(
+        header or json.dumps({**HEADER, "config": {**HEADER["config"], "model": name}}), encoding="utf-8"
+    )
     if metrics is not None:
         (folder / "metrics.json").write_text(metrics, encoding="utf-8")
     return folder
@@ -264,8 +292,12 @@ def test_report_skips_hostile_runs_and_boards_the_rest(tmp_path: Path, capsys: p
     _run(root, "good", metrics=json.dumps(METRICS))
     for name, (header, metrics, _) in HOSTILE_RUNS.items():
         _run(root, name, header, metrics)
-    _run(root, "odd", header=json.dumps({**HEADER, "model_label": "odd"})[:-1] + ', "x": ' + SURROGATE + "}",
-         metrics=json.dumps(METRICS)[:-1] + ', "note": ' + SURROGATE + "}")  # fmt: skip
+    _run(
+        root,
+        "odd",
+        header=json.dumps({**HEADER, "model_label": "odd"})[:-1] + ', "x": ' + SURROGATE + "}",
+        metrics=json.dumps(METRICS)[:-1] + ', "note": ' + SURROGATE + "}",
+    )
     surrogate_model = {**HEADER, "config": {**HEADER["config"], "model": "label \ud800"}}
     _run(root, "surrogate", header=json.dumps(surrogate_model), metrics=json.dumps(METRICS))
     _run(root, "corrupt", metrics=json.dumps({**METRICS, "acc@0.5": float("nan"), "acc@0.75": "high", "acc@0.9": float("inf")}))
@@ -321,7 +353,9 @@ def test_a_model_name_that_is_not_utf8_is_refused_before_a_run_folder(tmp_path: 
     data.write_text("", encoding="utf-8")
     out = tmp_path / "out"
     model = os.fsdecode(b"m\xff")
-    code = cli_main(["eval", "ref_adv_s", "--data", str(data), "--model", model, "--api-url", "http://127.0.0.1:9/v1", "--out", str(out)])
+    code = cli_main(
+        ["eval", "ref_adv_s", "--data", str(data), "--model", model, "--api-url", "http://127.0.0.1:9/v1", "--out", str(out)]
+    )
     _one_sentence(code, capsys.readouterr().err, "--model 'm\\xff' is not UTF-8 text")
     assert not out.exists()
 
@@ -339,7 +373,9 @@ def test_report_of_a_run_folder_whose_name_is_not_utf8(tmp_path: Path, capsys: p
 def test_json_flags_nested_deeply_are_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str) -> None:
     deep = "[" * 30_000 + "]" * 30_000  # as deep as one argument can carry (128 KiB)
     value = '{"a": ' + deep + "}" if flag == "--extra-body" else "x=" + deep
-    code = cli_main(["eval", "ref_adv_s", "--data", str(tmp_path), "--model", "m", "--api-url", "http://127.0.0.1:9/v1", flag, value])
+    code = cli_main(
+        ["eval", "ref_adv_s", "--data", str(tmp_path), "--model", "m", "--api-url", "http://127.0.0.1:9/v1", flag, value]
+    )
     _one_sentence(code, capsys.readouterr().err)
 
 

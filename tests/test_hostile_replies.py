@@ -84,16 +84,34 @@ def _assert_no_internal_error(out: Path, n: int) -> dict[str, dict[str, Any]]:
 
 def _run(serve: Any, benchmark: str, data: Path, options: dict[str, Any], script: dict[str, list[Any]], out: Path) -> None:
     server = serve(script=script, default=None)
-    evaluate(benchmark=benchmark, data=data, model=SIMULATED_MODEL_NAME, api_urls=server.url, options=options, out=out,
-             max_retries=0, show_progress=False)  # fmt: skip
+    evaluate(
+        benchmark=benchmark,
+        data=data,
+        model=SIMULATED_MODEL_NAME,
+        api_urls=server.url,
+        options=options,
+        out=out,
+        max_retries=0,
+        show_progress=False,
+    )
     assert len(server.requests) >= len(script)
 
 
 # --- the parse layer ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", [DEEP_ARRAY, DEEP_OBJECT, "x " + DEEP_OBJECT, f"{FENCE}json\n{DEEP_ARRAY}\n{FENCE}",
-                                  '"' + DEEP_ARRAY, '"""' + "[" * 200_000, "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)])  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    [
+        DEEP_ARRAY,
+        DEEP_OBJECT,
+        "x " + DEEP_OBJECT,
+        f"{FENCE}json\n{DEEP_ARRAY}\n{FENCE}",
+        '"' + DEEP_ARRAY,
+        '"""' + "[" * 200_000,
+        "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1),
+    ],
+)
 def test_deep_json_is_no_json(text: str) -> None:
     with pytest.raises(LookupError):
         find_json(text)
@@ -116,8 +134,21 @@ def test_absurd_group_numbers_are_out_of_range(value: Any) -> None:
         group_number(value)
 
 
-@pytest.mark.parametrize("value, want", [(2, 2), (2.0, 2), ("group 3", 3), ("007", 7), (float("nan"), None), (1.5, None),
-                                         (True, None), ("none", None), (None, None), (2**31 - 1, 2**31 - 1)])  # fmt: skip
+@pytest.mark.parametrize(
+    "value, want",
+    [
+        (2, 2),
+        (2.0, 2),
+        ("group 3", 3),
+        ("007", 7),
+        (float("nan"), None),
+        (1.5, None),
+        (True, None),
+        ("none", None),
+        (None, None),
+        (2**31 - 1, 2**31 - 1),
+    ],
+)
 def test_group_numbers(value: Any, want: int | None) -> None:
     assert group_number(value) == want
 
@@ -211,9 +242,30 @@ REASONER_REPLIES = {
 
 
 def _agentic(folder: Path, reasoner: str, localizer: str, out: Path, *extra: str) -> list[str]:
-    return ["eval", "mc_bench", "--data", str(folder), "--model", REASONER, "--api-url", reasoner, "--solver", "agentic",
-            "--localizer", f"vlm:{LOCALIZER}", "--localizer-url", localizer, "--box-format", "norm_1000_xyxy",
-            "--out", str(out), "--no-progress", "--max-retries", "0", *extra]  # fmt: skip
+    return [
+        "eval",
+        "mc_bench",
+        "--data",
+        str(folder),
+        "--model",
+        REASONER,
+        "--api-url",
+        reasoner,
+        "--solver",
+        "agentic",
+        "--localizer",
+        f"vlm:{LOCALIZER}",
+        "--localizer-url",
+        localizer,
+        "--box-format",
+        "norm_1000_xyxy",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--max-retries",
+        "0",
+        *extra,
+    ]
 
 
 def test_agentic_reasoner_replies_never_make_an_internal_error(serve: Any, tmp_path: Path) -> None:
@@ -273,8 +325,16 @@ def test_an_answer_body_nested_5000_deep_is_a_failed_request(tmp_path: Path) -> 
     folder = write_ref_release(tmp_path / "data", rows)
     server = _DeepServer(default=None, models=(SIMULATED_MODEL_NAME,)).start()
     try:
-        result = evaluate(benchmark="ref_adv_s", data=folder, model=SIMULATED_MODEL_NAME, api_urls=server.url,
-                          options={"box_format": "abs_xyxy"}, out=tmp_path / "run", max_retries=0, show_progress=False)  # fmt: skip
+        result = evaluate(
+            benchmark="ref_adv_s",
+            data=folder,
+            model=SIMULATED_MODEL_NAME,
+            api_urls=server.url,
+            options={"box_format": "abs_xyxy"},
+            out=tmp_path / "run",
+            max_retries=0,
+            show_progress=False,
+        )
     finally:
         server.stop()
     records = read_records(tmp_path / "run" / "records.jsonl")

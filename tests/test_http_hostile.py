@@ -226,26 +226,62 @@ def _release(folder: Path) -> Path:
     (folder / "images").mkdir()
     Image.new("RGB", (48, 40), (220, 20, 20)).save(folder / "images" / "red.png")
     row = {
-        "id": 1, "images_list": ["red.png"], "context": f"Filler about weather. {NEEDLE}<image>Alpha notes.</s>",
-        "question": "What does the penguin do at dawn?", "answer": "sings",
-        "meta": {"placed_depth": 0.5, "context_length": 1500, "context_length_text": 1000, "context_length_image": 500,
-                 "num_images": 1, "needles": [NEEDLE], "choices": None, "choices_image_path": None},
-    }  # fmt: skip
+        "id": 1,
+        "images_list": ["red.png"],
+        "context": f"Filler about weather. {NEEDLE}<image>Alpha notes.</s>",
+        "question": "What does the penguin do at dawn?",
+        "answer": "sings",
+        "meta": {
+            "placed_depth": 0.5,
+            "context_length": 1500,
+            "context_length_text": 1000,
+            "context_length_image": 500,
+            "num_images": 1,
+            "needles": [NEEDLE],
+            "choices": None,
+            "choices_image_path": None,
+        },
+    }
     (folder / "annotations" / "retrieval-text.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
     return folder
 
 
 def _rag_args(data: Path, server: Any, out: Path, *extra: str) -> list[str]:
-    return ["eval", "mm_niah", "--data", str(data), "--model", "sim-model", "--api-url", server.url, "--solver", "rag",
-            "--embed-model", SIMULATED_EMBEDDER_NAME, "--embed-url", server.url, "--out", str(out), "--no-progress",
-            "--no-report", "--max-retries", "0", *extra]  # fmt: skip
+    return [
+        "eval",
+        "mm_niah",
+        "--data",
+        str(data),
+        "--model",
+        "sim-model",
+        "--api-url",
+        server.url,
+        "--solver",
+        "rag",
+        "--embed-model",
+        SIMULATED_EMBEDDER_NAME,
+        "--embed-url",
+        server.url,
+        "--out",
+        str(out),
+        "--no-progress",
+        "--no-report",
+        "--max-retries",
+        "0",
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize(
     ("faults", "name"),
-    [*(({"embed_faults": ["", f]}, f) for f, _ in HOSTILE_VECTORS), *(({"tokenize_faults": [{}, f]}, str(f)) for f, _ in HOSTILE_COUNTS)],
+    [
+        *(({"embed_faults": ["", f]}, f) for f, _ in HOSTILE_VECTORS),
+        *(({"tokenize_faults": [{}, f]}, str(f)) for f, _ in HOSTILE_COUNTS),
+    ],
 )
-def test_no_hostile_embedding_answer_makes_an_internal_error(serve: Any, tmp_path: Path, faults: dict[str, Any], name: str) -> None:
+def test_no_hostile_embedding_answer_makes_an_internal_error(
+    serve: Any, tmp_path: Path, faults: dict[str, Any], name: str
+) -> None:
     """The sample's record (runner.solve, as the run makes it) under each hostile answer: a
     `backend_error` saying what was wrong (which request meets the fault first, the texts' or the
     image's, is the loop's choice, so the message is checked by the tests above)."""
@@ -270,7 +306,10 @@ def test_no_hostile_embedding_answer_makes_an_internal_error(serve: Any, tmp_pat
             await solver.embedder.aclose()
 
     record = asyncio.run(go())
-    assert record["status"] == status.BACKEND_ERROR and record["error"].startswith("invalid_response: "), (name, record.get("error"))
+    assert record["status"] == status.BACKEND_ERROR and record["error"].startswith("invalid_response: "), (
+        name,
+        record.get("error"),
+    )
     assert record["turns"][-1]["error_kind"] == status.BACKEND_ERROR and not record.get("traceback")
 
 
@@ -307,8 +346,19 @@ def test_a_pasted_chat_completions_url_is_told_to_drop_the_path(
 ) -> None:
     server = serve(default="sings")
     data = _release(tmp_path / "data")
-    args = ["eval", "mm_niah", "--data", str(data), "--model", "sim-model", "--api-url", server.url + "/chat/completions",
-            "--out", str(tmp_path / "run"), "--no-progress"]  # fmt: skip
+    args = [
+        "eval",
+        "mm_niah",
+        "--data",
+        str(data),
+        "--model",
+        "sim-model",
+        "--api-url",
+        server.url + "/chat/completions",
+        "--out",
+        str(tmp_path / "run"),
+        "--no-progress",
+    ]
     assert main(args) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and err[0].endswith(
@@ -357,6 +407,9 @@ def test_a_chat_answer_nested_too_deep_is_retried_not_a_fault() -> None:
 
 def test_the_advice_names_the_option_that_gave_the_url() -> None:
     model = OpenAICompatModel("m", ["http://h:8000/v1/chat/completions"], flag="--localizer-url")
-    with pytest.raises(DataError, match=r"^--localizer-url http://h:8000/v1/chat/completions ends in /chat/completions, .*"
-                                        r"drop it: --localizer-url http://h:8000/v1$"):  # fmt: skip
+    with pytest.raises(
+        DataError,
+        match=r"^--localizer-url http://h:8000/v1/chat/completions ends in /chat/completions, .*"
+        r"drop it: --localizer-url http://h:8000/v1$",
+    ):
         asyncio.run(model.check_endpoints())

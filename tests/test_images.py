@@ -158,8 +158,16 @@ def test_pixel_budget_holds_big_images_one_at_a_time() -> None:
 def _release(tmp_path: Path, rows: int, group: int) -> tuple[Path, list[bytes]]:
     blobs = [bytes([i % 251]) * (50 + i) + i.to_bytes(4, "big") for i in range(rows)]
     table = pa.Table.from_pylist(
-        [{"image": {"bytes": b, "path": f"{i}.jpg"}, "normal_caption": f"c{i}", "solution": [0.0, 0.0, 1.0, 1.0],
-          "width": 10, "height": 10} for i, b in enumerate(blobs)]  # fmt: skip
+        [
+            {
+                "image": {"bytes": b, "path": f"{i}.jpg"},
+                "normal_caption": f"c{i}",
+                "solution": [0.0, 0.0, 1.0, 1.0],
+                "width": 10,
+                "height": 10,
+            }
+            for i, b in enumerate(blobs)
+        ]
     )
     path = tmp_path / "data" / "train-00000-of-00001.parquet"
     path.parent.mkdir(parents=True)

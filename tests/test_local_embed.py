@@ -203,16 +203,47 @@ def test_rag_solver_with_the_local_backend_through_the_cli(clip_folder: Path, tm
     (folder / "annotations").mkdir(parents=True)
     (folder / "images").mkdir()
     Image.new("RGB", (40, 40), (220, 20, 20)).save(folder / "images" / "red.png")
-    row = {"id": 1, "images_list": ["red.png"], "context": "alpha beta. the penguin sings at dawn.<image>beta alpha.",
-           "question": "the penguin ?", "answer": "sings",
-           "meta": {"placed_depth": 0.5, "context_length": 1200, "needles": ["the penguin sings at dawn."], "choices": None,
-                    "choices_image_path": None}}  # fmt: skip
+    row = {
+        "id": 1,
+        "images_list": ["red.png"],
+        "context": "alpha beta. the penguin sings at dawn.<image>beta alpha.",
+        "question": "the penguin ?",
+        "answer": "sings",
+        "meta": {
+            "placed_depth": 0.5,
+            "context_length": 1200,
+            "needles": ["the penguin sings at dawn."],
+            "choices": None,
+            "choices_image_path": None,
+        },
+    }
     (folder / "annotations" / "retrieval-text.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
     chat = serve(default="sings")
     out = tmp_path / "run"
-    args = ["eval", "mm_niah", "--data", str(folder), "--model", "sim-model", "--api-url", chat.url, "--solver", "rag",
-            "--embed-model", str(clip_folder), "--embed-backend", "transformers", "--embed-device", DEVICE,
-            "--rag-max-tokens", "5", "--out", str(out), "--no-progress", "--no-report"]  # fmt: skip
+    args = [
+        "eval",
+        "mm_niah",
+        "--data",
+        str(folder),
+        "--model",
+        "sim-model",
+        "--api-url",
+        chat.url,
+        "--solver",
+        "rag",
+        "--embed-model",
+        str(clip_folder),
+        "--embed-backend",
+        "transformers",
+        "--embed-device",
+        DEVICE,
+        "--rag-max-tokens",
+        "5",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--no-report",
+    ]
     assert main(args) == 0
     (sample,) = MmNiah(tasks=["retrieval-text"]).load(folder)
     doc = document(sample)

@@ -37,32 +37,48 @@ def T(image: int, group: int, phrase: str) -> Target:
 
 
 REASONER_REPLIES: list[tuple[str, str, Any]] = [
-    ("the schema asked for, fenced",
-     '```json\n{"image_1": [{"group": 1, "phrase": "the red mug on the left"}, {"group": 1, "phrase": "the red mug by the sink"}],'
-     ' "image_2": [{"group": 2, "phrase": "the blue mug"}]}\n```',
-     [T(0, 1, "the red mug on the left"), T(0, 1, "the red mug by the sink"), T(1, 2, "the blue mug")]),
-    ("prose around the fence, image 2 first",
-     'Both images show a kitchen. Only the second has a kettle.\n```json\n{"image_2": [{"group": 1, "phrase": "the steel kettle"}],'
-     ' "image_1": []}\n```\nLet me know if you need more.',
-     [T(1, 1, "the steel kettle")]),
+    (
+        "the schema asked for, fenced",
+        '```json\n{"image_1": [{"group": 1, "phrase": "the red mug on the left"}, {"group": 1, "phrase": "the red mug by the sink"}],'
+        ' "image_2": [{"group": 2, "phrase": "the blue mug"}]}\n```',
+        [T(0, 1, "the red mug on the left"), T(0, 1, "the red mug by the sink"), T(1, 2, "the blue mug")],
+    ),
+    (
+        "prose around the fence, image 2 first",
+        'Both images show a kitchen. Only the second has a kettle.\n```json\n{"image_2": [{"group": 1, "phrase": "the steel kettle"}],'
+        ' "image_1": []}\n```\nLet me know if you need more.',
+        [T(1, 1, "the steel kettle")],
+    ),
     ("no instance in either image: a valid answer", '```json\n{"image_1": [], "image_2": []}\n```', []),
     ("an empty list", "[]", []),
     ("an empty object", "Nothing matches. {}", []),
     ("null and 'none' for an image", '{"image_1": null, "image_2": "None"}', []),
-    ("keys spelled 'Image 1', groups as strings, a bare phrase",
-     '{"Image 1": [{"group": "group 2", "phrase": "the cat"}], "Image 2": ["the dog under the table"]}',
-     [T(0, 2, "the cat"), T(1, 1, "the dog under the table")]),
-    ("other phrase keys, group missing, an extra bbox ignored",
-     '{"img1": [{"description": "the tallest man"}], "img2": [{"group": 1.0, "label": "the boy in red", "bbox_2d": [1, 2, 3, 4]}]}',
-     [T(0, 1, "the tallest man"), T(1, 1, "the boy in red")]),
-    ("one image given as a single object", '{"image_1": {"group": 1, "phrase": "the only tree"}, "image_2": []}',
-     [T(0, 1, "the only tree")]),
-    ("a flat list with image numbers",
-     '[{"image": 2, "group": 1, "phrase": "the left sock"}, {"image": "image 1", "group": 1, "phrase": "the right sock"}]',
-     [T(0, 1, "the right sock"), T(1, 1, "the left sock")]),
+    (
+        "keys spelled 'Image 1', groups as strings, a bare phrase",
+        '{"Image 1": [{"group": "group 2", "phrase": "the cat"}], "Image 2": ["the dog under the table"]}',
+        [T(0, 2, "the cat"), T(1, 1, "the dog under the table")],
+    ),
+    (
+        "other phrase keys, group missing, an extra bbox ignored",
+        '{"img1": [{"description": "the tallest man"}], "img2": [{"group": 1.0, "label": "the boy in red", "bbox_2d": [1, 2, 3, 4]}]}',
+        [T(0, 1, "the tallest man"), T(1, 1, "the boy in red")],
+    ),
+    (
+        "one image given as a single object",
+        '{"image_1": {"group": 1, "phrase": "the only tree"}, "image_2": []}',
+        [T(0, 1, "the only tree")],
+    ),
+    (
+        "a flat list with image numbers",
+        '[{"image": 2, "group": 1, "phrase": "the left sock"}, {"image": "image 1", "group": 1, "phrase": "the right sock"}]',
+        [T(0, 1, "the right sock"), T(1, 1, "the left sock")],
+    ),
     ("a wrapper key", '{"targets": {"image_1": [{"group": 1, "phrase": "a lamp"}], "image_2": []}}', [T(0, 1, "a lamp")]),
-    ("a group with a list of phrases", '{"image_1": [{"group": 3, "phrases": ["the red apple", "the green apple"]}]}',
-     [T(0, 3, "the red apple"), T(0, 3, "the green apple")]),
+    (
+        "a group with a list of phrases",
+        '{"image_1": [{"group": 3, "phrases": ["the red apple", "the green apple"]}]}',
+        [T(0, 3, "the red apple"), T(0, 3, "the green apple")],
+    ),
     ("group 0 read as group 1", '{"image_1": [{"group": 0, "phrase": "a bird"}]}', [T(0, 1, "a bird")]),
     ("phrases padded with spaces", '{"image_2": [{"group": 1, "phrase": "  a bus \\n"}]}', [T(1, 1, "a bus")]),
     ("an empty reply", "   \n", "empty_response"),
@@ -73,7 +89,7 @@ REASONER_REPLIES: list[tuple[str, str, Any]] = [
     ("a number where a target should be", '{"image_1": [7]}', "bad_schema"),
     ("a fenced JSON string", '```json\n"the red car"\n```', "bad_schema"),
     ("a flat list without image numbers", '[{"group": 1, "phrase": "a chair"}]', "image_not_given"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("reply,expected", [(r, e) for _, r, e in REASONER_REPLIES], ids=[n for n, _, _ in REASONER_REPLIES])
@@ -123,17 +139,25 @@ def test_localizer_prompt_is_one_image_and_its_phrase() -> None:
 
 
 LOCALIZER_REPLIES: list[tuple[str, str, str, Any]] = [
-    ("Qwen2.5-VL's fenced list with a label", "abs_xyxy",
-     '```json\n[\n\t{"bbox_2d": [40, 30, 120, 90], "label": "the red car"}\n]\n```', [40.0, 30.0, 120.0, 90.0]),
+    (
+        "Qwen2.5-VL's fenced list with a label",
+        "abs_xyxy",
+        '```json\n[\n\t{"bbox_2d": [40, 30, 120, 90], "label": "the red car"}\n]\n```',
+        [40.0, 30.0, 120.0, 90.0],
+    ),
     ("the schema asked for, 0-1000", "norm_1000_xyxy", '{"bbox_2d": [100, 200, 500, 1000]}', [40.0, 60.0, 200.0, 300.0]),
     ("0-1 floats in prose", "norm_1_xyxy", 'The dog is here: {"bbox": [0.25, 0.5, 0.75, 1.0]}', [100.0, 150.0, 300.0, 300.0]),
-    ("several boxes: the first is kept", "abs_xyxy",
-     '[{"bbox_2d": [1, 2, 30, 40]}, {"bbox_2d": [100, 100, 200, 200]}]', [1.0, 2.0, 30.0, 40.0]),
+    (
+        "several boxes: the first is kept",
+        "abs_xyxy",
+        '[{"bbox_2d": [1, 2, 30, 40]}, {"bbox_2d": [100, 100, 200, 200]}]',
+        [1.0, 2.0, 30.0, 40.0],
+    ),
     ("a bare box, corners swapped and beyond the image", "abs_xyxy", "[450, 320, 10, 20]", [10.0, 20.0, 400.0, 300.0]),
     ("no box", "abs_xyxy", '{"bbox_2d": []}', "no_bbox_found"),
     ("prose only", "abs_xyxy", "I cannot find that object.", "no_bbox_found"),
     ("empty", "abs_xyxy", "", "empty_response"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -243,9 +267,12 @@ def test_detections_become_the_answer_in_target_order(release: tuple[McBench, Da
     assert queries == [(sample.images[0], ["a only"]), (sample.images[1], ["b first", "b second", "b third"])]
     detections = [
         [Detection((1.0, 2.0, 3.0, 4.0), 0.9, True)],
-        [Detection((5.0, 6.0, 7.0, 8.0), 0.3, True), Detection((9.0, 9.0, 10.0, 10.0), 0.01, False),
-         Detection((11.0, 12.0, 13.0, 14.0), 0.05, True)],
-    ]  # fmt: skip
+        [
+            Detection((5.0, 6.0, 7.0, 8.0), 0.3, True),
+            Detection((9.0, 9.0, 10.0, 10.0), 0.01, False),
+            Detection((11.0, 12.0, 13.0, 14.0), 0.05, True),
+        ],
+    ]
     parsed = answer_from_detections(targets, detections)
     assert parsed.answer == [
         {"image": 1, "group": 1, "bbox": [5.0, 6.0, 7.0, 8.0], "score": 0.3, "phrase": "b first"},

@@ -54,17 +54,36 @@ def plans(bench: McBench, samples: Dataset[McSample]) -> list[list[Target]]:
 
 
 @pytest.mark.parametrize("kind", ["grounding-dino", "owlv2"])
-def test_detector_boxes_reach_results_coco_json(kind: str, request: pytest.FixtureRequest, serve: Any, small_release: Any,
-                                                tmp_path: Path) -> None:  # fmt: skip
+def test_detector_boxes_reach_results_coco_json(
+    kind: str, request: pytest.FixtureRequest, serve: Any, small_release: Any, tmp_path: Path
+) -> None:
     folder_model = request.getfixturevalue("grounding_dino" if kind == "grounding-dino" else "owlv2")
     folder, bench, samples = small_release
     targets = plans(bench, samples)
     script = {script_key(reasoner_prompt(s)): [reasoner_reply(t)] for s, t in zip(samples, targets)}
     reasoner = serve(script=script, default=None, models=(REASONER,))
     out = tmp_path / "run"
-    args = ["eval", "mc_bench", "--data", str(folder), "--model", REASONER, "--api-url", reasoner.url, "--solver", "agentic",
-            "--localizer", f"detector:{folder_model}", "--localizer-device", DEVICE, "--out", str(out), "--no-progress",
-            "--concurrency", "1"]  # fmt: skip
+    args = [
+        "eval",
+        "mc_bench",
+        "--data",
+        str(folder),
+        "--model",
+        REASONER,
+        "--api-url",
+        reasoner.url,
+        "--solver",
+        "agentic",
+        "--localizer",
+        f"detector:{folder_model}",
+        "--localizer-device",
+        DEVICE,
+        "--out",
+        str(out),
+        "--no-progress",
+        "--concurrency",
+        "1",
+    ]
     assert main(args) == 0
 
     # what the detector answers to each sample's phrases (one sample in flight: the same pass)
@@ -79,8 +98,14 @@ def test_detector_boxes_reach_results_coco_json(kind: str, request: pytest.Fixtu
             assert d.kept == (d.score >= 0.05)
             if d.kept:
                 x1, y1, x2, y2 = d.box
-                expected.append({"image_id": sample.image_ids[t["image"]], "category_id": t["group"],
-                                 "bbox": [x1, y1, x2 - x1, y2 - y1], "score": d.score})  # fmt: skip
+                expected.append(
+                    {
+                        "image_id": sample.image_ids[t["image"]],
+                        "category_id": t["group"],
+                        "bbox": [x1, y1, x2 - x1, y2 - y1],
+                        "score": d.score,
+                    }
+                )
     assert expected  # the random models' scores are above 0.05 for most phrases
     written = read_results(out / "results_coco.json")
     assert len(written) == len(expected)
@@ -132,7 +157,12 @@ def test_an_unreadable_image_fails_only_its_own_requests(grounding_dino: Path, s
     broken.write_bytes(b"not a jpeg at all")
     batcher = BatchedDetector(lambda: Detector.load(str(grounding_dino), device=DEVICE), "tiny", max_rows=3)
     good = samples[0].images[0]
-    asked = [(good, "the red square"), (ImageRef(key="broken", path=broken), "a blue circle"), (good, "red"), (good, "big green square")]
+    asked = [
+        (good, "the red square"),
+        (ImageRef(key="broken", path=broken), "a blue circle"),
+        (good, "red"),
+        (good, "big green square"),
+    ]
 
     async def go() -> list[Any]:
         return await asyncio.gather(*(batcher.locate(image, phrase) for image, phrase in asked), return_exceptions=True)

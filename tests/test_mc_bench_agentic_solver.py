@@ -73,9 +73,30 @@ def scripts(bench: McBench, samples: Dataset[McSample]) -> tuple[dict[str, list[
 
 
 def agentic_args(folder: Path, reasoner_url: str, localizer_url: str, out: Path, *extra: str) -> list[str]:
-    return ["eval", "mc_bench", "--data", str(folder), "--model", REASONER, "--api-url", reasoner_url,
-            "--solver", "agentic", "--localizer", f"vlm:{LOCALIZER}", "--localizer-url", localizer_url,
-            "--box-format", FMT, "--out", str(out), "--no-progress", "--max-retries", "1", *extra]  # fmt: skip
+    return [
+        "eval",
+        "mc_bench",
+        "--data",
+        str(folder),
+        "--model",
+        REASONER,
+        "--api-url",
+        reasoner_url,
+        "--solver",
+        "agentic",
+        "--localizer",
+        f"vlm:{LOCALIZER}",
+        "--localizer-url",
+        localizer_url,
+        "--box-format",
+        FMT,
+        "--out",
+        str(out),
+        "--no-progress",
+        "--max-retries",
+        "1",
+        *extra,
+    ]
 
 
 def test_vlm_localizer_end_to_end(serve: Any, release: Any, tmp_path: Path) -> None:
@@ -192,25 +213,75 @@ def test_repair_turn_and_a_reply_naming_nothing(serve: Any, release: Any, tmp_pa
 def test_flags_are_checked_in_one_sentence(serve: Any, release: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder, _, _ = release
     reasoner = serve(default=None, models=(REASONER,))
-    base = ["eval", "mc_bench", "--data", str(folder), "--model", REASONER, "--api-url", reasoner.url, "--out", str(tmp_path / "r")]
+    base = [
+        "eval",
+        "mc_bench",
+        "--data",
+        str(folder),
+        "--model",
+        REASONER,
+        "--api-url",
+        reasoner.url,
+        "--out",
+        str(tmp_path / "r"),
+    ]
     cases = [
-        ([*base, "--box-format", FMT, "--localizer", "vlm:x"], "--localizer applies to `needlepoint eval mc_bench --solver agentic`"),
+        (
+            [*base, "--box-format", FMT, "--localizer", "vlm:x"],
+            "--localizer applies to `needlepoint eval mc_bench --solver agentic`",
+        ),
         ([*base, "--box-format", FMT, "--solver", "agentic"], "--solver agentic needs --localizer: vlm:MODEL"),
         ([*base, "--box-format", FMT, "--solver", "agentic", "--localizer", "gpt:x"], "--localizer 'gpt:x' is not vlm:MODEL"),
         ([*base, "--box-format", FMT, "--solver", "agentic", "--localizer", "vlm:x"], "--localizer vlm:x needs --localizer-url"),
-        ([*base, "--solver", "agentic", "--localizer", "vlm:x", "--localizer-url", reasoner.url],
-         "--box-format is required with --localizer vlm:x"),
-        ([*base, "--box-format", FMT, "--solver", "agentic", "--localizer", "vlm:x", "--localizer-url", reasoner.url,
-          "--detector-threshold", "0.1"], "--detector-threshold applies to --localizer detector:"),
-        ([*base, "--solver", "agentic", "--localizer", "detector:some/model", "--localizer-url", reasoner.url],
-         "--localizer-url applies to --localizer vlm:"),
-        ([*base, "--box-format", FMT, "--solver", "agentic", "--localizer", "detector:some/model"],
-         "--box-format norm_1000_xyxy does not apply to --localizer detector:some/model"),
-        ([*base, "--box-format", FMT, "--input-mode", "merged", "--solver", "agentic", "--localizer", "vlm:x",
-          "--localizer-url", reasoner.url], "--input-mode merged and --prompt-file do not apply to --solver agentic"),
-        ([*base, "--box-format", FMT, "--solver", "agentic", "--localizer", "vlm:not-served", "--localizer-url", reasoner.url],
-         "does not serve model 'not-served'"),
-    ]  # fmt: skip
+        (
+            [*base, "--solver", "agentic", "--localizer", "vlm:x", "--localizer-url", reasoner.url],
+            "--box-format is required with --localizer vlm:x",
+        ),
+        (
+            [
+                *base,
+                "--box-format",
+                FMT,
+                "--solver",
+                "agentic",
+                "--localizer",
+                "vlm:x",
+                "--localizer-url",
+                reasoner.url,
+                "--detector-threshold",
+                "0.1",
+            ],
+            "--detector-threshold applies to --localizer detector:",
+        ),
+        (
+            [*base, "--solver", "agentic", "--localizer", "detector:some/model", "--localizer-url", reasoner.url],
+            "--localizer-url applies to --localizer vlm:",
+        ),
+        (
+            [*base, "--box-format", FMT, "--solver", "agentic", "--localizer", "detector:some/model"],
+            "--box-format norm_1000_xyxy does not apply to --localizer detector:some/model",
+        ),
+        (
+            [
+                *base,
+                "--box-format",
+                FMT,
+                "--input-mode",
+                "merged",
+                "--solver",
+                "agentic",
+                "--localizer",
+                "vlm:x",
+                "--localizer-url",
+                reasoner.url,
+            ],
+            "--input-mode merged and --prompt-file do not apply to --solver agentic",
+        ),
+        (
+            [*base, "--box-format", FMT, "--solver", "agentic", "--localizer", "vlm:not-served", "--localizer-url", reasoner.url],
+            "does not serve model 'not-served'",
+        ),
+    ]
     for args, message in cases:
         assert main(args) == 2, args
         err = capsys.readouterr().err

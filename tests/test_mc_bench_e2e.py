@@ -146,8 +146,23 @@ def sequence_script(gt: GroundTruth, release: Path) -> tuple[Script, dict[str, G
 
 
 def eval_args(data: Path, url: str, run: Path, *extra: str, report: bool = False) -> list[str]:
-    return ["eval", "mc_bench", "--data", str(data), "--model", "sim/mc-bench", "--api-url", url, "--out", str(run),
-            "--no-progress", "--max-retries", "0", *([] if report else ["--no-report"]), *extra]  # fmt: skip
+    return [
+        "eval",
+        "mc_bench",
+        "--data",
+        str(data),
+        "--model",
+        "sim/mc-bench",
+        "--api-url",
+        url,
+        "--out",
+        str(run),
+        "--no-progress",
+        "--max-retries",
+        "0",
+        *([] if report else ["--no-report"]),
+        *extra,
+    ]
 
 
 def records_of(run: Path) -> dict[str, dict[str, Any]]:
@@ -203,14 +218,28 @@ def one_sentence_error(capsys: pytest.CaptureFixture[str], *needles: str) -> str
 
 
 def test_sequence_mode_perfect_answers(
-    serve: Callable[..., Any], release: Path, gt: GroundTruth, sequence_script: tuple[Script, dict[str, GtSample]],
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    serve: Callable[..., Any],
+    release: Path,
+    gt: GroundTruth,
+    sequence_script: tuple[Script, dict[str, GtSample]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     script, by_key = sequence_script
     server = serve(script=script, default=None)
     run = tmp_path / "run"
-    args = eval_args(release, server.url, run, "--box-format", "norm_1000_xyxy", "--input-mode", "sequence",
-                     "--limit", str(N_SAMPLES), "--json")  # fmt: skip
+    args = eval_args(
+        release,
+        server.url,
+        run,
+        "--box-format",
+        "norm_1000_xyxy",
+        "--input-mode",
+        "sequence",
+        "--limit",
+        str(N_SAMPLES),
+        "--json",
+    )
     assert main(args) == 0
     printed = json.loads(capsys.readouterr().out)
     metrics = json.loads((run / "metrics.json").read_text())
@@ -250,8 +279,16 @@ def test_sequence_mode_perfect_answers(
     assert metrics["counts"]["gt_boxes"] == metrics["counts"]["predictions"] == len(gt.subset(ids).boxes)
     assert metrics["parse_errors"] == {}
     # --limit bounds what is requested; `samples` counts the whole release (issue 8: never shrink a run)
-    assert metrics["run"] == {"samples": len(gt.samples), "requested": N_SAMPLES, "answered": N_SAMPLES, "failed": 0, "failed_by_kind": {},
-                              "not_requested": len(gt.samples) - N_SAMPLES, "failed_ids": [], "skipped": []}  # fmt: skip
+    assert metrics["run"] == {
+        "samples": len(gt.samples),
+        "requested": N_SAMPLES,
+        "answered": N_SAMPLES,
+        "failed": 0,
+        "failed_by_kind": {},
+        "not_requested": len(gt.samples) - N_SAMPLES,
+        "failed_ids": [],
+        "skipped": [],
+    }
 
     # the exported results file: valid COCO results, the GT boxes, and it re-scores to the run's metrics
     results = read_results(run / "results_coco.json")
@@ -394,8 +431,9 @@ def test_mistakes_in_merged_mode(
     # the results file holds exactly the expected boxes, and the metrics are theirs
     want = [
         {"image_id": sample[sid].image_ids[p], "category_id": g, "bbox": [b[0], b[1], b[2] - b[0], b[3] - b[1]], "score": 1.0}
-        for sid in ids for p, g, b in expected[sid]
-    ]  # fmt: skip
+        for sid in ids
+        for p, g, b in expected[sid]
+    ]
     results = read_results(run / "results_coco.json")
     assert_same_results(results, want)
     rescored = score_results(gt, want, ids)
@@ -419,9 +457,13 @@ def test_mistakes_in_merged_mode(
 
 
 def test_styles_referring_evaluates_only_referring(
-    serve: Callable[..., Any], release: Path, gt: GroundTruth, sequence_script: tuple[Script, dict[str, GtSample]],
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    serve: Callable[..., Any],
+    release: Path,
+    gt: GroundTruth,
+    sequence_script: tuple[Script, dict[str, GtSample]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     script, by_key = sequence_script
     server = serve(script=script, default=None)
     run = tmp_path / "run"
@@ -443,9 +485,13 @@ def test_styles_referring_evaluates_only_referring(
 
 
 def test_subset_without_group_2_reports_regrouping_none(
-    serve: Callable[..., Any], release: Path, gt: GroundTruth, sequence_script: tuple[Script, dict[str, GtSample]],
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    serve: Callable[..., Any],
+    release: Path,
+    gt: GroundTruth,
+    sequence_script: tuple[Script, dict[str, GtSample]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     server = serve(script=sequence_script[0], default=None)
     run = tmp_path / "run"
     assert not [b for b in gt.subset(["0", "1", "2"]).boxes if b.category_id == 2]
@@ -458,9 +504,13 @@ def test_subset_without_group_2_reports_regrouping_none(
 
 
 def test_missing_image_fails_only_its_sample(
-    serve: Callable[..., Any], release: Path, gt: GroundTruth, sequence_script: tuple[Script, dict[str, GtSample]],
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    serve: Callable[..., Any],
+    release: Path,
+    gt: GroundTruth,
+    sequence_script: tuple[Script, dict[str, GtSample]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """Only the first N_SAMPLES descriptions have images: the 45th Referring sample (318) has none.
     The run loads (no image is opened up front), that sample alone is an input error, the rest go on."""
     server = serve(script=sequence_script[0], default=None)
@@ -520,8 +570,20 @@ def test_downscaled_images_abs_boxes_map_back(
         script[key] = [text]
     server = serve(script=script, default=None)
     run = tmp_path / mode
-    args = eval_args(release, server.url, run, "--box-format", "abs_xyxy", "--input-mode", mode,
-                     "--max-image-side", str(side), "--limit", str(limit), "--json")  # fmt: skip
+    args = eval_args(
+        release,
+        server.url,
+        run,
+        "--box-format",
+        "abs_xyxy",
+        "--input-mode",
+        mode,
+        "--max-image-side",
+        str(side),
+        "--limit",
+        str(limit),
+        "--json",
+    )
     assert main(args) == 0
     metrics = json.loads(capsys.readouterr().out)
     assert len(server.requests) == limit
@@ -543,8 +605,14 @@ def test_score_results_with_unknown_image_id_is_one_sentence(
     tmp_path: Path, release: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "results.json"
-    bad.write_text(json.dumps([{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5},
-                               {"image_id": 99999, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}]))  # fmt: skip
+    bad.write_text(
+        json.dumps(
+            [
+                {"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5},
+                {"image_id": 99999, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5},
+            ]
+        )
+    )
     assert main(["score", "mc_bench", "--predictions", str(bad), "--data", str(release)]) == 2
     one_sentence_error(capsys, "99999", "image id")
     done = run_cli(["score", "mc_bench", "--predictions", str(bad), "--data", str(release)])

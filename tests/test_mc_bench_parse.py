@@ -93,10 +93,15 @@ def test_sequence_errors(text, error):
 
 MERGED_CASES = [
     ("left image", '{"boxes": [{"group": 1, "bbox_2d": [10, 10, 50, 50]}]}', "abs_xyxy", [(0, 1, [10, 10, 50, 50])]),
-    ("right image, offset removed", '{"boxes": [{"group": 2, "bbox_2d": [430, 10, 530, 60]}]}', "abs_xyxy", [(1, 2, [10, 10, 110, 60])]),
+    (
+        "right image, offset removed",
+        '{"boxes": [{"group": 2, "bbox_2d": [430, 10, 530, 60]}]}',
+        "abs_xyxy",
+        [(1, 2, [10, 10, 110, 60])],
+    ),
     # Centre x = 405 lies in the band (400..420), nearer the left image (5 px) than the right (15 px).
-    ("centre in the band goes to the nearer image", '[[390, 0, 420, 10]]', "abs_xyxy", [(0, 1, [390, 0, 400, 10])]),
-    ("centre in the band, nearer the right", '[[405, 0, 425, 10]]', "abs_xyxy", [(1, 1, [0, 0, 5, 10])]),
+    ("centre in the band goes to the nearer image", "[[390, 0, 420, 10]]", "abs_xyxy", [(0, 1, [390, 0, 400, 10])]),
+    ("centre in the band, nearer the right", "[[405, 0, 425, 10]]", "abs_xyxy", [(1, 1, [0, 0, 5, 10])]),
     (
         "box outside the canvas is clipped to the canvas then to its image",
         '{"boxes": [{"bbox_2d": [-50, -50, 100, 900]}]}',
@@ -125,5 +130,7 @@ def test_merged_mode(name, text, fmt, expected):
 
 
 def test_scores_carry_over_and_default_to_one():
-    parsed = parse_answer('{"image_1": [{"bbox_2d": [1, 1, 2, 2], "score": 0.25}, [3, 3, 4, 4]], "image_2": []}', GEO, "abs_xyxy", False)
+    parsed = parse_answer(
+        '{"image_1": [{"bbox_2d": [1, 1, 2, 2], "score": 0.25}, [3, 3, 4, 4]], "image_2": []}', GEO, "abs_xyxy", False
+    )
     assert [b["score"] for b in parsed.answer] == [0.25, 1.0]

@@ -52,15 +52,21 @@ def random_results(gt: GroundTruth, seed: int) -> list[dict[str, Any]]:
         if rng.random() < 0.3:
             box = [round(v) for v in box]
         cat = b.category_id if rng.random() < 0.9 else rng.choice([1, 2, 3, 12, 8, 9])
-        out.append({"image_id": b.image_id, "category_id": cat, "bbox": box, "score": round(rng.random(), rng.choice([1, 1, 2, 6]))})
+        out.append(
+            {"image_id": b.image_id, "category_id": cat, "bbox": box, "score": round(rng.random(), rng.choice([1, 1, 2, 6]))}
+        )
         if rng.random() < 0.1:
-            out.append({"image_id": b.image_id, "category_id": b.category_id, "bbox": list(b.bbox), "score": rng.choice([0.5, 1.0])})
+            out.append(
+                {"image_id": b.image_id, "category_id": b.category_id, "bbox": list(b.bbox), "score": rng.choice([0.5, 1.0])}
+            )
     for _ in range(300):
         im = rng.choice(gt.images)
         box = [rng.uniform(0, 300), rng.uniform(0, 300), rng.uniform(1, 200), rng.uniform(1, 200)]
         out.append({"image_id": im.id, "category_id": rng.randint(1, 4), "bbox": box, "score": rng.choice([0.1, 0.5, 0.9])})
     for _ in range(130):  # image 1, group 1: the box with annotation id 0
-        out.append({"image_id": 1, "category_id": 1, "bbox": [236 + rng.uniform(-30, 30), 210, 74, 193], "score": rng.choice([0.3, 0.6])})
+        out.append(
+            {"image_id": 1, "category_id": 1, "bbox": [236 + rng.uniform(-30, 30), 210, 74, 193], "score": rng.choice([0.3, 0.6])}
+        )
     out.append({"image_id": 1, "category_id": 1, "bbox": [236, 210, 0, 193], "score": 0.7})
     b = gt.boxes[-1]
     x, y, w, h = b.bbox
@@ -85,7 +91,14 @@ def pycocotools_precision(coco_gt: dict[str, Any], results: list[dict[str, Any]]
 
 
 def our_precision(gt: GroundTruth, results: list[dict[str, Any]], id0_artefact: bool = True) -> np.ndarray:
-    m = match(gt.arrays, detections(results, gt), [im.id for im in gt.images], [c for c, _ in gt.categories], AREAS, id0_artefact=id0_artefact)
+    m = match(
+        gt.arrays,
+        detections(results, gt),
+        [im.id for im in gt.images],
+        [c for c, _ in gt.categories],
+        AREAS,
+        id0_artefact=id0_artefact,
+    )
     return precision(m)
 
 
@@ -237,8 +250,7 @@ def test_unassigned_groups_take_unused_ids(gt: GroundTruth) -> None:
 def test_stale_regrouping_only_last_pair_is_regrouped(gt: GroundTruth) -> None:
     """Swapped groups on a sample other than (504, 505) are not repaired officially."""
     sample = next(
-        s for s in gt.samples
-        if s.id != "252" and {b.category_id for b in gt.boxes if b.image_id in s.image_ids} == {1, 2}
+        s for s in gt.samples if s.id != "252" and {b.category_id for b in gt.boxes if b.image_id in s.image_ids} == {1, 2}
     )
     results = all_gt(gt)
     for r in results:
@@ -291,7 +303,10 @@ def test_empty_results_are_scored(gt: GroundTruth) -> None:
 
 
 def test_prediction_on_unknown_image_is_a_data_error(gt: GroundTruth) -> None:
-    results = [{"image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1]}, {"image_id": 99999, "category_id": 1, "bbox": [0, 0, 1, 1]}]
+    results = [
+        {"image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1]},
+        {"image_id": 99999, "category_id": 1, "bbox": [0, 0, 1, 1]},
+    ]
     with pytest.raises(DataError, match=r"prediction 1 names image id 99999, which is not in the ground truth"):
         score_results(gt, results)
 
@@ -302,7 +317,10 @@ def test_prediction_on_unknown_image_is_a_data_error(gt: GroundTruth) -> None:
         ('{"a": 1}', "is not a JSON list of predictions"),
         ('[{"image_id": 1, "category_id": 1}]', "prediction 0 .* has bbox None"),
         ('[{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3]}]', "has bbox \\[1, 2, 3\\]"),
-        ('[{"image_id": 1, "category_id": true, "bbox": [1, 2, 3, 4]}]', "category_id \\(the group\\) is True, not a whole number"),
+        (
+            '[{"image_id": 1, "category_id": true, "bbox": [1, 2, 3, 4]}]',
+            "category_id \\(the group\\) is True, not a whole number",
+        ),
         ('[{"image_id": "1", "category_id": 1, "bbox": [1, 2, 3, 4]}]', "has image_id '1'"),
         ('[{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "score": "high"}]', "has score 'high'"),
         ("[{", "is not valid JSON"),
@@ -321,7 +339,10 @@ def test_missing_results_file(tmp_path: Path) -> None:
 
 
 def test_results_round_trip_and_empty_write(gt: GroundTruth, tmp_path: Path) -> None:
-    results = [{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4]}, {"image_id": 2, "category_id": 2, "bbox": [1.5, 2, 3, 4], "score": 0.5}]
+    results = [
+        {"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4]},
+        {"image_id": 2, "category_id": 2, "bbox": [1.5, 2, 3, 4], "score": 0.5},
+    ]
     write_results(tmp_path / "r.json", results)
     assert read_results(tmp_path / "r.json") == [{**results[0], "score": 1.0}, results[1]]
     with pytest.raises(DataError, match="no boxes at all"):

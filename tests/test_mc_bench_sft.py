@@ -66,11 +66,27 @@ def make_coco(folder: Path, n_images: int = 14, seed: int = 5) -> dict[str, Any]
             bw, bh = rng.randint(30, w // 3), rng.randint(30, h // 3)
             x, y = rng.randint(0, w - bw), rng.randint(0, h - bh)
             aid = 1000 + len(data["annotations"])
-            data["annotations"].append({"id": aid, "image_id": i, "category_id": cat, "bbox": [x + 0.25, y + 0.5, bw - 0.5, bh - 0.75],
-                                        "area": bw * bh, "iscrowd": 0, "segmentation": [[x, y, x + bw, y, x + bw, y + bh]]})  # fmt: skip
+            data["annotations"].append(
+                {
+                    "id": aid,
+                    "image_id": i,
+                    "category_id": cat,
+                    "bbox": [x + 0.25, y + 0.5, bw - 0.5, bh - 0.75],
+                    "area": bw * bh,
+                    "iscrowd": 0,
+                    "segmentation": [[x, y, x + bw, y, x + bw, y + bh]],
+                }
+            )
             drawn.append(([x, y, bw, bh], colours[cat]))
             if rng.random() < 0.5:
-                refs.append({"ann_id": aid, "image_id": i, "split": "train", "sentences": [{"sent": f"the {CATEGORIES[0]['name']} box number {aid}"}]})
+                refs.append(
+                    {
+                        "ann_id": aid,
+                        "image_id": i,
+                        "split": "train",
+                        "sentences": [{"sent": f"the {CATEGORIES[0]['name']} box number {aid}"}],
+                    }
+                )
         name = f"train/{i:012d}.jpg"
         (folder / "images" / name).write_bytes(_render(rng, w, h, drawn))
         data["images"].append({"id": i, "file_name": name, "width": w, "height": h})
@@ -95,8 +111,22 @@ def coco(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]
 
 def build(coco: tuple[Path, dict[str, Any]], out: Path, *extra: str, fmt: str = "norm_1000_xyxy", samples: int = 300) -> int:
     folder, _ = coco
-    args = ["build", "mc_bench_sft", "--coco", str(folder / "instances.json"), "--images", str(folder / "images"),
-            "--refs", str(folder / "refs.json"), "--out", str(out), "--samples", str(samples), "--seed", "0"]  # fmt: skip
+    args = [
+        "build",
+        "mc_bench_sft",
+        "--coco",
+        str(folder / "instances.json"),
+        "--images",
+        str(folder / "images"),
+        "--refs",
+        str(folder / "refs.json"),
+        "--out",
+        str(out),
+        "--samples",
+        str(samples),
+        "--seed",
+        "0",
+    ]
     if "--grounding-tokens" not in extra:
         args += ["--box-format", fmt]
     return main(args + list(extra))
@@ -187,9 +217,15 @@ def test_kinds_keep_their_promises(built: Any, coco: tuple[Path, dict[str, Any]]
                 assert f"box number {aid}" in m["text"]
         for k in range(2):
             for name in m["groups"]:
-                if kind != "ref_one" and kind != "ref_both" and (m["image_ids"][k], name) in ((CROWD[0], "apple"), (DEGENERATE[0], "bus")):
+                if (
+                    kind != "ref_one"
+                    and kind != "ref_both"
+                    and (m["image_ids"][k], name) in ((CROWD[0], "apple"), (DEGENERATE[0], "bus"))
+                ):
                     asked = kind in ("cat_both", "negative", "two_groups") or (kind == "cat_first") == (k == 0)
-                    assert not asked, f"sample {m['index']} asks for {name} on image {m['image_ids'][k]}, which has an unusable box of it"
+                    assert not asked, (
+                        f"sample {m['index']} asks for {name} on image {m['image_ids'][k]}, which has an unusable box of it"
+                    )
         assert "a val split sentence" not in m["text"] and "crowd of apples" not in m["text"]
 
 
@@ -209,24 +245,51 @@ def test_answers_parse_and_score_one_with_the_corrected_protocol(built: Any, coc
     data = coco[1]
     anns = {a["id"]: a for a in data["annotations"]}
     images = {im["id"]: im for im in data["images"]}
-    release: dict[str, Any] = {"descriptions": [], "images": [], "annotations": [],
-                               "categories": [{"id": k, "name": f"group {k}"} for k in range(1, 8)]}  # fmt: skip
+    release: dict[str, Any] = {
+        "descriptions": [],
+        "images": [],
+        "annotations": [],
+        "categories": [{"id": k, "name": f"group {k}"} for k in range(1, 8)],
+    }
     results = []
     for k, (s, m) in enumerate(zip(samples, meta, strict=True)):
         ids = [2 * k, 2 * k + 1]
-        release["descriptions"].append({"id": k, "images_id": ids, "text": m["text"], "positive_sample": any(m["boxes"]), "text_style": "Referring"})
+        release["descriptions"].append(
+            {"id": k, "images_id": ids, "text": m["text"], "positive_sample": any(m["boxes"]), "text_style": "Referring"}
+        )
         sizes = []
         for pos in range(2):
             im = images[m["image_ids"][pos]]
             sizes.append((float(im["width"]), float(im["height"])))
-            release["images"].append({"id": ids[pos], "text_id": k, "inter_img_id": pos, "file_name": im["file_name"], "height": im["height"], "width": im["width"]})
+            release["images"].append(
+                {
+                    "id": ids[pos],
+                    "text_id": k,
+                    "inter_img_id": pos,
+                    "file_name": im["file_name"],
+                    "height": im["height"],
+                    "width": im["width"],
+                }
+            )
             for b in m["boxes"][pos]:
                 x, y, w, h = anns[b["ann_id"]]["bbox"]
-                release["annotations"].append({"id": len(release["annotations"]), "image_id": ids[pos], "text_id": k, "category_id": b["group"],
-                                               "area": w * h, "bbox": [x, y, w, h], "iscrowd": 0})  # fmt: skip
+                release["annotations"].append(
+                    {
+                        "id": len(release["annotations"]),
+                        "image_id": ids[pos],
+                        "text_id": k,
+                        "category_id": b["group"],
+                        "area": w * h,
+                        "bbox": [x, y, w, h],
+                        "iscrowd": 0,
+                    }
+                )
         parsed = parse_answer(s["messages"][1]["content"], PairGeometry((sizes[0], sizes[1]), BAND), fmt, merged=False)
         assert parsed.error is None
-        results += [{"image_id": ids[b["image"]], "category_id": b["group"], "bbox": xyxy_to_xywh(b["bbox"]), "score": 1.0} for b in parsed.answer]
+        results += [
+            {"image_id": ids[b["image"]], "category_id": b["group"], "bbox": xyxy_to_xywh(b["bbox"]), "score": 1.0}
+            for b in parsed.answer
+        ]
     metrics = score_results(groundtruth_from_json(release, "sft"), results)
     assert metrics["corrected"]["ap50"] == pytest.approx(1.0) and metrics["corrected"]["acc"] == 1.0
     assert metrics["corrected"]["unassigned_groups"] == 0
@@ -241,7 +304,12 @@ def test_manifest_records_inputs_shares_and_skips(built: Any, coco: tuple[Path, 
     assert manifest["inputs"]["coco"]["sha256"] == hashlib.sha256((folder / "instances.json").read_bytes()).hexdigest()
     assert manifest["inputs"]["refs"]["sha256"] == hashlib.sha256((folder / "refs.json").read_bytes()).hexdigest()
     assert manifest["seed"] == 0 and manifest["needlepoint_version"]
-    assert manifest["skipped_annotations"] == {"crowd": 1, "degenerate": 2, "refs naming no usable annotation": 1, "refs of another split": 1}
+    assert manifest["skipped_annotations"] == {
+        "crowd": 1,
+        "degenerate": 2,
+        "refs naming no usable annotation": 1,
+        "refs of another split": 1,
+    }
     counts = {k: sum(m["kind"] == k for m in meta) for k in KINDS}
     assert counts == manifest["counts"]
     for k in KINDS:
@@ -270,8 +338,26 @@ def test_same_seed_same_output_and_swift_holds_the_same_samples(coco: tuple[Path
     swift = [json.loads(line) for line in (tmp_path / "c" / "mc_bench_sft.jsonl").read_text(encoding="utf-8").splitlines()]
     assert swift == sharegpt and not (tmp_path / "c" / "dataset_info.json").exists()
     folder, _ = coco
-    main(["build", "mc_bench_sft", "--coco", str(folder / "instances.json"), "--images", str(folder / "images"), "--out", str(tmp_path / "d"),
-          "--samples", "120", "--seed", "1", "--box-format", "norm_1000_xyxy", "--refs", str(folder / "refs.json")])  # fmt: skip
+    main(
+        [
+            "build",
+            "mc_bench_sft",
+            "--coco",
+            str(folder / "instances.json"),
+            "--images",
+            str(folder / "images"),
+            "--out",
+            str(tmp_path / "d"),
+            "--samples",
+            "120",
+            "--seed",
+            "1",
+            "--box-format",
+            "norm_1000_xyxy",
+            "--refs",
+            str(folder / "refs.json"),
+        ]
+    )
     assert (tmp_path / "d" / "mc_bench_sft.json").read_bytes() != (tmp_path / "a" / "mc_bench_sft.json").read_bytes()
 
 
@@ -287,10 +373,16 @@ def test_grounding_tokens(coco: tuple[Path, dict[str, Any]], tmp_path: Path) -> 
         for k, line in enumerate(lines):
             im = images[m["image_ids"][k]]
             got = []
-            for group, boxes in re.findall(r"<\|object_ref_start\|>group (\d+)<\|object_ref_end\|>((?:<\|box_start\|>\(\d+,\d+\),\(\d+,\d+\)<\|box_end\|>)+)", line):
+            for group, boxes in re.findall(
+                r"<\|object_ref_start\|>group (\d+)<\|object_ref_end\|>((?:<\|box_start\|>\(\d+,\d+\),\(\d+,\d+\)<\|box_end\|>)+)",
+                line,
+            ):
                 for x1, y1, x2, y2 in re.findall(r"\((\d+),(\d+)\),\((\d+),(\d+)\)", boxes):
                     got.append((int(group), [int(x1), int(y1), int(x2), int(y2)]))
-            want = sorted((b["group"], expected_box(anns[b["ann_id"]], (im["width"], im["height"]), "norm_1000_xyxy")) for b in m["boxes"][k])
+            want = sorted(
+                (b["group"], expected_box(anns[b["ann_id"]], (im["width"], im["height"]), "norm_1000_xyxy"))
+                for b in m["boxes"][k]
+            )
             assert sorted(got) == want
             assert (line == f"Image {k + 1}: none") == (not want)
 
@@ -317,20 +409,33 @@ def test_excluded_images_never_appear(coco: tuple[Path, dict[str, Any]], tmp_pat
     assert len({n for m in meta for n in m["file_names"]}) == len(data["images"]) - 2
 
 
-def test_mix_is_checked_and_appended(coco: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mix_is_checked_and_appended(
+    coco: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder, data = coco
     (tmp_path / "mixdir").mkdir()
     shutil.copyfile(folder / "images" / data["images"][0]["file_name"], tmp_path / "mixdir" / "a.jpg")
     shutil.copyfile(folder / "images" / data["images"][1]["file_name"], tmp_path / "mixdir" / "b.jpg")
-    good = [{"conversations": [{"from": "human", "value": "<image><image>What differs?"}, {"from": "gpt", "value": "The colour."}],
-             "images": ["a.jpg", "b.jpg"]}]  # fmt: skip
+    good = [
+        {
+            "conversations": [{"from": "human", "value": "<image><image>What differs?"}, {"from": "gpt", "value": "The colour."}],
+            "images": ["a.jpg", "b.jpg"],
+        }
+    ]
     (tmp_path / "mixdir" / "mix.json").write_text(json.dumps(good), encoding="utf-8")
     assert build(coco, tmp_path / "out", "--mix", str(tmp_path / "mixdir" / "mix.json"), samples=30) == 0
     samples, meta, manifest = read_output(tmp_path / "out")
     assert len(samples) == 31 and manifest["mix_samples"] == 1 and meta[-1]["kind"] == "mix"
-    assert samples[-1] == {"messages": [{"role": "user", "content": "<image><image>What differs?"}, {"role": "assistant", "content": "The colour."}],
-                           "images": [str((tmp_path / "mixdir" / n).resolve()) for n in ("a.jpg", "b.jpg")]}  # fmt: skip
-    bad = [{"messages": [{"role": "user", "content": "<image>What differs?"}, {"role": "assistant", "content": "x"}], "images": ["a.jpg", "b.jpg"]}]
+    assert samples[-1] == {
+        "messages": [{"role": "user", "content": "<image><image>What differs?"}, {"role": "assistant", "content": "The colour."}],
+        "images": [str((tmp_path / "mixdir" / n).resolve()) for n in ("a.jpg", "b.jpg")],
+    }
+    bad = [
+        {
+            "messages": [{"role": "user", "content": "<image>What differs?"}, {"role": "assistant", "content": "x"}],
+            "images": ["a.jpg", "b.jpg"],
+        }
+    ]
     (tmp_path / "mixdir" / "bad.json").write_text(json.dumps(bad), encoding="utf-8")
     capsys.readouterr()
     assert build(coco, tmp_path / "out2", "--mix", str(tmp_path / "mixdir" / "bad.json"), samples=30) == 2
@@ -347,9 +452,22 @@ def test_mix_is_checked_and_appended(coco: tuple[Path, dict[str, Any]], tmp_path
         (["--box-format", "xywh"], "--box-format 'xywh' is unknown"),
     ],
 )
-def test_bad_flags_end_in_one_sentence(coco: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str) -> None:
+def test_bad_flags_end_in_one_sentence(
+    coco: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
     folder, _ = coco
-    args = ["build", "mc_bench_sft", "--coco", str(folder / "instances.json"), "--images", str(folder / "images"), "--out", str(tmp_path), "--samples", "5"]
+    args = [
+        "build",
+        "mc_bench_sft",
+        "--coco",
+        str(folder / "instances.json"),
+        "--images",
+        str(folder / "images"),
+        "--out",
+        str(tmp_path),
+        "--samples",
+        "5",
+    ]
     if "--box-format" not in extra:
         args += ["--box-format", "abs_xyxy"]
     assert main(args + extra) == 2
@@ -357,9 +475,22 @@ def test_bad_flags_end_in_one_sentence(coco: tuple[Path, dict[str, Any]], tmp_pa
     assert message in err and len(err.strip().splitlines()) == 1
 
 
-def test_without_refs_referring_kinds_go_and_negatives_keep_their_share(coco: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_refs_referring_kinds_go_and_negatives_keep_their_share(
+    coco: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder, _ = coco
-    args = ["build", "mc_bench_sft", "--coco", str(folder / "instances.json"), "--images", str(folder / "images"), "--samples", "200", "--box-format", "abs_xyxy"]
+    args = [
+        "build",
+        "mc_bench_sft",
+        "--coco",
+        str(folder / "instances.json"),
+        "--images",
+        str(folder / "images"),
+        "--samples",
+        "200",
+        "--box-format",
+        "abs_xyxy",
+    ]
     assert main([*args, "--out", str(tmp_path / "a")]) == 0
     _, meta, manifest = read_output(tmp_path / "a")
     assert manifest["counts"]["ref_one"] == manifest["counts"]["ref_both"] == 0
@@ -384,12 +515,37 @@ def test_lvis_style_federated_file(tmp_path: Path) -> None:
             data["annotations"].append({"id": 100 * i + c, "image_id": i, "category_id": c, "bbox": [x, y, 60, 50], "area": 3000})
             boxes.append(([x, y, 60, 50], (200, 40, 40)))
         others = [c for c in range(1, 7) if c not in chosen]
-        data["images"].append({"id": i, "width": w, "height": h, "coco_url": f"http://images.cocodataset.org/train2017/{i:012d}.jpg",
-                               "neg_category_ids": others[:2], "not_exhaustive_category_ids": [chosen[1]] if i % 3 == 0 else []})  # fmt: skip
+        data["images"].append(
+            {
+                "id": i,
+                "width": w,
+                "height": h,
+                "coco_url": f"http://images.cocodataset.org/train2017/{i:012d}.jpg",
+                "neg_category_ids": others[:2],
+                "not_exhaustive_category_ids": [chosen[1]] if i % 3 == 0 else [],
+            }
+        )
         (tmp_path / "images" / f"{i:012d}.jpg").write_bytes(_render(rng, w, h, boxes))
     (tmp_path / "lvis.json").write_text(json.dumps(data), encoding="utf-8")
-    assert main(["build", "mc_bench_sft", "--coco", str(tmp_path / "lvis.json"), "--images", str(tmp_path / "images"), "--out", str(tmp_path / "out"),
-                 "--samples", "200", "--box-format", "abs_xyxy"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "build",
+                "mc_bench_sft",
+                "--coco",
+                str(tmp_path / "lvis.json"),
+                "--images",
+                str(tmp_path / "images"),
+                "--out",
+                str(tmp_path / "out"),
+                "--samples",
+                "200",
+                "--box-format",
+                "abs_xyxy",
+            ]
+        )
+        == 0
+    )
     samples, meta, manifest = read_output(tmp_path / "out")
     assert manifest["detection_set"]["federated"] is True and manifest["counts"]["negative"] > 0
     images = {im["id"]: im for im in data["images"]}
@@ -409,13 +565,17 @@ def test_lvis_style_federated_file(tmp_path: Path) -> None:
                     assert name in neg or (im["id"], name) in annotated
 
 
-def test_refs_as_an_object_and_bad_inputs(tmp_path: Path, coco: tuple[Path, dict[str, Any]], capsys: pytest.CaptureFixture[str]) -> None:
+def test_refs_as_an_object_and_bad_inputs(
+    tmp_path: Path, coco: tuple[Path, dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
     from collections import Counter
 
     from needlepoint.benchmarks.mc_bench.sft.refs import read_refs
     from needlepoint.errors import DataError
 
-    (tmp_path / "refs.json").write_text(json.dumps({"1005": ["the  left dog", {"sent": "the left dog"}, "a second one"], "7": []}), encoding="utf-8")
+    (tmp_path / "refs.json").write_text(
+        json.dumps({"1005": ["the  left dog", {"sent": "the left dog"}, "a second one"], "7": []}), encoding="utf-8"
+    )
     skipped: Counter[str] = Counter()
     assert read_refs(tmp_path / "refs.json", skipped) == {1005: ("the left dog", "a second one")}
     assert skipped == {"refs without a sentence": 1}
@@ -424,7 +584,19 @@ def test_refs_as_an_object_and_bad_inputs(tmp_path: Path, coco: tuple[Path, dict
         read_refs(tmp_path / "bad.json", Counter())
     folder, _ = coco
     (tmp_path / "notcoco.json").write_text(json.dumps({"images": []}), encoding="utf-8")
-    args = ["build", "mc_bench_sft", "--images", str(folder / "images"), "--out", str(tmp_path / "o"), "--samples", "5", "--box-format", "abs_xyxy", "--no-progress"]
+    args = [
+        "build",
+        "mc_bench_sft",
+        "--images",
+        str(folder / "images"),
+        "--out",
+        str(tmp_path / "o"),
+        "--samples",
+        "5",
+        "--box-format",
+        "abs_xyxy",
+        "--no-progress",
+    ]
     assert main([*args, "--coco", str(tmp_path / "notcoco.json")]) == 2
     assert "has no lists 'images', 'annotations' and 'categories'" in capsys.readouterr().err
     assert main([*args, "--coco", str(folder / "instances.json"), "--exclude", str(tmp_path / "nowhere")]) == 2

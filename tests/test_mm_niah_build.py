@@ -36,8 +36,26 @@ PER_CELL = 2
 
 
 def build_args(corpus: dict[str, Any], out: Path, *extra: str) -> list[str]:
-    return ["build", "mm_niah", "--corpus", str(corpus["shards"]), "--images", str(corpus["images"]), "--out", str(out),
-            "--lengths", "1k,2k", "--depths", "0,0.5,1.0", "--per-cell", str(PER_CELL), "--seed", "7", "--no-progress", *extra]  # fmt: skip
+    return [
+        "build",
+        "mm_niah",
+        "--corpus",
+        str(corpus["shards"]),
+        "--images",
+        str(corpus["images"]),
+        "--out",
+        str(out),
+        "--lengths",
+        "1k,2k",
+        "--depths",
+        "0,0.5,1.0",
+        "--per-cell",
+        str(PER_CELL),
+        "--seed",
+        "7",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def run_quiet(argv: list[str]) -> tuple[int, str]:
@@ -63,7 +81,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     rc, err = run_quiet(build_args(corpus, base / "out"))
     assert rc == 0, err
     folder = base / "out" / "mm_niah_val"
-    rows = {t: [json.loads(x) for x in (folder / "annotations" / f"{t}.jsonl").read_text(encoding="utf-8").splitlines()] for t in BUILT}
+    rows = {
+        t: [json.loads(x) for x in (folder / "annotations" / f"{t}.jsonl").read_text(encoding="utf-8").splitlines()]
+        for t in BUILT
+    }
     manifest = json.loads((folder / "build_manifest.json").read_text())
     return Built(corpus, base / "out", folder, rows, manifest, err)
 
@@ -79,8 +100,16 @@ def test_every_supported_task_is_written_and_reasoning_image_is_skipped_without_
         assert len(built.rows[task]) == len(LENGTHS) * len(DEPTHS) * PER_CELL
         for row in built.rows[task]:
             assert list(row) == ["id", "context", "images_list", "question", "answer", "meta"]
-            assert set(row["meta"]) == {"placed_depth", "context_length", "context_length_text", "context_length_image",
-                                        "num_images", "needles", "choices", "choices_image_path"}  # fmt: skip
+            assert set(row["meta"]) == {
+                "placed_depth",
+                "context_length",
+                "context_length_text",
+                "context_length_image",
+                "num_images",
+                "needles",
+                "choices",
+                "choices_image_path",
+            }
 
 
 def test_manifest_names_corpus_files_hashes_skips_tiling_seed_version(built: Built) -> None:
@@ -114,8 +143,10 @@ def test_cl100k_is_the_real_encoding_offline() -> None:
     assert enc.n_vocab == 100277
 
 
-@pytest.mark.parametrize(("size", "tiles"), [((448, 448), 1), ((1000, 700), 7), ((896, 448), 3), ((4000, 100), 13), ((1344, 1344), 10),
-                                             ((300, 900), 4)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("size", "tiles"),
+    [((448, 448), 1), ((1000, 700), 7), ((896, 448), 3), ((4000, 100), 13), ((1344, 1344), 10), ((300, 900), 4)],
+)
 def test_internvl_tiling(size: tuple[int, int], tiles: int) -> None:
     assert tokens.image_tiles(*size) == tiles
     assert tokens.image_tokens(*size) == 256 * tiles
@@ -130,7 +161,10 @@ def test_recounted_tokens_equal_meta(built: Built) -> None:
             n = row["context"].count("<image>")
             sizes = [Image.open(built.folder / "images" / name).size for name in row["images_list"][:n]]
             image = sum(256 * tokens.image_tiles(w, h) for w, h in sizes)
-            assert (text, image, n) == (meta["context_length_text"], meta["context_length_image"], meta["num_images"]), (task, row["id"])
+            assert (text, image, n) == (meta["context_length_text"], meta["context_length_image"], meta["num_images"]), (
+                task,
+                row["id"],
+            )
             assert meta["context_length"] == text + image
             assert "</s>" not in row["context"]
 
@@ -292,13 +326,33 @@ def test_every_row_loads_and_evaluates_with_the_simulated_model(built: Built) ->
     for s in samples:
         reply = simulated_answer(s.task, s.answer, s.context_length, rng)
         script[script_key(bench.prompt(s))] = [reply]
-        expected.append({"task": s.task, "context_length": s.context_length, "placed_depth": s.placed_depth,
-                         "score": judge(reply, s.answer).score})  # fmt: skip
+        expected.append(
+            {
+                "task": s.task,
+                "context_length": s.context_length,
+                "placed_depth": s.placed_depth,
+                "score": judge(reply, s.answer).score,
+            }
+        )
     run_dir = built.root.parent / "run"
     with SimulatedServer(script=script, default=None) as srv, pytest.MonkeyPatch.context() as mp:
         mp.setattr("needlepoint.benchmarks.mm_niah.heatmap.draw_all", lambda metrics, out_dir: [])
-        rc, err = run_quiet(["eval", "mm_niah", "--data", str(built.root), "--model", SIMULATED_MODEL_NAME, "--api-url", srv.url, "--out", str(run_dir),
-                             "--no-progress", "--no-report"])  # fmt: skip
+        rc, err = run_quiet(
+            [
+                "eval",
+                "mm_niah",
+                "--data",
+                str(built.root),
+                "--model",
+                SIMULATED_MODEL_NAME,
+                "--api-url",
+                srv.url,
+                "--out",
+                str(run_dir),
+                "--no-progress",
+                "--no-report",
+            ]
+        )
     assert rc == 0, err
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["run"]["failed"] == 0 and metrics["run"]["skipped"] == []
@@ -421,22 +475,50 @@ def write_blink(folder: Path) -> None:
         return {"bytes": image_bytes(rng, size, "PNG"), "path": None}
 
     for sub, rows in (
-        ("Jigsaw", [{"idx": f"val_Jigsaw_{i}", "question": "Given the first image with the lower right corner missing, ...",
-                     "sub_task": "Jigsaw", "image_1": img((400, 300)), "image_2": img((100, 100)), "image_3": img((100, 100)),
-                     "image_4": None, "choices": ["(A) the second image", "(B) the third image"], "answer": "(B)" if i % 2 else "(A)"}
-                    for i in range(3)]),
-        ("Multi-view_Reasoning", [{"idx": f"val_Multi-view_Reasoning_{i}", "question": "Is the camera moving left or right?",
-                                   "sub_task": "Multi-view_Reasoning", "image_1": img((640, 480)), "image_2": img((640, 480)),
-                                   "image_3": None, "image_4": None, "choices": ["left", "right"], "answer": "(A)"}
-                                  for i in range(3)]),
-    ):  # fmt: skip
+        (
+            "Jigsaw",
+            [
+                {
+                    "idx": f"val_Jigsaw_{i}",
+                    "question": "Given the first image with the lower right corner missing, ...",
+                    "sub_task": "Jigsaw",
+                    "image_1": img((400, 300)),
+                    "image_2": img((100, 100)),
+                    "image_3": img((100, 100)),
+                    "image_4": None,
+                    "choices": ["(A) the second image", "(B) the third image"],
+                    "answer": "(B)" if i % 2 else "(A)",
+                }
+                for i in range(3)
+            ],
+        ),
+        (
+            "Multi-view_Reasoning",
+            [
+                {
+                    "idx": f"val_Multi-view_Reasoning_{i}",
+                    "question": "Is the camera moving left or right?",
+                    "sub_task": "Multi-view_Reasoning",
+                    "image_1": img((640, 480)),
+                    "image_2": img((640, 480)),
+                    "image_3": None,
+                    "image_4": None,
+                    "choices": ["left", "right"],
+                    "answer": "(A)",
+                }
+                for i in range(3)
+            ],
+        ),
+    ):
         (folder / sub).mkdir(parents=True)
         pq.write_table(pa.Table.from_pylist(rows), folder / sub / "val-00000-of-00001.parquet")
 
 
 def test_reasoning_image_inserts_blink_images_at_depth_and_evaluates(built: Built, tmp_path: Path) -> None:
     write_blink(tmp_path / "blink")
-    rc, err = run_quiet(build_args(built.corpus, tmp_path / "b", "--tasks", "reasoning-image", "--blink", str(tmp_path / "blink")))
+    rc, err = run_quiet(
+        build_args(built.corpus, tmp_path / "b", "--tasks", "reasoning-image", "--blink", str(tmp_path / "blink"))
+    )
     assert rc == 0, err
     folder = tmp_path / "b" / "mm_niah_val"
     rows = [json.loads(x) for x in (folder / "annotations" / "reasoning-image.jsonl").read_text().splitlines()]
@@ -460,7 +542,9 @@ def test_reasoning_image_inserts_blink_images_at_depth_and_evaluates(built: Buil
 
 def test_blink_folder_without_questions_is_refused_before_writing(built: Built, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    rc, err = run_quiet(build_args(built.corpus, tmp_path / "b", "--tasks", "reasoning-image", "--blink", str(tmp_path / "empty")))
+    rc, err = run_quiet(
+        build_args(built.corpus, tmp_path / "b", "--tasks", "reasoning-image", "--blink", str(tmp_path / "empty"))
+    )
     assert rc == 2 and "no answered Jigsaw or Multi-view_Reasoning" in err
     assert not (tmp_path / "b").exists()
 
@@ -481,16 +565,27 @@ def test_urls_resolve_through_each_map_form_and_never_elsewhere(tmp_path: Path, 
     if form == "img2dataset-parquet":
         (tmp_path / "00000").mkdir()
         (tmp_path / "00000" / "000000007.jpg").write_bytes(data)
-        pq.write_table(pa.Table.from_pylist([{"url": url, "key": "000000007", "status": "success"},
-                                             {"url": "https://img.example.org/failed.jpg", "key": "000000008", "status": "failed"}]),
-                       tmp_path / "00000.parquet")  # fmt: skip
+        pq.write_table(
+            pa.Table.from_pylist(
+                [
+                    {"url": url, "key": "000000007", "status": "success"},
+                    {"url": "https://img.example.org/failed.jpg", "key": "000000008", "status": "failed"},
+                ]
+            ),
+            tmp_path / "00000.parquet",
+        )
         resolver = ImageResolver(tmp_path)
     else:
         (tmp_path / "files").mkdir()
         (tmp_path / "files" / "a.jpg").write_bytes(data)
         map_file = tmp_path / f"map.{form}"
-        map_file.write_text({"json": json.dumps({url: "files/a.jpg"}), "jsonl": json.dumps({"url": url, "path": "files/a.jpg"}) + "\n",
-                             "tsv": f"{url}\tfiles/a.jpg\n"}[form])  # fmt: skip
+        map_file.write_text(
+            {
+                "json": json.dumps({url: "files/a.jpg"}),
+                "jsonl": json.dumps({"url": url, "path": "files/a.jpg"}) + "\n",
+                "tsv": f"{url}\tfiles/a.jpg\n",
+            }[form]
+        )
         resolver = ImageResolver(map_file)
     assert resolver.read(url, "test") == (data, ".jpg")
     assert resolver.read("https://img.example.org/failed.jpg", "test") is None
@@ -525,7 +620,9 @@ def test_needle_images_from_a_folder_replace_the_drawn_ones(built: Built, tmp_pa
     folder.mkdir()
     for i, kind in enumerate(("fish", "sun", "house", "tree", "balloon")):
         needles.draw_cartoon(kind, (20 * i, 200, 90)).save(folder / f"{kind}.png")
-    rc, err = run_quiet(build_args(built.corpus, tmp_path / "b", "--tasks", "retrieval-image,counting-image", "--needle-images", str(folder)))
+    rc, err = run_quiet(
+        build_args(built.corpus, tmp_path / "b", "--tasks", "retrieval-image,counting-image", "--needle-images", str(folder))
+    )
     assert rc == 0, err
     out = tmp_path / "b" / "mm_niah_val"
     manifest = json.loads((out / "build_manifest.json").read_text())
@@ -551,7 +648,9 @@ def test_counting_image_answers_equal_the_cartoons_seen_in_the_pixels(built: Bui
     import numpy as np
     from scipy import ndimage
 
-    originals = [np.asarray(Image.open(p).convert("RGB"), dtype=int) for p in sorted((built.folder / "images" / "haystack").iterdir())]
+    originals = [
+        np.asarray(Image.open(p).convert("RGB"), dtype=int) for p in sorted((built.folder / "images" / "haystack").iterdir())
+    ]
     checked = 0
     for row in built.rows["counting-image"][:8]:
         for name, expected in zip(row["images_list"], row["answer"]):

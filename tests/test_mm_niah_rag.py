@@ -195,9 +195,18 @@ def niah_row(
         "context": context,
         "question": question,
         "answer": answer,
-        "meta": {"placed_depth": 0.5, "context_length": 1500, "context_length_text": 1000, "context_length_image": 500,
-                 "num_images": len(images), "needles": needles, "choices": None, "choices_image_path": None, **meta},
-    }  # fmt: skip
+        "meta": {
+            "placed_depth": 0.5,
+            "context_length": 1500,
+            "context_length_text": 1000,
+            "context_length_image": 500,
+            "num_images": len(images),
+            "needles": needles,
+            "choices": None,
+            "choices_image_path": None,
+            **meta,
+        },
+    }
 
 
 @pytest.fixture
@@ -431,8 +440,11 @@ def test_reduced_sample_keeps_identity_and_scoring_fields(release: Path) -> None
     sel = select(doc, [0.1, 1.0, 0, 0.7, 0.8, 0.6, 0, 0.2, 0.3, 0], [3, 6, 0, 4, 3, 0, 2, 0], max_tokens=10)
     reduced = reduced_sample(sample, doc, sel)
     assert (reduced.id, reduced.answer, reduced.context_length, reduced.placed_depth) == (
-        sample.id, sample.answer, sample.context_length, sample.placed_depth
-    )  # fmt: skip
+        sample.id,
+        sample.answer,
+        sample.context_length,
+        sample.placed_depth,
+    )
     assert reduced.images == []
     assert sample.text().startswith("Filler about weather.")  # the original is untouched
 

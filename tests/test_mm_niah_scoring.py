@@ -303,9 +303,7 @@ def test_heatmap_files(tmp_path: Path) -> None:
     from PIL import Image
 
     task = aggregate(RETRIEVAL)["tasks"]["retrieval-text"]
-    paths = draw_heatmap(
-        task["cells"], task["counts"], "retrieval-text", tmp_path / "maps" / "retrieval-text"
-    )
+    paths = draw_heatmap(task["cells"], task["counts"], "retrieval-text", tmp_path / "maps" / "retrieval-text")
     assert [p.name for p in paths] == ["retrieval-text.png", "retrieval-text.svg"]
     with Image.open(paths[0]) as image:
         width, height = image.size
@@ -317,9 +315,7 @@ def test_heatmap_files(tmp_path: Path) -> None:
 def test_draw_all_covers_tasks_and_overall(tmp_path: Path) -> None:
     metrics = aggregate(RETRIEVAL + [_row(task, 1000, 0.0, 1.0) for task in TASKS[1:]])
     paths = draw_all(metrics, tmp_path)
-    assert sorted(p.name for p in paths if p.suffix == ".png") == sorted(
-        f"{t}.png" for t in (*TASKS, "overall")
-    )
+    assert sorted(p.name for p in paths if p.suffix == ".png") == sorted(f"{t}.png" for t in (*TASKS, "overall"))
     assert all(p.stat().st_size > 0 for p in paths)
 
 

@@ -149,23 +149,59 @@ def test_no_import_cycle_in_the_package() -> None:
 # - needlepoint/__init__.py is the public surface (it re-exports the API lazily): exempt, and
 #   `from needlepoint import __version__` reads it from any layer.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("core helpers", tuple(f"needlepoint.{m}" for m in (
-        "conversation", "drawing", "endpoints", "errors", "files", "geometry", "images", "jsonfind", "jsonl",
-        "numbers", "options", "outcome", "parquet", "parquetpages", "pngstrips", "progress", "records", "redact",
-        "shard", "status", "text",
-    ))),
+    (
+        "core helpers",
+        tuple(
+            f"needlepoint.{m}"
+            for m in (
+                "conversation",
+                "drawing",
+                "endpoints",
+                "errors",
+                "files",
+                "geometry",
+                "images",
+                "jsonfind",
+                "jsonl",
+                "numeric",
+                "options",
+                "outcome",
+                "parquet",
+                "parquetpages",
+                "pngstrips",
+                "progress",
+                "records",
+                "redact",
+                "shard",
+                "status",
+                "text",
+            )
+        ),
+    ),
     ("run settings and folder", ("needlepoint.config", "needlepoint.store")),
     ("models", ("needlepoint.models",)),
-    ("benchmark contracts", tuple(f"needlepoint.benchmarks{m}" for m in (
-        "", ".base", ".boards", ".boxes", ".coverage", ".declaration",
-    )) + ("needlepoint.build",)),
+    (
+        "benchmark contracts",
+        tuple(
+            f"needlepoint.benchmarks{m}"
+            for m in (
+                "",
+                ".base",
+                ".boards",
+                ".boxes",
+                ".coverage",
+                ".declaration",
+            )
+        )
+        + ("needlepoint.build",),
+    ),
     ("solver protocol", ("needlepoint.solvers",)),
     ("benchmark packages", ("needlepoint.benchmarks.",)),
     ("runner", ("needlepoint.runfolder", "needlepoint.runner")),
     ("report", ("needlepoint.report",)),
     ("api", ("needlepoint.api", "needlepoint.demo", "needlepoint.merge")),
     ("cli", ("needlepoint.cli",)),
-]  # fmt: skip
+]
 PUBLIC_SURFACE = "needlepoint"
 
 
@@ -184,7 +220,7 @@ def layer_of(module: str) -> int:
 
 
 def benchmark_package(module: str) -> str | None:
-    """"needlepoint.benchmarks.NAME" for a module of benchmark package NAME, else None."""
+    """ "needlepoint.benchmarks.NAME" for a module of benchmark package NAME, else None."""
     parts = module.split(".")
     if layer_of(module) == [name for name, _ in LAYERS].index("benchmark packages") and len(parts) > 2:
         return ".".join(parts[:3])
@@ -211,12 +247,25 @@ def upward_imports(module: str) -> list[str]:
 def test_the_layer_check_finds_an_import_that_runs_up_and_a_sibling_benchmark() -> None:
     """The checker itself: the layers order the modules as declared, and a fake module that
     imports up or into a sibling benchmark is named with its line."""
-    order = [layer_of(m) for m in ("needlepoint.geometry", "needlepoint.store", "needlepoint.models.replay",
-                                   "needlepoint.benchmarks.boards", "needlepoint.solvers.base",
-                                   "needlepoint.benchmarks.mc_bench.agentic", "needlepoint.runner",
-                                   "needlepoint.report.leaderboard", "needlepoint.api", "needlepoint.cli")]  # fmt: skip
+    order = [
+        layer_of(m)
+        for m in (
+            "needlepoint.geometry",
+            "needlepoint.store",
+            "needlepoint.models.replay",
+            "needlepoint.benchmarks.boards",
+            "needlepoint.solvers.base",
+            "needlepoint.benchmarks.mc_bench.agentic",
+            "needlepoint.runner",
+            "needlepoint.report.leaderboard",
+            "needlepoint.api",
+            "needlepoint.cli",
+        )
+    ]
     assert order == sorted(order) and len(set(order)) == len(LAYERS)
-    assert layer_of("needlepoint.benchmarks") == layer_of("needlepoint.benchmarks.base") < layer_of("needlepoint.benchmarks.ref_adv")
+    assert (
+        layer_of("needlepoint.benchmarks") == layer_of("needlepoint.benchmarks.base") < layer_of("needlepoint.benchmarks.ref_adv")
+    )
     fake = "needlepoint.benchmarks.mc_bench.fake_for_the_test"
     source = "from needlepoint.benchmarks.ref_adv import benchmark\n\n\ndef f():\n    from needlepoint.report import html\n"
     MODULES[fake] = REPO / "fake_for_the_test.py"
@@ -241,8 +290,7 @@ def test_the_toy_grounding_benchmark_touches_only_its_own_package() -> None:
     module, no report, no runner)."""
     toybench = REPO / "tests" / "toybench"
     below = [name for name, _ in LAYERS].index("benchmark packages")
-    used = {target for path in sorted(toybench.glob("*.py"))
-            for _, target in import_sites(f"toybench.{path.stem}", path)}  # fmt: skip
+    used = {target for path in sorted(toybench.glob("*.py")) for _, target in import_sites(f"toybench.{path.stem}", path)}
     assert {"needlepoint.benchmarks.boards", "needlepoint.benchmarks.boxes", "needlepoint.geometry"} <= used
     assert sorted(t for t in used if t != PUBLIC_SURFACE and layer_of(t) >= below) == []
 

@@ -42,7 +42,8 @@ def _streamed(path: Path, leaf_path: str) -> list[list[bytes | None]]:
     level = meta.schema.column(leaf).max_definition_level
     with path.open("rb") as fh:
         return [
-            list(column_values(fh, meta.row_group(g).column(leaf), level, meta.row_group(g).num_rows)) for g in range(meta.num_row_groups)
+            list(column_values(fh, meta.row_group(g).column(leaf), level, meta.row_group(g).num_rows))
+            for g in range(meta.num_row_groups)
         ]
 
 

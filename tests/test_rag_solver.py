@@ -42,16 +42,41 @@ def release(tmp_path: Path) -> Path:
     for name, rgb in COLOURS.items():
         Image.new("RGB", (48, 40), rgb).save(folder / "images" / f"{name}.png")
     text_row = niah_row(7, DOC + "</s>", QUESTION, ["red.png", "blue.png"], "sings", [NEEDLE, "Gamma closes.", 3])
-    image_row = niah_row(9, "Alpha notes.<image>Weather report.", "Look at <image> and find the penguin. Which option matches?",
-                         ["red.png", "green.png"], 0, [], choices_image_path=["blue.png", "red.png"])  # fmt: skip
+    image_row = niah_row(
+        9,
+        "Alpha notes.<image>Weather report.",
+        "Look at <image> and find the penguin. Which option matches?",
+        ["red.png", "green.png"],
+        0,
+        [],
+        choices_image_path=["blue.png", "red.png"],
+    )
     (folder / "annotations" / "retrieval-text.jsonl").write_text(json.dumps(text_row) + "\n", encoding="utf-8")
     (folder / "annotations" / "reasoning-image.jsonl").write_text(json.dumps(image_row) + "\n", encoding="utf-8")
     return folder
 
 
 def _args(release: Path, chat: Any, embed_url: str, out: Path, *extra: str) -> list[str]:
-    return ["eval", "mm_niah", "--data", str(release), "--model", MODEL, "--api-url", chat.url, "--solver", "rag",
-            "--embed-model", EMBED_MODEL, "--embed-url", embed_url, "--out", str(out), "--no-progress", *extra]  # fmt: skip
+    return [
+        "eval",
+        "mm_niah",
+        "--data",
+        str(release),
+        "--model",
+        MODEL,
+        "--api-url",
+        chat.url,
+        "--solver",
+        "rag",
+        "--embed-model",
+        EMBED_MODEL,
+        "--embed-url",
+        embed_url,
+        "--out",
+        str(out),
+        "--no-progress",
+        *extra,
+    ]
 
 
 def _texts_embedded(server: EmbeddingServer) -> list[str]:
@@ -80,8 +105,17 @@ def test_rag_run_asks_the_model_about_the_kept_pieces_and_records_them(
     # Row 9: "Alpha notes." (0.8, 3 tokens), then the red context image (0.7, 256) although it
     # overshoots; then the budget is spent. The question's and the options' images follow, in order.
     image_row = next(b for b in asked.values() if "IMG" in _parts(b))
-    assert _parts(image_row) == ["Alpha notes.", "IMG", "\nLook at ", "IMG", " and find the penguin. Which option matches?\nA. ",
-                                 "IMG", "\nB. ", "IMG", OPTION_SENTENCE]  # fmt: skip
+    assert _parts(image_row) == [
+        "Alpha notes.",
+        "IMG",
+        "\nLook at ",
+        "IMG",
+        " and find the penguin. Which option matches?\nA. ",
+        "IMG",
+        "\nB. ",
+        "IMG",
+        OPTION_SENTENCE,
+    ]
 
     records = read_records(out / "records.jsonl")
     rec = records["retrieval-text/7"]
@@ -89,7 +123,14 @@ def test_rag_run_asks_the_model_about_the_kept_pieces_and_records_them(
     assert [t["role"] for t in rec["turns"]] == ["tool", "model"] and rec["turns"][0]["tool"] == "embed"
     rag = rec["solver"]["rag"]
     assert {k: rag[k] for k in ("pieces", "pieces_kept", "images", "images_kept", "question_images", "tokens_kept", "kept")} == {
-        "pieces": 10, "pieces_kept": 2, "images": 2, "images_kept": 0, "question_images": 0, "tokens_kept": 12, "kept": [[1, 1], [4, 4]]}  # fmt: skip
+        "pieces": 10,
+        "pieces_kept": 2,
+        "images": 2,
+        "images_kept": 0,
+        "question_images": 0,
+        "tokens_kept": 12,
+        "kept": [[1, 1], [4, 4]],
+    }
     assert rag["needles_kept"] is False  # "Gamma closes." (piece 8, rank 5) was dropped
     assert [(n["index"], n["ranks"], n["kept"]) for n in rag["needles"]] == [(0, [1], True), (1, [5], False), (2, [], None)]
     assert rec["solver"]["embedding"] == {
@@ -115,8 +156,15 @@ def test_rag_run_asks_the_model_about_the_kept_pieces_and_records_them(
     rag_m = metrics["rag"]
     assert rag_m["context_ranges"] == ["1k"] and rag_m["overall"]["n_not_located"] == 1
     assert rag_m["tasks"]["retrieval-text"]["shares"] == [0.0] and rag_m["overall"]["n_located"] == 1
-    assert rag_m["tasks"]["reasoning-image"] == {"shares": [None], "kept": [0], "located": [0], "overall": None, "n_kept": 0,
-                                                 "n_located": 0, "n_not_located": 1}  # fmt: skip
+    assert rag_m["tasks"]["reasoning-image"] == {
+        "shares": [None],
+        "kept": [0],
+        "located": [0],
+        "overall": None,
+        "n_kept": 0,
+        "n_located": 0,
+        "n_not_located": 1,
+    }
     assert "MM-NIAH RAG: samples whose needles were kept" in capsys.readouterr().out
 
     data = blob(out / "report" / "index.html")
@@ -184,18 +232,38 @@ def test_a_model_the_embedding_server_does_not_serve_is_one_sentence(
     ("extra", "message"),
     [
         (["--solver", "rag"], "--solver rag needs --embed-model"),
-        (["--solver", "rag", "--embed-model", "e"], "needs --embed-url (a served embedding model) or --embed-backend transformers"),
+        (
+            ["--solver", "rag", "--embed-model", "e"],
+            "needs --embed-url (a served embedding model) or --embed-backend transformers",
+        ),
         (["--solver", "rag", "--embed-model", "e", "--embed-backend", "served"], "--embed-backend served needs --embed-url"),
-        (["--solver", "rag", "--embed-model", "e", "--embed-url", "http://127.0.0.1:9/v1", "--embed-backend", "transformers"],
-         "--embed-url applies to a served embedding model"),
-        (["--embed-model", "e", "--embed-url", "http://127.0.0.1:9/v1"], "--embed-model applies to `needlepoint eval mm_niah --solver rag`"),
+        (
+            ["--solver", "rag", "--embed-model", "e", "--embed-url", "http://127.0.0.1:9/v1", "--embed-backend", "transformers"],
+            "--embed-url applies to a served embedding model",
+        ),
+        (
+            ["--embed-model", "e", "--embed-url", "http://127.0.0.1:9/v1"],
+            "--embed-model applies to `needlepoint eval mm_niah --solver rag`",
+        ),
     ],
-)  # fmt: skip
+)
 def test_wrong_flags_are_one_sentence(
     release: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
 ) -> None:
-    args = ["eval", "mm_niah", "--data", str(release), "--model", MODEL, "--api-url", "http://127.0.0.1:9/v1",
-            "--out", str(tmp_path / "run"), "--no-progress", *extra]  # fmt: skip
+    args = [
+        "eval",
+        "mm_niah",
+        "--data",
+        str(release),
+        "--model",
+        MODEL,
+        "--api-url",
+        "http://127.0.0.1:9/v1",
+        "--out",
+        str(tmp_path / "run"),
+        "--no-progress",
+        *extra,
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
@@ -203,8 +271,22 @@ def test_wrong_flags_are_one_sentence(
 
 
 def test_a_negative_budget_is_one_sentence(release: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["eval", "mm_niah", "--data", str(release), "--model", MODEL, "--api-url", "http://127.0.0.1:9/v1",
-            "--solver", "rag", "--embed-model", "e", "--embed-url", "http://127.0.0.1:9/v1"]  # fmt: skip
+    base = [
+        "eval",
+        "mm_niah",
+        "--data",
+        str(release),
+        "--model",
+        MODEL,
+        "--api-url",
+        "http://127.0.0.1:9/v1",
+        "--solver",
+        "rag",
+        "--embed-model",
+        "e",
+        "--embed-url",
+        "http://127.0.0.1:9/v1",
+    ]
     assert main([*base, "--rag-max-tokens", "-5"]) == 2
     assert capsys.readouterr().err == "needlepoint: error: --rag-max-tokens must be at least 0, not -5\n"
     assert main([*base, "--solver-option", "rag_min_images=1.5"]) == 2
@@ -220,8 +302,25 @@ def test_the_embedding_key_comes_from_the_environment_and_stays_off_disk(
     out = tmp_path / "run"
 
     def args(url: str, folder: Path) -> list[str]:
-        return ["eval", "mm_niah", "--data", str(release), "--model", MODEL, "--api-url", chat.url, "--solver", "rag",
-                "--embed-model", SIMULATED_EMBEDDER_NAME, "--embed-url", url, "--out", str(folder), "--no-progress"]  # fmt: skip
+        return [
+            "eval",
+            "mm_niah",
+            "--data",
+            str(release),
+            "--model",
+            MODEL,
+            "--api-url",
+            chat.url,
+            "--solver",
+            "rag",
+            "--embed-model",
+            SIMULATED_EMBEDDER_NAME,
+            "--embed-url",
+            url,
+            "--out",
+            str(folder),
+            "--no-progress",
+        ]
 
     with SimulatedServer(api_key=key) as emb:
         assert main(args(emb.url, out)) == 0

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import REPO, prompt_key, report_blob, run_cli
 
-from needlepoint import numbers, status
+from needlepoint import numeric, status
 from needlepoint.api import evaluate, score
 from needlepoint.benchmarks.mm_niah.benchmark import shown_answer
 from needlepoint.benchmarks.ref_adv import RefAdv
@@ -47,8 +47,22 @@ def _release(tmp_path: Path, n: int = 8, seed: int = 3) -> tuple[Path, list[dict
 
 
 def _eval(data: Path, url: str, out: Path | None, *extra: str) -> list[str]:
-    args = ["eval", "ref_adv_s", "--data", str(data), "--model", "org/m", "--api-url", url,
-            "--box-format", "abs_xyxy", "--no-progress", "--max-retries", "0", *extra]  # fmt: skip
+    args = [
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(data),
+        "--model",
+        "org/m",
+        "--api-url",
+        url,
+        "--box-format",
+        "abs_xyxy",
+        "--no-progress",
+        "--max-retries",
+        "0",
+        *extra,
+    ]
     return args + (["--out", str(out)] if out is not None else [])
 
 
@@ -66,7 +80,9 @@ def test_exit_codes_answered_failed_and_resumed(serve: Any, tmp_path: Path) -> N
     """0 when every sample was answered; 3 when some failed (the run is kept); a rerun with
     --retry-failed finishes it and exits 0."""
     data, _, keys, script = _release(tmp_path)
-    server = serve(script=script, default=None, faults={keys[2]: ["500"], keys[5]: ["500"]})  # transient: --retry-failed asks again
+    server = serve(
+        script=script, default=None, faults={keys[2]: ["500"], keys[5]: ["500"]}
+    )  # transient: --retry-failed asks again
     out = tmp_path / "run"
     done = run_cli(_eval(data, server.url, out))
     assert done.returncode == 3, done.stderr
@@ -87,8 +103,15 @@ def test_sigterm_exits_130_without_traceback_and_keeps_records(serve: Any, tmp_p
     server = serve(script=script, default=None, faults={k: ["hang"] for k in keys[2:]})
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    proc = subprocess.Popen([sys.executable, "-m", "needlepoint.cli", *_eval(data, server.url, out, "--concurrency", "1")],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "needlepoint.cli", *_eval(data, server.url, out, "--concurrency", "1")],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ignore,
+    )
     try:
         deadline = time.monotonic() + 120
         while len(read_records(out / "records.jsonl")) < 2:
@@ -136,8 +159,16 @@ def test_mc_bench_failed_requests_are_not_parse_errors(serve: Any, tmp_path: Pat
     server = serve(script=script, default=None, faults={first: ["500"]})
     from needlepoint.models.simulated import SIMULATED_MODEL_NAME
 
-    result = evaluate(benchmark="mc_bench", data=data, model=SIMULATED_MODEL_NAME, api_urls=server.url, options=options,
-                      out=tmp_path / "run", max_retries=0, show_progress=False)  # fmt: skip
+    result = evaluate(
+        benchmark="mc_bench",
+        data=data,
+        model=SIMULATED_MODEL_NAME,
+        api_urls=server.url,
+        options=options,
+        out=tmp_path / "run",
+        max_retries=0,
+        show_progress=False,
+    )
     assert result.metrics["run"]["failed_by_kind"] == {"backend_error": 1}
     assert "backend_error" not in result.metrics["parse_errors"]
     notes = [row[0] for t in result.benchmark.tables(result.metrics) for row in t.rows if t.title == "MC-Bench notes"]
@@ -208,8 +239,15 @@ def test_score_refuses_another_benchmarks_run_and_reads_data_from_run_json(
 
     mc_data, options, mc_script = demo_mc.build(tmp_path / "mc")
     mc_server = serve(script=mc_script, default=None)
-    result = evaluate(benchmark="mc_bench", data=mc_data, model=SIMULATED_MODEL_NAME, api_urls=mc_server.url,
-                      options=options, out=tmp_path / "mc_run", show_progress=False)  # fmt: skip
+    result = evaluate(
+        benchmark="mc_bench",
+        data=mc_data,
+        model=SIMULATED_MODEL_NAME,
+        api_urls=mc_server.url,
+        options=options,
+        out=tmp_path / "mc_run",
+        show_progress=False,
+    )
     assert main(["score", "mc_bench", "--predictions", str(result.run_dir), "--json"]) == 0  # no --data
     printed = json.loads(capsys.readouterr().out)
     assert printed["official"] == result.metrics["official"]
@@ -218,8 +256,9 @@ def test_score_refuses_another_benchmarks_run_and_reads_data_from_run_json(
 # --- 9. one rule for numbers --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("flag", [["--temperature", "nan"], ["--top-p", "inf"], ["--timeout", "nan"], ["--temperature", "-1"],
-                                  ["--top-p", "1.5"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "flag", [["--temperature", "nan"], ["--top-p", "inf"], ["--timeout", "nan"], ["--temperature", "-1"], ["--top-p", "1.5"]]
+)
 def test_non_finite_flags_are_refused(flag: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data, _, _, _ = _release(tmp_path, n=2)
     assert main(_eval(data, "http://127.0.0.1:9/v1", tmp_path / "r", *flag)) == 2
@@ -236,13 +275,13 @@ def test_extra_body_with_non_finite_numbers_is_refused(body: str, tmp_path: Path
 
 def test_numbers_rule() -> None:
     for bad in (math.nan, math.inf, -math.inf, 10**400, -(10**400), True, "1", None, [1]):
-        assert not numbers.is_finite(bad), bad
+        assert not numeric.is_finite(bad), bad
     for good in (0, -3, 2.5, 10**300, 1e308):
-        assert numbers.is_finite(good), good
+        assert numeric.is_finite(good), good
     with pytest.raises(DataError, match="negative size"):
-        numbers.size(-1, "here", "`width`")
+        numeric.size(-1, "here", "`width`")
     with pytest.raises(DataError, match="an integer of 401 digits"):
-        numbers.finite(10**400, "here")
+        numeric.finite(10**400, "here")
 
 
 def test_mc_bench_score_with_huge_integer_is_one_sentence(tmp_path: Path) -> None:
@@ -262,8 +301,13 @@ def test_mc_bench_score_with_huge_integer_is_one_sentence(tmp_path: Path) -> Non
 
 
 def test_ref_adv_predictions_with_nan_box_are_refused(tmp_path: Path) -> None:
-    row = {"row_idx": 0, "gt_bbox_xyxy": [0, 0, 10, 10], "pred_box_xyxy_first": [0, 0, 10, 10],
-           "distractor_count": 2, "parse_error": ""}  # fmt: skip
+    row = {
+        "row_idx": 0,
+        "gt_bbox_xyxy": [0, 0, 10, 10],
+        "pred_box_xyxy_first": [0, 0, 10, 10],
+        "distractor_count": 2,
+        "parse_error": "",
+    }
     good = json.dumps(row)
     for bad in ("[NaN, 0, 10, 10]", "[0, 0, Infinity, 10]", "[0, 0, 1" + "0" * 400 + ", 10]"):
         path = tmp_path / "p.jsonl"
@@ -292,7 +336,11 @@ def test_data_files_refuse_non_finite_and_negative_sizes(tmp_path: Path) -> None
     from conftest import write_jsonl_release
 
     rows = make_rows(2)
-    for value, words in (("-640", "negative size"), ("NaN", "not a finite number"), ("1e999", "not a finite number|beyond float range")):
+    for value, words in (
+        ("-640", "negative size"),
+        ("NaN", "not a finite number"),
+        ("1e999", "not a finite number|beyond float range"),
+    ):
         folder = write_jsonl_release(tmp_path / f"d{len(value)}{value[:2]}", rows)
         lines = (folder / "data.jsonl").read_text().splitlines()
         lines[0] = json.dumps({**json.loads(lines[0]), "width": "W"}).replace('"W"', value)
@@ -347,14 +395,30 @@ def test_runs_write_no_numpy_warnings(tmp_path: Path) -> None:
     release = json.loads((data / "mc-bench_v0.2_val.json").read_text())
     preds = tmp_path / "p.json"
     image_id = release["images"][0]["id"]
-    preds.write_text(json.dumps([{"image_id": image_id, "category_id": 1, "bbox": [0, 0, 0, 0], "score": 1},
-                                 {"image_id": image_id, "category_id": 1, "bbox": [0, 0, 1e308, 1e308], "score": 1}]))  # fmt: skip
+    preds.write_text(
+        json.dumps(
+            [
+                {"image_id": image_id, "category_id": 1, "bbox": [0, 0, 0, 0], "score": 1},
+                {"image_id": image_id, "category_id": 1, "bbox": [0, 0, 1e308, 1e308], "score": 1},
+            ]
+        )
+    )
     done = run_cli(["score", "mc_bench", "--predictions", str(preds), "--data", str(data)])
     assert done.returncode == 0, done.stderr
     assert "Warning" not in done.stderr, done.stderr
     ref = tmp_path / "p.jsonl"
-    ref.write_text(json.dumps({"row_idx": 0, "gt_bbox_xyxy": [0, 0, 10, 10], "pred_box_xyxy_first": [-1e308, -1e308, 1e308, 1e308],
-                               "distractor_count": 2, "parse_error": ""}) + "\n")  # fmt: skip
+    ref.write_text(
+        json.dumps(
+            {
+                "row_idx": 0,
+                "gt_bbox_xyxy": [0, 0, 10, 10],
+                "pred_box_xyxy_first": [-1e308, -1e308, 1e308, 1e308],
+                "distractor_count": 2,
+                "parse_error": "",
+            }
+        )
+        + "\n"
+    )
     done = run_cli(["score", "ref_adv_s", "--predictions", str(ref), "--json"])
     assert done.returncode == 0, done.stderr
     assert "Warning" not in done.stderr, done.stderr
@@ -445,7 +509,9 @@ def test_progress_lines_without_a_terminal(serve: Any, tmp_path: Path, capsys: p
 
     async def go() -> None:
         try:
-            await run(bench, samples, model, store, Generation(), RunOptions(concurrency=1, progress_every_s=0.05), DefaultSolver(bench))
+            await run(
+                bench, samples, model, store, Generation(), RunOptions(concurrency=1, progress_every_s=0.05), DefaultSolver(bench)
+            )
         finally:
             await model.aclose()
 
@@ -476,7 +542,10 @@ def test_report_finds_runs_recursively_and_names_what_it_skipped(
     captured = capsys.readouterr()
     with (tmp_path / "lb" / "leaderboard_ref_adv_s.csv").open(encoding="utf-8") as fh:
         sources = {line.rsplit(",", 1)[-1].strip() for line in fh.read().splitlines()[1:]}
-    assert sources == {str(root / "ref_adv_s" / "org_m" / "20260101-000000"), str(root / "ref_adv_s" / "other" / "deep" / "20260102-000000")}
+    assert sources == {
+        str(root / "ref_adv_s" / "org_m" / "20260101-000000"),
+        str(root / "ref_adv_s" / "other" / "deep" / "20260102-000000"),
+    }
     assert f"skipped {unfinished}: no metrics.json" in captured.err
     # the demo's layout: one run per benchmark side by side in one folder, each found
     from needlepoint.report.leaderboard import discover
@@ -518,12 +587,20 @@ def test_run_page_lists_only_the_benchmarks_own_options(serve: Any, tmp_path: Pa
     out = tmp_path / "run"
     assert main(_eval(data, server.url, out)) == 0
     header = json.loads((out / "run.json").read_text())
-    header["config"]["options"] = {**header["config"]["options"], "input_mode": None, "tasks": None, "split": None,
-                                   "styles": "Referring", "repair_on_length_only": False}  # fmt: skip
+    header["config"]["options"] = {
+        **header["config"]["options"],
+        "input_mode": None,
+        "tasks": None,
+        "split": None,
+        "styles": "Referring",
+        "repair_on_length_only": False,
+    }
     bench = RefAdv(box_format="abs_xyxy")
     samples = bench.load(data)
     records = read_records(out / "records.jsonl")
-    page = write_run_report(out, bench, samples, [records[s.id] for s in samples], json.loads((out / "metrics.json").read_text()), header).read_text(encoding="utf-8")
+    page = write_run_report(
+        out, bench, samples, [records[s.id] for s in samples], json.loads((out / "metrics.json").read_text()), header
+    ).read_text(encoding="utf-8")
     config = page.split('id="config"', 1)[1].split("</dl>", 1)[0]
     assert "box_format" in config
     for foreign in ("input_mode", "tasks", "split", "styles", "repair_on_length_only"):
@@ -551,8 +628,15 @@ def test_score_into_a_closed_pipe_prints_no_error(serve: Any, tmp_path: Path) ->
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader (`head`) is gone before anything is written
-    proc = subprocess.run([sys.executable, "-m", "needlepoint.cli", "score", "ref_adv_s", "--predictions", str(out), "--json"],
-                          cwd=REPO, env=env, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "needlepoint.cli", "score", "ref_adv_s", "--predictions", str(out), "--json"],
+        cwd=REPO,
+        env=env,
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
     os.close(write_end)
     assert "BrokenPipe" not in proc.stderr and "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
     assert proc.returncode == 0

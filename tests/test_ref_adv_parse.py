@@ -100,7 +100,7 @@ CASES = [
             [8, 8, 9, 9],
             [90, 90, 99, 99],
         ],
-    ),  # fmt: skip
+    ),
     (
         "other_keys_in_order_after_priority",
         '{"zeta": [30, 30, 40, 40], "alpha": [10, 10, 20, 20], "bbox": [1, 1, 2, 2]}',
@@ -255,9 +255,15 @@ def test_distractor_count(value: object, expected: int) -> None:
 
 def _sample() -> RefAdvSample:
     return RefAdvSample(
-        id="0", row_idx=0, caption="the red cup", gt=(0, 0, 10, 10), width=W, height=H, distractors=2,
+        id="0",
+        row_idx=0,
+        caption="the red cup",
+        gt=(0, 0, 10, 10),
+        width=W,
+        height=H,
+        distractors=2,
         image=ImageRef(key="x.jpg", path=Path("x.jpg")),
-    )  # fmt: skip
+    )
 
 
 SPEC_REPAIR = (

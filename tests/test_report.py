@@ -113,16 +113,30 @@ def hostile_run(
     recs = []
     for s, text in zip(samples, [*HOSTILE, "fine"]):
         box = [1.0, 2.0, 30.0, 40.0]
-        recs.append({"id": s.id, "status": "done", "turns": [{"reply": "answer " + text}], "repair_used": False,
-                     "answer": [box], "parse_error": "no_bbox_found" if text == HOSTILE[1] else None, "iou": 0.0, "hit": False})  # fmt: skip
+        recs.append(
+            {
+                "id": s.id,
+                "status": "done",
+                "turns": [{"reply": "answer " + text}],
+                "repair_used": False,
+                "answer": [box],
+                "parse_error": "no_bbox_found" if text == HOSTILE[1] else None,
+                "iou": 0.0,
+                "hit": False,
+            }
+        )
     header = {
-        "config": {"benchmark": "ref_adv_s", "model": "<script>alert('model')</script>", "api_key": "sk-SECRET-123",
-                   "api_urls": ["https://alice:hunter2@api.example.com/v1?key=QUERYSECRET"],
-                   "generation": {"extra": {"Authorization": "Bearer TOKENSECRET"}}},
+        "config": {
+            "benchmark": "ref_adv_s",
+            "model": "<script>alert('model')</script>",
+            "api_key": "sk-SECRET-123",
+            "api_urls": ["https://alice:hunter2@api.example.com/v1?key=QUERYSECRET"],
+            "generation": {"extra": {"Authorization": "Bearer TOKENSECRET"}},
+        },
         "identity": {"model": "x"},
         "status": "complete",
         **(header_extra or {}),
-    }  # fmt: skip
+    }
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     return run_dir, bench, samples, recs, header
@@ -230,7 +244,11 @@ def test_a_small_jpeg_is_copied_only_when_asked() -> None:
 def test_the_page_lays_the_boxes_over_the_image() -> None:
     image = ReportImage(
         ImageRef("x", loader=lambda: b""),
-        [ReportBox([510, 300, 90.04, 90], "pred"), ReportBox([90, 90, 300, 210], "gt"), ReportBox([1, 2, float("nan"), 4], "pred")],
+        [
+            ReportBox([510, 300, 90.04, 90], "pred"),
+            ReportBox([90, 90, 300, 210], "gt"),
+            ReportBox([1, 2, float("nan"), 4], "pred"),
+        ],
     )
     # Ground truth first (predictions on top), corners ordered, a box that is not four numbers left out.
     assert report_html.overlay_boxes(image, False) == [
@@ -239,7 +257,9 @@ def test_the_page_lays_the_boxes_over_the_image() -> None:
     ]
     grouped = ReportImage(ImageRef("y", loader=lambda: b""), [ReportBox([0, 0, 5, 5], "gt", group=2)])
     assert report_html.overlay_boxes(grouped, True) == [[0.0, 0.0, 5.0, 5.0, thumbs.GROUP_COLOURS[1], 0]]
-    blob_ = report_html.sample_blob("ref_adv_s", [ReportItem("1", "p", "a", [image])], {thumbs.thumb_key(image): (960, 480)}, False)
+    blob_ = report_html.sample_blob(
+        "ref_adv_s", [ReportItem("1", "p", "a", [image])], {thumbs.thumb_key(image): (960, 480)}, False
+    )
     src, width, height, caption, boxes = blob_["items"][0]["im"][0]
     assert src == f"thumbs/{thumbs.thumb_key(image)}-960x480.jpg" and (width, height) == (960, 480) and len(boxes) == 2
 
@@ -449,10 +469,15 @@ def test_demo_index_links_every_run(demo: Path) -> None:
 # --- the leaderboard -----------------------------------------------------------------------------
 
 REF_PATHS = {
-    "n": ("n",), "Acc@0.5": ("acc@0.5",), "Acc@0.75": ("acc@0.75",), "Acc@0.9": ("acc@0.9",),
-    "2-3": ("bins", "2-3", "acc@0.5"), "4-6": ("bins", "4-6", "acc@0.5"), ">=7": ("bins", ">=7", "acc@0.5"),
+    "n": ("n",),
+    "Acc@0.5": ("acc@0.5",),
+    "Acc@0.75": ("acc@0.75",),
+    "Acc@0.9": ("acc@0.9",),
+    "2-3": ("bins", "2-3", "acc@0.5"),
+    "4-6": ("bins", "4-6", "acc@0.5"),
+    ">=7": ("bins", ">=7", "acc@0.5"),
     "parse fail": ("parse_fail",),
-}  # fmt: skip
+}
 STYLE = {"ref": "Referring", "com": "Comparison", "rea": "Reasoning"}
 COUNTS = {"n", "parse fail"}
 
@@ -658,9 +683,22 @@ def test_leaderboard_shows_every_published_row(many_runs: list[Path], tmp_path: 
         return row
 
     ref = find("ref_adv_s", model="Qwen2.5-VL-72B", cot="no")
-    assert (ref["Acc@0.5"], ref["Acc@0.75"], ref["Acc@0.9"], ref[">=7"], ref["n"], ref["prompt"]) == ("54.0", "40.1", "18.0", "41.1", "", "")
+    assert (ref["Acc@0.5"], ref["Acc@0.75"], ref["Acc@0.9"], ref[">=7"], ref["n"], ref["prompt"]) == (
+        "54.0",
+        "40.1",
+        "18.0",
+        "41.1",
+        "",
+        "",
+    )
     mc = find("mc_bench", model="GPT-4o")
-    assert (mc["Acc^com"], mc["Acc"], mc["AP50^ref"], mc["AP50"], mc["group"]) == ("82.8", "78.3", "1.8", "2.8", "API-Based Generalist MLLMs")
+    assert (mc["Acc^com"], mc["Acc"], mc["AP50^ref"], mc["AP50"], mc["group"]) == (
+        "82.8",
+        "78.3",
+        "1.8",
+        "2.8",
+        "API-Based Generalist MLLMs",
+    )
     paper = find("mm_niah_ranges", model="InternVL-1.5", task="overall")
     board = find("mm_niah_ranges", model="InternVL-Chat-V1-5", task="overall", split="test")
     assert (paper["1k"], paper["64k"], paper["overall"], board["overall"]) == ("59.5", "30.1", "42.4", "41.1")
@@ -751,8 +789,12 @@ def test_unreadable_or_malformed_run_files_are_one_sentence(tmp_path: Path, caps
     metrics_dir = _write_run(tmp_path / "metrics_dir", GOOD_HEADER, None)
     (metrics_dir / "metrics.json").mkdir()
     unknown = _write_run(tmp_path / "unknown", {"config": {"benchmark": "nope"}}, {"n": 1})
-    cases = [(broken_header, "is not valid JSON"), (broken_metrics, "is not valid JSON"),
-             (metrics_dir, "cannot be read"), (unknown, "which has no leaderboard")]  # fmt: skip
+    cases = [
+        (broken_header, "is not valid JSON"),
+        (broken_metrics, "is not valid JSON"),
+        (metrics_dir, "cannot be read"),
+        (unknown, "which has no leaderboard"),
+    ]
     for run, message in cases:
         with pytest.raises(DataError, match=message):
             lb.read_run(run)
@@ -763,8 +805,16 @@ def test_unreadable_or_malformed_run_files_are_one_sentence(tmp_path: Path, caps
 
 def test_odd_but_object_metrics_give_empty_cells(tmp_path: Path) -> None:
     """Objects of the wrong shape inside metrics.json leave cells empty instead of crashing."""
-    odd = {"bins": [], "acc@0.5": "high", "official": [], "corrected": {"by_style": 3}, "overall": {"scores": 7},
-           "context_ranges": {"1k": 0}, "tasks": "x", "n": True}  # fmt: skip
+    odd = {
+        "bins": [],
+        "acc@0.5": "high",
+        "official": [],
+        "corrected": {"by_style": 3},
+        "overall": {"scores": 7},
+        "context_ranges": {"1k": 0},
+        "tasks": "x",
+        "n": True,
+    }
     runs = []
     for name in NAMES:
         header = {"config": {"benchmark": name, "model": "m", "options": []}, "identity": []}

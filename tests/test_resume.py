@@ -25,9 +25,25 @@ N = 40
 
 def _eval_args(data: Path, url: str, out: Path, box_format: str = "abs_xyxy") -> list[str]:
     return [
-        "eval", "ref_adv_s", "--data", str(data), "--model", "sim-model", "--api-url", url, "--out", str(out),
-        "--concurrency", "4", "--no-progress", "--no-report", "--box-format", box_format, "--max-retries", "0",
-    ]  # fmt: skip
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(data),
+        "--model",
+        "sim-model",
+        "--api-url",
+        url,
+        "--out",
+        str(out),
+        "--concurrency",
+        "4",
+        "--no-progress",
+        "--no-report",
+        "--box-format",
+        box_format,
+        "--max-retries",
+        "0",
+    ]
 
 
 def _complete_lines(path: Path) -> int:

@@ -48,8 +48,17 @@ def demo_sets(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def _config(plans: dict[str, Any], server: SimulatedServer, name: str, out: Path, **kw: Any) -> RunConfig:
     data, options = plans[name]
-    return RunConfig(benchmark=name, data=data, model=SIMULATED_MODEL_NAME, api_urls=[server.url], options=options,
-                     out=out, concurrency=4, show_progress=False, **kw)  # fmt: skip
+    return RunConfig(
+        benchmark=name,
+        data=data,
+        model=SIMULATED_MODEL_NAME,
+        api_urls=[server.url],
+        options=options,
+        out=out,
+        concurrency=4,
+        show_progress=False,
+        **kw,
+    )
 
 
 def test_assignment_ignores_order_and_balances_cost() -> None:
@@ -128,8 +137,20 @@ def test_merged_shards_equal_the_unsharded_run(demo_sets: Any, tmp_path: Path, n
 def test_merge_cli_score_and_report_accept_the_merged_folder(demo_sets: Any, tmp_path: Path) -> None:
     plans, server = demo_sets
     data, _ = plans["ref_adv_s"]
-    base = ["eval", "ref_adv_s", "--data", str(data), "--model", SIMULATED_MODEL_NAME, "--api-url", server.url,
-            "--box-format", "abs_xyxy", "--no-progress", "--no-report"]  # fmt: skip
+    base = [
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(data),
+        "--model",
+        SIMULATED_MODEL_NAME,
+        "--api-url",
+        server.url,
+        "--box-format",
+        "abs_xyxy",
+        "--no-progress",
+        "--no-report",
+    ]
     for k in (1, 2):
         assert main([*base, "--shard", f"{k}/2", "--out", str(tmp_path / f"s{k}")]) == 0
     assert main([*base, "--out", str(tmp_path / "full")]) == 0
@@ -194,15 +215,24 @@ def test_a_shard_is_an_ordinary_run(demo_sets: Any, tmp_path: Path, serve: Any) 
     data, options = plans["ref_adv_s"]
     flaky = serve(default=None, script=server.script)
     shard_ids = [s.id for s in select(make("ref_adv_s", **options).load(data), Shard(2, 3), lambda s: 1.0)]
-    cfg = dict(benchmark="ref_adv_s", data=data, model=SIMULATED_MODEL_NAME, options=options, out=tmp_path / "s2",
-               show_progress=False, concurrency=2, max_retries=0, shard="2/3")  # fmt: skip
+    cfg = dict(
+        benchmark="ref_adv_s",
+        data=data,
+        model=SIMULATED_MODEL_NAME,
+        options=options,
+        out=tmp_path / "s2",
+        show_progress=False,
+        concurrency=2,
+        max_retries=0,
+        shard="2/3",
+    )
     first = evaluate(RunConfig(api_urls=[flaky.url], **cfg))
     assert first.metrics["run"]["samples"] == len(shard_ids)
     assert set(read_records(tmp_path / "s2" / "records.jsonl")) == set(shard_ids)
     header = json.loads((tmp_path / "s2" / "run.json").read_text())
     assert header["identity"]["shard"] == "2/3" and header["config"]["shard"] == "2/3"
     # Another shard into the same folder is another run: refused, answers not mixed.
-    with pytest.raises(DataError, match="different configuration.*shard \"2/3\" -> \"1/3\""):
+    with pytest.raises(DataError, match='different configuration.*shard "2/3" -> "1/3"'):
         evaluate(RunConfig(api_urls=[flaky.url], **{**cfg, "shard": "1/3"}))
     # Fail one sample's request, then --retry-failed asks for that one only.
     target = shard_ids[0]
@@ -219,7 +249,9 @@ def test_a_shard_is_an_ordinary_run(demo_sets: Any, tmp_path: Path, serve: Any) 
 
 
 def test_bad_shard_flag_exits_2(tmp_path: Path) -> None:
-    done = run_cli(["eval", "ref_adv_s", "--data", str(tmp_path), "--model", "m", "--api-url", "http://127.0.0.1:9/v1", "--shard", "5/4"])
+    done = run_cli(
+        ["eval", "ref_adv_s", "--data", str(tmp_path), "--model", "m", "--api-url", "http://127.0.0.1:9/v1", "--shard", "5/4"]
+    )
     assert done.returncode == 2 and re.search(r"--shard 5/4 is out of range", _one_error(done.stderr))
 
 

@@ -81,8 +81,18 @@ def test_job_array_and_merge_equal_the_unsharded_run(cluster: dict[str, str], tm
     script_file = tmp_path / "script.json"
     script_file.write_text(json.dumps(script))
     with SimulatedServer(script=script, default=None) as server:
-        full = evaluate(RunConfig(benchmark="mm_niah", data=data, model=SIMULATED_MODEL_NAME, api_urls=[server.url],
-                                  options=options, out=tmp_path / "full", concurrency=4, show_progress=False))  # fmt: skip
+        full = evaluate(
+            RunConfig(
+                benchmark="mm_niah",
+                data=data,
+                model=SIMULATED_MODEL_NAME,
+                api_urls=[server.url],
+                options=options,
+                out=tmp_path / "full",
+                concurrency=4,
+                show_progress=False,
+            )
+        )
 
     runs = tmp_path / "runs"
     env = {
@@ -99,8 +109,14 @@ def test_job_array_and_merge_equal_the_unsharded_run(cluster: dict[str, str], tm
         "NP_SERVER_WAIT": "120",
         "NP_SBATCH_ARGS": "--cpus-per-task=1",
     }
-    submitted = subprocess.run(["bash", str(REPO / "examples" / "slurm" / "submit.sh"), str(SHARDS)],
-                               env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+    submitted = subprocess.run(
+        ["bash", str(REPO / "examples" / "slurm" / "submit.sh"), str(SHARDS)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert submitted.returncode == 0, submitted.stderr
     array_id, merge_id = submitted.stdout.split()
     _wait([array_id, merge_id], cluster, runs)

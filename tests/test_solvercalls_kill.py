@@ -188,9 +188,30 @@ def test_rag_kill_series_pays_no_embedding_count_or_chat_twice(tmp_path: Path) -
     with GatedServer(default="sings", models=(SIMULATED_MODEL_NAME,), gate=gate) as server:
 
         def args(out: Path) -> list[str]:
-            return ["eval", "mm_niah", "--data", str(folder), "--model", SIMULATED_MODEL_NAME, "--api-url", server.url,
-                    "--solver", "rag", "--embed-model", SIMULATED_EMBEDDER_NAME, "--embed-url", server.url,
-                    "--rag-max-tokens", "40", "--out", str(out), "--no-progress", "--no-report", "--concurrency", "3"]  # fmt: skip
+            return [
+                "eval",
+                "mm_niah",
+                "--data",
+                str(folder),
+                "--model",
+                SIMULATED_MODEL_NAME,
+                "--api-url",
+                server.url,
+                "--solver",
+                "rag",
+                "--embed-model",
+                SIMULATED_EMBEDDER_NAME,
+                "--embed-url",
+                server.url,
+                "--rag-max-tokens",
+                "40",
+                "--out",
+                str(out),
+                "--no-progress",
+                "--no-report",
+                "--concurrency",
+                "3",
+            ]
 
         clean = subprocess.run(_cli(args(tmp_path / "clean")), env=_env(), capture_output=True, text=True, timeout=300)
         assert clean.returncode == 0, clean.stderr

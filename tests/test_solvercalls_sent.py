@@ -60,8 +60,9 @@ def test_turns_record_the_messages_as_sent(serve: Any, ref_release: Any, tmp_pat
     monkeypatch.setattr(sent_module, "_cache", OrderedDict())
     server = serve(default="I see no box here.")  # a parse error: the repair turn sends the image again
     out = tmp_path / "run"
-    config = ref_run_config(folder / "data.jsonl", [server.url], out, limit=3,
-                            options={"box_format": "abs_xyxy", "max_image_side": 64})  # fmt: skip
+    config = ref_run_config(
+        folder / "data.jsonl", [server.url], out, limit=3, options={"box_format": "abs_xyxy", "max_image_side": 64}
+    )
     evaluate(config)
     records = read_records(out / "records.jsonl")
     received = [_as_received(body) for _, body in server.requests]

@@ -143,7 +143,9 @@ def test_default_solver_keeps_the_identity_hash_of_runs_before_solvers(tmp_path:
     config = RunConfig(benchmark="ref_adv_s", data=Path("/d"), model="org/m", api_urls=["http://127.0.0.1:1/v1"])
     bench_ident = {"box_format": "abs_xyxy", "prompt_mode": "direct"}
     # The hash the code before solvers gave this configuration (computed with that code).
-    ident = identity(config, bench_ident, Generation(), "abcd/3", make_solver("default", RefAdv(box_format="abs_xyxy")).identity())
+    ident = identity(
+        config, bench_ident, Generation(), "abcd/3", make_solver("default", RefAdv(box_format="abs_xyxy")).identity()
+    )
     assert hash_identity(ident) == "bdaaa6896c882a4d"
     other = RunConfig(benchmark="ref_adv_s", data=Path("/d"), model="org/m", api_urls=["http://127.0.0.1:1/v1"], solver="two")
     ident2 = identity(other, bench_ident, Generation(), "abcd/3", {"localizer": "x"})
@@ -162,16 +164,33 @@ def test_default_solver_named_resumes_a_run_started_without_it(serve: Any, ref_r
     second = evaluate(_config(folder, [server.url], out, solver="default"))
     assert second.run_dir == out and len(server.log) == asked + 6  # only the six not yet answered
     header = RunStore.read_header(out)
-    assert header is not None and "solver" not in header["identity"] and "model_label" not in header  # the leaderboard shows config.model
+    assert (
+        header is not None and "solver" not in header["identity"] and "model_label" not in header
+    )  # the leaderboard shows config.model
     rec = read_records(out / "records.jsonl")[samples[0].id]
     assert [(t["role"], t["model"]) for t in rec["turns"]] == [("model", "sim-model")]
     assert rec["scores"] == {"iou": pytest.approx(1.0), "hit": True} and "iou" not in rec
 
 
-def test_unknown_solver_and_setting_are_one_sentence(ref_release: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_solver_and_setting_are_one_sentence(
+    ref_release: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder, _ = ref_release
-    args = ["eval", "ref_adv_s", "--data", str(folder), "--model", "m", "--api-url", "http://127.0.0.1:9/v1",
-            "--box-format", "abs_xyxy", "--out", str(tmp_path / "r"), "--no-progress"]  # fmt: skip
+    args = [
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(folder),
+        "--model",
+        "m",
+        "--api-url",
+        "http://127.0.0.1:9/v1",
+        "--box-format",
+        "abs_xyxy",
+        "--out",
+        str(tmp_path / "r"),
+        "--no-progress",
+    ]
     assert main([*args, "--solver", "nope"]) == 2
     err = capsys.readouterr().err
     assert "unknown --solver 'nope' for ref_adv_s; choose one of default" in err and "Traceback" not in err
@@ -198,17 +217,25 @@ def test_two_models_and_a_tool_every_call_recorded_and_retried(
     assert rec["turns"][2]["error_kind"] == status.BACKEND_ERROR and rec["turns"][2]["model"] == "org/m"
 
     localizer.failing = False
-    done = evaluate(_config(folder, [reasoner.url], out, solver="two", solver_options={"localizer_url": localizer.url}, retry_failed=True))
+    done = evaluate(
+        _config(folder, [reasoner.url], out, solver="two", solver_options={"localizer_url": localizer.url}, retry_failed=True)
+    )
     assert done.failed == [] and done.metrics["acc@0.5"] == pytest.approx(1.0)
     rec = read_records(out / "records.jsonl")[samples[0].id]
     text = "the target is the leftmost square"
     assert [(t["role"], t.get("model"), t.get("tool")) for t in rec["turns"]] == [
-        ("model", "sim-model", None), ("tool", None, "length"), ("localizer", "org/m", None)]  # fmt: skip
+        ("model", "sim-model", None),
+        ("tool", None, "length"),
+        ("localizer", "org/m", None),
+    ]
     assert rec["turns"][0]["reply"] == text and rec["turns"][1]["result"] == {"chars": len(text)}
     assert rec["solver"] == {"reasoner_chars": len(text)} and rec["scores"]["hit"] is True
     shown = replies_text(rec)
     assert shown.split("\n---\n") == [
-        f"[model: sim-model] {text}", "[tool: length] " + json.dumps({"chars": len(text)}), "[localizer: org/m] " + rec["turns"][2]["reply"]]  # fmt: skip
+        f"[model: sim-model] {text}",
+        "[tool: length] " + json.dumps({"chars": len(text)}),
+        "[localizer: org/m] " + rec["turns"][2]["reply"],
+    ]
     header = RunStore.read_header(out)
     assert header is not None
     assert header["identity"]["solver"] == "two" and header["identity"]["solver.localizer"] == "org/m"
@@ -226,8 +253,22 @@ def test_fault_of_our_code_is_an_internal_error_not_retried_and_stops_the_run(
     folder, _ = ref_release
     samples = RefAdv(box_format="abs_xyxy").load(folder)
     server = serve(default="some words")
-    args = ["eval", "ref_adv_s", "--data", str(folder), "--model", "sim-model", "--api-url", server.url,
-            "--box-format", "abs_xyxy", "--no-progress", "--no-report", "--concurrency", "1"]  # fmt: skip
+    args = [
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(folder),
+        "--model",
+        "sim-model",
+        "--api-url",
+        server.url,
+        "--box-format",
+        "abs_xyxy",
+        "--no-progress",
+        "--no-report",
+        "--concurrency",
+        "1",
+    ]
 
     one = tmp_path / "one"
     assert main([*args, "--out", str(one), "--solver", "faulty", "--solver-option", f"only={samples[2].id}"]) == 3
@@ -254,11 +295,20 @@ def test_fault_of_our_code_is_an_internal_error_not_retried_and_stops_the_run(
 def test_tool_failure_takes_its_kind(serve: Any, ref_release: Any, tmp_path: Path, test_solvers: None) -> None:
     folder, _ = ref_release
     out = tmp_path / "run"
-    result = evaluate(_config(folder, ["http://127.0.0.1:9/v1"], out, solver="toolfails", limit=2), model=ReplayModel([], "sim-model"))
+    result = evaluate(
+        _config(folder, ["http://127.0.0.1:9/v1"], out, solver="toolfails", limit=2), model=ReplayModel([], "sim-model")
+    )
     rec = read_records(out / "records.jsonl")[result.failed[0]]
     assert rec["status"] == status.CONTEXT_TOO_LONG and rec["error"] == "the embedder says the text is too long"
-    assert rec["turns"] == [{"role": "tool", "tool": "embed", "error": rec["error"], "error_kind": status.CONTEXT_TOO_LONG,
-                             "latency_s": rec["turns"][0]["latency_s"]}]  # fmt: skip
+    assert rec["turns"] == [
+        {
+            "role": "tool",
+            "tool": "embed",
+            "error": rec["error"],
+            "error_kind": status.CONTEXT_TOO_LONG,
+            "latency_s": rec["turns"][0]["latency_s"],
+        }
+    ]
 
 
 @pytest.mark.parametrize("n_servers", [1, 2])
@@ -299,8 +349,15 @@ def test_replay_of_a_run_redrives_it_to_the_same_metrics(serve: Any, ref_release
     assert 0 < first.metrics["acc@0.5"] < 1
 
     replay = ReplayModel.from_run(tmp_path / "a")
-    again = evaluate(benchmark="ref_adv_s", data=folder, model=replay, options={"box_format": "abs_xyxy"},
-                     out=tmp_path / "b", show_progress=False, report=False)  # fmt: skip
+    again = evaluate(
+        benchmark="ref_adv_s",
+        data=folder,
+        model=replay,
+        options={"box_format": "abs_xyxy"},
+        out=tmp_path / "b",
+        show_progress=False,
+        report=False,
+    )
     assert len(server.log) == asked  # nothing was sent
     assert again.metrics == first.metrics
     a, b = read_records(tmp_path / "a" / "records.jsonl"), read_records(tmp_path / "b" / "records.jsonl")
@@ -332,14 +389,31 @@ def test_blocking_tool_runs_in_a_thread_and_is_recorded(ref_release: Any) -> Non
 
     thread, value = asyncio.run(go())
     assert value == 42 and thread != threading.get_ident()
-    assert ctx.turns == [{"role": "tool", "tool": "detect", "error": None, "error_kind": None,
-                          "latency_s": ctx.turns[0]["latency_s"], "result": {"boxes": 42}}]  # fmt: skip
+    assert ctx.turns == [
+        {
+            "role": "tool",
+            "tool": "detect",
+            "error": None,
+            "error_kind": None,
+            "latency_s": ctx.turns[0]["latency_s"],
+            "result": {"boxes": 42},
+        }
+    ]
 
 
 def test_solver_settings_in_run_json_carry_no_credentials() -> None:
-    config = RunConfig(benchmark="mc_bench", data=Path("/d"), model="m", api_urls=[], solver="agentic",
-                       solver_options={"localizer_url": "http://user:pw@host:8000/v1?api_key=abc", "localizer_api_key": "sk-1",
-                                       "threshold": 0.05})  # fmt: skip
+    config = RunConfig(
+        benchmark="mc_bench",
+        data=Path("/d"),
+        model="m",
+        api_urls=[],
+        solver="agentic",
+        solver_options={
+            "localizer_url": "http://user:pw@host:8000/v1?api_key=abc",
+            "localizer_api_key": "sk-1",
+            "threshold": 0.05,
+        },
+    )
     public = config.public()["solver_options"]
     assert public == {"localizer_url": "http://host:8000/v1?[redacted]", "threshold": 0.05}
     assert "sk-1" not in json.dumps(config.public()) and "pw" not in json.dumps(config.public())
@@ -394,7 +468,9 @@ def test_solvers_clients_take_the_run_s_client_settings() -> None:
     from needlepoint.models.openai_compat import ClientSettings
 
     run = ClientSettings(RetryPolicy(max_retries=0, max_wait_s=7.0), reencode_images=True, max_request_bytes=12345)
-    agentic: Any = make_solver("agentic", McBench(box_format="abs_xyxy"), run, localizer="vlm:org/g", localizer_url=["http://127.0.0.1:9/v1"])
+    agentic: Any = make_solver(
+        "agentic", McBench(box_format="abs_xyxy"), run, localizer="vlm:org/g", localizer_url=["http://127.0.0.1:9/v1"]
+    )
     localizer = agentic.localizer_model
     assert (localizer.retry, localizer.reencode_images, localizer.max_request_bytes) == (run.retry, True, 12345)
     rag: Any = make_solver("rag", MmNiah(), run, embed_model="e", embed_url="http://127.0.0.1:9/v1")

@@ -48,7 +48,9 @@ def _data(folder: Path) -> Path:
         square = [float(v) for v in box]
         (folder / f"{i}.png").write_bytes(render(*SIZE, [(square, colour, "square"), (circle, "orange", "circle")], fmt="PNG"))
         rows.append({"id": i, "image": f"{i}.png", "width": SIZE[0], "height": SIZE[1], "colour": colour, "box": box})
-    rows.insert(2, {"id": "bad", "image": "s1.png", "width": SIZE[0], "height": SIZE[1], "colour": "red"})  # no box: skipped, and said so
+    rows.insert(
+        2, {"id": "bad", "image": "s1.png", "width": SIZE[0], "height": SIZE[1], "colour": "red"}
+    )  # no box: skipped, and said so
     path = folder / "dev.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
@@ -75,8 +77,24 @@ def test_a_registered_package_runs_eval_score_report_and_the_html_report(
     run = tmp_path / "run"
     data = _data(tmp_path / "data")
     monkeypatch.chdir(tmp_path)
-    code = cli_main(["eval", "toy_shapes", "--data", str(data), "--model", "sim-model", "--api-url", server.url,
-                     "--out", str(run), "--instruction", INSTRUCTION, "--no-progress", "--json"])  # fmt: skip
+    code = cli_main(
+        [
+            "eval",
+            "toy_shapes",
+            "--data",
+            str(data),
+            "--model",
+            "sim-model",
+            "--api-url",
+            server.url,
+            "--out",
+            str(run),
+            "--instruction",
+            INSTRUCTION,
+            "--no-progress",
+            "--json",
+        ]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     # the declared flag reached the benchmark: every request carried the instruction
@@ -88,9 +106,12 @@ def test_a_registered_package_runs_eval_score_report_and_the_html_report(
     assert metrics == out
     records = [json.loads(line) for line in (run / "records.jsonl").read_text(encoding="utf-8").splitlines()]
     assert {r["id"]: r["answer"] for r in records} == {
-        "s1": [[20, 30, 80, 90]], "s2": [[102, 42, 158, 98]], "s3": [[50, 50, 110, 110]],
-        "s4": [[120, 80, 180, 140]], "s5": [[130, 20, 190, 80]],
-    }  # fmt: skip
+        "s1": [[20, 30, 80, 90]],
+        "s2": [[102, 42, 158, 98]],
+        "s3": [[50, 50, 110, 110]],
+        "s4": [[120, 80, 180, 140]],
+        "s5": [[130, 20, 190, 80]],
+    }
     assert [r["id"] for r in records if r["repair_used"]] == ["s3"]
 
     # score: from the run folder's export, without a model

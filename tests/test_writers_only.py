@@ -32,9 +32,20 @@ _WRITE_MODES = set("wax+")
 _WRITING_METHODS = {"write_text", "write_bytes", "rename", "symlink_to", "hardlink_to"}
 _SAVING_METHODS = {"save", "savefig", "write_table", "to_csv", "to_parquet"}  # a write unless into memory
 _IN_MEMORY = {"BytesIO", "StringIO", "BufferOutputStream"}
-_WRITING_FUNCTIONS = {("os", "replace"), ("os", "rename"), ("os", "open"), ("os", "link"), ("os", "symlink"),
-                      ("shutil", "copy"), ("shutil", "copy2"), ("shutil", "copyfile"), ("shutil", "move"),
-                      ("shutil", "copytree"), ("np", "save"), ("numpy", "save")}  # fmt: skip
+_WRITING_FUNCTIONS = {
+    ("os", "replace"),
+    ("os", "rename"),
+    ("os", "open"),
+    ("os", "link"),
+    ("os", "symlink"),
+    ("shutil", "copy"),
+    ("shutil", "copy2"),
+    ("shutil", "copyfile"),
+    ("shutil", "move"),
+    ("shutil", "copytree"),
+    ("np", "save"),
+    ("numpy", "save"),
+}
 
 
 def _mode(call: ast.Call, position: int) -> ast.expr | None:

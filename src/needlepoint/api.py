@@ -65,7 +65,9 @@ def client_settings(config: RunConfig) -> Any:
     from needlepoint.models.openai_compat import ClientSettings, RetryPolicy
 
     timeout_s = config.generation.get("timeout_s") or Generation.timeout_s  # --timeout bounds every request of the run
-    retry = RetryPolicy(max_retries=config.max_retries, base_s=config.backoff_base_s, max_wait_s=config.max_wait_s, timeout_s=timeout_s)
+    retry = RetryPolicy(
+        max_retries=config.max_retries, base_s=config.backoff_base_s, max_wait_s=config.max_wait_s, timeout_s=timeout_s
+    )
     return ClientSettings(retry, config.reencode_images, config.max_request_bytes)
 
 
@@ -74,9 +76,14 @@ def _model(config: RunConfig) -> Any:
 
     client = client_settings(config)
     return OpenAICompatModel(
-        config.model, config.api_urls, config.api_key, retry=client.retry, reencode_images=client.reencode_images,
-        max_request_bytes=client.max_request_bytes, max_in_flight=config.concurrency,
-    )  # fmt: skip
+        config.model,
+        config.api_urls,
+        config.api_key,
+        retry=client.retry,
+        reencode_images=client.reencode_images,
+        max_request_bytes=client.max_request_bytes,
+        max_in_flight=config.concurrency,
+    )
 
 
 def check_endpoints(config: RunConfig) -> None:
@@ -130,7 +137,9 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     if not samples:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")
     generation = _generation(bench, config.generation, config.neutral_sampling)
-    ident = identity(config, {**bench.identity(), **samples.identity}, generation, dataset_fingerprint(samples), solver.identity())
+    ident = identity(
+        config, {**bench.identity(), **samples.identity}, generation, dataset_fingerprint(samples), solver.identity()
+    )
     if config.shard:  # the shard's part of the whole dataset (whatever --limit requests of it)
         samples = samples.with_samples(select(samples, parse_shard(config.shard), sample_cost(bench)))
         ident["shard"] = config.shard  # the unsharded identity plus I/N (merge checks the rest)
@@ -189,8 +198,13 @@ async def _close(models: list[Any]) -> None:
 
 
 def _run(
-    config: RunConfig, bench: Benchmark, samples: Dataset[Any], generation: Generation, store: RunStore,
-    solver: Solver, given: Model | None = None,
+    config: RunConfig,
+    bench: Benchmark,
+    samples: Dataset[Any],
+    generation: Generation,
+    store: RunStore,
+    solver: Solver,
+    given: Model | None = None,
 ) -> RunResult:
     """Answer the pending samples among the first `config.limit` into an open run folder, then
     score, export and report every finished record of the folder: `--limit` bounds what is
@@ -199,9 +213,11 @@ def _run(
     from needlepoint.runner import RunOptions, run
 
     store.update_header(
-        status="running", last_started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), config=config.public(),
+        status="running",
+        last_started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        config=config.public(),
         sampling_sent=sampling_sent(bench, samples, generation),
-    )  # fmt: skip
+    )
     model = given if given is not None else _model(config)
     owned = [*([] if given is not None else [model]), *solver.models().values()]
     options = RunOptions(concurrency=config.concurrency, retry_failed=config.retry_failed, show_progress=config.show_progress)
@@ -212,7 +228,9 @@ def _run(
         from needlepoint.report.thumbs import Drafter
 
         drafter = Drafter(
-            store.dir / REPORT_DIR / THUMBS_DIR, lambda done, recs: bench.report_items(samples.with_samples(done), recs), expected=len(requested)
+            store.dir / REPORT_DIR / THUMBS_DIR,
+            lambda done, recs: bench.report_items(samples.with_samples(done), recs),
+            expected=len(requested),
         )
         options.on_record = drafter.add
 
@@ -239,11 +257,15 @@ def _run(
     complete = all(s.id in records for s in requested) and not result.failed
     stats = [m.endpoint_stats() for m in (model, *solver.models().values()) if callable(getattr(m, "endpoint_stats", None))]
     endpoints = add_stats((RunStore.read_header(store.dir) or {}).get("endpoints"), *stats)  # every model's, the solver's too
-    store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), endpoints=endpoints)
+    store.update_header(
+        status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), endpoints=endpoints
+    )
     if config.report:
         answered = samples.subset(records)  # every finished record, not only this call's
         thumbnails = drafter.thumbnails if drafter is not None else None
-        result.exports.extend(write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics, thumbnails))
+        result.exports.extend(
+            write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics, thumbnails)
+        )
     return result
 
 
@@ -276,7 +298,12 @@ def finish(bench: Benchmark, samples: Dataset[Any], records: dict[str, dict[str,
 
 
 def write_report(
-    run_dir: Path, bench: Benchmark, samples: Dataset[Any], records: list[dict[str, Any]], metrics: dict[str, Any], thumbnails: Any = None
+    run_dir: Path,
+    bench: Benchmark,
+    samples: Dataset[Any],
+    records: list[dict[str, Any]],
+    metrics: dict[str, Any],
+    thumbnails: Any = None,
 ) -> list[Path]:
     """The HTML report of a run (`<run>/report/index.html`); `thumbnails` (a report.thumbs.Thumbnails)
     brings those drawn during the run."""

@@ -105,8 +105,9 @@ def _lock(parent: Path) -> int:
 
 
 @contextmanager
-def staged(final: Path, manifest: str, builder: str, leftover: Callable[[Path], bool],
-           note: Callable[[str], None] = lambda text: None) -> Iterator[Path]:  # fmt: skip
+def staged(
+    final: Path, manifest: str, builder: str, leftover: Callable[[Path], bool], note: Callable[[str], None] = lambda text: None
+) -> Iterator[Path]:
     """Build into `partial_folder(final)` and, when the block ends normally, put it in `final`'s
     place; when the block raises, remove it. `final` may be absent, empty or an incomplete build
     (replaced; `note` says so); a complete build or other files are refused, naming the folder.
@@ -124,7 +125,9 @@ def staged(final: Path, manifest: str, builder: str, leftover: Callable[[Path], 
     try:
         state = folder_state(final, manifest, leftover)
         if state == COMPLETE:
-            raise DataError(f"{final} already holds a complete build ({final / manifest}); give --out another folder, or delete it to rebuild")
+            raise DataError(
+                f"{final} already holds a complete build ({final / manifest}); give --out another folder, or delete it to rebuild"
+            )
         if state == "other":
             raise DataError(f"{final} holds files that are not a needlepoint {builder} build; give --out an empty or new folder")
         if state == INCOMPLETE:
@@ -152,9 +155,13 @@ def staged(final: Path, manifest: str, builder: str, leftover: Callable[[Path], 
 def _incomplete(builder: str) -> dict[str, Any]:
     from needlepoint import __version__
 
-    return {"builder": builder, "status": INCOMPLETE, "needlepoint_version": __version__,
-            "note": "this build did not finish (it was stopped); nothing here may be used. "
-                    "Run the same `needlepoint build` again to replace it"}  # fmt: skip
+    return {
+        "builder": builder,
+        "status": INCOMPLETE,
+        "needlepoint_version": __version__,
+        "note": "this build did not finish (it was stopped); nothing here may be used. "
+        "Run the same `needlepoint build` again to replace it",
+    }
 
 
 def _put_in_place(work: Path, final: Path) -> None:

@@ -101,36 +101,69 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("benchmark", choices=names())
     ev.add_argument("--data", required=True, help="the benchmark's release folder (or file)")
     ev.add_argument("--model", required=True, help="the model name the server expects")
-    ev.add_argument("--api-url", action="append", required=True, help="base URL such as http://localhost:8000/v1; repeat to spread requests")
+    ev.add_argument(
+        "--api-url", action="append", required=True, help="base URL such as http://localhost:8000/v1; repeat to spread requests"
+    )
     ev.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY); never written to disk")
     ev.add_argument("--limit", type=int, help="only the first N samples")
     ev.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
-    ev.add_argument("--out", type=Path, help="run folder (default runs/<benchmark>/<model>/<identity hash>: the same command finds its run again)")
-    ev.add_argument("--fresh", action="store_true", help="start a new run instead of resuming (with --out, a run already there is moved aside to OUT.replaced-TIME)")
+    ev.add_argument(
+        "--out",
+        type=Path,
+        help="run folder (default runs/<benchmark>/<model>/<identity hash>: the same command finds its run again)",
+    )
+    ev.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start a new run instead of resuming (with --out, a run already there is moved aside to OUT.replaced-TIME)",
+    )
     ev.add_argument("--retry-failed", action="store_true", help="rerun only the samples of an existing run whose request failed")
     ev.add_argument("--temperature", type=float, help="sampling temperature, 0 or more (default: the benchmark authors')")
     ev.add_argument("--top-p", type=float, help="nucleus sampling mass in (0, 1] (default: the benchmark authors')")
     ev.add_argument("--max-tokens", type=int, help="most tokens a reply may have (default: the benchmark authors')")
     ev.add_argument("--seed", type=int, help="sampling seed sent with every request")
     ev.add_argument("--timeout", type=float, help="seconds per request (default 180)")
-    ev.add_argument("--extra-body", help="JSON object merged into every request body (keys neither OpenAI nor vLLM knows are warned about)")
-    ev.add_argument("--neutral-sampling", action="store_true",
-                    help="send neutral values (temperature 1, top_p 1, top_k -1, min_p 0, repetition_penalty 1, presence/frequency_penalty 0) "
-                         "for the sampling settings the benchmark's authors left to the server, instead of the model's generation_config")
-    ev.add_argument("--max-wait", type=float, default=300.0,
-                    help="longest wait in seconds for a retry (Retry-After or backoff, default 300); a server asking for longer fails the request at once")
-    ev.add_argument("--max-retries", type=int, default=6, help="retries of a failed request before it is recorded as failed (default 6)")
+    ev.add_argument(
+        "--extra-body", help="JSON object merged into every request body (keys neither OpenAI nor vLLM knows are warned about)"
+    )
+    ev.add_argument(
+        "--neutral-sampling",
+        action="store_true",
+        help="send neutral values (temperature 1, top_p 1, top_k -1, min_p 0, repetition_penalty 1, presence/frequency_penalty 0) "
+        "for the sampling settings the benchmark's authors left to the server, instead of the model's generation_config",
+    )
+    ev.add_argument(
+        "--max-wait",
+        type=float,
+        default=300.0,
+        help="longest wait in seconds for a retry (Retry-After or backoff, default 300); a server asking for longer fails the request at once",
+    )
+    ev.add_argument(
+        "--max-retries", type=int, default=6, help="retries of a failed request before it is recorded as failed (default 6)"
+    )
     ev.add_argument("--max-request-bytes", type=int, help="report requests larger than this instead of sending them")
     ev.add_argument("--reencode-images", action="store_true", help="re-encode JPEG sources too (JPEG q95 after RGB)")
-    ev.add_argument("--shard", metavar="I/N", help="answer only shard I of N (a fixed, cost-balanced 1/N of the samples); combine the shards with `needlepoint merge`")
+    ev.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="answer only shard I of N (a fixed, cost-balanced 1/N of the samples); combine the shards with `needlepoint merge`",
+    )
     ev.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines on stderr")
     ev.add_argument("--no-report", action="store_true", help="skip the HTML report")
     ev.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
-    ev.add_argument("--solver", default="default",
-                    help="how a sample is answered: default (the benchmark's prompt, one model, one repair turn) or a solver "
-                         "the benchmark declares (docs/solvers.md)")
-    ev.add_argument("--solver-option", action="append", default=[], metavar="KEY=VALUE",
-                    help="a setting of the solver (VALUE read as JSON when it parses, else as text); repeat for several")
+    ev.add_argument(
+        "--solver",
+        default="default",
+        help="how a sample is answered: default (the benchmark's prompt, one model, one repair turn) or a solver "
+        "the benchmark declares (docs/solvers.md)",
+    )
+    ev.add_argument(
+        "--solver-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of the solver (VALUE read as JSON when it parses, else as text); repeat for several",
+    )
     _bench_options(ev)
     _solver_flags(ev)
 
@@ -142,15 +175,28 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(sc, _merged("score_options"), set())
 
     rp = sub.add_parser("report", help="one leaderboard over several run folders")
-    rp.add_argument("runs", nargs="+", type=Path, help="run folders, or folders of runs (one run per configuration: a complete one first, then the newest)")
-    rp.add_argument("--out", type=Path, help="folder for leaderboard.md, leaderboard.html and leaderboard_<board>.csv (default ./leaderboard)")
+    rp.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        help="run folders, or folders of runs (one run per configuration: a complete one first, then the newest)",
+    )
+    rp.add_argument(
+        "--out", type=Path, help="folder for leaderboard.md, leaderboard.html and leaderboard_<board>.csv (default ./leaderboard)"
+    )
     rp.add_argument("--with-published", action="store_true", help="add every published row, labelled with its source")
 
     mg = sub.add_parser("merge", help="merge the shard runs of one evaluation (--shard I/N) into one run folder")
     mg.add_argument("runs", nargs="+", type=Path, help="the shards' run folders")
     mg.add_argument("--out", required=True, type=Path, help="the merged run folder")
-    mg.add_argument("--allow-partial", action="store_true", help="merge what exists when shards or samples are missing (exit code 3, as for failed samples)")
-    mg.add_argument("--data", type=Path, help="the dataset, where this machine sees it elsewhere than the shards did (same content)")
+    mg.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="merge what exists when shards or samples are missing (exit code 3, as for failed samples)",
+    )
+    mg.add_argument(
+        "--data", type=Path, help="the dataset, where this machine sees it elsewhere than the shards did (same content)"
+    )
     mg.add_argument("--no-report", action="store_true", help="skip the HTML report")
     mg.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
 
@@ -174,7 +220,9 @@ def _generation(ns: argparse.Namespace) -> dict[str, Any]:
         try:
             extra = json.loads(ns.extra_body, parse_constant=_no_constant, parse_float=_finite_number, parse_int=_finite_number)
         except (ValueError, RecursionError):  # RecursionError: nested thousands deep
-            raise DataError("--extra-body must be a JSON object of finite numbers, strings and lists, e.g. '{\"top_k\": 1}'") from None
+            raise DataError(
+                "--extra-body must be a JSON object of finite numbers, strings and lists, e.g. '{\"top_k\": 1}'"
+            ) from None
         if not isinstance(extra, dict):
             raise DataError("--extra-body must be a JSON object, e.g. '{\"top_k\": 1}'")
         gen["extra"] = extra
@@ -182,8 +230,11 @@ def _generation(ns: argparse.Namespace) -> dict[str, Any]:
 
         unknown = unknown_body_keys(extra)
         if unknown:
-            print(f"needlepoint: warning: --extra-body key(s) {', '.join(unknown)} are known to neither the OpenAI chat API "
-                  "nor vLLM, which ignores unknown keys silently; check the spelling", file=sys.stderr)  # fmt: skip
+            print(
+                f"needlepoint: warning: --extra-body key(s) {', '.join(unknown)} are known to neither the OpenAI chat API "
+                "nor vLLM, which ignores unknown keys silently; check the spelling",
+                file=sys.stderr,
+            )
     return {k: v for k, v in gen.items() if v is not None}
 
 
@@ -219,7 +270,7 @@ def _no_constant(name: str) -> Any:
 
 def _finite_number(text: str) -> float | int:
     """A JSON number of --extra-body, refused (ValueError) unless finite and within float range."""
-    from needlepoint.numbers import is_finite
+    from needlepoint.numeric import is_finite
 
     value = int(text) if text.lstrip("-").isdigit() else float(text)
     if not is_finite(value):
@@ -277,7 +328,10 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     skipped = result.metrics.get("run", {}).get("skipped", [])
     if skipped:
         first = skipped[0]
-        print(f"{len(skipped)} row(s) skipped as invalid, not sent (e.g. {first['id']}: {first['reason']}); listed in metrics.json under run.skipped", file=err)
+        print(
+            f"{len(skipped)} row(s) skipped as invalid, not sent (e.g. {first['id']}: {first['reason']}); listed in metrics.json under run.skipped",
+            file=err,
+        )
     for line in result.notes:  # failures by kind, what --retry-failed would ask again, context overflows
         print(line, file=err)
     return EXIT_FAILED_SAMPLES if result.failed else EXIT_OK
@@ -300,10 +354,14 @@ def cmd_report(ns: argparse.Namespace) -> int:
 def cmd_merge(ns: argparse.Namespace) -> int:
     from needlepoint.merge import merge
 
-    result = merge(ns.runs, ns.out, allow_partial=ns.allow_partial, data=ns.data, report=not ns.no_report, show_progress=not ns.json)
+    result = merge(
+        ns.runs, ns.out, allow_partial=ns.allow_partial, data=ns.data, report=not ns.no_report, show_progress=not ns.json
+    )
     _print_metrics(result.benchmark, result.metrics, ns.json)
     run = result.metrics.get("run", {})
-    print(f"merged run folder: {result.run_dir} ({run.get('answered')} of {run.get('samples')} samples answered)", file=sys.stderr)
+    print(
+        f"merged run folder: {result.run_dir} ({run.get('answered')} of {run.get('samples')} samples answered)", file=sys.stderr
+    )
     for line in result.notes:
         print(line, file=sys.stderr)
     # as `eval` of the whole run would: 3 when samples failed, and (--allow-partial) when some are missing
@@ -377,7 +435,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"needlepoint: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     ns = parser.parse_args(argv)
-    handlers = {"eval": cmd_eval, "score": cmd_score, "report": cmd_report, "merge": cmd_merge, "demo": cmd_demo, "build": build.run}
+    handlers = {
+        "eval": cmd_eval,
+        "score": cmd_score,
+        "report": cmd_report,
+        "merge": cmd_merge,
+        "demo": cmd_demo,
+        "build": build.run,
+    }
     global _stopping
     _stopping = False
     if threading.current_thread() is threading.main_thread():

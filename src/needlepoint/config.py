@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from needlepoint import numbers
+from needlepoint import numeric
 from needlepoint.conversation import Generation
 from needlepoint.errors import DataError
 from needlepoint.redact import is_credential_name, redact_url
@@ -57,24 +57,32 @@ class RunConfig:
     def __post_init__(self) -> None:
         """Check the numbers and URLs a user typed, each in one sentence."""
         if has_surrogates(self.model):  # bytes that are not UTF-8 (argv's surrogateescape): no JSON body or run.json holds them
-            raise DataError(f"--model {shown(self.model)} is not UTF-8 text; give the model name as the server lists it (GET /v1/models)")
+            raise DataError(
+                f"--model {shown(self.model)} is not UTF-8 text; give the model name as the server lists it (GET /v1/models)"
+            )
         gen = self.generation
-        numbers.flag("--temperature", gen.get("temperature"), 0.0)
-        numbers.flag("--top-p", gen.get("top_p"), 0.0)
+        numeric.flag("--temperature", gen.get("temperature"), 0.0)
+        numeric.flag("--top-p", gen.get("top_p"), 0.0)
         if gen.get("top_p") is not None and gen["top_p"] > 1:
             raise DataError(f"--top-p must be at most 1, not {gen['top_p']!r}")
-        numbers.flag("--timeout", gen.get("timeout_s"), 0.0, strict=True)
+        numeric.flag("--timeout", gen.get("timeout_s"), 0.0, strict=True)
         for name, key in (("--max-tokens", "max_tokens"), ("--seed", "seed")):
             if gen.get(key) is not None and not isinstance(gen[key], int):
                 raise DataError(f"{name} must be a whole number, not {gen[key]!r}")
         checks = [
             (self.limit is None or self.limit >= 1, "--limit must be a positive number of samples"),
             (self.concurrency >= 1, "--concurrency must be at least 1"),
-            (not (self.retry_failed and self.fresh), "--retry-failed continues a run and --fresh starts a new one; pass one of them"),
+            (
+                not (self.retry_failed and self.fresh),
+                "--retry-failed continues a run and --fresh starts a new one; pass one of them",
+            ),
             (self.max_retries >= 0, "--max-retries must be 0 or more"),
             (self.max_wait_s >= 0, "--max-wait must be 0 or more seconds"),
             (self.max_request_bytes is None or self.max_request_bytes > 0, "--max-request-bytes must be positive"),
-            (self.options.get("max_image_side") is None or self.options["max_image_side"] > 0, "--max-image-side must be positive"),
+            (
+                self.options.get("max_image_side") is None or self.options["max_image_side"] > 0,
+                "--max-image-side must be positive",
+            ),
             (self.generation.get("timeout_s") is None or self.generation["timeout_s"] > 0, "--timeout must be positive"),
             (self.generation.get("max_tokens") is None or self.generation["max_tokens"] > 0, "--max-tokens must be positive"),
         ]
@@ -110,7 +118,11 @@ class RunConfig:
             "max_wait_s": self.max_wait_s,
             "neutral_sampling": self.neutral_sampling,
             **({"shard": self.shard} if self.shard else {}),
-            **({"solver": self.solver, "solver_options": public_solver_options(self.solver_options)} if self.solver != "default" else {}),
+            **(
+                {"solver": self.solver, "solver_options": public_solver_options(self.solver_options)}
+                if self.solver != "default"
+                else {}
+            ),
         }
 
 
@@ -146,7 +158,9 @@ def identity(
     absent so that runs from before solvers keep their hash (and resume)."""
     gen = generation.to_dict()
     gen.pop("timeout_s", None)
-    noted: dict[str, Any] = {"neutral_sampling": True} if config.neutral_sampling else {}  # absent when off: older runs keep their hash
+    noted: dict[str, Any] = (
+        {"neutral_sampling": True} if config.neutral_sampling else {}
+    )  # absent when off: older runs keep their hash
     if config.solver != "default":
         noted["solver"] = config.solver
         noted.update({f"solver.{k}": v for k, v in sorted((solver_identity or {}).items())})

@@ -67,9 +67,7 @@ class Conversation:
 
     def with_turn(self, reply: str, user_text: str) -> Conversation:
         """This conversation, followed by the model's reply and a new user message."""
-        return Conversation(
-            [*self.messages, Message("assistant", [reply]), Message("user", [user_text])]
-        )
+        return Conversation([*self.messages, Message("assistant", [reply]), Message("user", [user_text])])
 
     def summary(self) -> dict[str, Any]:
         """What a run record keeps of a request: no image bytes."""

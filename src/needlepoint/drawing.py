@@ -15,7 +15,9 @@ COLOURS = {
 }
 
 
-def place_boxes(rng: random.Random, width: int, height: int, count: int, min_side: int = 24, max_side: int = 70) -> list[list[float]]:
+def place_boxes(
+    rng: random.Random, width: int, height: int, count: int, min_side: int = 24, max_side: int = 70
+) -> list[list[float]]:
     """Up to `count` non-overlapping xyxy boxes inside the image."""
     boxes: list[list[float]] = []
     for _ in range(count * 30):
@@ -29,7 +31,13 @@ def place_boxes(rng: random.Random, width: int, height: int, count: int, min_sid
     return boxes
 
 
-def render(width: int, height: int, shapes: list[tuple[list[float], str, str]], background: tuple[int, int, int] = (245, 245, 240), fmt: str = "JPEG") -> bytes:
+def render(
+    width: int,
+    height: int,
+    shapes: list[tuple[list[float], str, str]],
+    background: tuple[int, int, int] = (245, 245, 240),
+    fmt: str = "JPEG",
+) -> bytes:
     """An image with each (box, colour, kind) drawn; kind is "square" or "circle"."""
     from PIL import Image, ImageDraw
 

@@ -25,7 +25,9 @@ def split_weight(url: str) -> tuple[str, float]:
     except ValueError:
         weight = math.nan
     if not math.isfinite(weight) or weight <= 0:
-        raise DataError(f"--api-url weight #{tail} is not a positive number; write the weight after #, e.g. http://node2:8000/v1#2")
+        raise DataError(
+            f"--api-url weight #{tail} is not a positive number; write the weight after #, e.g. http://node2:8000/v1#2"
+        )
     return base, weight
 
 
@@ -55,8 +57,5 @@ def pasted_route_advice(url: str, flag: str) -> str | None:
     for route in _ROUTES:
         if path.endswith("/" + route):
             fixed = redact_url(urlunsplit(parts._replace(path=path[: -len(route) - 1], fragment="")))
-            return (
-                f"{flag} {redact_url(url)} ends in /{route}, the path needlepoint adds itself; "
-                f"drop it: {flag} {fixed}"
-            )
+            return f"{flag} {redact_url(url)} ends in /{route}, the path needlepoint adds itself; drop it: {flag} {fixed}"
     return None

@@ -18,7 +18,17 @@ import orjson
 
 from needlepoint.text import writable
 
-__all__ = ["AppendLog", "AtomicFile", "finite_only", "json_line", "json_text", "write_atomic", "write_json", "write_lines", "write_parquet"]
+__all__ = [
+    "AppendLog",
+    "AtomicFile",
+    "finite_only",
+    "json_line",
+    "json_text",
+    "write_atomic",
+    "write_json",
+    "write_lines",
+    "write_parquet",
+]
 
 
 def json_text(obj: Any, indent: int | None = None, compact: bool = False) -> str:

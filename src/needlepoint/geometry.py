@@ -73,15 +73,23 @@ class AbsFrame:
         """What a run's identity records (nothing for the default, so older runs keep their hash)."""
         if self.name == "official":
             return {}
-        return {"abs_frame": self.name, "abs_frame_factor": self.factor,
-                "abs_frame_min_pixels": self.min_pixels, "abs_frame_max_pixels": self.max_pixels}  # fmt: skip
+        return {
+            "abs_frame": self.name,
+            "abs_frame_factor": self.factor,
+            "abs_frame_min_pixels": self.min_pixels,
+            "abs_frame_max_pixels": self.max_pixels,
+        }
 
 
 def check_abs_frame(
-    name: str | None, box_format: str | None, factor: int | None = None, min_pixels: int | None = None, max_pixels: int | None = None
+    name: str | None,
+    box_format: str | None,
+    factor: int | None = None,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
 ) -> AbsFrame:
     """The frame a user asked for, checked; DataError in one sentence for a bad combination."""
-    from needlepoint import numbers
+    from needlepoint import numeric
 
     name = name or "official"
     if name not in ABS_FRAMES:
@@ -95,7 +103,7 @@ def check_abs_frame(
     if box_format is not None and box_format != "abs_xyxy":
         raise DataError(f"--abs-frame {name} reads pixel boxes; it needs --box-format abs_xyxy, not {box_format}")
     for flag, v in tuned.items():
-        numbers.flag(flag, v, 1)
+        numeric.flag(flag, v, 1)
         if v is not None and not isinstance(v, int):
             raise DataError(f"{flag} must be a whole number, not {v!r}")
     frame = AbsFrame(name, factor or QWEN_FACTOR, min_pixels or QWEN_MIN_PIXELS, max_pixels or QWEN_MAX_PIXELS)
@@ -104,8 +112,9 @@ def check_abs_frame(
     return frame
 
 
-def smart_resize(width: int, height: int, factor: int = QWEN_FACTOR, min_pixels: int = QWEN_MIN_PIXELS,
-                 max_pixels: int = QWEN_MAX_PIXELS) -> tuple[int, int]:  # fmt: skip
+def smart_resize(
+    width: int, height: int, factor: int = QWEN_FACTOR, min_pixels: int = QWEN_MIN_PIXELS, max_pixels: int = QWEN_MAX_PIXELS
+) -> tuple[int, int]:
     """(width, height) of an image after Qwen2-VL / Qwen2.5-VL's processor resized it: each side
     rounded to a multiple of `factor` (Python's round), then, when the area leaves
     [min_pixels, max_pixels], both sides scaled by one factor and floored (too large) or ceiled
@@ -196,7 +205,9 @@ def xywh_to_xyxy(box: Sequence[float]) -> list[float]:
     return [x, y, x + w, y + h]
 
 
-def iou_matrix(a: np.ndarray | Sequence[Sequence[float]], b: np.ndarray | Sequence[Sequence[float]], fmt: Literal["xyxy", "xywh"] = "xyxy") -> np.ndarray:
+def iou_matrix(
+    a: np.ndarray | Sequence[Sequence[float]], b: np.ndarray | Sequence[Sequence[float]], fmt: Literal["xyxy", "xywh"] = "xyxy"
+) -> np.ndarray:
     """IoU of every box in `a` against every box in `b`, shape (len(a), len(b)).
 
     Intersection sides are floored at 0; an empty intersection or a union of 0 or less gives 0.

@@ -21,7 +21,7 @@ from typing import IO, Any
 import orjson
 
 from needlepoint.errors import DataError
-from needlepoint.numbers import FLOAT_MAX
+from needlepoint.numeric import FLOAT_MAX
 from needlepoint.text import writable
 
 BOM = b"\xef\xbb\xbf"

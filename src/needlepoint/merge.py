@@ -60,7 +60,9 @@ def check_shards(run_dirs: Sequence[Path], allow_partial: bool) -> tuple[dict[st
                 f"{d} and {first_dir} are shards of different runs ({', '.join(diff)} differ); merge only the shards of one run"
             )
         if s.count != first_shard.count:
-            raise DataError(f"{d} is shard {s} but {first_dir} is shard {first_shard}; all shards must split the run the same way (one N)")
+            raise DataError(
+                f"{d} is shard {s} but {first_dir} is shard {first_shard}; all shards must split the run the same way (one N)"
+            )
     by_index: dict[int, list[Path]] = {}
     for d, _h, s in headers:
         by_index.setdefault(s.index, []).append(d)
@@ -85,9 +87,13 @@ def _say(show: bool, line: str) -> None:
 
 
 def merge(
-    run_dirs: Sequence[Path], out: Path, allow_partial: bool = False, data: Path | None = None, report: bool = True,
+    run_dirs: Sequence[Path],
+    out: Path,
+    allow_partial: bool = False,
+    data: Path | None = None,
+    report: bool = True,
     show_progress: bool = False,
-) -> Any:  # fmt: skip
+) -> Any:
     """Merge shard run folders into one run folder at `out`; returns the api.RunResult.
 
     `data` replaces the dataset path the shards recorded (when the merge job sees it elsewhere);
@@ -136,7 +142,9 @@ def merge(
         ordered = [records[s.id] for s in samples if s.id in records]
         write_lines(out / RECORDS, ordered)
         _say(show_progress, f"scoring {len(ordered)} records and writing the authors' formats")
-        result = finish(bench, samples, records, out, str(first.get("model_label") or config["model"]))  # a solver's name of the system
+        result = finish(
+            bench, samples, records, out, str(first.get("model_label") or config["model"])
+        )  # a solver's name of the system
         result.notes = summary_lines(ordered)
         complete = len(ordered) == len(samples) and not result.failed
         store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
@@ -150,7 +158,11 @@ def merge(
 
 
 def _merged_header(
-    first: dict[str, Any], base: dict[str, Any], config: dict[str, Any], shard_dirs: dict[int, Path], headers: Sequence[dict[str, Any]]
+    first: dict[str, Any],
+    base: dict[str, Any],
+    config: dict[str, Any],
+    shard_dirs: dict[int, Path],
+    headers: Sequence[dict[str, Any]],
 ) -> dict[str, Any]:
     urls: list[str] = []
     for h in headers:
@@ -165,7 +177,10 @@ def _merged_header(
         "config": public,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "status": "merging",
-        "merged_from": [{"shard": f"{i}/{count}", "run": str(d), "hash": h.get("hash")} for (i, d), h in zip(sorted(shard_dirs.items()), headers)],
+        "merged_from": [
+            {"shard": f"{i}/{count}", "run": str(d), "hash": h.get("hash")}
+            for (i, d), h in zip(sorted(shard_dirs.items()), headers)
+        ],
         "endpoints": add_stats(*(h.get("endpoints") for h in headers)),
         **({"model_label": first["model_label"]} if first.get("model_label") else {}),
     }

@@ -47,9 +47,13 @@ def add_options(group: argparse._ActionsContainer, options: Iterable[Option], se
             group.add_argument(opt.flag, action="store_true", default=None, help=opt.help)
         else:
             group.add_argument(
-                opt.flag, type=opt.type, choices=opt.choices, metavar=opt.metavar,
-                action="append" if opt.repeat else "store", help=opt.help,
-            )  # fmt: skip
+                opt.flag,
+                type=opt.type,
+                choices=opt.choices,
+                metavar=opt.metavar,
+                action="append" if opt.repeat else "store",
+                help=opt.help,
+            )
 
 
 def given(ns: argparse.Namespace, options: Iterable[Option]) -> dict[str, Any]:
@@ -61,9 +65,12 @@ def given(ns: argparse.Namespace, options: Iterable[Option]) -> dict[str, Any]:
 BOX_FORMAT = Option("--box-format", "the model family's box convention: abs_xyxy, norm_1000_xyxy, norm_1_xyxy")
 MAX_IMAGE_SIDE = Option("--max-image-side", "downscale images so no side exceeds this many pixels", type=int)
 ABS_FRAME: tuple[Option, ...] = (
-    Option("--abs-frame", "what abs_xyxy boxes are pixels of: official (the image sent; default) or "
-           "qwen-smart-resize (the image as Qwen2.5-VL's processor resized it)"),
+    Option(
+        "--abs-frame",
+        "what abs_xyxy boxes are pixels of: official (the image sent; default) or "
+        "qwen-smart-resize (the image as Qwen2.5-VL's processor resized it)",
+    ),
     Option("--abs-frame-factor", "qwen-smart-resize: sides become multiples of this (default 28)", type=int),
     Option("--abs-frame-min-pixels", "qwen-smart-resize: least area after resizing (default 3136 = 56*56)", type=int),
     Option("--abs-frame-max-pixels", "qwen-smart-resize: largest area after resizing (default 1003520 = 28*28*1280)", type=int),
-)  # fmt: skip
+)

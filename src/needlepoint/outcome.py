@@ -75,7 +75,9 @@ def summary_lines(records: Sequence[dict[str, Any]]) -> list[str]:
             )
         lasting = [k for k in by_kind if k not in status.RETRYABLE and k != status.INTERNAL_ERROR]
         if lasting:
-            lines.append(f"{', '.join(lasting)}: the server refuses these samples as they are; --retry-failed does not request them again")
+            lines.append(
+                f"{', '.join(lasting)}: the server refuses these samples as they are; --retry-failed does not request them again"
+            )
     too_long = [r for r in records if r.get("status") == status.CONTEXT_TOO_LONG]
     if too_long:
         lines.append(_context_line(records, too_long))

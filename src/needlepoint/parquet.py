@@ -83,7 +83,7 @@ class ParquetTable:
         present = [c for c in columns if c in self.columns]
         try:
             return self._file.read(columns=present).to_pylist()
-        except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for damaged files
+        except Exception as exc:  # pyarrow raises many types for damaged files
             raise DataError(f"{self.path} cannot be read ({exc}); re-download the release") from None
 
     def _where(self, row: int) -> tuple[int, int, int]:
@@ -108,7 +108,7 @@ class ParquetTable:
         except DataError:
             self._cursor = None
             raise
-        except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for damaged files
+        except Exception as exc:  # pyarrow raises many types for damaged files
             self._cursor = None
             raise DataError(f"row group {group} of {self.path} cannot be read ({exc}); re-download the release") from None
         return values
@@ -121,13 +121,13 @@ class ParquetTable:
         if self._leaf is not None:
             try:
                 if self._fh is None:
-                    self._fh = open(self.path, "rb")  # noqa: SIM115 - kept open while the table is read
+                    self._fh = open(self.path, "rb")  # kept open while the table is read
                 values = column_values(self._fh, self._file.metadata.row_group(group).column(self._leaf[0]), self._leaf[1], rows)
                 while batch := list(itertools.islice(values, self._slice_rows)):
                     yield batch
                     done += 1
                 return
-            except Exception:  # noqa: BLE001 - anything the stream cannot read, pyarrow reads
+            except Exception:  # anything the stream cannot read, pyarrow reads
                 pass
         import pyarrow as pa
 

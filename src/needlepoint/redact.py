@@ -22,12 +22,32 @@ REDACTED = "[redacted]"
 # settings, not credentials.
 CREDENTIAL_NAMES = frozenset(
     {
-        "api_key", "apikey", "key", "x_api_key", "openai_api_key", "api_token", "x_api_token", "token",
-        "access_token", "auth_token", "bearer_token", "hf_token", "secret", "client_secret", "secret_key",
-        "private_key", "password", "passwd", "authorization", "proxy_authorization", "credential",
-        "credentials", "cookie", "bearer",
+        "api_key",
+        "apikey",
+        "key",
+        "x_api_key",
+        "openai_api_key",
+        "api_token",
+        "x_api_token",
+        "token",
+        "access_token",
+        "auth_token",
+        "bearer_token",
+        "hf_token",
+        "secret",
+        "client_secret",
+        "secret_key",
+        "private_key",
+        "password",
+        "passwd",
+        "authorization",
+        "proxy_authorization",
+        "credential",
+        "credentials",
+        "cookie",
+        "bearer",
     }
-)  # fmt: skip
+)
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]+")
 _BEARER = re.compile(r"(?i)\b(bearer)(\s+)[A-Za-z0-9._~+/=-]{4,}")
 

@@ -79,7 +79,7 @@ async def solve(
     except DataError as exc:
         _settle(record, ctx)
         _failed(benchmark, sample, record, status.INPUT_ERROR, _scrubbed(models, str(exc)))
-    except Exception as exc:  # noqa: BLE001 - a fault of ours must not lose the replies already in
+    except Exception as exc:  # a fault of ours must not lose the replies already in
         _settle(record, ctx)
         _failed(benchmark, sample, record, status.INTERNAL_ERROR, _scrubbed(models, f"{exc.__class__.__name__}: {exc}"))
         record["traceback"] = _scrubbed(models, traceback.format_exc())
@@ -111,7 +111,7 @@ def _failed(benchmark: Benchmark, sample: Any, record: dict[str, Any], kind: str
     record.update(status=kind, error=message, answer=None, parse_error=kind)
     try:
         record["scores"] = benchmark.judge(sample, Parsed(error=kind))
-    except Exception:  # noqa: BLE001 - the record is kept as it is
+    except Exception:  # the record is kept as it is
         pass
 
 

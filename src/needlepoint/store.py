@@ -30,9 +30,21 @@ from needlepoint.files import (
 )
 
 __all__ = [
-    "HEADER", "METRICS", "RECORDS", "AtomicFile", "RunStore", "finite_only", "identity_diff", "json_line",
-    "json_text", "read_records", "write_atomic", "write_json", "write_lines", "write_parquet",
-]  # fmt: skip
+    "HEADER",
+    "METRICS",
+    "RECORDS",
+    "AtomicFile",
+    "RunStore",
+    "finite_only",
+    "identity_diff",
+    "json_line",
+    "json_text",
+    "read_records",
+    "write_atomic",
+    "write_json",
+    "write_lines",
+    "write_parquet",
+]
 
 HEADER = "run.json"
 RECORDS = "records.jsonl"
@@ -103,7 +115,9 @@ class RunStore:
         existing = cls.read_header(run_dir)
         if existing is not None and existing.get("hash") != header["hash"]:
             stored = existing.get("identity")
-            diff = identity_diff(stored if isinstance(stored, dict) else {}, header["identity"]) or "the needlepoint version differs"
+            diff = (
+                identity_diff(stored if isinstance(stored, dict) else {}, header["identity"]) or "the needlepoint version differs"
+            )
             raise DataError(
                 f"{run_dir} holds a run with a different configuration (stored -> now: {diff}); "
                 f"answers will not be mixed: {advice}"

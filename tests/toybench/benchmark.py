@@ -27,7 +27,7 @@ from needlepoint.files import write_lines
 from needlepoint.geometry import iou
 from needlepoint.images import safe_path
 from needlepoint.jsonl import read_jsonl
-from needlepoint.numbers import is_box
+from needlepoint.numeric import is_box
 from needlepoint.records import scores
 
 EXPORT = "toy_predictions.jsonl"
@@ -76,8 +76,16 @@ class ToyShapes:
                 continue
             path = safe_path(data.parent, str(row["image"]), f"{data}: image of {row['id']}")
             image = ImageRef(key=str(row["image"]), path=path)
-            samples.append(Shape(str(row["id"]), image, int(row["width"]), int(row["height"]), str(row["colour"]),
-                                 [float(v) for v in row["box"]]))  # fmt: skip
+            samples.append(
+                Shape(
+                    str(row["id"]),
+                    image,
+                    int(row["width"]),
+                    int(row["height"]),
+                    str(row["colour"]),
+                    [float(v) for v in row["box"]],
+                )
+            )
         return Dataset(samples, skipped=skipped, split=data.stem)
 
     def generation(self, sample: Shape, base: Generation) -> Generation:
@@ -112,8 +120,11 @@ class ToyShapes:
         self, run_dir: Path, dataset: Dataset[Shape], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
     ) -> list[Path]:
         by_id = {r["id"]: r for r in records}
-        rows = [{"id": s.id, "image": s.image.key, "box": (by_id[s.id].get("answer") or [None])[0], "gt": s.box}
-                for s in dataset if s.id in by_id]  # fmt: skip
+        rows = [
+            {"id": s.id, "image": s.image.key, "box": (by_id[s.id].get("answer") or [None])[0], "gt": s.box}
+            for s in dataset
+            if s.id in by_id
+        ]
         return [write_lines(run_dir / EXPORT, rows)]
 
     def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
@@ -126,8 +137,17 @@ class ToyShapes:
         for r in records:
             sample = by_id[r["id"]]
             boxes = [ReportBox(sample.box, "gt")] + [ReportBox(list(b), "pred") for b in (r.get("answer") or [])[:1]]
-            items.append(ReportItem(id=r["id"], prompt=self.question(sample), answer=replies_text(r),
-                                    images=[ReportImage(sample.image, boxes)], fields={"colour": sample.colour},
-                                    filters={"colour": sample.colour}, correct=bool(scores(r).get("correct")),
-                                    parse_error=report_parse_error(r), sort_value=scores(r).get("iou")))  # fmt: skip
+            items.append(
+                ReportItem(
+                    id=r["id"],
+                    prompt=self.question(sample),
+                    answer=replies_text(r),
+                    images=[ReportImage(sample.image, boxes)],
+                    fields={"colour": sample.colour},
+                    filters={"colour": sample.colour},
+                    correct=bool(scores(r).get("correct")),
+                    parse_error=report_parse_error(r),
+                    sort_value=scores(r).get("iou"),
+                )
+            )
         return items

@@ -74,15 +74,24 @@ class VllmServer:
         if not VLLM_PYTHON.exists():
             pytest.fail(f"no vLLM environment at {VLLM_VENV}: run `bash scripts/setup-vllm.sh` first", pytrace=False)
         args = [
-            str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
-            "--model", str(self.model_dir),
-            "--served-model-name", self.served_name,
-            "--host", "127.0.0.1",
-            "--port", str(self.port),
-            "--dtype", "float32",
-            "--max-model-len", str(self.max_model_len),
-            "--max-num-seqs", "16",
-        ]  # fmt: skip
+            str(VLLM_PYTHON),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(self.model_dir),
+            "--served-model-name",
+            self.served_name,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            str(self.max_model_len),
+            "--max-num-seqs",
+            "16",
+        ]
         if self.api_key:
             args += ["--api-key", self.api_key]
         args += self.extra_args
@@ -172,8 +181,11 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tiny-qwen2.5-vl")
     proc = subprocess.run(
         [str(VLLM_PYTHON), str(REPO / "scripts" / "make_tiny_qwen.py"), str(out)],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     if proc.returncode != 0:
         pytest.fail(f"building the tiny model failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}", pytrace=False)
     return out

@@ -38,12 +38,35 @@ def test_agentic_with_vllm_as_localizer(localizer: VllmServer, tmp_path: Path) -
     with SimulatedServer(script=agentic_script(data), default=None) as reasoner:
         out = tmp_path / "run"
         before = vllm_counter(localizer, "vllm:request_success_total")
-        proc = needlepoint([
-            "eval", "mc_bench", "--data", str(data), "--model", SIMULATED_MODEL_NAME, "--api-url", reasoner.url,
-            "--solver", "agentic", "--localizer", f"vlm:{MODEL_NAME}", "--localizer-url", localizer.url,
-            "--box-format", "abs_xyxy", "--limit", str(LIMIT), "--max-tokens", "24", "--temperature", "0",
-            "--out", str(out), "--no-progress",
-        ])  # fmt: skip
+        proc = needlepoint(
+            [
+                "eval",
+                "mc_bench",
+                "--data",
+                str(data),
+                "--model",
+                SIMULATED_MODEL_NAME,
+                "--api-url",
+                reasoner.url,
+                "--solver",
+                "agentic",
+                "--localizer",
+                f"vlm:{MODEL_NAME}",
+                "--localizer-url",
+                localizer.url,
+                "--box-format",
+                "abs_xyxy",
+                "--limit",
+                str(LIMIT),
+                "--max-tokens",
+                "24",
+                "--temperature",
+                "0",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_records(out)
     assert len(records) == LIMIT

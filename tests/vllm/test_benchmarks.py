@@ -50,10 +50,28 @@ def test_eval_through_vllm(benchmark: str, releases: dict[str, tuple[Path, list[
     out = tmp_path / "run"
     server = servers.open
     before = vllm_counter(server, "vllm:request_success_total")
-    proc = needlepoint([
-        "eval", benchmark, "--data", str(data), "--model", MODEL_NAME, "--api-url", server.url,
-        "--limit", str(LIMIT), "--max-tokens", "24", "--temperature", "0", "--out", str(out), "--no-progress", *options,
-    ])  # fmt: skip
+    proc = needlepoint(
+        [
+            "eval",
+            benchmark,
+            "--data",
+            str(data),
+            "--model",
+            MODEL_NAME,
+            "--api-url",
+            server.url,
+            "--limit",
+            str(LIMIT),
+            "--max-tokens",
+            "24",
+            "--temperature",
+            "0",
+            "--out",
+            str(out),
+            "--no-progress",
+            *options,
+        ]
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
     records = read_records(out)
@@ -87,10 +105,27 @@ def test_images_reach_the_model(releases: dict[str, tuple[Path, list[str]]], ser
 
     data, options = releases["mc_bench"]
     out = tmp_path / "run"
-    proc = needlepoint([
-        "eval", "mc_bench", "--data", str(data), "--model", MODEL_NAME, "--api-url", servers.open.url,
-        "--limit", "1", "--max-tokens", "4", "--out", str(out), "--no-progress", "--no-report", *options,
-    ])  # fmt: skip
+    proc = needlepoint(
+        [
+            "eval",
+            "mc_bench",
+            "--data",
+            str(data),
+            "--model",
+            MODEL_NAME,
+            "--api-url",
+            servers.open.url,
+            "--limit",
+            "1",
+            "--max-tokens",
+            "4",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--no-report",
+            *options,
+        ]
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (rec,) = read_records(out)
     assert len(rec["request"]["images"]) == 2

@@ -22,10 +22,28 @@ def test_documents_over_the_context_are_context_too_long(servers: Servers, tmp_p
     data = mm_niah.write_release(tmp_path / "mm_niah", per_task=6, real_length=True, images_per_doc=1)
     rows = [json.loads(line) for line in (data / "mm_niah_val" / "annotations" / "retrieval-text.jsonl").read_text().splitlines()]
     out = tmp_path / "run"
-    proc = needlepoint([
-        "eval", "mm_niah", "--data", str(data), "--split", "val", "--tasks", "retrieval-text", "--model", MODEL_NAME,
-        "--api-url", servers.open.url, "--max-tokens", "8", "--out", str(out), "--no-progress", "--no-report",
-    ])  # fmt: skip
+    proc = needlepoint(
+        [
+            "eval",
+            "mm_niah",
+            "--data",
+            str(data),
+            "--split",
+            "val",
+            "--tasks",
+            "retrieval-text",
+            "--model",
+            MODEL_NAME,
+            "--api-url",
+            servers.open.url,
+            "--max-tokens",
+            "8",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--no-report",
+        ]
+    )
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     records = read_records(out)
     assert len(records) == len(rows) == 6

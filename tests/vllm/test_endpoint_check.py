@@ -20,8 +20,26 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_eval(release: Path, url: str, out: Path, model: str = MODEL_NAME, key: str | None = None):
-    args = ["eval", "ref_adv_s", "--data", str(release), "--model", model, "--api-url", url, "--box-format", "abs_xyxy",
-            "--limit", "2", "--max-tokens", "8", "--out", str(out), "--no-progress", "--no-report"]  # fmt: skip
+    args = [
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(release),
+        "--model",
+        model,
+        "--api-url",
+        url,
+        "--box-format",
+        "abs_xyxy",
+        "--limit",
+        "2",
+        "--max-tokens",
+        "8",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--no-report",
+    ]
     return needlepoint(args, env={"OPENAI_API_KEY": key} if key else None)
 
 

@@ -27,10 +27,32 @@ def test_one_of_two_servers_killed_mid_run_loses_nothing(servers: Servers, tmp_p
     live, doomed = servers.open, servers.ensure_keyed()
     out = tmp_path / "run"
     log = tmp_path / "eval.log"
-    proc = needlepoint_popen([
-        "eval", "ref_adv_s", "--data", str(data), "--model", MODEL_NAME, "--api-url", doomed.url, "--api-url", live.url,
-        "--box-format", "abs_xyxy", "--max-tokens", "48", "--concurrency", "4", "--out", str(out), "--no-progress", "--no-report",
-    ], log, env={"OPENAI_API_KEY": API_KEY})  # fmt: skip
+    proc = needlepoint_popen(
+        [
+            "eval",
+            "ref_adv_s",
+            "--data",
+            str(data),
+            "--model",
+            MODEL_NAME,
+            "--api-url",
+            doomed.url,
+            "--api-url",
+            live.url,
+            "--box-format",
+            "abs_xyxy",
+            "--max-tokens",
+            "48",
+            "--concurrency",
+            "4",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--no-report",
+        ],
+        log,
+        env={"OPENAI_API_KEY": API_KEY},
+    )
     try:
         # Kill the doomed server while it holds requests of this run (running or waiting) and
         # samples are done: those requests die with it. Its speed does not matter (a server's

@@ -95,9 +95,28 @@ def test_rag_run_through_the_cli(embed_server: VllmServer, tiny_model: Path, tmp
     data = demo_niah.write_release(tmp_path / "niah", per_task=2)
     out = tmp_path / "run"
     with SimulatedServer(default="3") as chat:
-        args = ["eval", "mm_niah", "--data", str(data), "--model", "needlepoint-simulated", "--api-url", chat.url,
-                "--solver", "rag", "--embed-model", EMBED_NAME, "--embed-url", embed_server.url, "--rag-max-tokens", "300",
-                "--out", str(out), "--no-progress", "--no-report"]  # fmt: skip
+        args = [
+            "eval",
+            "mm_niah",
+            "--data",
+            str(data),
+            "--model",
+            "needlepoint-simulated",
+            "--api-url",
+            chat.url,
+            "--solver",
+            "rag",
+            "--embed-model",
+            EMBED_NAME,
+            "--embed-url",
+            embed_server.url,
+            "--rag-max-tokens",
+            "300",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--no-report",
+        ]
         proc = needlepoint(args)
         assert proc.returncode == 0, proc.stderr[-3000:]
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
@@ -124,9 +143,27 @@ def test_rag_run_through_the_cli(embed_server: VllmServer, tiny_model: Path, tmp
 def test_an_unserved_embedding_model_is_one_sentence(embed_server: VllmServer, tmp_path: Path) -> None:
     data = demo_niah.write_release(tmp_path / "niah", per_task=1)
     with SimulatedServer() as chat:
-        proc = needlepoint(["eval", "mm_niah", "--data", str(data), "--model", "needlepoint-simulated", "--api-url", chat.url,
-                            "--solver", "rag", "--embed-model", "not/served", "--embed-url", embed_server.url,
-                            "--out", str(tmp_path / "run"), "--no-progress"])  # fmt: skip
+        proc = needlepoint(
+            [
+                "eval",
+                "mm_niah",
+                "--data",
+                str(data),
+                "--model",
+                "needlepoint-simulated",
+                "--api-url",
+                chat.url,
+                "--solver",
+                "rag",
+                "--embed-model",
+                "not/served",
+                "--embed-url",
+                embed_server.url,
+                "--out",
+                str(tmp_path / "run"),
+                "--no-progress",
+            ]
+        )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"the embedding server {embed_server.url} does not serve 'not/served'" in proc.stderr
     assert "pass the name it serves to --embed-model" in proc.stderr and not (tmp_path / "run").exists()

@@ -17,9 +17,21 @@ from needlepoint.benchmarks.base import Benchmark, DataError, Dataset
 from needlepoint.benchmarks.declaration import Builder, Declaration, PublishedTable, load_target
 
 __all__ = [
-    "BUILTIN", "ENTRY_POINT_GROUP", "Benchmark", "Builder", "Dataset", "Declaration", "PublishedTable",
-    "benchmark_class", "declaration", "declarations", "make", "names", "register", "unregister",
-]  # fmt: skip
+    "BUILTIN",
+    "ENTRY_POINT_GROUP",
+    "Benchmark",
+    "Builder",
+    "Dataset",
+    "Declaration",
+    "PublishedTable",
+    "benchmark_class",
+    "declaration",
+    "declarations",
+    "make",
+    "names",
+    "register",
+    "unregister",
+]
 
 BUILTIN: dict[str, str] = {
     "ref_adv_s": "needlepoint.benchmarks.ref_adv",

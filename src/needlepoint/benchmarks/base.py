@@ -17,7 +17,24 @@ from needlepoint.conversation import Conversation, Generation
 from needlepoint.errors import DataError
 from needlepoint.redact import scrub
 
-__all__ = ["Benchmark", "DataError", "Dataset", "Parsed", "ReportBox", "ReportImage", "ReportItem", "SampleLike", "Table", "count_parse_errors", "format_cell", "parse_errors", "percent", "replies_text", "report_parse_error", "request_failures"]
+__all__ = [
+    "Benchmark",
+    "DataError",
+    "Dataset",
+    "Parsed",
+    "ReportBox",
+    "ReportImage",
+    "ReportItem",
+    "SampleLike",
+    "Table",
+    "count_parse_errors",
+    "format_cell",
+    "parse_errors",
+    "percent",
+    "replies_text",
+    "report_parse_error",
+    "request_failures",
+]
 
 
 class SampleLike(Protocol):
@@ -185,7 +202,8 @@ def replies_text(record: dict[str, Any]) -> str:
     again of URL credentials and bearer tokens, for records written before errors were scrubbed)."""
     turns = record.get("turns") or []
     texts = [
-        t.get("reply") or (f"[{scrub(str(t['error']))}]" if t.get("error") else "[no content, only reasoning]" if t.get("reasoning") else "")
+        t.get("reply")
+        or (f"[{scrub(str(t['error']))}]" if t.get("error") else "[no content, only reasoning]" if t.get("reasoning") else "")
         for t in turns
     ]
     if any(t.get("role", "model") != "model" for t in turns):  # a solver of several models or tools: each call named

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from needlepoint.numbers import is_finite
+from needlepoint.numeric import is_finite
 from needlepoint.text import writable
 
 __all__ = ["CORRUPT", "Board", "BoardRow", "Cell", "Corrupt", "PublishedRow", "Run", "at", "count", "obj", "pct", "progress_mark"]
@@ -79,9 +79,8 @@ class Run:
         return self.options.get(name)
 
 
-
 def progress_mark(run: Run) -> str:
-    """"" for a run whose every sample was answered; else e.g. "18 answered, 2 failed of 20"
+    """ "" for a run whose every sample was answered; else e.g. "18 answered, 2 failed of 20"
     (from metrics.json's `run` block: failed requests are counted apart from answers)."""
     block = obj(run.metrics.get("run"))
     total, answered, failed = (count(block.get(k)) for k in ("samples", "answered", "failed"))

@@ -12,7 +12,7 @@ from needlepoint import status
 from needlepoint.benchmarks.base import Parsed
 from needlepoint.geometry import BoxFormat, dedupe, to_absolute
 from needlepoint.jsonfind import find_json
-from needlepoint.numbers import is_finite
+from needlepoint.numeric import is_finite
 
 __all__ = ["MAX_BOXES", "PRIORITY_KEYS", "collect_boxes", "parse_boxes"]
 
@@ -22,7 +22,7 @@ MAX_BOXES = 100
 
 def _is_number(v: Any) -> bool:
     # bool is an int, as in the authors' Python; NaN, infinities and integers beyond float range
-    # are no coordinates (numbers.py has the one rule)
+    # are no coordinates (numeric.py has the one rule)
     return isinstance(v, bool) or is_finite(v)
 
 

@@ -69,7 +69,7 @@ def has_answers(metrics: dict[str, Any]) -> bool:
 
 def no_answers_table(title: str, metrics: dict[str, Any]) -> Table:
     """The one-sentence table that stands in for the metrics of a run with nothing answered. In the benchmarks' contract layer, beside
-`Table`: the benchmarks' tables and the report both use it."""
+    `Table`: the benchmarks' tables and the report both use it."""
     counts = run_counts(metrics) or (0, 0, 0, 0)
     _, failed, requested, samples = counts
     sentence = f"No sample was answered ({failed} of {requested} requested failed"

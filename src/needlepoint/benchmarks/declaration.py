@@ -90,4 +90,6 @@ def load_target(target: str) -> Any:
         loaded = importlib.import_module(module)
         return getattr(loaded, attr) if attr else loaded
     except (ImportError, AttributeError) as exc:
-        raise DataError(f"cannot load {target!r}, which a benchmark declaration names ({exc}); fix or remove that benchmark") from None
+        raise DataError(
+            f"cannot load {target!r}, which a benchmark declaration names ({exc}); fix or remove that benchmark"
+        ) from None

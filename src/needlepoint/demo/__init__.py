@@ -81,7 +81,11 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
                 if target is not None:
                     config = load_target(target)(data, options, server, out / "runs")
                 config.concurrency, config.show_progress = 8, sys.stderr.isatty()
-                _phase(f"evaluating {name}" + (f" with --solver {config.solver}" if config.solver != "default" else "") + f" into {config.out}")
+                _phase(
+                    f"evaluating {name}"
+                    + (f" with --solver {config.solver}" if config.solver != "default" else "")
+                    + f" into {config.out}"
+                )
                 result = evaluate(config)
                 if has_metrics(result.metrics):
                     print_tables(result.benchmark.tables(result.metrics))

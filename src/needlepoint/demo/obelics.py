@@ -19,18 +19,42 @@ from typing import Any
 
 from needlepoint.files import AtomicFile, write_atomic, write_parquet
 
-SUBJECTS = ("The council", "A local farmer", "Our reporter", "The museum", "Several students", "The old bridge", "A small bakery",
-            "The river authority", "Her grandmother", "The 1984 team", "Dr. Okafor's lab", "The night train")  # fmt: skip
+SUBJECTS = (
+    "The council",
+    "A local farmer",
+    "Our reporter",
+    "The museum",
+    "Several students",
+    "The old bridge",
+    "A small bakery",
+    "The river authority",
+    "Her grandmother",
+    "The 1984 team",
+    "Dr. Okafor's lab",
+    "The night train",
+)
 VERBS = ("announced", "repaired", "described", "visited", "photographed", "measured", "rebuilt", "celebrated", "questioned")
-OBJECTS = ("the harbour wall", "a new roof", "17 paintings", "the spring market", "its 250th anniversary", "the \"blue\" gate",
-           "three stone arches", "the winter festival", "a 12-page report", "the village's well")  # fmt: skip
-ENDINGS = (".", ".", ".", "!", "?", "...", ".\"")
+OBJECTS = (
+    "the harbour wall",
+    "a new roof",
+    "17 paintings",
+    "the spring market",
+    "its 250th anniversary",
+    'the "blue" gate',
+    "three stone arches",
+    "the winter festival",
+    "a 12-page report",
+    "the village's well",
+)
+ENDINGS = (".", ".", ".", "!", "?", "...", '."')
 # InternVL-1.5 tiles: 13, 1, 7, 4, 5, 5, 3, 1
 SIZES = ((640, 480), (448, 448), (1024, 683), (300, 900), (1600, 400), (800, 800), (896, 448), (400, 380))
 
 
 def sentence(rng: random.Random) -> str:
-    extra = rng.choice(("", "", f" on {rng.randint(1, 28)} May", ", as expected", " after it rained", f" for {rng.randint(2, 90)} minutes"))
+    extra = rng.choice(
+        ("", "", f" on {rng.randint(1, 28)} May", ", as expected", " after it rained", f" for {rng.randint(2, 90)} minutes")
+    )
     text = f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}{extra}{rng.choice(ENDINGS)}"
     if rng.random() < 0.01:
         text += rng.choice((" </s>", " <image>"))
@@ -48,18 +72,28 @@ def image_bytes(rng: random.Random, size: tuple[int, int], fmt: str = "JPEG") ->
     w, h = size
     im = Image.new("RGB", size, (rng.randint(90, 150), rng.randint(140, 200), rng.randint(200, 255)))
     d = ImageDraw.Draw(im)
-    d.rectangle((0, int(h * rng.uniform(0.5, 0.75)), w, h), fill=(rng.randint(40, 120), rng.randint(100, 160), rng.randint(30, 80)))
+    d.rectangle(
+        (0, int(h * rng.uniform(0.5, 0.75)), w, h), fill=(rng.randint(40, 120), rng.randint(100, 160), rng.randint(30, 80))
+    )
     for _ in range(rng.randint(2, 6)):
         x, y = rng.randint(0, w - 10), rng.randint(0, h - 10)
-        d.rectangle((x, y, x + rng.randint(10, max(11, w // 3)), y + rng.randint(10, max(11, h // 3))),
-                    fill=(rng.randint(0, 255), rng.randint(0, 255), rng.randint(0, 255)))  # fmt: skip
+        d.rectangle(
+            (x, y, x + rng.randint(10, max(11, w // 3)), y + rng.randint(10, max(11, h // 3))),
+            fill=(rng.randint(0, 255), rng.randint(0, 255), rng.randint(0, 255)),
+        )
     buf = io.BytesIO()
     im.save(buf, format=fmt, **({"quality": 85} if fmt == "JPEG" else {}))
     return buf.getvalue()
 
 
-def write_corpus(root: Path, documents: int = 60, seed: int = 3, paragraphs: tuple[int, int] = (2, 8),
-                 image_pool: int = 12, missing_every: int = 9) -> dict[str, Any]:  # fmt: skip
+def write_corpus(
+    root: Path,
+    documents: int = 60,
+    seed: int = 3,
+    paragraphs: tuple[int, int] = (2, 8),
+    image_pool: int = 12,
+    missing_every: int = 9,
+) -> dict[str, Any]:
     """Write `root/shards/` (a parquet and a JSONL shard), `root/img2dataset/` (images, sidecars)
     with `local/` (images named by a relative path); return what was written."""
     import pyarrow as pa

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from needlepoint import numbers
+from needlepoint import numeric
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.geometry import Box
@@ -83,7 +83,7 @@ class Detector:
         kind = str(getattr(model.config, "model_type", ""))
         if kind not in KINDS:
             raise DataError(f"{name} is a {kind or 'unknown'} model; the detector localizer runs {', '.join(KINDS.values())}")
-        numbers.flag("--detector-threshold", threshold, 0.0, maximum=1.0)
+        numeric.flag("--detector-threshold", threshold, 0.0, maximum=1.0)
         if batch_size < 1:
             raise DataError(f"the detector's batch size must be at least 1, not {batch_size}")
         self._torch = torch

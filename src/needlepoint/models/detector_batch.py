@@ -48,9 +48,7 @@ class _Request:
 class BatchedDetector:
     """A detector shared by every sample of a run; `await locate(image, phrase)` from any task."""
 
-    def __init__(
-        self, load: Callable[[], Detector], name: str, window_s: float = 0.005, max_rows: int = 32
-    ) -> None:
+    def __init__(self, load: Callable[[], Detector], name: str, window_s: float = 0.005, max_rows: int = 32) -> None:
         self.name = name
         self._load = load
         self._detector: Detector | None = None
@@ -105,7 +103,7 @@ class BatchedDetector:
             loop = asyncio.get_running_loop()
             try:
                 found = await loop.run_in_executor(None, self._detect, batch)
-            except BaseException as exc:  # noqa: BLE001 - every waiter gets the failure (a DataError for a bad image)
+            except BaseException as exc:  # every waiter gets the failure (a DataError for a bad image)
                 for r in batch:
                     if not r.future.done():
                         r.future.set_exception(exc)
@@ -152,4 +150,7 @@ class BatchedDetector:
         rows = len(batch) - sum(isinstance(s, Exception) for s in slots)
         self.passes.append(rows)
         elapsed = round(time.perf_counter() - started, 4)
-        return [s if isinstance(s, Exception) else Located(detections[s[0]][s[1]], queries[s[0]][0].size, rows, elapsed) for s in slots]
+        return [
+            s if isinstance(s, Exception) else Located(detections[s[0]][s[1]], queries[s[0]][0].size, rows, elapsed)
+            for s in slots
+        ]

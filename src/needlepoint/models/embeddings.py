@@ -37,8 +37,8 @@ import json
 import math
 import sys
 import unicodedata
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -48,6 +48,8 @@ from needlepoint.endpoints import pasted_route_advice
 from needlepoint.errors import DataError, RequestError
 from needlepoint.images import base64_jpeg
 from needlepoint.models.http import InvalidAnswer, RetryPolicy, Transport, Unreachable, endpoint, head, load_json
+
+T = TypeVar("T")
 
 __all__ = ["EMBEDDINGS", "TOKENIZE", "Embedder", "EmbeddingError", "ServedEmbedder", "normalise", "tokenize_url"]
 
@@ -136,7 +138,9 @@ def token_count(data: Any, text: str) -> int:
     tokens = data.get("tokens")
     count = data.get("count", len(tokens) if isinstance(tokens, list) else None)
     if "count" not in data and not isinstance(tokens, list):
-        raise InvalidAnswer(f"invalid_response: a /tokenize answer without a count: {str(data)[:200]}", reason="sent no token count")
+        raise InvalidAnswer(
+            f"invalid_response: a /tokenize answer without a count: {str(data)[:200]}", reason="sent no token count"
+        )
     problem = None
     if not isinstance(count, int) or isinstance(count, bool):  # 1.5, true, null, "3"
         problem = f"a token count of {_number(count)}, not a whole number"
@@ -298,18 +302,25 @@ class ServedEmbedder:
         indices: list[Any] = [it.get("index") if isinstance(it, dict) else None for it in items]
         if all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
             if sorted(indices) != list(range(expected)):
-                raise InvalidAnswer(f"invalid_response: vector indices {indices[:10]} for {expected} inputs", reason="sent bad indices")
+                raise InvalidAnswer(
+                    f"invalid_response: vector indices {indices[:10]} for {expected} inputs", reason="sent bad indices"
+                )
             items = [items[k] for k in sorted(range(expected), key=lambda k: indices[k])]
         elif any(i is not None for i in indices):
-            raise InvalidAnswer(f"invalid_response: vector indices {indices[:10]} are not whole numbers", reason="sent bad indices")
+            raise InvalidAnswer(
+                f"invalid_response: vector indices {indices[:10]} are not whole numbers", reason="sent bad indices"
+            )
         vectors = [_vector(it, f"vector {k}" if expected > 1 else "the vector") for k, it in enumerate(items)]
         lengths = sorted({len(v) for v in vectors})
         if len(lengths) > 1:
-            raise InvalidAnswer(f"invalid_response: ragged vectors of {' and '.join(map(str, lengths))} numbers in one answer",
-                                reason="sent ragged vectors")  # fmt: skip
+            raise InvalidAnswer(
+                f"invalid_response: ragged vectors of {' and '.join(map(str, lengths))} numbers in one answer",
+                reason="sent ragged vectors",
+            )
         if self.dim is not None and lengths[0] != self.dim:
             raise InvalidAnswer(
-                f"invalid_response: vector of {lengths[0]} numbers where {self._dim_from} had {self.dim}", reason="sent vectors of another size"
+                f"invalid_response: vector of {lengths[0]} numbers where {self._dim_from} had {self.dim}",
+                reason="sent vectors of another size",
             )
         self.dim = lengths[0]
         if not self._zero_warned and any(not any(v) for v in vectors):
@@ -325,14 +336,16 @@ class ServedEmbedder:
         payload: dict[str, Any] = {"model": self.name, "input": texts, "encoding_format": "float"}
         if self.truncate_prompt_tokens is not None:
             payload["truncate_prompt_tokens"] = self.truncate_prompt_tokens
-        vectors: list[list[float]] = await self._post(_embeddings_url, EMBEDDINGS, payload, lambda d: self._vectors(d, len(texts), "a text"))
+        vectors: list[list[float]] = await self._post(
+            _embeddings_url, EMBEDDINGS, payload, lambda d: self._vectors(d, len(texts), "a text")
+        )
         return vectors
 
     async def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """Embeddings of texts (each distinct text once), in batches of `batch_size`, concurrently."""
         unique = list(dict.fromkeys(texts))
         batches = [unique[i : i + self.batch_size] for i in range(0, len(unique), self.batch_size)]
-        got = await _all([self._embed_batch(b) for b in batches])
+        got = await gather_all([self._embed_batch(b) for b in batches])
         by_text = {t: v for batch, vecs in zip(batches, got) for t, v in zip(batch, vecs)}
         return normalise([by_text[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
 
@@ -344,13 +357,15 @@ class ServedEmbedder:
             "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}],
             "encoding_format": "float",
         }
-        vectors: list[list[float]] = await self._post(_embeddings_url, EMBEDDINGS, payload, lambda d: self._vectors(d, 1, f"image {ref.key}"))
+        vectors: list[list[float]] = await self._post(
+            _embeddings_url, EMBEDDINGS, payload, lambda d: self._vectors(d, 1, f"image {ref.key}")
+        )
         return vectors[0]
 
     async def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
         """Embeddings of images, one request each, concurrently (each distinct image once)."""
         unique = list(dict.fromkeys(images))
-        got = await _all([self._embed_image(im) for im in unique])
+        got = await gather_all([self._embed_image(im) for im in unique])
         by_ref = dict(zip(unique, got))
         return normalise([by_ref[im] for im in images]) if images else np.zeros((0, 0), dtype=np.float32)
 
@@ -362,14 +377,14 @@ class ServedEmbedder:
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Token counts without special tokens, one `/tokenize` request per distinct non-empty text."""
         unique = [t for t in dict.fromkeys(texts) if t]
-        counts = dict(zip(unique, await _all([self._count(t) for t in unique])))
+        counts = dict(zip(unique, await gather_all([self._count(t) for t in unique])))
         counts[""] = 0
         return [counts[t] for t in texts]
 
 
-async def _all(coros: Sequence[Any]) -> list[Any]:
-    """Await every coroutine; on the first failure cancel the rest and raise it."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
+async def gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:
+    """Await every call; on the first failure cancel the rest (their answers never came) and raise it."""
+    tasks = [asyncio.ensure_future(c) for c in calls]
     try:
         return list(await asyncio.gather(*tasks))
     except BaseException:

@@ -35,9 +35,17 @@ from needlepoint.errors import RequestError
 from needlepoint.redact import redact_url, scrub, url_secrets
 
 __all__ = [
-    "Answered", "Endpoint", "InvalidAnswer", "RetryPolicy", "Transport", "Unreachable", "classify_rejection",
-    "endpoint", "load_json", "retry_after_s",
-]  # fmt: skip
+    "Answered",
+    "Endpoint",
+    "InvalidAnswer",
+    "RetryPolicy",
+    "Transport",
+    "Unreachable",
+    "classify_rejection",
+    "endpoint",
+    "load_json",
+    "retry_after_s",
+]
 
 T = TypeVar("T")
 

@@ -40,10 +40,23 @@ from needlepoint.text import writable
 
 # Re-exported: the policy, the rejection classes and URL helpers live in the HTTP layer.
 __all__ = [
-    "CHAT", "DATA_URL_PREFIX", "ClientSettings", "KNOWN_BODY_KEYS", "NEUTRAL_SAMPLING", "OpenAICompatModel", "RetryPolicy", "chat_reply",
-    "classify_rejection", "endpoint", "message_payload", "request_body", "retry_after_s", "sampling_params",
-    "unknown_body_keys", "with_neutral_sampling",
-]  # fmt: skip
+    "CHAT",
+    "DATA_URL_PREFIX",
+    "ClientSettings",
+    "KNOWN_BODY_KEYS",
+    "NEUTRAL_SAMPLING",
+    "OpenAICompatModel",
+    "RetryPolicy",
+    "chat_reply",
+    "classify_rejection",
+    "endpoint",
+    "message_payload",
+    "request_body",
+    "retry_after_s",
+    "sampling_params",
+    "unknown_body_keys",
+    "with_neutral_sampling",
+]
 
 CHAT = "chat"  # the lane of chat requests (their bound in flight, the wait note)
 
@@ -64,24 +77,81 @@ class ClientSettings:
 KNOWN_BODY_KEYS = frozenset(
     {
         # OpenAI chat completions
-        "model", "messages", "temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "n",
-        "stop", "stream", "stream_options", "presence_penalty", "frequency_penalty", "logit_bias",
-        "logprobs", "top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls",
-        "user", "service_tier", "store", "metadata", "modalities", "prediction", "audio",
-        "reasoning_effort", "web_search_options", "functions", "function_call",
+        "model",
+        "messages",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "max_completion_tokens",
+        "seed",
+        "n",
+        "stop",
+        "stream",
+        "stream_options",
+        "presence_penalty",
+        "frequency_penalty",
+        "logit_bias",
+        "logprobs",
+        "top_logprobs",
+        "response_format",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "user",
+        "service_tier",
+        "store",
+        "metadata",
+        "modalities",
+        "prediction",
+        "audio",
+        "reasoning_effort",
+        "web_search_options",
+        "functions",
+        "function_call",
         # vLLM sampling parameters and chat extras
-        "top_k", "min_p", "repetition_penalty", "length_penalty", "best_of", "use_beam_search",
-        "stop_token_ids", "include_stop_str_in_output", "ignore_eos", "min_tokens",
-        "skip_special_tokens", "spaces_between_special_tokens", "truncate_prompt_tokens",
-        "prompt_logprobs", "allowed_token_ids", "bad_words", "echo", "add_generation_prompt",
-        "continue_final_message", "add_special_tokens", "documents", "chat_template",
-        "chat_template_kwargs", "mm_processor_kwargs", "guided_json", "guided_regex", "guided_choice",
-        "guided_grammar", "guided_decoding_backend", "guided_whitespace_pattern", "structural_tag",
-        "structured_outputs", "priority", "request_id", "logits_processors", "vllm_xargs",
-        "return_tokens_as_token_ids", "return_token_ids", "cache_salt", "kv_transfer_params",
+        "top_k",
+        "min_p",
+        "repetition_penalty",
+        "length_penalty",
+        "best_of",
+        "use_beam_search",
+        "stop_token_ids",
+        "include_stop_str_in_output",
+        "ignore_eos",
+        "min_tokens",
+        "skip_special_tokens",
+        "spaces_between_special_tokens",
+        "truncate_prompt_tokens",
+        "prompt_logprobs",
+        "allowed_token_ids",
+        "bad_words",
+        "echo",
+        "add_generation_prompt",
+        "continue_final_message",
+        "add_special_tokens",
+        "documents",
+        "chat_template",
+        "chat_template_kwargs",
+        "mm_processor_kwargs",
+        "guided_json",
+        "guided_regex",
+        "guided_choice",
+        "guided_grammar",
+        "guided_decoding_backend",
+        "guided_whitespace_pattern",
+        "structural_tag",
+        "structured_outputs",
+        "priority",
+        "request_id",
+        "logits_processors",
+        "vllm_xargs",
+        "return_tokens_as_token_ids",
+        "return_token_ids",
+        "cache_salt",
+        "kv_transfer_params",
         "thinking_token_budget",
     }
-)  # fmt: skip
+)
 
 # What `--neutral-sampling` sends for the settings a benchmark's authors left to the server: the
 # values that leave the model's distribution as it is (vLLM otherwise applies the model's
@@ -273,7 +343,9 @@ class OpenAICompatModel:
                 raise DataError(f"cannot reach {ep.label} ({exc}); start the server or fix {self.flag}") from None
             if code in (401, 403):
                 if self._has_key:
-                    raise DataError(f"{ep.label} refused the API key (HTTP {code}); pass the right key with --api-key or $OPENAI_API_KEY")
+                    raise DataError(
+                        f"{ep.label} refused the API key (HTTP {code}); pass the right key with --api-key or $OPENAI_API_KEY"
+                    )
                 raise DataError(f"{ep.label} wants an API key (HTTP {code}); pass it with --api-key or set $OPENAI_API_KEY")
             if code == 404 and not urlsplit(ep.base).path.rstrip("/").endswith("/v1"):
                 raise DataError(self._not_found(ep))
@@ -313,9 +385,13 @@ class OpenAICompatModel:
             got = await self.transport.post(_chat_url, body, chat_reply, CHAT, generation.timeout_s)
         except RequestError as exc:
             return Reply(
-                error=str(exc), error_kind=exc.kind, attempts=exc.attempts, latency_s=time.perf_counter() - start,
-                request_bytes=len(body), endpoint=exc.endpoint,
-            )  # fmt: skip
+                error=str(exc),
+                error_kind=exc.kind,
+                attempts=exc.attempts,
+                latency_s=time.perf_counter() - start,
+                request_bytes=len(body),
+                endpoint=exc.endpoint,
+            )
         reply = got.value
         reply.latency_s = time.perf_counter() - start
         reply.attempts = got.attempts
@@ -339,9 +415,11 @@ def chat_reply(raw: bytes) -> Reply:
     usage = data.get("usage")
     finish = choice.get("finish_reason") if isinstance(choice, dict) else None
     return Reply(
-        text=writable(text), finish_reason=finish if isinstance(finish, str) else None,
-        usage=usage if isinstance(usage, dict) else None, reasoning=None if reasoning is None else writable(reasoning),
-    )  # fmt: skip
+        text=writable(text),
+        finish_reason=finish if isinstance(finish, str) else None,
+        usage=usage if isinstance(usage, dict) else None,
+        reasoning=None if reasoning is None else writable(reasoning),
+    )
 
 
 def _model_ids(raw: bytes) -> list[str] | None:

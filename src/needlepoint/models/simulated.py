@@ -35,8 +35,13 @@ EMBED_DIM = 64
 _WORD = re.compile(r"[a-z0-9]+")
 # Words that say nothing about a piece: left out of the simulated text vectors.
 _STOP = frozenset("a an the of is was are in on at to and or what which how many does do did summarize".split())
-COLOUR_NAMES = {"red": (220, 30, 30), "green": (30, 180, 30), "blue": (30, 30, 220), "yellow": (230, 210, 30),
-                "grey": (128, 128, 128)}  # fmt: skip
+COLOUR_NAMES = {
+    "red": (220, 30, 30),
+    "green": (30, 180, 30),
+    "blue": (30, 30, 220),
+    "yellow": (230, 210, 30),
+    "grey": (128, 128, 128),
+}
 
 ScriptReply = str | Mapping[str, Any]
 """A scripted answer: its text, or {"text": ..., "finish_reason": ..., "reasoning": ...,

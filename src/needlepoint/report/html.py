@@ -35,7 +35,7 @@ from needlepoint.files import (  # write_atomic re-exported: the report modules 
     json_text,
     write_atomic,
 )
-from needlepoint.numbers import is_box
+from needlepoint.numeric import is_box
 from needlepoint.redact import is_credential_name, redact_url, scrub
 from needlepoint.report.assets import CSS, JS
 from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
@@ -90,7 +90,8 @@ def table_html(table: Table, cls: str = "metrics") -> str:
     rows = []
     for row in table.rows:
         cells = "".join(
-            f'<td class="num">{esc(format_cell(v))}</td>' if _is_number(v) or v is None else f"<td>{esc(format_cell(v))}</td>" for v in row
+            f'<td class="num">{esc(format_cell(v))}</td>' if _is_number(v) or v is None else f"<td>{esc(format_cell(v))}</td>"
+            for v in row
         )
         rows.append(f"<tr>{cells}</tr>")
     return (
@@ -195,7 +196,9 @@ def overlay_boxes(image: ReportImage, is_grouped: bool) -> list[list[Any]]:
             continue
         x1, x2 = sorted((float(b.box[0]), float(b.box[2])))
         y1, y2 = sorted((float(b.box[1]), float(b.box[3])))
-        out.append([round(x1, 1), round(y1, 1), round(x2, 1), round(y2, 1), box_colour(b.kind, b.group, is_grouped), int(b.kind != "gt")])
+        out.append(
+            [round(x1, 1), round(y1, 1), round(x2, 1), round(y2, 1), box_colour(b.kind, b.group, is_grouped), int(b.kind != "gt")]
+        )
     return out
 
 
@@ -228,7 +231,9 @@ def sent_view(record: dict[str, Any] | None, thumb_of: dict[str, str]) -> list[l
             if not isinstance(m, dict):
                 continue
             content = m.get("content")
-            content = [{"type": "text", "text": content}] if isinstance(content, str) else content if isinstance(content, list) else []
+            content = (
+                [{"type": "text", "text": content}] if isinstance(content, str) else content if isinstance(content, list) else []
+            )
             parts = [p for part in content if (p := _sent_part(part, thumb_of)) is not None]
             messages.append([str(m.get("role") or ""), parts])
         role = str(turn.get("role") or "model")
@@ -238,8 +243,12 @@ def sent_view(record: dict[str, Any] | None, thumb_of: dict[str, str]) -> list[l
 
 
 def sample_blob(
-    bench_name: str, items: Sequence[ReportItem], thumbs: dict[str, tuple[int, int] | None], is_grouped: bool,
-    reasoning: dict[str, str] | None = None, records: Sequence[dict[str, Any]] = (),
+    bench_name: str,
+    items: Sequence[ReportItem],
+    thumbs: dict[str, tuple[int, int] | None],
+    is_grouped: bool,
+    reasoning: dict[str, str] | None = None,
+    records: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The JSON the page's script renders (short keys: 2,000 samples stay a few MB at most);
     `reasoning` by sample id is shown folded under the answer. From `records` (by id): a failed
@@ -369,7 +378,9 @@ def _config_section(header: dict[str, Any], metrics: dict[str, Any]) -> str:
         cells.append(f"<div><dt>{esc(k)}</dt><dd>{esc(text)}</dd></div>")
     ident = json.dumps(_obj(head.get("identity")), indent=2, ensure_ascii=False)
     return (
-        '<h2 id="config">Configuration</h2>\n<dl class="config">' + "".join(cells) + "</dl>\n"
+        '<h2 id="config">Configuration</h2>\n<dl class="config">'
+        + "".join(cells)
+        + "</dl>\n"
         + _endpoints_table(head)
         + f'<details><summary>run identity (what must match for a run to resume)</summary><pre class="json">{esc(ident)}</pre></details>'
     )

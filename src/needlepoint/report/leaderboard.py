@@ -30,7 +30,20 @@ from needlepoint.report.html import esc, page, write_atomic
 from needlepoint.report.published import published_notes, published_rows
 from needlepoint.store import HEADER, METRICS
 
-__all__ = ["Board", "BoardRow", "Run", "build_boards", "discover", "find_run", "layout", "main", "pct", "progress_mark", "read_run", "write_leaderboard"]
+__all__ = [
+    "Board",
+    "BoardRow",
+    "Run",
+    "build_boards",
+    "discover",
+    "find_run",
+    "layout",
+    "main",
+    "pct",
+    "progress_mark",
+    "read_run",
+    "write_leaderboard",
+]
 
 DEFAULT_OUT = Path("leaderboard")
 RUN_FILE_BYTES = 256 << 20  # run.json and metrics.json are kilobytes; more is no run's file
@@ -100,7 +113,9 @@ def discover(path: Path) -> tuple[list[Path], list[str]]:
             continue
         shard = (header.get("identity") or {}).get("shard") if isinstance(header.get("identity"), dict) else None
         if shard:  # a part of a run: its merge stands for the whole (docs/scale-out.md)
-            skipped.append(f"{run_dir}: shard {shard} of a run, not the whole (report the folder `needlepoint merge` wrote, or name it to include it)")
+            skipped.append(
+                f"{run_dir}: shard {shard} of a run, not the whole (report the folder `needlepoint merge` wrote, or name it to include it)"
+            )
             continue
         probe = Run(run_dir, header, {})
         groups.setdefault((probe.benchmark, probe.model, configuration(header)), []).append((run_dir, header))
@@ -109,7 +124,9 @@ def discover(path: Path) -> tuple[list[Path], list[str]]:
         best, _ = max(groups[key], key=lambda found: _preference(*found))
         runs.append(best)
         skipped += [
-            f"{d}: another run of the same configuration beside {best} ({_state(h)}; name it to include it)" for d, h in groups[key] if d != best
+            f"{d}: another run of the same configuration beside {best} ({_state(h)}; name it to include it)"
+            for d, h in groups[key]
+            if d != best
         ]
     return runs, skipped
 
@@ -343,7 +360,9 @@ def main(ns: Namespace) -> int:
     for line in skipped:
         print(f"skipped {line}", file=sys.stderr)
     if not runs:
-        raise DataError(f"no finished run found in {', '.join(map(str, ns.runs))}; pass run folders written by `needlepoint eval`")
+        raise DataError(
+            f"no finished run found in {', '.join(map(str, ns.runs))}; pass run folders written by `needlepoint eval`"
+        )
     incomplete = [r for r in runs if progress_mark(r)]
     boards = build_boards(runs, with_published=ns.with_published)
     print_boards(boards)

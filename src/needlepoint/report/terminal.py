@@ -26,7 +26,10 @@ def _header(name: str, width: int = 0) -> str:
 
 def natural_width(table: Table) -> int:
     """The width of `table` with every column name and cell on one line (one space between columns)."""
-    widths = [max([len(name)] + [len(format_cell(row[i])) for row in table.rows if i < len(row)]) for i, name in enumerate(table.columns)]
+    widths = [
+        max([len(name)] + [len(format_cell(row[i])) for row in table.rows if i < len(row)])
+        for i, name in enumerate(table.columns)
+    ]
     return sum(widths) + len(widths) - 1
 
 

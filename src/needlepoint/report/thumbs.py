@@ -112,7 +112,7 @@ def _draw_job(folder: str, key: str, data: bytes | Path, image_key: str, copy: b
     try:
         jpeg, size = make_thumbnail(data, image_key, copy)
         write_atomic(Path(folder) / file_name(key, size), jpeg)
-    except Exception:  # noqa: BLE001 - an unreadable image must not cost the report
+    except Exception:  # an unreadable image must not cost the report
         return None
     return size
 
@@ -175,7 +175,7 @@ class DrawingProcesses(Executor):
             )
             code = "from needlepoint.report.thumbs import serve_drawing; serve_drawing()"
             proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-        except Exception:  # noqa: BLE001 - no worker: this thread draws itself
+        except Exception:  # no worker: this thread draws itself
             proc = None
         try:
             while (item := self._jobs.get()) is not None:
@@ -188,7 +188,7 @@ class DrawingProcesses(Executor):
                         assert proc.stdin is not None and proc.stdout is not None
                         _send(proc.stdin, pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL))
                         result = pickle.loads(_receive(proc.stdout))
-                    except Exception:  # noqa: BLE001 - the worker died: draw here from now on
+                    except Exception:  # the worker died: draw here from now on
                         proc.kill()
                         proc = None
                 if proc is None:
@@ -295,7 +295,7 @@ class Thumbnails:
                 data: bytes | Path | None = peek() if peek is not None else read_small_image(ref) or ref.path
             else:
                 data = read_small_image(ref) or ref.path
-        except Exception:  # noqa: BLE001 - an unreadable image is drawn as missing
+        except Exception:  # an unreadable image is drawn as missing
             data = None
         if data is None:
             if not draft:
@@ -435,5 +435,5 @@ class Drafter:
             for it in self._items_of(samples, records):
                 for im in it.images:
                     self.thumbnails.submit(im, draft=True)
-        except Exception:  # noqa: BLE001 - drafts are an optimisation: the report draws what is missing
+        except Exception:  # drafts are an optimisation: the report draws what is missing
             pass

@@ -82,10 +82,15 @@ def reply_turn(reply: Reply, role: str, model: str) -> dict[str, Any]:
 def reply_from_turn(turn: Mapping[str, Any]) -> Reply:
     """The Reply an answered turn recorded (a call answered from the sample's cache)."""
     return Reply(
-        text=str(turn.get("reply") or ""), finish_reason=turn.get("finish_reason"), usage=turn.get("usage"),
-        latency_s=float(turn.get("latency_s") or 0.0), attempts=int(turn.get("attempts") or 1),
-        request_bytes=int(turn.get("request_bytes") or 0), reasoning=turn.get("reasoning"), endpoint=turn.get("endpoint"),
-    )  # fmt: skip
+        text=str(turn.get("reply") or ""),
+        finish_reason=turn.get("finish_reason"),
+        usage=turn.get("usage"),
+        latency_s=float(turn.get("latency_s") or 0.0),
+        attempts=int(turn.get("attempts") or 1),
+        request_bytes=int(turn.get("request_bytes") or 0),
+        reasoning=turn.get("reasoning"),
+        endpoint=turn.get("endpoint"),
+    )
 
 
 class SolveContext:
@@ -145,9 +150,12 @@ class SolveContext:
         self.notes.update(fields)
 
     async def complete(
-        self, conversation: Conversation, generation: Generation | None = None, role: str = MAIN,
+        self,
+        conversation: Conversation,
+        generation: Generation | None = None,
+        role: str = MAIN,
         about: Mapping[str, Any] | None = None,
-    ) -> Reply:  # fmt: skip
+    ) -> Reply:
         """Ask the model of `role`; the reply (or its failure) is recorded as a turn. `about`
         (JSON-ready) says what the call was for, e.g. the phrase a localizer was asked to box;
         it is kept in the turn under "about" and shown in the report."""
@@ -199,9 +207,12 @@ class SolveContext:
         return result
 
     async def tool(
-        self, name: str, call: Callable[[], Awaitable[T]], summary: Callable[[T], Any] | None = None,
+        self,
+        name: str,
+        call: Callable[[], Awaitable[T]],
+        summary: Callable[[T], Any] | None = None,
         about: Mapping[str, Any] | None = None,
-    ) -> T:  # fmt: skip
+    ) -> T:
         """Await a tool call, recording its latency and result summary (`summary(result)`, JSON-ready)
         or its failure: a ToolError (or any exception with a `kind` of status.REQUEST_FAILURES, as
         the embedding client raises) is recorded with that kind and raised again. `about` as for
@@ -226,9 +237,13 @@ class SolveContext:
         return result
 
     async def tool_sync(
-        self, name: str, fn: Callable[..., T], *args: Any, summary: Callable[[T], Any] | None = None,
+        self,
+        name: str,
+        fn: Callable[..., T],
+        *args: Any,
+        summary: Callable[[T], Any] | None = None,
         about: Mapping[str, Any] | None = None,
-    ) -> T:  # fmt: skip
+    ) -> T:
         """`tool` for blocking work (a detector's forward pass, a local embedding model): `fn(*args)`
         runs in a worker thread, so that the other samples' requests keep flowing."""
         loop = asyncio.get_running_loop()

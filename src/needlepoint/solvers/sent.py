@@ -61,8 +61,14 @@ def describe_image(ref: ImageRef, reencode: bool = False) -> dict[str, Any]:
         width, height = decode_rgb(sent, ref.key).size
     else:
         width, height = head[0], head[1]
-    got = {"type": "image", "path": ref.key, "sha256": hashlib.sha256(data).hexdigest(),
-           "width": int(width), "height": int(height), "bytes": len(sent)}  # fmt: skip
+    got = {
+        "type": "image",
+        "path": ref.key,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "width": int(width),
+        "height": int(height),
+        "bytes": len(sent),
+    }
     with _lock:
         _cache[key] = got
         while len(_cache) > _MAX_ITEMS:

@@ -34,12 +34,24 @@ BENCHMARK = Declaration(
         PublishedTable(
             "published_data/mc-bench_table2.csv",
             "MC-Bench paper, Table 2",
-            {"method": "model", "acc_ref": "Acc^ref", "acc_com": "Acc^com", "acc_rea": "Acc^rea", "acc": "Acc",
-             "ap50_ref": "AP50^ref", "ap50_com": "AP50^com", "ap50_rea": "AP50^rea", "ap50": "AP50"},
+            {
+                "method": "model",
+                "acc_ref": "Acc^ref",
+                "acc_com": "Acc^com",
+                "acc_rea": "Acc^rea",
+                "acc": "Acc",
+                "ap50_ref": "AP50^ref",
+                "ap50_com": "AP50^com",
+                "ap50_rea": "AP50^rea",
+                "ap50": "AP50",
+            },
         ),
     ),
     builders=(
-        Builder("mc_bench_sft", "needlepoint.benchmarks.mc_bench.sft.command",
-                "MC-Bench-style multi-image grounding training data from COCO-format detection sets"),
+        Builder(
+            "mc_bench_sft",
+            "needlepoint.benchmarks.mc_bench.sft.command",
+            "MC-Bench-style multi-image grounding training data from COCO-format detection sets",
+        ),
     ),
-)  # fmt: skip
+)

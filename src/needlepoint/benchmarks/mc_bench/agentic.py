@@ -81,8 +81,18 @@ LOCALIZER_PROMPT = (
     'Answer with JSON only: {"bbox_2d": [x1, y1, x2, y2]}'
 )
 
-PHRASE_KEYS = ("phrase", "referring_phrase", "referring_expression", "expression", "description", "text",
-               "label", "name", "object", "caption")  # fmt: skip
+PHRASE_KEYS = (
+    "phrase",
+    "referring_phrase",
+    "referring_expression",
+    "expression",
+    "description",
+    "text",
+    "label",
+    "name",
+    "object",
+    "caption",
+)
 LIST_KEYS = ("targets", "instances", "objects", "items", "phrases", "answer", "results", "predictions")
 _NOTHING = re.compile(
     r"(none|nothing|n/?a|null|-|no( matching)?( match(es)?| targets?| objects?| instances?)?)\.?", re.IGNORECASE
@@ -234,8 +244,15 @@ def assemble_answer(
         if box is None:
             continue
         score = 1.0 if scores is None else float(scores[i])
-        out.append({"image": target["image"], "group": target["group"], "bbox": [float(v) for v in box],
-                    "score": score, "phrase": target["phrase"]})  # fmt: skip
+        out.append(
+            {
+                "image": target["image"],
+                "group": target["group"],
+                "bbox": [float(v) for v in box],
+                "score": score,
+                "phrase": target["phrase"],
+            }
+        )
     return Parsed(answer=out)
 
 

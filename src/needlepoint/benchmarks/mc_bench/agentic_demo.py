@@ -26,8 +26,12 @@ MISTAKES = {3: "prose", 6: "wrong_group", 8: "missed_image", 11: "named_on_negat
 
 def _norm(box: list[float], size: tuple[float, float], shift: float = 0.0) -> list[int]:
     w, h = size
-    return [round((box[0] + shift) / w * 1000), round((box[1] + shift) / h * 1000),
-            round((box[2] + shift) / w * 1000), round((box[3] + shift) / h * 1000)]  # fmt: skip
+    return [
+        round((box[0] + shift) / w * 1000),
+        round((box[1] + shift) / h * 1000),
+        round((box[2] + shift) / w * 1000),
+        round((box[3] + shift) / h * 1000),
+    ]
 
 
 def agentic_script(data: Path) -> dict[str, list[Any]]:
@@ -49,7 +53,9 @@ def agentic_script(data: Path) -> dict[str, list[Any]]:
                 continue
             for k, b in enumerate(boxes):
                 group = 3 - b.category_id if mistake == "wrong_group" and b.category_id in (1, 2) else b.category_id
-                located.append((Target(image=position, group=group, phrase=f"shape {k + 1} in image {position + 1}"), xywh_to_xyxy(b.bbox)))
+                located.append(
+                    (Target(image=position, group=group, phrase=f"shape {k + 1} in image {position + 1}"), xywh_to_xyxy(b.bbox))
+                )
         if mistake == "named_on_negative":
             w, h = sample.geometry.sizes[0]
             located.append((Target(image=0, group=1, phrase="the odd shape in the corner"), [0.0, 0.0, w / 4, h / 4]))

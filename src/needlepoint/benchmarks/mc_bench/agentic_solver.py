@@ -29,7 +29,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from needlepoint import numbers, status
+from needlepoint import numeric, status
 from needlepoint.benchmarks.base import Parsed
 from needlepoint.benchmarks.mc_bench.agentic import (
     LOCALIZER_PROMPT,
@@ -79,21 +79,41 @@ class AgenticSolver:
 
     name = "agentic"
     options: tuple[Option, ...] = (
-        Option("--localizer", "what boxes the reasoner's phrases: vlm:MODEL (a served grounding VLM, with --localizer-url "
-               "and --box-format its box convention) or detector:PATH_OR_HF_ID (Grounding DINO, OWLv2, OWL-ViT; needs "
-               "pip install -e '.[agentic]')", metavar="vlm:MODEL|detector:PATH"),
-        Option("--localizer-url", "vlm: the localizer's base URL (repeat to spread over servers; may be the --api-url); "
-               f"its API key comes from ${LOCALIZER_KEY_ENV} or $OPENAI_API_KEY", metavar="URL", repeat=True),
-        Option("--localizer-concurrency", "vlm: requests in flight per localizer endpoint (default 32)", type=int,
-               metavar="N"),
-        Option("--localizer-device", "detector: where the detector runs (default: the GPU when there is one)",
-               choices=("cuda", "cpu"), metavar="cuda|cpu"),
-        Option("--detector-threshold", "detector: the least score of a kept box (default 0.05, the paper's)",
-               type=float, metavar="SCORE"),
-        Option("--max-phrases", f"most instances the reasoner may name for one sample (default {DEFAULT_MAX_PHRASES}); a reply "
-               "naming more is a parse error (too_many_phrases) with a repair turn, and costs no localizer call",
-               type=int, metavar="N"),
-    )  # fmt: skip
+        Option(
+            "--localizer",
+            "what boxes the reasoner's phrases: vlm:MODEL (a served grounding VLM, with --localizer-url "
+            "and --box-format its box convention) or detector:PATH_OR_HF_ID (Grounding DINO, OWLv2, OWL-ViT; needs "
+            "pip install -e '.[agentic]')",
+            metavar="vlm:MODEL|detector:PATH",
+        ),
+        Option(
+            "--localizer-url",
+            "vlm: the localizer's base URL (repeat to spread over servers; may be the --api-url); "
+            f"its API key comes from ${LOCALIZER_KEY_ENV} or $OPENAI_API_KEY",
+            metavar="URL",
+            repeat=True,
+        ),
+        Option("--localizer-concurrency", "vlm: requests in flight per localizer endpoint (default 32)", type=int, metavar="N"),
+        Option(
+            "--localizer-device",
+            "detector: where the detector runs (default: the GPU when there is one)",
+            choices=("cuda", "cpu"),
+            metavar="cuda|cpu",
+        ),
+        Option(
+            "--detector-threshold",
+            "detector: the least score of a kept box (default 0.05, the paper's)",
+            type=float,
+            metavar="SCORE",
+        ),
+        Option(
+            "--max-phrases",
+            f"most instances the reasoner may name for one sample (default {DEFAULT_MAX_PHRASES}); a reply "
+            "naming more is a parse error (too_many_phrases) with a repair turn, and costs no localizer call",
+            type=int,
+            metavar="N",
+        ),
+    )
 
     def __init__(
         self,
@@ -127,17 +147,20 @@ class AgenticSolver:
                 "and its own prompt); drop them"
             )
         self.kind, self.ref = kind, ref.strip()
-        numbers.flag("--detector-threshold", detector_threshold, 0.0, maximum=1.0)
-        numbers.whole("--localizer-concurrency", localizer_concurrency, 1)
-        numbers.whole("detector_batch", detector_batch, 1)
-        numbers.whole("--max-phrases", max_phrases, 1)
+        numeric.flag("--detector-threshold", detector_threshold, 0.0, maximum=1.0)
+        numeric.whole("--localizer-concurrency", localizer_concurrency, 1)
+        numeric.whole("detector_batch", detector_batch, 1)
+        numeric.whole("--max-phrases", max_phrases, 1)
         self.max_phrases = DEFAULT_MAX_PHRASES if max_phrases is None else max_phrases
         self.localizer_model: Any = None
         self.detector: Any = None
         urls = [localizer_url] if isinstance(localizer_url, str) else list(localizer_url or [])
         if kind == "vlm":
-            for flag, value in (("--localizer-device", localizer_device), ("--detector-threshold", detector_threshold),
-                                ("detector_batch", detector_batch)):  # fmt: skip
+            for flag, value in (
+                ("--localizer-device", localizer_device),
+                ("--detector-threshold", detector_threshold),
+                ("detector_batch", detector_batch),
+            ):
                 if value is not None:
                     raise DataError(f"{flag} applies to --localizer detector:...; drop it for a vlm: localizer")
             if not urls:
@@ -155,9 +178,14 @@ class AgenticSolver:
             key = os.environ.get(LOCALIZER_KEY_ENV) or os.environ.get("OPENAI_API_KEY") or None
             client = client or ClientSettings()  # the run's retries, waits, re-encoding and byte budget
             self.localizer_model = OpenAICompatModel(
-                self.ref, urls, key, retry=client.retry, reencode_images=client.reencode_images,
-                max_request_bytes=client.max_request_bytes, max_in_flight=localizer_concurrency or 32,
-            )  # fmt: skip
+                self.ref,
+                urls,
+                key,
+                retry=client.retry,
+                reencode_images=client.reencode_images,
+                max_request_bytes=client.max_request_bytes,
+                max_in_flight=localizer_concurrency or 32,
+            )
             self.threshold: float | None = None
         else:
             for flag, vlm_setting in (("--localizer-url", urls or None), ("--localizer-concurrency", localizer_concurrency)):
@@ -273,11 +301,16 @@ class AgenticSolver:
 
         async def one(k: int, target: Target) -> Any:
             return await ctx.tool(
-                DETECTOR_TOOL, lambda: detector.locate(sample.images[target["image"]], target["phrase"]),
-                summary=lambda found: {**found.detection.to_json(), "image_size": list(found.size), "pass_phrases": found.rows,
-                                       "pass_s": found.forward_s},
+                DETECTOR_TOOL,
+                lambda: detector.locate(sample.images[target["image"]], target["phrase"]),
+                summary=lambda found: {
+                    **found.detection.to_json(),
+                    "image_size": list(found.size),
+                    "pass_phrases": found.rows,
+                    "pass_s": found.forward_s,
+                },
                 about=_about(k, target),
-            )  # fmt: skip
+            )
 
         found = await asyncio.gather(*(one(k, t) for k, t in enumerate(targets)))
         notes = [_about(k, t) for k, t in enumerate(targets)]

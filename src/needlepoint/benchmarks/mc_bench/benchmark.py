@@ -72,7 +72,9 @@ class McSample:
     geometry: PairGeometry
 
     def fingerprint(self) -> str:
-        return f"{self.id}|{self.text}|{self.style}|{self.image_ids}|{self.images[0].key}|{self.images[1].key}|{self.geometry.sizes}"
+        return (
+            f"{self.id}|{self.text}|{self.style}|{self.image_ids}|{self.images[0].key}|{self.images[1].key}|{self.geometry.sizes}"
+        )
 
 
 def _merged_loader(left: ImageRef, right: ImageRef, band: int) -> bytes:
@@ -200,7 +202,8 @@ class McBench:
                 path = safe_path(images_root, im.file_name, f"image {image_id}")
                 refs.append(ImageRef(key=im.file_name, path=path, max_side=self.max_image_side))
             sizes = tuple((float(gt.image_by_id[i].width), float(gt.image_by_id[i].height)) for i in s.image_ids)
-            samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), PairGeometry(sizes, BAND, self.max_image_side, self.frame)))  # type: ignore[arg-type]  # a pair: the ground truth holds two images per sample
+            geometry = PairGeometry(sizes, BAND, self.max_image_side, self.frame)  # type: ignore[arg-type]  # a pair: the ground truth holds two images per sample
+            samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), geometry))
         return Dataset(samples, truth=gt)
 
     def generation(self, sample: McSample, base: Generation) -> Generation:
@@ -243,7 +246,9 @@ class McBench:
         metrics["parse_errors"] = parse_errors(records)
         metrics["failures"] = request_failures(records)
         if not results:
-            metrics["notes"] = ["no boxes were predicted: results_coco.json is an empty list (the authors' evaluator crashes on it)"]
+            metrics["notes"] = [
+                "no boxes were predicted: results_coco.json is an empty list (the authors' evaluator crashes on it)"
+            ]
         return metrics
 
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
@@ -261,14 +266,20 @@ class McBench:
     def report_items(self, dataset: Dataset[McSample], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
         gt_boxes: dict[int, list[ReportBox]] = {}
         for b in _truth(dataset).boxes:
-            gt_boxes.setdefault(b.image_id, []).append(ReportBox(xywh_to_xyxy(b.bbox), "gt", b.category_id, f"GT group {b.category_id}"))
+            gt_boxes.setdefault(b.image_id, []).append(
+                ReportBox(xywh_to_xyxy(b.bbox), "gt", b.category_id, f"GT group {b.category_id}")
+            )
         by_id = {s.id: s for s in dataset}
         items = []
         for rec in records:
             s = by_id[rec["id"]]
             images = []
             for position, image_id in enumerate(s.image_ids):
-                preds = [ReportBox(b["bbox"], "pred", b["group"], _pred_label(b)) for b in rec.get("answer") or [] if b["image"] == position]
+                preds = [
+                    ReportBox(b["bbox"], "pred", b["group"], _pred_label(b))
+                    for b in rec.get("answer") or []
+                    if b["image"] == position
+                ]
                 images.append(ReportImage(s.images[position], gt_boxes.get(image_id, []) + preds))
             items.append(
                 ReportItem(
@@ -276,13 +287,17 @@ class McBench:
                     prompt=s.text,
                     answer=replies_text(rec),
                     images=images,
-                    fields={"style": s.style, "GT boxes": sum(len(gt_boxes.get(i, [])) for i in s.image_ids),
-                            "predicted boxes": scores(rec).get("boxes", 0), "predicted groups": scores(rec).get("groups", 0)},
+                    fields={
+                        "style": s.style,
+                        "GT boxes": sum(len(gt_boxes.get(i, [])) for i in s.image_ids),
+                        "predicted boxes": scores(rec).get("boxes", 0),
+                        "predicted groups": scores(rec).get("groups", 0),
+                    },
                     filters={"style": s.style or "unknown"},
                     correct=sample_correct(images),
                     parse_error=report_parse_error(rec),
                 )
-            )  # fmt: skip
+            )
         return items
 
     def export(

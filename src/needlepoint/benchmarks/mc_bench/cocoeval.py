@@ -269,8 +269,14 @@ def _cell_pairs(
 
 
 def _greedy(
-    pd: np.ndarray, pg: np.ndarray, piou: np.ndarray, rank: np.ndarray,
-    g_ign: np.ndarray, crowd: np.ndarray, n_d: int, n_g: int,
+    pd: np.ndarray,
+    pg: np.ndarray,
+    piou: np.ndarray,
+    rank: np.ndarray,
+    g_ign: np.ndarray,
+    crowd: np.ndarray,
+    n_d: int,
+    n_g: int,
 ) -> np.ndarray:
     """evaluateImg's greedy matching for every cell at once; returns each detection's ground truth
     (index) or -1.

@@ -103,7 +103,11 @@ def relabel_groups(gt: GroundTruth, dt: Detections) -> tuple[np.ndarray, int]:
 
 
 def _group_gain(
-    dt: Detections, gtb: GtBoxes, local_group: np.ndarray, n_groups: int, targets: Sequence[int],
+    dt: Detections,
+    gtb: GtBoxes,
+    local_group: np.ndarray,
+    n_groups: int,
+    targets: Sequence[int],
     image_ids: Sequence[int],
 ) -> np.ndarray:
     """(predicted group x GT group) sums of the Hungarian-matched box IoUs over the pair's images."""
@@ -156,7 +160,10 @@ class CorrectedEvaluation:
         merged = match(
             gt.arrays.replace_categories(np.ones(len(gt.boxes), np.int64)),
             self.relabelled.replace_categories(np.ones(len(raw), np.int64)),
-            [im.id for im in gt.images], [1], ("all",), id0_artefact=False,
+            [im.id for im in gt.images],
+            [1],
+            ("all",),
+            id0_artefact=False,
         )
         per_sample_boxes, per_sample_groups, positive = self._per_sample()
         return {
@@ -200,8 +207,12 @@ def evaluate_corrected(gt: GroundTruth, dt: Detections) -> CorrectedEvaluation:
     cats, unassigned = relabel_groups(gt, dt)
     relabelled = dt.replace_categories(cats)
     matched = match(
-        gt.arrays, relabelled, [im.id for im in gt.images], [c for c, _ in gt.categories],
-        ("all", *SIZES), id0_artefact=False,
+        gt.arrays,
+        relabelled,
+        [im.id for im in gt.images],
+        [c for c, _ in gt.categories],
+        ("all", *SIZES),
+        id0_artefact=False,
     )
     return CorrectedEvaluation(gt, dt, relabelled, matched, unassigned)
 

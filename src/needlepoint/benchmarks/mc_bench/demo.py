@@ -56,25 +56,47 @@ def write_release(folder: Path, pairs: int = PAIRS, seed: int = 3) -> tuple[Path
     rng = random.Random(seed)
     images_dir = folder / "mc-bench_images" / "demo"
     images_dir.mkdir(parents=True, exist_ok=True)
-    release: dict[str, Any] = {"info": {"description": "needlepoint demo set"}, "descriptions": [], "images": [], "annotations": [],
-                               "categories": [{"id": k, "name": f"group {k}"} for k in range(1, 8)]}  # fmt: skip
+    release: dict[str, Any] = {
+        "info": {"description": "needlepoint demo set"},
+        "descriptions": [],
+        "images": [],
+        "annotations": [],
+        "categories": [{"id": k, "name": f"group {k}"} for k in range(1, 8)],
+    }
     cases = []
     for i in range(pairs):
         case = _case(i, rng)
         cases.append(case)
         ids = [2 * i, 2 * i + 1]
-        release["descriptions"].append({"id": i, "images_id": ids, "text": case["text"], "positive_sample": not case["negative"],
-                                        "text_style": case["style"]})  # fmt: skip
+        release["descriptions"].append(
+            {
+                "id": i,
+                "images_id": ids,
+                "text": case["text"],
+                "positive_sample": not case["negative"],
+                "text_style": case["style"],
+            }
+        )
         for position, image in enumerate(case["images"]):
             w, h = image["size"]
             name = f"demo/pair{i:03d}_{position}.jpg"
             write_atomic(folder / "mc-bench_images" / name, render(w, h, image["shapes"]))
-            release["images"].append({"id": ids[position], "text_id": i, "inter_img_id": position, "file_name": name, "height": h, "width": w})
+            release["images"].append(
+                {"id": ids[position], "text_id": i, "inter_img_id": position, "file_name": name, "height": h, "width": w}
+            )
             for b, group in image["gt"]:
                 x1, y1, x2, y2 = b
-                release["annotations"].append({"id": len(release["annotations"]), "image_id": ids[position], "text_id": i,
-                                               "category_id": group, "area": (x2 - x1) * (y2 - y1),
-                                               "bbox": [x1, y1, x2 - x1, y2 - y1], "iscrowd": 0})  # fmt: skip
+                release["annotations"].append(
+                    {
+                        "id": len(release["annotations"]),
+                        "image_id": ids[position],
+                        "text_id": i,
+                        "category_id": group,
+                        "area": (x2 - x1) * (y2 - y1),
+                        "bbox": [x1, y1, x2 - x1, y2 - y1],
+                        "iscrowd": 0,
+                    }
+                )
     write_atomic(folder / "mc-bench_v0.2_val.json", json.dumps(release))
     return folder, cases
 

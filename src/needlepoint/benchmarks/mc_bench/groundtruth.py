@@ -20,7 +20,7 @@ from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mc_bench.cocoeval import GtBoxes
 from needlepoint.images import stays_inside
 from needlepoint.jsonl import read_json
-from needlepoint.numbers import is_finite as is_number
+from needlepoint.numeric import is_finite as is_number
 
 STYLES: tuple[str, ...] = ("Referring", "Comparison", "Reasoning")
 _FIX = "use the MC-Bench release file (mc-bench_v0.2_val.json) or MC-Bench_coco_format.json as published"
@@ -123,18 +123,33 @@ class GroundTruth:
         images, annotations = [], []
         for im in self.images:
             s = self.sample_by_id[im.sample_id]
-            images.append({
-                "id": im.id, "file_name": im.file_name, "pair_id": int(s.id), "id_in_pair": im.position + 1,
-                "height": im.height, "width": im.width, "pair_image_id": self.pair_image_id(im.id),
-                "description": s.text,
-            })
+            images.append(
+                {
+                    "id": im.id,
+                    "file_name": im.file_name,
+                    "pair_id": int(s.id),
+                    "id_in_pair": im.position + 1,
+                    "height": im.height,
+                    "width": im.width,
+                    "pair_image_id": self.pair_image_id(im.id),
+                    "description": s.text,
+                }
+            )
         for b in self.boxes:
             s = self.sample_by_id[self.image_by_id[b.image_id].sample_id]
-            annotations.append({
-                "id": b.id, "image_id": b.image_id, "pair_id": int(s.id), "category_id": b.category_id,
-                "area": b.area, "bbox": list(b.bbox), "iscrowd": b.iscrowd,
-                "pair_image_id": self.pair_image_id(b.image_id), "description": s.text,
-            })
+            annotations.append(
+                {
+                    "id": b.id,
+                    "image_id": b.image_id,
+                    "pair_id": int(s.id),
+                    "category_id": b.category_id,
+                    "area": b.area,
+                    "bbox": list(b.bbox),
+                    "iscrowd": b.iscrowd,
+                    "pair_image_id": self.pair_image_id(b.image_id),
+                    "description": s.text,
+                }
+            )
         categories = [{"id": c, "name": n} for c, n in self.categories]
         return {"images": images, "annotations": annotations, "categories": categories}
 
@@ -239,8 +254,6 @@ class _Reader:
         if len({c for c, _ in out}) != len(out):
             self.fail("field 'categories'", "repeats a category id")
         return tuple(out)
-
-
 
 
 def _check_unique(r: _Reader, ids: list[int], what: str) -> None:

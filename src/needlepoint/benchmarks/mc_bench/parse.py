@@ -16,7 +16,7 @@ from needlepoint import status
 from needlepoint.benchmarks.base import Parsed
 from needlepoint.geometry import AbsFrame, BoxFormat, model_frame, to_absolute
 from needlepoint.jsonfind import find_json
-from needlepoint.numbers import is_finite, whole_number
+from needlepoint.numeric import is_finite, whole_number
 
 BOX_KEYS = ("bbox_2d", "bbox", "box", "bbox_xyxy", "coordinates")
 LIST_KEYS = ("boxes", "bboxes", "objects", "instances", "results", "predictions", "answer")

@@ -20,8 +20,8 @@ from needlepoint.benchmarks.mc_bench.official import score_official
 from needlepoint.benchmarks.mc_bench.parse import GROUP_MAX
 from needlepoint.files import json_text, write_atomic
 from needlepoint.jsonl import read_json
-from needlepoint.numbers import integer
-from needlepoint.numbers import is_finite as is_number
+from needlepoint.numeric import integer
+from needlepoint.numeric import is_finite as is_number
 from needlepoint.text import writable
 
 
@@ -111,17 +111,25 @@ def check_results(results: Any, source: str = "the results") -> list[dict[str, A
             raise DataError(f"{where} has image_id {_shown(r.get('image_id'))}, which is not an integer; fix or drop that entry")
         if "category_id" not in r:
             raise DataError(f"{where} has no category_id (its group, 1..{GROUP_MAX}); fix or drop that entry")
-        integer(r["category_id"], where, "category_id (the group)", "groups are numbered from 1; fix or drop that entry", 1, GROUP_MAX)
+        integer(
+            r["category_id"], where, "category_id (the group)", "groups are numbered from 1; fix or drop that entry", 1, GROUP_MAX
+        )
         bbox = r.get("bbox")
         if not isinstance(bbox, (list, tuple)) or len(bbox) != 4 or not all(is_number(v) for v in bbox):
-            raise DataError(f"{where} has bbox {_shown(bbox)}, which is not four finite numbers [x, y, w, h]; fix or drop that entry")
+            raise DataError(
+                f"{where} has bbox {_shown(bbox)}, which is not four finite numbers [x, y, w, h]; fix or drop that entry"
+            )
         score = r.get("score", 1.0)
         if not is_number(score):
             raise DataError(f"{where} has score {_shown(score)}, which is not a finite number; fix it or leave it out (1.0)")
-        out.append({
-            "image_id": int(r["image_id"]), "category_id": int(r["category_id"]),
-            "bbox": [_plain(v) for v in bbox], "score": _plain(score),
-        })
+        out.append(
+            {
+                "image_id": int(r["image_id"]),
+                "category_id": int(r["category_id"]),
+                "bbox": [_plain(v) for v in bbox],
+                "score": _plain(score),
+            }
+        )
     return out
 
 
@@ -162,5 +170,3 @@ def _is_int(v: Any) -> bool:
     if isinstance(v, float):
         return v.is_integer() and -(2**63) <= v < 2**63
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and bool(-(2**63) <= v < 2**63)
-
-

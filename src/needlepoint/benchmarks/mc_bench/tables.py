@@ -39,13 +39,27 @@ def mc_tables(metrics: dict[str, Any]) -> list[Table]:
     sizes = a.get("ap50_by_size", {})
     extra = Table(
         "MC-Bench analyses (corrected protocol)",
-        ["group-agnostic AP50 %", "AP50 small %", "AP50 medium %", "AP50 large %", "groups / positive", "boxes / sample", "boxes / negative"],
-        [[
-            percent(a.get("group_agnostic_ap50")), percent(sizes.get("small")), percent(sizes.get("medium")), percent(sizes.get("large")),
-            _round(a.get("mean_groups_per_positive_sample")), _round(a.get("mean_boxes_per_sample")),
-            _round(a.get("mean_boxes_per_negative_sample")),
-        ]],
-    )  # fmt: skip
+        [
+            "group-agnostic AP50 %",
+            "AP50 small %",
+            "AP50 medium %",
+            "AP50 large %",
+            "groups / positive",
+            "boxes / sample",
+            "boxes / negative",
+        ],
+        [
+            [
+                percent(a.get("group_agnostic_ap50")),
+                percent(sizes.get("small")),
+                percent(sizes.get("medium")),
+                percent(sizes.get("large")),
+                _round(a.get("mean_groups_per_positive_sample")),
+                _round(a.get("mean_boxes_per_sample")),
+                _round(a.get("mean_boxes_per_negative_sample")),
+            ]
+        ],
+    )
     tables = [main, extra]
     regrouping = official.get("regrouping")
     notes = []

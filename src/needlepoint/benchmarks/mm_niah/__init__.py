@@ -43,6 +43,8 @@ BENCHMARK = Declaration(
         ),
     ),
     builders=(
-        Builder("mm_niah", "needlepoint.benchmarks.mm_niah.build.cli", "MM-NIAH haystacks from an interleaved corpus (OBELICS format)"),
+        Builder(
+            "mm_niah", "needlepoint.benchmarks.mm_niah.build.cli", "MM-NIAH haystacks from an interleaved corpus (OBELICS format)"
+        ),
     ),
-)  # fmt: skip
+)

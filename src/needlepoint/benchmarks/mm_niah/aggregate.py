@@ -22,7 +22,7 @@ import numpy as np
 
 from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_EDGES, CONTEXT_RANGES, EXTENDED_EDGES, EXTENDED_RANGES, TASKS
-from needlepoint.numbers import finite, size
+from needlepoint.numeric import finite, size
 
 DEPTH_STEP = 0.2
 DEPTH_BINS = 5
@@ -81,9 +81,7 @@ def _task_metrics(rows: list[Mapping[str, Any]], task: str, edges: tuple[int, ..
         y = checked_depth_bin(row.get("placed_depth"), where)
         score = _number(row.get("score"), "score", where)
         if not 0.0 <= score <= 1.0:
-            raise DataError(
-                f"{where} has score {score!r} outside [0, 1]; scores come from judge.score_answer."
-            )
+            raise DataError(f"{where} has score {score!r} outside [0, 1]; scores come from judge.score_answer.")
         total[x][y] += 1
         correct[x][y] += score  # summed in row order, as upstream (partial credit is order-sensitive)
         score_sum += score

@@ -72,7 +72,9 @@ class MmNiah:
     # (`generation` fills max_tokens per task unless the user set it).
     generation_defaults: dict[str, Any] = {"temperature": 0.0, "top_p": None, "max_tokens": None, "seed": None}
 
-    def __init__(self, split: str | None = None, tasks: str | Sequence[str] | None = None, max_image_side: int | None = None) -> None:
+    def __init__(
+        self, split: str | None = None, tasks: str | Sequence[str] | None = None, max_image_side: int | None = None
+    ) -> None:
         self.split = split
         if isinstance(tasks, str):
             tasks = [t.strip() for t in tasks.split(",") if t.strip()]
@@ -127,11 +129,18 @@ class MmNiah:
             if judged.get("score") is None:
                 continue
             rows.append(
-                {"task": s.task, "context_length": s.context_length, "placed_depth": s.placed_depth,
-                 "score": judged["score"], "crash": judged.get("crash")}
-            )  # fmt: skip
+                {
+                    "task": s.task,
+                    "context_length": s.context_length,
+                    "placed_depth": s.placed_depth,
+                    "score": judged["score"],
+                    "crash": judged.get("crash"),
+                }
+            )
         if not rows:
-            metrics: dict[str, Any] = {"note": f"the {dataset.split} split carries no answers: responses exported for the leaderboard only"}
+            metrics: dict[str, Any] = {
+                "note": f"the {dataset.split} split carries no answers: responses exported for the leaderboard only"
+            }
         else:
             metrics = aggregate(rows)
         metrics["split"] = dataset.split
@@ -174,14 +183,20 @@ class MmNiah:
                     id=s.id,
                     prompt=s.question,
                     answer=replies_text(rec),
-                    fields={"answer": shown_answer(s.answer), "score": score, "context length": int(s.context_length),
-                            "depth": s.placed_depth, "images": len(s.images), "task": s.task},
+                    fields={
+                        "answer": shown_answer(s.answer),
+                        "score": score,
+                        "context length": int(s.context_length),
+                        "depth": s.placed_depth,
+                        "images": len(s.images),
+                        "task": s.task,
+                    },
                     filters={"task": s.task, "range": label},
                     correct=None if score is None else score >= 1.0,
                     parse_error=report_parse_error(rec),
                     sort_value=score,
                 )
-            )  # fmt: skip
+            )
             if rag_note(rec) is not None:  # the RAG solver's record: what retrieval kept
                 add_rag(items[-1], s, rec)
             else:  # the document as sent, its needles marked, and its images

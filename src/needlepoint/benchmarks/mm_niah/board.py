@@ -39,7 +39,8 @@ def boards(runs: Sequence[Run]) -> list[Board]:
         range_names = stored if isinstance(stored, list) else list(CONTEXT_RANGES)
         here = present_ranges(overall, len(range_names))
         by_range = [
-            pct(at(overall, "scores", range_names.index(r))) if r in range_names and here[range_names.index(r)] else None for r in CONTEXT_RANGES
+            pct(at(overall, "scores", range_names.index(r))) if r in range_names and here[range_names.index(r)] else None
+            for r in CONTEXT_RANGES
         ]
         ranges.rows.append(BoardRow(labels, [*by_range, pct(overall.get("overall"))], str(run.dir)))
         by_task = [pct(at(m, "tasks", t, "overall")) for t in PAPER_TASKS]
@@ -57,8 +58,16 @@ def boards(runs: Sequence[Run]) -> list[Board]:
             ext = obj(obj(run.metrics["extended"]).get("overall"))
             labels = [run.label, str(run.metrics.get("split") or run.option("split") or "")]
             here = present_ranges(ext, len(EXTENDED_RANGES))
-            wide.rows.append(BoardRow(labels, [*(pct(at(ext, "scores", i)) if here[i] else None for i in range(len(EXTENDED_RANGES))),
-                                               pct(ext.get("overall"))], str(run.dir)))  # fmt: skip
+            wide.rows.append(
+                BoardRow(
+                    labels,
+                    [
+                        *(pct(at(ext, "scores", i)) if here[i] else None for i in range(len(EXTENDED_RANGES))),
+                        pct(ext.get("overall")),
+                    ],
+                    str(run.dir),
+                )
+            )
         boards.insert(1, wide)
     return boards
 

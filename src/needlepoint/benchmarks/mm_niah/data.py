@@ -14,7 +14,7 @@ from needlepoint.benchmarks.mm_niah.judge import official_answer
 from needlepoint.conversation import ImageRef
 from needlepoint.images import safe_path
 from needlepoint.jsonl import read_jsonl_offsets, read_line_at
-from needlepoint.numbers import size
+from needlepoint.numeric import size
 
 PLACEHOLDER = "<image>"
 OPTION_SENTENCE = "\nAnswer with the option's letter from the given choices directly."
@@ -78,7 +78,9 @@ def split_folder(data: Path, split: str | None) -> tuple[Path, str]:
     if (data / "annotations").is_dir():
         named = next((s for s in SPLITS if data.name == f"mm_niah_{s}"), None)
         if split is not None and named is not None and named != split:
-            raise DataError(f"--data {data} is the {named} split but --split says {split}; drop --split or point --data elsewhere")
+            raise DataError(
+                f"--data {data} is the {named} split but --split says {split}; drop --split or point --data elsewhere"
+            )
         check_built(data)
         return data, split or named or "val"
     split = split or "val"

@@ -40,7 +40,9 @@ def _image(folder: Path, name: str, colour: str | None = None, count: int | None
         rng = random.Random(name)
         n = count if count is not None else rng.randint(2, 5)
         boxes = place_boxes(rng, size, size, n, 16, 40)
-        shapes = [(b, colour or rng.choice(list(COLOURS)), "circle" if colour else rng.choice(("square", "circle"))) for b in boxes]
+        shapes = [
+            (b, colour or rng.choice(list(COLOURS)), "circle" if colour else rng.choice(("square", "circle"))) for b in boxes
+        ]
         write_atomic(path, render(size, size, shapes, background=(250, 250, 250)))
     return name
 
@@ -57,7 +59,9 @@ def _document(rng: random.Random, needles: list[tuple[float, str]], n_images: in
     return "".join(sentences)
 
 
-def make_rows(task: str, count: int, images: Path, seed: int = 11, real_length: bool = False, images_per_doc: int = 2) -> list[dict[str, Any]]:
+def make_rows(
+    task: str, count: int, images: Path, seed: int = 11, real_length: bool = False, images_per_doc: int = 2
+) -> list[dict[str, Any]]:
     """Rows of one task in the release's fields; images are written into `images`."""
     rng = random.Random(f"{seed}-{task}")
     rows = []
@@ -76,8 +80,11 @@ def make_rows(task: str, count: int, images: Path, seed: int = 11, real_length: 
             question, answer = "What is the secret word of the archive?", word
         elif task == "reasoning-text":
             a, b = rng.randint(2, 9), rng.randint(2, 9)
-            needles = [(depth, f"Mira has {a} lanterns."), (min(1.0, depth + 0.05), f"Tom has {b} lanterns more than Mira."),
-                       (min(1.0, depth + 0.1), DISTRACTORS[0])]  # fmt: skip
+            needles = [
+                (depth, f"Mira has {a} lanterns."),
+                (min(1.0, depth + 0.05), f"Tom has {b} lanterns more than Mira."),
+                (min(1.0, depth + 0.1), DISTRACTORS[0]),
+            ]
             question, answer = "How many lanterns does Tom have?", str(a + b)
         elif task == "counting-text":
             depths = sorted(rng.choice(DEPTHS) for _ in range(3))
@@ -95,7 +102,10 @@ def make_rows(task: str, count: int, images: Path, seed: int = 11, real_length: 
             colour = rng.choice(list(COLOURS))
             needle = _image(images, f"needle_{i}.jpg", colour, 1)
             doc_images.insert(round(depth * len(doc_images)), needle)
-            options = [needle] + [_image(images, f"option_{i}_{k}.jpg", c, 1) for k, c in enumerate(rng.sample([c for c in COLOURS if c != colour], 3))]
+            options = [needle] + [
+                _image(images, f"option_{i}_{k}.jpg", c, 1)
+                for k, c in enumerate(rng.sample([c for c in COLOURS if c != colour], 3))
+            ]
             rng.shuffle(options)
             meta["choices_image_path"] = options
             question, answer = "Which of the following images appears in the document?", options.index(needle)
@@ -119,11 +129,15 @@ def make_rows(task: str, count: int, images: Path, seed: int = 11, real_length: 
             num_images=len(doc_images),
             needles=[s for _, s in needles if s not in DISTRACTORS],  # what the answer depends on
         )
-        rows.append({"id": i, "images_list": doc_images, "context": context, "question": question, "answer": answer, "meta": meta})
+        rows.append(
+            {"id": i, "images_list": doc_images, "context": context, "question": question, "answer": answer, "meta": meta}
+        )
     return rows
 
 
-def write_release(root: Path, per_task: int = 60, split: str = "val", seed: int = 11, real_length: bool = False, images_per_doc: int = 2) -> Path:
+def write_release(
+    root: Path, per_task: int = 60, split: str = "val", seed: int = 11, real_length: bool = False, images_per_doc: int = 2
+) -> Path:
     """Write `root/mm_niah_{split}/annotations/*.jsonl` and its images; return `root`."""
     folder = root / f"mm_niah_{split}"
     (folder / "annotations").mkdir(parents=True, exist_ok=True)

@@ -86,7 +86,9 @@ def _plan(metrics: dict[str, Any]) -> list[tuple[str, dict[str, Any], str, Seque
         plan.append((name, block, title, CONTEXT_RANGES))
     ext = metrics.get("extended")
     if ext:
-        names = ([("overall", ext["overall"])] if ext.get("overall") else []) + [(t, ext["tasks"][t]) for t in paper_order(ext["tasks"])]
+        names = ([("overall", ext["overall"])] if ext.get("overall") else []) + [
+            (t, ext["tasks"][t]) for t in paper_order(ext["tasks"])
+        ]
         for name, block in names:
             title = f"MM-NIAH {name}, extended ranges (not official; 64k ends at 128k): {100 * block['overall']:.1f}"
             plan.append((f"{name}_extended", block, title, ext["context_ranges"]))

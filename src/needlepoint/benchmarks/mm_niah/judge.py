@@ -47,10 +47,7 @@ _NUMBER_WORDS = {
         "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
         " fifteen sixteen seventeen eighteen nineteen".split()
     )
-} | {
-    word: str(10 * tens)
-    for tens, word in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)
-}
+} | {word: str(10 * tens) for tens, word in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
 # key>value pairs; the capitalised keys can never match (words are lower-cased first) and
 # "somebody'd" really maps to "somebodyd" in the original table.
 _CONTRACTIONS = dict(

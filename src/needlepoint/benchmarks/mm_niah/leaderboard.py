@@ -16,7 +16,7 @@ from needlepoint.benchmarks.mm_niah.aggregate import TASKS, aggregate, checked_d
 from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
 from needlepoint.files import AtomicFile, json_text
 from needlepoint.jsonl import read_jsonl
-from needlepoint.numbers import size
+from needlepoint.numeric import size
 
 FIELDS = ("question_id", "question", "answer", "response", "context_length", "placed_depth")
 # Longest first: 'rag-val' must win over 'val' (the authors' own order).
@@ -80,9 +80,7 @@ def read_leaderboard_file(path: Path) -> list[dict[str, Any]]:
     for where, row in read_jsonl(Path(path)):
         absent = [key for key in _NEEDED if key not in row]
         if absent:
-            raise DataError(
-                f"{where} lacks {', '.join(absent)}; leaderboard rows carry {', '.join(FIELDS)}."
-            )
+            raise DataError(f"{where} lacks {', '.join(absent)}; leaderboard rows carry {', '.join(FIELDS)}.")
         line = where.rpartition(" ")[2]
         size(row["context_length"], where, "context_length", "a length in tokens is 0 or more; fix that field")
         checked_depth_bin(row["placed_depth"], where)
@@ -93,9 +91,7 @@ def read_leaderboard_file(path: Path) -> list[dict[str, Any]]:
             first.setdefault(key, line)
         rows.append(row)
     if repeated:
-        raise DataError(
-            f"{path} holds {len(repeated)} duplicate row(s) ({repeated[0]}); remove them: each would count again."
-        )
+        raise DataError(f"{path} holds {len(repeated)} duplicate row(s) ({repeated[0]}); remove them: each would count again.")
     return rows
 
 
@@ -110,13 +106,9 @@ def read_leaderboard_dir(path: Path, split: str | None = None) -> dict[str, dict
     if path.is_file():
         files = [path]
     elif path.is_dir():
-        files = [
-            path / name for name in os.listdir(path) if name.endswith(".jsonl") and (path / name).is_file()
-        ]
+        files = [path / name for name in os.listdir(path) if name.endswith(".jsonl") and (path / name).is_file()]
     else:
-        raise DataError(
-            f"{path} does not exist; give a leaderboard folder or a {{model}}_{{task}}-{{split}}.jsonl file."
-        )
+        raise DataError(f"{path} does not exist; give a leaderboard folder or a {{model}}_{{task}}-{{split}}.jsonl file.")
     named = [(file, *parse_file_name(file)) for file in files]
     if split is not None:
         named = [item for item in named if item[3] == split]
@@ -126,9 +118,7 @@ def read_leaderboard_dir(path: Path, split: str | None = None) -> dict[str, dict
             f"{path} holds no leaderboard files{f' of split {split}' if split else ''}; expected {{model}}_{{task}}-{{split}}.jsonl files."
         )
     if len(found) > 1:
-        raise DataError(
-            f"{path} holds the splits {', '.join(found)}; choose one with --split to score them apart."
-        )
+        raise DataError(f"{path} holds the splits {', '.join(found)}; choose one with --split to score them apart.")
     result: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for file, model, task, _ in named:
         result.setdefault(model, {})[task] = read_leaderboard_file(file)

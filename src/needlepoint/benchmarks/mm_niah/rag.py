@@ -206,8 +206,14 @@ class NeedleHit:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy, for the run record."""
-        return {"index": self.index, "kind": self.kind, "found": self.found, "pieces": list(self.pieces),
-                "ranks": list(self.ranks), "kept": self.kept}  # fmt: skip
+        return {
+            "index": self.index,
+            "kind": self.kind,
+            "found": self.found,
+            "pieces": list(self.pieces),
+            "ranks": list(self.ranks),
+            "kept": self.kept,
+        }
 
 
 @dataclass(frozen=True)
@@ -231,9 +237,15 @@ class Selection:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary, for the run record."""
-        return {"pieces_kept": len(self.kept), "tokens": self.tokens, "images": self.images,
-                "max_tokens": self.max_tokens, "min_images": self.min_images,
-                "needles_kept": self.needles_kept, "needles": [h.to_dict() for h in self.needles]}  # fmt: skip
+        return {
+            "pieces_kept": len(self.kept),
+            "tokens": self.tokens,
+            "images": self.images,
+            "max_tokens": self.max_tokens,
+            "min_images": self.min_images,
+            "needles_kept": self.needles_kept,
+            "needles": [h.to_dict() for h in self.needles],
+        }
 
 
 def select(

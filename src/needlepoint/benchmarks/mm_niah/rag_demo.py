@@ -56,8 +56,13 @@ def rag_config(data: Path, options: dict[str, Any], server: Any, runs: Path, **s
     script = asyncio.run(_script(bench, bench.load(data), server.url, SIMULATED_EMBEDDER_NAME))
     server.script = {**server.script, **script}
     return RunConfig(
-        benchmark="mm_niah", data=data, model=SIMULATED_MODEL_NAME, api_urls=[server.url], options=options,
-        out=runs / RUN_NAME, solver="rag",
+        benchmark="mm_niah",
+        data=data,
+        model=SIMULATED_MODEL_NAME,
+        api_urls=[server.url],
+        options=options,
+        out=runs / RUN_NAME,
+        solver="rag",
         solver_options={"embed_model": SIMULATED_EMBEDDER_NAME, "embed_url": server.url, "rag_max_tokens": DEMO_MAX_TOKENS},
         **settings,
-    )  # fmt: skip
+    )

@@ -141,11 +141,15 @@ def add_rag(item: ReportItem, sample: NiahSample, record: dict[str, Any]) -> Non
         return
     state = needle_state(note)
     ranks = [r for h in note.get("needles") or [] if isinstance(h, dict) for r in h.get("ranks") or []]
-    item.fields.update({
-        "needle": state, "needle ranks": ", ".join(map(str, ranks)) or "-",
-        "pieces kept": f"{note.get('pieces_kept')} of {note.get('pieces')}",
-        "images kept": f"{note.get('images_kept')} of {note.get('images')}", "tokens kept": note.get("tokens_kept"),
-    })  # fmt: skip
+    item.fields.update(
+        {
+            "needle": state,
+            "needle ranks": ", ".join(map(str, ranks)) or "-",
+            "pieces kept": f"{note.get('pieces_kept')} of {note.get('pieces')}",
+            "images kept": f"{note.get('images_kept')} of {note.get('images')}",
+            "tokens kept": note.get("tokens_kept"),
+        }
+    )
     item.filters["needle"] = state
     try:
         pieces = document(sample).pieces

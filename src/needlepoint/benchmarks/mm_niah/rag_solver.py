@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from needlepoint import numbers
+from needlepoint import numeric
 from needlepoint.benchmarks.base import Parsed
 from needlepoint.benchmarks.mm_niah.data import NiahSample
 from needlepoint.benchmarks.mm_niah.rag import (
@@ -113,19 +113,27 @@ class RagSolver:
 
     name = "rag"
     options = (
-        Option("--embed-model", "the embedding model: the name the embedding server serves, or a local folder / "
-               "Hugging Face id (CLIP, SigLIP, or the authors' OpenGVLab/InternVL-14B-224px) with --embed-backend transformers",
-               metavar="NAME_OR_PATH"),
-        Option("--embed-url", "base URL of an OpenAI-compatible embedding server with /v1/embeddings and /tokenize "
-               "(vLLM); key from $NEEDLEPOINT_EMBED_API_KEY or $OPENAI_API_KEY", metavar="URL"),
-        Option("--embed-backend", "served (the default with --embed-url) or transformers (load --embed-model here)",
-               choices=(SERVED, TRANSFORMERS)),
+        Option(
+            "--embed-model",
+            "the embedding model: the name the embedding server serves, or a local folder / "
+            "Hugging Face id (CLIP, SigLIP, or the authors' OpenGVLab/InternVL-14B-224px) with --embed-backend transformers",
+            metavar="NAME_OR_PATH",
+        ),
+        Option(
+            "--embed-url",
+            "base URL of an OpenAI-compatible embedding server with /v1/embeddings and /tokenize "
+            "(vLLM); key from $NEEDLEPOINT_EMBED_API_KEY or $OPENAI_API_KEY",
+            metavar="URL",
+        ),
+        Option(
+            "--embed-backend",
+            "served (the default with --embed-url) or transformers (load --embed-model here)",
+            choices=(SERVED, TRANSFORMERS),
+        ),
         Option("--embed-device", "device of a locally loaded embedding model, e.g. cuda or cuda:1 (default cpu)"),
-        Option("--rag-max-tokens", f"token budget of the kept context (default {DEFAULT_MAX_TOKENS})", type=int,
-               metavar="N"),
-        Option("--rag-min-images", f"least context images kept (default {DEFAULT_MIN_IMAGES})", type=int,
-               metavar="N"),
-    )  # fmt: skip
+        Option("--rag-max-tokens", f"token budget of the kept context (default {DEFAULT_MAX_TOKENS})", type=int, metavar="N"),
+        Option("--rag-min-images", f"least context images kept (default {DEFAULT_MIN_IMAGES})", type=int, metavar="N"),
+    )
 
     def __init__(
         self,
@@ -157,8 +165,8 @@ class RagSolver:
             raise DataError("--embed-url applies to a served embedding model; drop it, or drop --embed-backend transformers")
         if backend == SERVED and embed_device:
             raise DataError("--embed-device applies to --embed-backend transformers; drop it")
-        numbers.whole("--rag-max-tokens", rag_max_tokens, 0)
-        numbers.whole("--rag-min-images", rag_min_images, 0)
+        numeric.whole("--rag-max-tokens", rag_max_tokens, 0)
+        numeric.whole("--rag-min-images", rag_min_images, 0)
         self.benchmark = benchmark
         self.embed_model = embed_model
         self.backend = backend
@@ -171,9 +179,13 @@ class RagSolver:
             assert embed_url is not None
             key = next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
             self.embedder = ServedEmbedder(
-                embed_model, embed_url, api_key=key, retry=client.retry if client else None,
-                batch_size=embed_batch_size, max_concurrency=embed_concurrency,
-            )  # fmt: skip
+                embed_model,
+                embed_url,
+                api_key=key,
+                retry=client.retry if client else None,
+                batch_size=embed_batch_size,
+                max_concurrency=embed_concurrency,
+            )
         else:
             self.embedder = _LocalEmbedder(embed_model, embed_device or "cpu")
 
@@ -217,15 +229,20 @@ class RagSolver:
         path = self._cache_path(ctx, sample)
         scores = self._read_cache(path, doc)
         embedding = {
-            "backend": self.backend, "model": self.embed_model, "texts": 1 + len(doc.text_pieces),
-            "images": len(doc.images), "counted": sum(1 for p in doc.text_pieces if p), "cached": scores is not None,
-        }  # fmt: skip
+            "backend": self.backend,
+            "model": self.embed_model,
+            "texts": 1 + len(doc.text_pieces),
+            "images": len(doc.images),
+            "counted": sum(1 for p in doc.text_pieces if p),
+            "cached": scores is not None,
+        }
         if scores is None:
             embedder = CallCachedEmbedder(self.embedder, ctx) if self.backend == SERVED else self.embedder
             got = await ctx.tool(
-                "embed", lambda: retrieve(sample, embedder, self.max_tokens, self.min_images, doc=doc),
+                "embed",
+                lambda: retrieve(sample, embedder, self.max_tokens, self.min_images, doc=doc),
                 summary=lambda _: {**embedding, "reused_calls": ctx.reused_calls},
-            )  # fmt: skip
+            )
             if path is not None:
                 write_atomic(path, json_text(got.scores.to_dict()))
             if ctx.calls is not None:  # the scores stand for the vectors from now on

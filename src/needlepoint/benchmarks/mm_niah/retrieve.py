@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pybase64
@@ -29,6 +29,7 @@ from needlepoint.benchmarks.mm_niah.rag import (
     select,
 )
 from needlepoint.conversation import ImageRef
+from needlepoint.models.embeddings import gather_all
 from needlepoint.solvers.calls import key_of
 
 if TYPE_CHECKING:
@@ -39,19 +40,6 @@ __all__ = ["EMBED_CALLS", "CallCachedEmbedder", "PieceScores", "Retrieved", "ret
 
 EMBED_CALLS = ("embed_texts", "embed_image", "tokenize")
 """The kinds of call-cache entries an embedder's requests leave (dropped once the scores are cached)."""
-T = TypeVar("T")
-
-
-async def _all(calls: Sequence[Awaitable[T]]) -> list[T]:
-    """Await every call; on the first failure cancel the rest (their answers never came) and raise it."""
-    tasks = [asyncio.ensure_future(c) for c in calls]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
 
 
 def _matrix_json(m: Any) -> dict[str, Any]:
@@ -98,7 +86,7 @@ class CallCachedEmbedder:
             key = key_of("embed_texts", self.name, batch)
             return self.ctx.answered("embed_texts", key, lambda: self.embedder.embed_texts(batch), _matrix_json, _matrix)
 
-        got = await _all([one(b) for b in batches])
+        got = await gather_all([one(b) for b in batches])
         row = {t: r for batch, rows in zip(batches, got) for t, r in zip(batch, rows)}
         return np.stack([row[t] for t in texts]).astype(np.float32, copy=False)
 
@@ -111,7 +99,7 @@ class CallCachedEmbedder:
             key = key_of("embed_image", self.name, ref.key, ref.max_side)
             return self.ctx.answered("embed_image", key, lambda: self.embedder.embed_images([ref]), _matrix_json, _matrix)
 
-        got = dict(zip(unique, await _all([one(r) for r in unique])))
+        got = dict(zip(unique, await gather_all([one(r) for r in unique])))
         return np.stack([got[r][0] for r in images]).astype(np.float32, copy=False)
 
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:
@@ -121,7 +109,7 @@ class CallCachedEmbedder:
             key = key_of("tokenize", self.name, text)
             return self.ctx.answered("tokenize", key, lambda: self.embedder.count_tokens([text]), list, _counts)
 
-        counts = {t: got[0] for t, got in zip(unique, await _all([one(t) for t in unique]))}
+        counts = {t: got[0] for t, got in zip(unique, await gather_all([one(t) for t in unique]))}
         counts[""] = 0
         return [counts[t] for t in texts]
 

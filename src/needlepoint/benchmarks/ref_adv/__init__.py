@@ -36,14 +36,20 @@ BENCHMARK = Declaration(
         PublishedTable(
             "published_data/ref-adv-s_results.csv",
             "Ref-Adv authors' results table (paper Table 6)",
-            {"acc_0.5": "Acc@0.5", "acc_0.75": "Acc@0.75", "acc_0.9": "Acc@0.9",
-             "bin_2-3": "2-3", "bin_4-6": "4-6", "bin_7+": ">=7"},
+            {
+                "acc_0.5": "Acc@0.5",
+                "acc_0.75": "Acc@0.75",
+                "acc_0.9": "Acc@0.9",
+                "bin_2-3": "2-3",
+                "bin_4-6": "4-6",
+                "bin_7+": ">=7",
+            },
             "The published cot column is the authors' mark, not our --prompt-mode: their Thinking and Qwen3.5 rows "
             "are marked CoT but ran with the direct prompt and the model's own thinking. Human experts: Acc@0.5 "
             "only, on a random subset.",
         ),
     ),
-)  # fmt: skip
+)
 
 
 def __getattr__(name: str) -> Any:

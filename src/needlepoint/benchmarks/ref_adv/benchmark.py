@@ -39,7 +39,7 @@ from needlepoint.geometry import (
     require_box_format,
 )
 from needlepoint.jsonl import parse, read_jsonl
-from needlepoint.numbers import boolean, finite, integer, is_box, size
+from needlepoint.numeric import boolean, finite, integer, is_box, size
 from needlepoint.records import scores
 from needlepoint.text import writable
 
@@ -58,10 +58,23 @@ REPAIR_TEXT = (
 THRESHOLDS = (0.5, 0.75, 0.9)
 BINS = (("2-3", 2, 3), ("4-6", 4, 6), (">=7", 7, None))
 AUTHORS_FIELDS = (
-    "row_idx", "file_name", "normal_caption", "image_source", "human_authored", "use_negation",
-    "distractor_count", "gt_bbox_xyxy", "pred_box_xyxy_first", "first_iou", "first_hit", "parse_error",
-    "retry_followup_used", "model_full_name", "prompt_id", "pred_box_expected_format",
-)  # fmt: skip
+    "row_idx",
+    "file_name",
+    "normal_caption",
+    "image_source",
+    "human_authored",
+    "use_negation",
+    "distractor_count",
+    "gt_bbox_xyxy",
+    "pred_box_xyxy_first",
+    "first_iou",
+    "first_hit",
+    "parse_error",
+    "retry_followup_used",
+    "model_full_name",
+    "prompt_id",
+    "pred_box_expected_format",
+)
 REQUIRED = ("normal_caption", "solution", "width", "height")
 
 
@@ -120,7 +133,9 @@ def _box(value: Any, where: str, column: str = "solution") -> Box:
         except DataError:
             value = None
     if not is_box(value):
-        raise DataError(f"{where}: `{column}` must be a box [x1, y1, x2, y2] of four finite numbers, got {_got(got)}; fix the file")
+        raise DataError(
+            f"{where}: `{column}` must be a box [x1, y1, x2, y2] of four finite numbers, got {_got(got)}; fix the file"
+        )
     x1, y1, x2, y2 = (float(v) for v in value)
     return x1, y1, x2, y2
 
@@ -279,7 +294,7 @@ def read_authors_predictions(path: Path) -> list[dict[str, Any]]:
     """Rows of a prediction JSONL in the authors' schema, as neutral scoring rows.
 
     `first_iou` is recomputed from `gt_bbox_xyxy` and `pred_box_xyxy_first`. Every field has one
-    rule (numbers.py): `distractor_count` a whole number from 0, the flags true or false (or
+    rule (numeric.py): `distractor_count` a whole number from 0, the flags true or false (or
     absent), the labels strings. A file that mixes models or prompt modes, or repeats a `row_idx`,
     is refused with the counts: its numbers would describe no single run.
     """
@@ -319,7 +334,9 @@ def read_authors_predictions(path: Path) -> list[dict[str, Any]]:
     if not rows:
         raise DataError(f"{path} holds no predictions")
     if repeated:
-        raise DataError(f"{path} holds {len(repeated)} duplicate row(s) ({repeated[0]}); remove them: each would count again in every number")
+        raise DataError(
+            f"{path} holds {len(repeated)} duplicate row(s) ({repeated[0]}); remove them: each would count again in every number"
+        )
     for key, seen in kinds.items():
         _one_kind(path, seen, key)
     return rows
@@ -387,7 +404,9 @@ class RefAdv:
             else:
                 raise DataError(f"{data} holds no parquet files and no JSONL; point --data at the Ref-Adv-s release")
         elif data.exists():
-            raise DataError(f"--data {data} is neither a parquet file, a JSONL file nor a folder of them; point --data at the Ref-Adv-s release")
+            raise DataError(
+                f"--data {data} is neither a parquet file, a JSONL file nor a folder of them; point --data at the Ref-Adv-s release"
+            )
         else:
             raise DataError(f"--data {data} does not exist; download the Ref-Adv-s release and point --data at it")
         if self.max_image_side:
@@ -450,7 +469,12 @@ class RefAdv:
         return f"Acc@0.5 {100 * hits / len(records):.1f}  parse fail {fails}" + (f"  failed {failed}" if failed else "")
 
     def export(
-        self, run_dir: Path, dataset: Dataset[RefAdvSample], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+        self,
+        run_dir: Path,
+        dataset: Dataset[RefAdvSample],
+        records: Sequence[dict[str, Any]],
+        model: str,
+        metrics: dict[str, Any],
     ) -> list[Path]:
         by_id = {r["id"]: r for r in records}
         path = run_dir / "predictions_ref_adv.jsonl"
@@ -461,15 +485,23 @@ class RefAdv:
                     continue
                 boxes = rec.get("answer") or []
                 row = {
-                    "row_idx": s.row_idx, "file_name": s.file_name, "normal_caption": s.caption,
-                    "image_source": s.image_source, "human_authored": s.human_authored,
-                    "use_negation": s.use_negation, "distractor_count": s.distractors,
-                    "gt_bbox_xyxy": list(s.gt), "pred_box_xyxy_first": list(boxes[0]) if boxes else [],
-                    "first_iou": scores(rec).get("iou", 0.0), "first_hit": bool(scores(rec).get("hit")),
-                    "parse_error": _final_error(rec) or "", "retry_followup_used": bool(rec.get("repair_used")),
-                    "model_full_name": model, "prompt_id": self.prompt_mode,
+                    "row_idx": s.row_idx,
+                    "file_name": s.file_name,
+                    "normal_caption": s.caption,
+                    "image_source": s.image_source,
+                    "human_authored": s.human_authored,
+                    "use_negation": s.use_negation,
+                    "distractor_count": s.distractors,
+                    "gt_bbox_xyxy": list(s.gt),
+                    "pred_box_xyxy_first": list(boxes[0]) if boxes else [],
+                    "first_iou": scores(rec).get("iou", 0.0),
+                    "first_hit": bool(scores(rec).get("hit")),
+                    "parse_error": _final_error(rec) or "",
+                    "retry_followup_used": bool(rec.get("repair_used")),
+                    "model_full_name": model,
+                    "prompt_id": self.prompt_mode,
                     "pred_box_expected_format": self.box_format,
-                }  # fmt: skip
+                }
                 fh.write(json_text(row) + "\n")
         return [path]
 
@@ -488,14 +520,20 @@ class RefAdv:
                     prompt=s.caption,
                     answer=replies_text(rec),
                     images=[ReportImage(s.image, boxes)],
-                    fields={"IoU": round(scores(rec).get("iou", 0.0), 4), "distractors": s.distractors, "negation": s.use_negation,
-                            "human authored": s.human_authored, "source": s.image_source, "repair turn": rec.get("repair_used", False)},
+                    fields={
+                        "IoU": round(scores(rec).get("iou", 0.0), 4),
+                        "distractors": s.distractors,
+                        "negation": s.use_negation,
+                        "human authored": s.human_authored,
+                        "source": s.image_source,
+                        "repair turn": rec.get("repair_used", False),
+                    },
                     filters={"bin": label, "negation": str(s.use_negation).lower(), "source": s.image_source},
                     correct=bool(scores(rec).get("hit")),
                     parse_error=report_parse_error(rec),
                     sort_value=scores(rec).get("iou", 0.0),
                 )
-            )  # fmt: skip
+            )
         return items
 
     def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:

@@ -39,7 +39,9 @@ def make_rows(n: int = SIZE, seed: int = 7) -> list[dict[str, Any]]:
         target = _target(boxes, position)
         negation = i % 3 == 0
         caption = (
-            f"the {position} {colour} {kind}, not one of the others" if negation else f"the {position} {colour} {kind} in the picture"
+            f"the {position} {colour} {kind}, not one of the others"
+            if negation
+            else f"the {position} {colour} {kind} in the picture"
         )
         image = render(WIDTH, HEIGHT, [(b, colour, kind) for b in boxes])
         rows.append(
@@ -71,11 +73,19 @@ def answers_for(row: dict[str, Any], i: int) -> list[Any]:
         other = boxes[(target + 1) % len(boxes)]
         return [f"```json\n[{json.dumps({'bbox_2d': other})}]\n```"]
     if kind == 5:  # malformed JSON, then the repair turn fixes it
-        return [f'```json\n{{"bbox_2d": [{gt[0]}, {gt[1]}, {gt[2]}\n```', f'```json\n{{"bboxes": [{[round(v) for v in gt]}]}}\n```']
+        return [
+            f'```json\n{{"bbox_2d": [{gt[0]}, {gt[1]}, {gt[2]}\n```',
+            f'```json\n{{"bboxes": [{[round(v) for v in gt]}]}}\n```',
+        ]
     if kind == 7:  # prose only, the repair turn fixes it
         return ["The object is the one on the side of the picture.", f"```json\n{good}\n```"]
     if kind == 8:  # 0-1000 coordinates while the run expects absolute pixels
-        norm = [round(gt[0] / WIDTH * 1000), round(gt[1] / HEIGHT * 1000), round(gt[2] / WIDTH * 1000), round(gt[3] / HEIGHT * 1000)]
+        norm = [
+            round(gt[0] / WIDTH * 1000),
+            round(gt[1] / HEIGHT * 1000),
+            round(gt[2] / WIDTH * 1000),
+            round(gt[3] / HEIGHT * 1000),
+        ]
         return [f"```json\n{json.dumps([{'bbox_2d': norm}])}\n```"]
     if kind == 9:  # loose box: hit at 0.5, miss at 0.9
         loose = [gt[0] - 6, gt[1] - 6, gt[2] + 6, gt[3] + 6]

@@ -33,12 +33,17 @@ def ref_tables(metrics: dict[str, Any]) -> list[Table]:
     main = Table(
         f"{TITLE}; {note}" if note else TITLE,
         ["n", "Acc@0.5", "Acc@0.75", "Acc@0.9", *BIN_LABELS, "parse fail", "repair turns", "failed requests"],
-        [[
-            metrics.get("n"), *(_pct(metrics.get(f"acc@{t}")) for t in ("0.5", "0.75", "0.9")),
-            *(_pct(_get(metrics, "bins", b, "acc@0.5")) for b in BIN_LABELS),
-            metrics.get("parse_fail"), metrics.get("repair_used"), _failed(metrics),
-        ]],
-    )  # fmt: skip
+        [
+            [
+                metrics.get("n"),
+                *(_pct(metrics.get(f"acc@{t}")) for t in ("0.5", "0.75", "0.9")),
+                *(_pct(_get(metrics, "bins", b, "acc@0.5")) for b in BIN_LABELS),
+                metrics.get("parse_fail"),
+                metrics.get("repair_used"),
+                _failed(metrics),
+            ]
+        ],
+    )
     extra = Table("Ref-Adv-s breakdowns (Acc@0.5)", ["by", "value", "n", "Acc@0.5"])
     for name in ("by_negation", "by_human_authored", "by_image_source"):
         block = metrics.get(name)

@@ -83,7 +83,9 @@ def resolve_shares(given: dict[str, float | None], have_refs: bool) -> dict[str,
     if not have_refs:
         wanted = [k for k in REF_KINDS if explicit.get(k, 0) > 0]
         if wanted:
-            raise DataError(f"--share-{wanted[0].replace('_', '-')} needs referring expressions; give --refs refs.json or set it to 0")
+            raise DataError(
+                f"--share-{wanted[0].replace('_', '-')} needs referring expressions; give --refs refs.json or set it to 0"
+            )
         moved = sum(shares[k] for k in REF_KINDS)
         for k in REF_KINDS:
             shares[k] = 0.0
@@ -136,7 +138,9 @@ class _Images:
         if p is None:
             p = safe_path(self.root, self.ds.file_names[i], str(self.ds.source), absolute=True)
             if not p.is_file():
-                raise DataError(f"image {self.ds.file_names[i]} of {self.ds.source} is not in {self.root}; give --images the folder that holds the detection set's images")
+                raise DataError(
+                    f"image {self.ds.file_names[i]} of {self.ds.source} is not in {self.root}; give --images the folder that holds the detection set's images"
+                )
             self.known[i] = p
         return p
 
@@ -213,7 +217,9 @@ def build(opts: BuildOptions, progress: Progress | None = None) -> dict[str, Any
             raise DataError("--grounding-tokens writes Qwen2-VL's 0-1000 coordinates; drop --box-format or give norm_1000_xyxy")
         box_format = "norm_1000_xyxy"
     if box_format is None:
-        raise DataError("--box-format is required: the box convention of the model to train (abs_xyxy, norm_1000_xyxy or norm_1_xyxy)")
+        raise DataError(
+            "--box-format is required: the box convention of the model to train (abs_xyxy, norm_1000_xyxy or norm_1_xyxy)"
+        )
     if not opts.images.is_dir():
         raise DataError(f"--images {opts.images} is not a folder; give the folder that holds the detection set's images")
     if opts.mix is not None:
@@ -250,8 +256,14 @@ class Progress:
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
         from rich.progress import Progress as Bar
 
-        self.bar = Bar(TextColumn("[bold]build mc_bench_sft"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                       TimeRemainingColumn(), console=Console(stderr=True))  # fmt: skip
+        self.bar = Bar(
+            TextColumn("[bold]build mc_bench_sft"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+        )
         self.task = self.bar.add_task("samples", total=total)
         self.bar.start()
 
@@ -265,8 +277,9 @@ class Progress:
             self.bar = None
 
 
-def _build(opts: BuildOptions, out: Path, box_format: BoxFormat, shares: dict[str, float], bench: McBench,
-           progress: Progress) -> dict[str, Any]:  # fmt: skip
+def _build(
+    opts: BuildOptions, out: Path, box_format: BoxFormat, shares: dict[str, float], bench: McBench, progress: Progress
+) -> dict[str, Any]:
     """The build proper, written into `out` (the partial folder); returns the manifest."""
     progress.note(f"reading {opts.coco}")
     ds = read_detections(opts.coco)
@@ -278,7 +291,9 @@ def _build(opts: BuildOptions, out: Path, box_format: BoxFormat, shares: dict[st
         refs = read_refs(opts.refs, skipped)
     ref_rows = _ref_rows(ds, refs, skipped)
     if shares["ref_one"] + shares["ref_both"] > 0 and not len(ref_rows):
-        raise DataError(f"no referring expression in {opts.refs} names a usable annotation of {opts.coco}; check that both come from the same dataset")
+        raise DataError(
+            f"no referring expression in {opts.refs} names a usable annotation of {opts.coco}; check that both come from the same dataset"
+        )
     images = _Images(ds, opts.images.resolve())
     allowed = np.ones(ds.n_images, bool)
     decontamination: dict[str, Any] = {"done": False}
@@ -289,7 +304,9 @@ def _build(opts: BuildOptions, out: Path, box_format: BoxFormat, shares: dict[st
         allowed &= ~excluded
     pools = build_pools(ds, allowed, ref_rows)
     if not len(pools.with_boxes) or len(pools.images) < 2:
-        raise DataError(f"{opts.coco} has no usable box on two or more images (after skipping crowd, degenerate and excluded ones)")
+        raise DataError(
+            f"{opts.coco} has no usable box on two or more images (after skipping crowd, degenerate and excluded ones)"
+        )
 
     rng = random.Random(opts.seed)
     drawer = Drawer(pools, refs, rng)
@@ -333,7 +350,10 @@ def _build(opts: BuildOptions, out: Path, box_format: BoxFormat, shares: dict[st
         progress.stop()
     info_path = write_dataset_info(out, opts.format)
 
-    inputs: dict[str, Any] = {"coco": {"path": str(opts.coco), "sha256": sha256_file(opts.coco)}, "images": str(opts.images.resolve())}
+    inputs: dict[str, Any] = {
+        "coco": {"path": str(opts.coco), "sha256": sha256_file(opts.coco)},
+        "images": str(opts.images.resolve()),
+    }
     for name, path in (("refs", opts.refs), ("mix", opts.mix), ("prompt_file", opts.prompt_file)):
         if path is not None:
             inputs[name] = {"path": str(path), "sha256": sha256_file(path)}
@@ -360,8 +380,13 @@ def _build(opts: BuildOptions, out: Path, box_format: BoxFormat, shares: dict[st
             "cat_both_with_boxes_in_both_images": drawer.both_with_targets[0] / max(drawer.both_with_targets[1], 1),
         },
         "skipped_annotations": dict(sorted(skipped.items())),
-        "detection_set": {"images": ds.n_images, "usable_boxes": len(ds.ann_ids), "categories": len(ds.categories),
-                          "federated": ds.verified_absent is not None, "referring_annotations": int(len(ref_rows))},  # fmt: skip
+        "detection_set": {
+            "images": ds.n_images,
+            "usable_boxes": len(ds.ann_ids),
+            "categories": len(ds.categories),
+            "federated": ds.verified_absent is not None,
+            "referring_annotations": int(len(ref_rows)),
+        },
         "decontamination": decontamination,
         "images_not_decodable": {
             "count": len(bad),

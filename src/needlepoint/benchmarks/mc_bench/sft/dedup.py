@@ -116,7 +116,7 @@ class Reference:
         self.phash = np.array([h.phash for h in hashes], np.uint64)
 
     def match(self, h: ImageHash) -> str | None:
-        """"content" for an identical file, "perceptual" for a near copy, else None."""
+        """ "content" for an identical file, "perceptual" for a near copy, else None."""
         if h.sha256 in self.sha:
             return "content"
         if self.size and bool(((hamming(self.dhash, h.dhash) <= DHASH_MAX) & (hamming(self.phash, h.phash) <= PHASH_MAX)).any()):
@@ -132,7 +132,9 @@ def mc_bench_reference(folder: Path) -> tuple[Reference, Path]:
     from needlepoint.images import safe_path
 
     if not folder.is_dir():
-        raise DataError(f"--exclude {folder} is not a folder; give the MC-Bench release folder (annotation file and {IMAGES_DIR}/)")
+        raise DataError(
+            f"--exclude {folder} is not a folder; give the MC-Bench release folder (annotation file and {IMAGES_DIR}/)"
+        )
     ann = annotation_path(folder)
     gt = load_groundtruth(ann)
     root = folder / IMAGES_DIR

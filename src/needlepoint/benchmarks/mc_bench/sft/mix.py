@@ -69,12 +69,16 @@ def read_mix(path: Path) -> Iterator[dict[str, Any]]:
             raise DataError(f"{where} has no list of image paths; {FORMAT}")
         placeholders = sum(m["content"].count("<image>") for m in messages)
         if placeholders != len(images):
-            raise DataError(f"{where} has {placeholders} <image> placeholder(s) for {len(images)} image(s); give one <image> per image")
+            raise DataError(
+                f"{where} has {placeholders} <image> placeholder(s) for {len(images)} image(s); give one <image> per image"
+            )
         resolved = []
         for p in images:
             full = Path(p) if Path(p).is_absolute() else path.parent / p
             if not Path(p).is_absolute() and not stays_inside(p):
-                raise DataError(f"{where} names image {p!r}, which leaves the mix file's folder; use paths inside it or absolute ones")
+                raise DataError(
+                    f"{where} names image {p!r}, which leaves the mix file's folder; use paths inside it or absolute ones"
+                )
             if not full.is_file():
                 raise DataError(f"{where} names image {p}, which does not exist at {full}; fix the path")
             resolved.append(str(full.resolve()))

@@ -37,7 +37,11 @@ DEFAULT_SHARES: dict[str, float] = {
 TEMPLATES: dict[str, tuple[str, ...]] = {
     "cat_first": ("every {name} in the first image", "each {name} in Image 1", "all instances of {name} in the first image"),
     "cat_second": ("every {name} in the second image", "each {name} in Image 2", "all instances of {name} in the second image"),
-    "cat_both": ("every {name} in the two images", "each {name} in Image 1 and Image 2", "all instances of {name} in both images"),
+    "cat_both": (
+        "every {name} in the two images",
+        "each {name} in Image 1 and Image 2",
+        "all instances of {name} in both images",
+    ),
     "ref_one": ("{ref}, in the first image", "in Image 1: {ref}"),  # ref_one's second-image form is in REF_ONE_SECOND
     "ref_both": ("{ref} in the first image, and {ref2} in the second image", "in Image 1: {ref}; in Image 2: {ref2}"),
     "two_groups": (

@@ -72,12 +72,15 @@ def write_dataset_info(folder: Path, fmt: str) -> Path | None:
     if fmt != "sharegpt":
         return None
     path = folder / "dataset_info.json"
-    write_json(path, {
-        DATASET: {
-            "file_name": data_file(fmt),
-            "formatting": "sharegpt",
-            "columns": {"messages": "messages", "images": "images"},
-            "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
-        }
-    })  # fmt: skip
+    write_json(
+        path,
+        {
+            DATASET: {
+                "file_name": data_file(fmt),
+                "formatting": "sharegpt",
+                "columns": {"messages": "messages", "images": "images"},
+                "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
+            }
+        },
+    )
     return path

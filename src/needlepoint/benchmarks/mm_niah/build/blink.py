@@ -72,16 +72,21 @@ class BlinkSource:
         import pyarrow.parquet as pq
 
         if not folder.is_dir():
-            raise DataError(f"--blink {folder} is not a folder; give BLINK's data folder holding Jigsaw/ and Multi-view_Reasoning/")
-        self.files = sorted(p for p in folder.rglob("*.parquet") if any(s.lower() in p.as_posix().lower() for s in SUBTASKS)
-                            and "test" not in p.name)  # fmt: skip
+            raise DataError(
+                f"--blink {folder} is not a folder; give BLINK's data folder holding Jigsaw/ and Multi-view_Reasoning/"
+            )
+        self.files = sorted(
+            p
+            for p in folder.rglob("*.parquet")
+            if any(s.lower() in p.as_posix().lower() for s in SUBTASKS) and "test" not in p.name
+        )
         self.questions: list[BlinkQuestion] = []
         self.skipped_unreadable = 0  # questions with an image that does not decode
         for path in self.files:
             subtask = next(s for s in SUBTASKS if s.lower() in path.as_posix().lower())
             try:
                 rows = pq.read_table(path).to_pylist()
-            except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for damaged files
+            except Exception as exc:  # pyarrow raises many types for damaged files
                 raise DataError(f"{path} cannot be read as parquet ({exc}); re-download BLINK") from None
             for i, row in enumerate(rows):
                 where = f"{path} row {i}"
@@ -96,21 +101,31 @@ class BlinkSource:
                 if subtask == "Jigsaw":
                     if len(images) < 3:
                         continue
-                    self.questions.append(BlinkQuestion(str(row.get("idx", where)), subtask, _jigsaw_question(), images[:1], None,
-                                                        images[1:], answer))  # fmt: skip
+                    self.questions.append(
+                        BlinkQuestion(
+                            str(row.get("idx", where)), subtask, _jigsaw_question(), images[:1], None, images[1:], answer
+                        )
+                    )
                 else:
-                    self.questions.append(BlinkQuestion(str(row.get("idx", where)), subtask, str(row["question"]).strip(), images,
-                                                        choices, None, answer))  # fmt: skip
+                    self.questions.append(
+                        BlinkQuestion(
+                            str(row.get("idx", where)), subtask, str(row["question"]).strip(), images, choices, None, answer
+                        )
+                    )
         if not self.questions:
-            raise DataError(f"--blink {folder} holds no answered Jigsaw or Multi-view_Reasoning questions (val split parquet files)")
+            raise DataError(
+                f"--blink {folder} holds no answered Jigsaw or Multi-view_Reasoning questions (val split parquet files)"
+            )
 
     def pick(self, rng: random.Random) -> BlinkQuestion:
         return self.questions[rng.randrange(len(self.questions))]
 
 
 def _jigsaw_question() -> str:
-    return ("One image of the document has a part missing in its lower right corner. "
-            "Which of the following images is the missing part?")  # fmt: skip
+    return (
+        "One image of the document has a part missing in its lower right corner. "
+        "Which of the following images is the missing part?"
+    )
 
 
 def image_name(data: bytes) -> tuple[str, tuple[int, int]]:

@@ -114,8 +114,9 @@ class _Images:
 class Builder:
     """One build: the corpus stream, the images, the counts for the manifest."""
 
-    def __init__(self, config: BuildConfig, progress: Callable[[int], None] | None = None,
-                 note: Callable[[str], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, config: BuildConfig, progress: Callable[[int], None] | None = None, note: Callable[[str], None] | None = None
+    ) -> None:
         self.config = config
         self.folder = config.out / f"mm_niah_{config.split}"
         self.work = partial_folder(self.folder)  # written there, renamed to `folder` when complete
@@ -138,8 +139,9 @@ class Builder:
     def _gather(self, length: int, extra: int, slack: int, need_image: bool) -> Gathered:
         upper = upper_bound(length, self.config.lengths)
         while True:
-            got = gather(self.stream, length, upper, extra, slack, self.spool, self.config.max_tiles, self.images.corpus,
-                         self.gather_stats)  # fmt: skip
+            got = gather(
+                self.stream, length, upper, extra, slack, self.spool, self.config.max_tiles, self.images.corpus, self.gather_stats
+            )
             if not need_image or got.images:
                 return got
             self.gather_stats.haystacks_without_image += 1
@@ -179,12 +181,17 @@ class Builder:
             write_context(got, inserts, writer)
             writer.finish()
             placed: Any = depths if len(depths) > 1 else depths[0]
-            return {"question": tn.question, "answer": tn.answer,
-                    "meta": {"placed_depth": placed, "needles": tn.statements, "choices": None, "choices_image_path": None}}  # fmt: skip
+            return {
+                "question": tn.question,
+                "answer": tn.answer,
+                "meta": {"placed_depth": placed, "needles": tn.statements, "choices": None, "choices_image_path": None},
+            }
 
         return body
 
-    def _retrieval_image(self, rid: int, rng: random.Random, length: int, depth: float) -> Callable[[ContextWriter], dict[str, Any]]:
+    def _retrieval_image(
+        self, rid: int, rng: random.Random, length: int, depth: float
+    ) -> Callable[[ContextWriter], dict[str, Any]]:
         options = self.cartoons.pick(rng, 4)
         needle = options[0]
         got = self._gather(length, 0, 3, need_image=True)
@@ -195,16 +202,20 @@ class Builder:
         name = self.images.write(f"{stem}_haystack.jpg", needles.jpeg_bytes(pasted))
         order = list(range(4))
         rng.shuffle(order)
-        option_names = [self.images.write(f"{stem}_option{k}.png", needles.png_bytes(options[i].image)) for k, i in enumerate(order)]
+        option_names = [
+            self.images.write(f"{stem}_option{k}.png", needles.png_bytes(options[i].image)) for k, i in enumerate(order)
+        ]
         answer = order.index(0)
 
         def body(writer: ContextWriter) -> dict[str, Any]:
             rest = got.total - n - 1
             write_context(got, [Insert(depth * rest, images=[(name, n)])], writer, skip_image_line=line)
             writer.finish()
-            return {"question": "Which of the following cartoon images was pasted into one of the images of the document?",
-                    "answer": answer, "meta": {"placed_depth": depth, "needles": [needle.name], "choices": None,
-                                               "choices_image_path": option_names}}  # fmt: skip
+            return {
+                "question": "Which of the following cartoon images was pasted into one of the images of the document?",
+                "answer": answer,
+                "meta": {"placed_depth": depth, "needles": [needle.name], "choices": None, "choices_image_path": option_names},
+            }
 
         return body
 
@@ -224,15 +235,24 @@ class Builder:
             write_context(got, [], writer, image_hook=hook)
             writer.finish()
             placed = [pos / got.total for _, pos, _ in got.images]
-            return {"question": "Each image of the document may contain copies of the following cartoon: <image>. How many copies "
-                                "are in each image, in order? Answer with a JSON list of integers, one per image.",
-                    "question_images": [reference],
-                    "answer": counts, "meta": {"placed_depth": placed, "needles": [cartoon.name] * sum(counts), "choices": None,
-                                               "choices_image_path": None}}  # fmt: skip
+            return {
+                "question": "Each image of the document may contain copies of the following cartoon: <image>. How many copies "
+                "are in each image, in order? Answer with a JSON list of integers, one per image.",
+                "question_images": [reference],
+                "answer": counts,
+                "meta": {
+                    "placed_depth": placed,
+                    "needles": [cartoon.name] * sum(counts),
+                    "choices": None,
+                    "choices_image_path": None,
+                },
+            }
 
         return body
 
-    def _reasoning_image(self, rng: random.Random, length: int, depth: float, blink: Any) -> Callable[[ContextWriter], dict[str, Any]]:
+    def _reasoning_image(
+        self, rng: random.Random, length: int, depth: float, blink: Any
+    ) -> Callable[[ContextWriter], dict[str, Any]]:
         from needlepoint.benchmarks.mm_niah.build.blink import image_name
 
         q = blink.pick(rng)
@@ -259,8 +279,11 @@ class Builder:
         def body(writer: ContextWriter) -> dict[str, Any]:
             write_context(got, [Insert(depth * got.total, images=inserted)], writer)
             writer.finish()
-            return {"question": question, "answer": q.answer,
-                    "meta": {"placed_depth": depth, "needles": [q.source], "choices": q.choices, "choices_image_path": options}}  # fmt: skip
+            return {
+                "question": question,
+                "answer": q.answer,
+                "meta": {"placed_depth": depth, "needles": [q.source], "choices": q.choices, "choices_image_path": options},
+            }
 
         return body
 
@@ -344,14 +367,26 @@ class Builder:
             "per_cell": cfg.per_cell,
             "corpus": {"files": self.corpus_stats.files, **{k: v for k, v in asdict(self.corpus_stats).items() if k != "files"}},
             "images_source": self.resolver.source,
-            "needle_images": [{"name": p.name, "sha256": file_sha256(p)} for p in self.cartoons.files] or "drawn by needlepoint (seeded)",
+            "needle_images": [{"name": p.name, "sha256": file_sha256(p)} for p in self.cartoons.files]
+            or "drawn by needlepoint (seeded)",
             "haystack": asdict(self.gather_stats),
             "images_written": self.images.written,
-            "tokenizer": {"encoding": tokens.ENCODING, "ranks_sha256": tokens.RANKS_SHA256,
-                          "text_rule": "each text segment between <image> placeholders encoded on its own (encode_ordinary)"},  # fmt: skip
-            "image_tokens": {"rule": tokens.TILING_RULE, "max_tiles": cfg.max_tiles, "tile": tokens.TILE,
-                             "tokens_per_tile": tokens.TOKENS_PER_TILE},  # fmt: skip
-            "blink": {"folder": str(cfg.blink), "files": [{"path": str(p), "sha256": file_sha256(p)} for p in blink.files],
-                      "questions_skipped_unreadable_image": blink.skipped_unreadable} if blink else None,  # fmt: skip
+            "tokenizer": {
+                "encoding": tokens.ENCODING,
+                "ranks_sha256": tokens.RANKS_SHA256,
+                "text_rule": "each text segment between <image> placeholders encoded on its own (encode_ordinary)",
+            },
+            "image_tokens": {
+                "rule": tokens.TILING_RULE,
+                "max_tiles": cfg.max_tiles,
+                "tile": tokens.TILE,
+                "tokens_per_tile": tokens.TOKENS_PER_TILE,
+            },
+            "blink": {
+                "folder": str(cfg.blink),
+                "files": [{"path": str(p), "sha256": file_sha256(p)} for p in blink.files],
+                "questions_skipped_unreadable_image": blink.skipped_unreadable,
+            }
+            if blink
+            else None,
         }
-

@@ -18,18 +18,37 @@ DEFAULT_DEPTHS = "0,0.2,0.4,0.6,0.8,1.0"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--corpus", nargs="+", required=True, type=Path, help="OBELICS shards (.parquet or .jsonl with texts/images lists), or folders of them")
-    p.add_argument("--images", type=Path, help="img2dataset output folder, a url-to-file map (.json/.jsonl/.tsv), or the folder local image paths are relative to")
+    p.add_argument(
+        "--corpus",
+        nargs="+",
+        required=True,
+        type=Path,
+        help="OBELICS shards (.parquet or .jsonl with texts/images lists), or folders of them",
+    )
+    p.add_argument(
+        "--images",
+        type=Path,
+        help="img2dataset output folder, a url-to-file map (.json/.jsonl/.tsv), or the folder local image paths are relative to",
+    )
     p.add_argument("--out", required=True, type=Path, help="where mm_niah_{split}/ is written (must not hold a build already)")
     p.add_argument("--tasks", default=",".join(BUILD_TASKS), help="comma-separated tasks (default: all six)")
-    p.add_argument("--lengths", default=DEFAULT_LENGTHS, help=f"target context lengths in tokens, e.g. 1k,64k,128k,1m (default {DEFAULT_LENGTHS})")
+    p.add_argument(
+        "--lengths",
+        default=DEFAULT_LENGTHS,
+        help=f"target context lengths in tokens, e.g. 1k,64k,128k,1m (default {DEFAULT_LENGTHS})",
+    )
     p.add_argument("--depths", default=DEFAULT_DEPTHS, help=f"needle depths in [0, 1] (default {DEFAULT_DEPTHS})")
     p.add_argument("--per-cell", type=int, default=50, help="samples per length x depth cell (default 50)")
     p.add_argument("--split", default="val", help="the split folder name: val or test (default val)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--needle-images", type=Path, help="a folder of cartoon images to use as image needles (default: drawn ones)")
     p.add_argument("--blink", type=Path, help="BLINK's data folder (Jigsaw, Multi-view_Reasoning parquet) for reasoning-image")
-    p.add_argument("--max-tiles", type=int, default=tokens.MAX_TILES, help=f"InternVL-1.5 tiling's tile limit for image tokens (default {tokens.MAX_TILES})")
+    p.add_argument(
+        "--max-tiles",
+        type=int,
+        default=tokens.MAX_TILES,
+        help=f"InternVL-1.5 tiling's tile limit for image tokens (default {tokens.MAX_TILES})",
+    )
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -69,9 +88,20 @@ def parse_config(ns: argparse.Namespace) -> BuildConfig:
         raise DataError(f"--split must be val or test, not {ns.split!r}")
     if not 1 <= ns.max_tiles <= 40:
         raise DataError("--max-tiles must be between 1 and 40 (InternVL-1.5 uses 12 by default; 6 in some evaluations)")
-    return BuildConfig(corpus=list(ns.corpus), out=ns.out, images=ns.images, tasks=tasks, lengths=sorted(lengths), depths=depths,
-                       per_cell=ns.per_cell, split=ns.split, seed=ns.seed, needle_images=ns.needle_images, blink=ns.blink,
-                       max_tiles=ns.max_tiles)  # fmt: skip
+    return BuildConfig(
+        corpus=list(ns.corpus),
+        out=ns.out,
+        images=ns.images,
+        tasks=tasks,
+        lengths=sorted(lengths),
+        depths=depths,
+        per_cell=ns.per_cell,
+        split=ns.split,
+        seed=ns.seed,
+        needle_images=ns.needle_images,
+        blink=ns.blink,
+        max_tiles=ns.max_tiles,
+    )
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -86,8 +116,14 @@ def run(ns: argparse.Namespace) -> int:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-        bar = Progress(TextColumn("[bold]build mm_niah"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                       TimeRemainingColumn(), console=Console(stderr=True))  # fmt: skip
+        bar = Progress(
+            TextColumn("[bold]build mm_niah"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+        )
         task = bar.add_task("build", total=total)
 
         def advance(n: int) -> None:
@@ -106,8 +142,11 @@ def run(ns: argparse.Namespace) -> int:
     built = ", ".join(f"{t} {n}" for t, n in manifest["tasks_built"].items())
     corpus = manifest["corpus"]
     skipped = {k: corpus[f"documents_skipped_{k}"] for k in ("missing_image", "unreadable_image", "image_outside_folder")}
-    print(f"built {built} samples into {builder.folder}; {corpus['documents_read']} documents read, {sum(skipped.values())} skipped "
-          f"({skipped['missing_image']} for a missing image, {skipped['unreadable_image']} for an image that does not decode, "
-          f"{skipped['image_outside_folder']} for an image path outside --images), {corpus['images_reduced']} big images stored "
-          f"reduced; manifest: {builder.folder / MANIFEST}", file=err)  # fmt: skip
+    print(
+        f"built {built} samples into {builder.folder}; {corpus['documents_read']} documents read, {sum(skipped.values())} skipped "
+        f"({skipped['missing_image']} for a missing image, {skipped['unreadable_image']} for an image that does not decode, "
+        f"{skipped['image_outside_folder']} for an image path outside --images), {corpus['images_reduced']} big images stored "
+        f"reduced; manifest: {builder.folder / MANIFEST}",
+        file=err,
+    )
     return 0

@@ -129,7 +129,9 @@ class ImageResolver:
             self._read_map_file(images)
             self.source["map_sha256"] = file_sha256(images)
         else:
-            raise DataError(f"--images {images} does not exist; give the img2dataset output folder, a url-to-file map, or the images folder")
+            raise DataError(
+                f"--images {images} does not exist; give the img2dataset output folder, a url-to-file map, or the images folder"
+            )
         self.source["urls_mapped"] = len(self.urls)
 
     def _read_img2dataset(self, folder: Path) -> None:
@@ -145,7 +147,9 @@ class ImageResolver:
                 if "url" not in names or "key" not in names:
                     continue
                 status = table.column("status").to_pylist() if "status" in names else [None] * table.num_rows
-                for row, (url, key, st) in enumerate(zip(table.column("url").to_pylist(), table.column("key").to_pylist(), status)):
+                for row, (url, key, st) in enumerate(
+                    zip(table.column("url").to_pylist(), table.column("key").to_pylist(), status)
+                ):
                     if url and key and st in (None, "success"):
                         self.urls.setdefault(url, safe_path(folder / shard.stem, str(key), f"{shard} row {row} (`key`)"))
             return
@@ -160,6 +164,7 @@ class ImageResolver:
     def _read_map_file(self, path: Path) -> None:
         """A map file: a JSON object {url: path}, or JSONL rows with `url` and `path` (or `file`),
         or tab-separated `url<TAB>path` lines; paths relative to the map's folder."""
+
         def add(url: Any, rel: Any, where: str) -> None:
             if not isinstance(url, str) or not isinstance(rel, str):
                 raise DataError(f"{where} must give a url and a path as strings; fix the map file")
@@ -281,7 +286,7 @@ def _rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                     index += 1
         except DataError:
             raise
-        except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for damaged files
+        except Exception as exc:  # pyarrow raises many types for damaged files
             raise DataError(f"{path} cannot be read as parquet ({exc}); check the shard") from None
     else:
         yield from read_jsonl(path, "check --corpus")

@@ -84,8 +84,17 @@ class Gathered:
     images: list[tuple[int, int, int]] = field(default_factory=list)
 
 
-def gather(stream: PieceStream, target: int, upper: int, extra: int, slack: int, spool: Path, max_tiles: int,
-           store_image: Callable[[CorpusImage], str], stats: GatherStats) -> Gathered:  # fmt: skip
+def gather(
+    stream: PieceStream,
+    target: int,
+    upper: int,
+    extra: int,
+    slack: int,
+    spool: Path,
+    max_tiles: int,
+    store_image: Callable[[CorpusImage], str],
+    stats: GatherStats,
+) -> Gathered:
     """Take pieces until haystack + `extra` (needle) tokens reach `target` + `slack`, leaving out
     any piece that would bring them within `slack` of `upper`.
 
@@ -234,8 +243,13 @@ class ContextWriter:
         self.out.write(json.dumps(body + ("" if last else "\n"), ensure_ascii=False)[1:-1])
 
 
-def write_context(gathered: Gathered, inserts: list[Insert], writer: ContextWriter, skip_image_line: int | None = None,
-                  image_hook: Callable[[str, int], str] | None = None) -> list[int]:  # fmt: skip
+def write_context(
+    gathered: Gathered,
+    inserts: list[Insert],
+    writer: ContextWriter,
+    skip_image_line: int | None = None,
+    image_hook: Callable[[str, int], str] | None = None,
+) -> list[int]:
     """Stream the spooled haystack into `writer` with each insert at the piece boundary nearest its
     target (a statement joins the paragraph there; images split it). Returns, per insert (by
     `index`), the haystack token position where it landed. `skip_image_line` leaves one image line

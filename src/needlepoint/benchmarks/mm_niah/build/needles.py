@@ -35,10 +35,19 @@ _RETRIEVAL_THINGS = ("the blue lighthouse", "the hidden garden", "the copper ket
 RETRIEVAL = tuple((s.replace("{thing}", t), q.replace("{thing}", t)) for s, q in _RETRIEVAL_FRAMES for t in _RETRIEVAL_THINGS)
 
 COUNTING = (
-    ("little penguin", "needles"), ("old tortoise", "pebbles"), ("young fox", "acorns"), ("grey heron", "fish"),
-    ("tiny mouse", "seeds"), ("brown bear", "honeycombs"), ("clever crow", "coins"), ("sleepy owl", "stars"),
-    ("busy beaver", "logs"), ("curious otter", "shells"), ("patient snail", "leaves"), ("small rabbit", "carrots"),
-)  # fmt: skip
+    ("little penguin", "needles"),
+    ("old tortoise", "pebbles"),
+    ("young fox", "acorns"),
+    ("grey heron", "fish"),
+    ("tiny mouse", "seeds"),
+    ("brown bear", "honeycombs"),
+    ("clever crow", "coins"),
+    ("sleepy owl", "stars"),
+    ("busy beaver", "logs"),
+    ("curious otter", "shells"),
+    ("patient snail", "leaves"),
+    ("small rabbit", "carrots"),
+)
 
 _NAMES = ("Mira", "Tobin", "Asha", "Lukas", "Noor", "Pavel", "Ines", "Kofi", "Greta", "Ravi", "Sana", "Elio")
 _OBJECTS = ("lanterns", "marbles", "kites", "violins", "teacups", "maps", "candles", "compasses", "drums", "scarves")
@@ -74,8 +83,10 @@ def counting_needles(rng: random.Random, k: int) -> TextNeedles:
     creature, thing = rng.choice(COUNTING)
     counts = [rng.randint(1, 9) for _ in range(k)]
     statements = [f"The {creature} counted {n} {thing}." for n in counts]
-    question = (f"Throughout the document there are statements about how many {thing} the {creature} counted. "
-                f"List the counts in the order they appear, as a JSON list of integers.")  # fmt: skip
+    question = (
+        f"Throughout the document there are statements about how many {thing} the {creature} counted. "
+        f"List the counts in the order they appear, as a JSON list of integers."
+    )
     return TextNeedles(statements, question, counts)
 
 
@@ -90,7 +101,11 @@ def reasoning_needles(rng: random.Random) -> TextNeedles:
         s = [f"{a} owns {x + y} {obj}.", f"{b} owns {y} fewer {obj} than {a}.", f"{c} owns as many {obj} as {b}."]
         return TextNeedles(s, f"How many {obj} does {c} own?", str(x))
     if family == "product":
-        s = [f"{a} packed the {obj} into {x} crates.", f"Each of {a}'s crates holds {y} {obj}.", f"{b} checked every crate of {obj}."]
+        s = [
+            f"{a} packed the {obj} into {x} crates.",
+            f"Each of {a}'s crates holds {y} {obj}.",
+            f"{b} checked every crate of {obj}.",
+        ]
         return TextNeedles(s, f"How many {obj} did {a} pack in all?", str(x * y))
     if family == "location":
         p = rng.choice(_PLACES)
@@ -98,20 +113,34 @@ def reasoning_needles(rng: random.Random) -> TextNeedles:
         s = [f"{a} hid the {obj} in the {box}.", f"The {box} was carried to the {p}.", f"{b} never opened the {box}."]
         return TextNeedles(s, f"In which room are the {obj} that {a} hid?", p)
     if family == "ages":
-        s = [f"{a} collected {obj} for {x} years.", f"{b} collected {obj} {y} years longer than {a}.",
-             f"{c} started collecting {obj} after {b}."]  # fmt: skip
+        s = [
+            f"{a} collected {obj} for {x} years.",
+            f"{b} collected {obj} {y} years longer than {a}.",
+            f"{c} started collecting {obj} after {b}.",
+        ]
         return TextNeedles(s, f"For how many years did {b} collect {obj}?", str(x + y))
     start = rng.randint(1900, 1990)
-    s = [f"{a} bought the first {obj} in {start}.", f"{b} bought more {obj} {x} years after {a}.",
-         f"{c} sold the {obj} {y} years after {b} bought them."]  # fmt: skip
+    s = [
+        f"{a} bought the first {obj} in {start}.",
+        f"{b} bought more {obj} {x} years after {a}.",
+        f"{c} sold the {obj} {y} years after {b} bought them.",
+    ]
     return TextNeedles(s, f"In which year did {c} sell the {obj}?", str(start + x + y))
 
 
 # --- cartoons -------------------------------------------------------------------------------------
 
 CARTOON_KINDS = ("star", "heart", "smiley", "fish", "sun", "house", "tree", "balloon")
-_PALETTE = ((230, 57, 70), (255, 183, 3), (42, 157, 143), (69, 123, 157), (155, 93, 229), (241, 91, 181), (0, 187, 249),
-            (128, 185, 24))  # fmt: skip
+_PALETTE = (
+    (230, 57, 70),
+    (255, 183, 3),
+    (42, 157, 143),
+    (69, 123, 157),
+    (155, 93, 229),
+    (241, 91, 181),
+    (0, 187, 249),
+    (128, 185, 24),
+)
 
 
 def _star(cx: float, cy: float, r: float, points: int = 5) -> list[tuple[float, float]]:
@@ -182,7 +211,9 @@ class CartoonSource:
                 raise DataError(f"--needle-images {folder} is not a folder; give a folder of cartoon images")
             self.files = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".webp"))
             if len(self.files) < 4:
-                raise DataError(f"--needle-images {folder} holds {len(self.files)} images; give at least 4 (a needle and 3 distractors)")
+                raise DataError(
+                    f"--needle-images {folder} holds {len(self.files)} images; give at least 4 (a needle and 3 distractors)"
+                )
             from needlepoint.images import check_decodes
 
             for path in self.files:

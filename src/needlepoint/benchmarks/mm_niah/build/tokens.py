@@ -24,9 +24,16 @@ PLACEHOLDER = "<image>"
 ENCODING = "cl100k_base"
 RANKS_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 # tiktoken's cl100k_base pre-tokenisation pattern and special tokens (tiktoken_ext.openai_public).
-PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
-SPECIAL = {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260,
-           "<|endofprompt|>": 100276}  # fmt: skip
+PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+SPECIAL = {
+    "<|endoftext|>": 100257,
+    "<|fim_prefix|>": 100258,
+    "<|fim_middle|>": 100259,
+    "<|fim_suffix|>": 100260,
+    "<|endofprompt|>": 100276,
+}
 
 TILE = 448
 TOKENS_PER_TILE = 256
@@ -78,8 +85,10 @@ def tile_grid(width: int, height: int, max_tiles: int = MAX_TILES) -> tuple[int,
     1..max_tiles tiles, the larger grid winning a tie when the image has the pixels to fill it."""
     if width <= 0 or height <= 0:
         raise DataError(f"an image of {width}x{height} pixels cannot be tiled; check the corpus image")
-    grids = sorted({(i, j) for n in range(1, max_tiles + 1) for i in range(1, n + 1) for j in range(1, n + 1)
-                    if 1 <= i * j <= max_tiles}, key=lambda g: g[0] * g[1])  # fmt: skip
+    grids = sorted(
+        {(i, j) for n in range(1, max_tiles + 1) for i in range(1, n + 1) for j in range(1, n + 1) if 1 <= i * j <= max_tiles},
+        key=lambda g: g[0] * g[1],
+    )
     aspect = width / height
     best, best_diff = (1, 1), float("inf")
     for cols, rows in grids:

@@ -49,9 +49,7 @@ def size(value: Any, where: str, what: str = "a size", hint: str = "fix that val
 MAX_EXACT = 2**53  # the largest whole number every reader (a float, JavaScript) holds exactly
 
 
-def integer(
-    value: Any, where: str, what: str, hint: str = "fix that value", minimum: int = 0, maximum: int = MAX_EXACT
-) -> int:
+def integer(value: Any, where: str, what: str, hint: str = "fix that value", minimum: int = 0, maximum: int = MAX_EXACT) -> int:
     """A count or id read from a file: a whole number (an integral float such as 3.0 counts, as
     pandas writes them; a boolean, a string or 2.5 does not) from `minimum` to `maximum`;
     DataError saying `where` it is and what is wrong otherwise."""
@@ -85,9 +83,7 @@ def is_box(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and len(value) == 4 and all(is_finite(v) for v in value)
 
 
-def flag(
-    name: str, value: Any, minimum: float | None = None, strict: bool = False, maximum: float | None = None
-) -> None:
+def flag(name: str, value: Any, minimum: float | None = None, strict: bool = False, maximum: float | None = None) -> None:
     """Check a numeric command-line setting (a flag, or a --solver-option that stands for one):
     finite, at least (or above, when `strict`) `minimum`, at most `maximum`."""
     if value is None:
