@@ -131,11 +131,21 @@ def test_progress_line_shows_the_wait_note() -> None:
         def wait_note(self) -> str:
             return "waiting 42 s: http://h:8000/v1 answered 429"
 
-    progress = BarProgress(Bench(), 3, [], True, Waiting())  # type: ignore[arg-type]
+    class Embedder:  # a solver's model: its waits are named too
+        def wait_note(self) -> str:
+            return "waiting 31 s for embeddings from http://e:8001/v1 (timeout 60 s)"
+
+    class Quiet:
+        def wait_note(self) -> None:
+            return None
+
+    progress = BarProgress(Bench(), 3, [], True, [Waiting(), Quiet(), object(), Embedder()])  # type: ignore[arg-type]
     try:
         progress.tick()
         assert progress.bar is not None
-        assert progress.bar.tasks[0].fields["note"] == "waiting 42 s: http://h:8000/v1 answered 429"
+        assert progress.bar.tasks[0].fields["note"] == (
+            "waiting 42 s: http://h:8000/v1 answered 429; waiting 31 s for embeddings from http://e:8001/v1 (timeout 60 s)"
+        )
     finally:
         progress.close()
 

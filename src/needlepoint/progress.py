@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 __all__ = ["BarProgress", "PlainProgress", "RunProgress", "counts_text", "make_progress"]
@@ -39,26 +39,37 @@ def counts_text(answered: int, failed: int, total: int) -> str:
 
 
 def make_progress(
-    benchmark: _Bench, total: int, finished: list[dict[str, Any]], show: bool, every_s: float = 5.0, model: Any = None
+    benchmark: _Bench, total: int, finished: list[dict[str, Any]], show: bool, every_s: float = 5.0, models: Sequence[Any] = ()
 ) -> RunProgress:
     """The display for a run of `total` samples to request: plain lines when stderr is no terminal,
     else a rich bar (nothing at all when `show` is off or nothing is to be requested). `finished`
-    is the list of records the runner appends to (the benchmark's running figure reads it)."""
+    is the list of records the runner appends to (the benchmark's running figure reads it); the
+    line names what the run waits for from any of `models` (the main model and the solver's)."""
     if show and total and not sys.stderr.isatty():
-        return PlainProgress(benchmark, total, finished, every_s, model)
-    return BarProgress(benchmark, total, finished, show, model)
+        return PlainProgress(benchmark, total, finished, every_s, models)
+    return BarProgress(benchmark, total, finished, show, models)
+
+
+def wait_notes(models: Sequence[Any]) -> Callable[[], str | None] | None:
+    """One `wait_note()` over every model that has one (each says what a request waits for)."""
+    notes = [m.wait_note for m in models if callable(getattr(m, "wait_note", None))]
+    if not notes:
+        return None
+    return lambda: "; ".join(n for n in (note() for note in notes) if n) or None
 
 
 class PlainProgress:
     """One plain line on stderr every `every_s` seconds while samples remain, e.g.
     `ref_adv_s: 120/1142 answered, 3.2/s, about 5 min left`, followed by what the run waits for."""
 
-    def __init__(self, benchmark: _Bench, total: int, records: list[dict[str, Any]], every_s: float, model: Any = None) -> None:
+    def __init__(
+        self, benchmark: _Bench, total: int, records: list[dict[str, Any]], every_s: float, models: Sequence[Any] = ()
+    ) -> None:
         self.benchmark = benchmark
         self.total = total
         self.records = records
         self.every_s = every_s
-        self.wait_note = getattr(model, "wait_note", None)
+        self.wait_note = wait_notes(models)
         self.n = 0
         self.failed = 0
         self._t0 = time.perf_counter()
@@ -106,11 +117,13 @@ class BarProgress:
     """A rich progress bar with the answered and failed counts, rate, ETA and the benchmark's
     running figure; while requests wait (a Retry-After, a backoff) it says so."""
 
-    def __init__(self, benchmark: _Bench, total: int, records: list[dict[str, Any]], enabled: bool, model: Any = None) -> None:
+    def __init__(
+        self, benchmark: _Bench, total: int, records: list[dict[str, Any]], enabled: bool, models: Sequence[Any] = ()
+    ) -> None:
         self.benchmark = benchmark
         self.records = records
         self.total = total
-        self.wait_note = getattr(model, "wait_note", None)
+        self.wait_note = wait_notes(models)
         self.bar: Any = None
         self._last = 0.0
         self._n = 0

@@ -140,7 +140,9 @@ async def run(
     todo = pending(samples, done, options.retry_failed)
     todo_ids = {s.id for s in todo}
     finished = [done[s.id] for s in samples if s.id in done and s.id not in todo_ids]
-    progress = make_progress(benchmark, len(todo), finished, options.show_progress, options.progress_every_s, model)
+    progress = make_progress(
+        benchmark, len(todo), finished, options.show_progress, options.progress_every_s, list(models.values())
+    )
     queue = iter(todo)
     limit = internal_error_limit(len(todo))
 
