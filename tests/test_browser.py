@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import report_blob
+from helpers import records, report_blob
 
 from needlepoint.benchmarks import make
 from needlepoint.cli import main as cli_main
@@ -38,10 +38,6 @@ CHROMIUM_ARGS = [
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "artifacts"
 HOSTILE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "\"quotes\" 'and' </script> &amp;"]
-
-
-def records(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RecordingServer, prompt_key, write_jsonl_release
+from helpers import RecordingServer, prompt_key, write_jsonl_release
 from PIL import Image
 
 from needlepoint.api import evaluate

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import prompt_key, run_cli
+from helpers import prompt_key, run_cli
 
 from needlepoint.api import evaluate
 from needlepoint.benchmarks.ref_adv import RefAdv

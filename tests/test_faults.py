@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import good_ref_reply, prompt_key, ref_run_config, report_blob, run_cli
+from helpers import good_ref_reply, prompt_key, ref_run_config, report_blob, run_cli
 
 from needlepoint import status
 from needlepoint.api import evaluate

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import extra_module
+from helpers import extra_module
 
 from needlepoint.errors import DataError
 from needlepoint.geometry import (

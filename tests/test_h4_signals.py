@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import REPO, prompt_key, run_cli
+from helpers import REPO, prompt_key, run_cli
 
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import answers_for, make_rows, write_release

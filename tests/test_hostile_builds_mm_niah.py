@@ -7,7 +7,6 @@ a decompression-bomb header, a truncated JPEG, a text file named .jpg, invalid b
 from __future__ import annotations
 
 import base64
-import contextlib
 import io
 import json
 import os
@@ -23,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import run_quiet
 from PIL import Image
 
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.build.corpus import MAX_PIXELS, CorpusStats, ImageResolver, documents
-from needlepoint.cli import main
 from needlepoint.demo.obelics import image_bytes, write_corpus
 from needlepoint.errors import DataError
 
@@ -55,12 +54,6 @@ def build_args(shards: Path, images: Path, out: Path, *extra: str) -> list[str]:
         "--no-progress",
         *extra,
     ]
-
-
-def run_quiet(argv: list[str]) -> tuple[int, str]:
-    with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
-        rc = main(argv)
-    return rc, err.getvalue()
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MC_BENCH_RELEASE, run_cli
+from helpers import MC_BENCH_RELEASE, one_sentence, run_cli
 
 from needlepoint.cli import main as cli_main
 from needlepoint.jsonl import parse, read_json, read_jsonl
@@ -23,12 +23,11 @@ SURROGATE = '"\\ud800"'
 
 
 def _one_sentence(code: int, err: str, *needles: str) -> None:
+    """Exit code 2 and one sentence on stderr that names every needle."""
     assert code == 2, err
-    err = err.strip()
-    assert err.count("\n") == 0 and "Traceback" not in err, err
-    assert err.startswith("needlepoint: error: "), err
+    line = one_sentence(err)
     for needle in needles:
-        assert needle in err, err
+        assert needle in line, err
 
 
 def _score(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

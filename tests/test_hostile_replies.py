@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RecordingServer, small_niah
+from helpers import RecordingServer, small_niah
 
 from needlepoint import status
 from needlepoint.api import evaluate

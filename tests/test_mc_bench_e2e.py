@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MC_BENCH_RELEASE, run_cli
+from helpers import MC_BENCH_RELEASE, run_cli
 from PIL import Image
 
 from needlepoint.benchmarks.mc_bench.benchmark import BAND, REPAIR_TEXT, McBench

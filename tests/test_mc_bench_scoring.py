@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import MC_BENCH_RELEASE, extra_module
+from helpers import MC_BENCH_RELEASE, extra_module
 
 from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mc_bench.cocoeval import Detections, match, precision

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import MC_BENCH_RELEASE
+from helpers import MC_BENCH_RELEASE
 from PIL import Image, ImageDraw
 
 from needlepoint.benchmarks.mc_bench.benchmark import BAND, McBench, McSample

@@ -7,7 +7,6 @@ supports, then loaded and evaluated by `needlepoint eval mm_niah` against the si
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import io
 import json
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import run_quiet
 from PIL import Image
 
 from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_EDGES, EXTENDED_RANGES, aggregate
@@ -56,12 +56,6 @@ def build_args(corpus: dict[str, Any], out: Path, *extra: str) -> list[str]:
         "--no-progress",
         *extra,
     ]
-
-
-def run_quiet(argv: list[str]) -> tuple[int, str]:
-    with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
-        rc = main(argv)
-    return rc, err.getvalue()
 
 
 @dataclass

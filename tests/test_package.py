@@ -9,7 +9,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
-from conftest import MC_BENCH_RELEASE, REF_ADV_PREDICTIONS, REPO, TEST_DATA
+from helpers import MC_BENCH_RELEASE, REF_ADV_PREDICTIONS, REPO, TEST_DATA
 
 import needlepoint
 from needlepoint.cli import main

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import report_blob as blob
+from helpers import small_niah
 from PIL import Image
 from test_mm_niah_rag import COLOURS, DOC, EMBED_MODEL, NEEDLE, QUESTION, EmbeddingServer, niah_row
-from test_report import blob
 
 from needlepoint import status
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
@@ -384,8 +385,6 @@ def test_helpers() -> None:
 def test_the_demo_s_rag_run(tmp_path: Path) -> None:
     """benchmarks/mm_niah/rag_demo.py on the demo set at 6 documents per task: every reduced prompt
     has a scripted answer, and a needle dropped by retrieval is answered "I could not find it."."""
-    from conftest import small_niah
-
     from needlepoint.api import evaluate
     from needlepoint.benchmarks.mm_niah.rag_demo import DEMO_MAX_TOKENS, rag_config
 

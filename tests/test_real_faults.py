@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, prompt_key, report_blob, run_cli
+from helpers import REPO, one_sentence, prompt_key, report_blob, run_cli, write_jsonl_release
 
 from needlepoint import numeric, status
 from needlepoint.api import evaluate, score
@@ -64,13 +64,6 @@ def _eval(data: Path, url: str, out: Path | None, *extra: str) -> list[str]:
         *extra,
     ]
     return args + (["--out", str(out)] if out is not None else [])
-
-
-def _one_sentence(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("needlepoint: error: ") and "Traceback" not in err
-    return lines[0]
 
 
 # --- 1. exit codes --------------------------------------------------------------------------------
@@ -232,7 +225,7 @@ def test_score_refuses_another_benchmarks_run_and_reads_data_from_run_json(
     assert main(_eval(data, server.url, ref_run)) == 0
     capsys.readouterr()
     assert main(["score", "mc_bench", "--predictions", str(ref_run)]) == 2
-    assert "run folder of ref_adv_s, not mc_bench" in _one_sentence(capsys.readouterr().err)
+    assert "run folder of ref_adv_s, not mc_bench" in one_sentence(capsys.readouterr().err)
 
     from needlepoint.benchmarks.mc_bench import demo as demo_mc
     from needlepoint.models.simulated import SIMULATED_MODEL_NAME
@@ -262,7 +255,7 @@ def test_score_refuses_another_benchmarks_run_and_reads_data_from_run_json(
 def test_non_finite_flags_are_refused(flag: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data, _, _, _ = _release(tmp_path, n=2)
     assert main(_eval(data, "http://127.0.0.1:9/v1", tmp_path / "r", *flag)) == 2
-    assert flag[0] in _one_sentence(capsys.readouterr().err)
+    assert flag[0] in one_sentence(capsys.readouterr().err)
     assert not (tmp_path / "r").exists()
 
 
@@ -270,7 +263,7 @@ def test_non_finite_flags_are_refused(flag: list[str], tmp_path: Path, capsys: p
 def test_extra_body_with_non_finite_numbers_is_refused(body: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data, _, _, _ = _release(tmp_path, n=2)
     assert main(_eval(data, "http://127.0.0.1:9/v1", None, "--extra-body", body)) == 2
-    assert "--extra-body" in _one_sentence(capsys.readouterr().err)
+    assert "--extra-body" in one_sentence(capsys.readouterr().err)
 
 
 def test_numbers_rule() -> None:
@@ -296,7 +289,7 @@ def test_mc_bench_score_with_huge_integer_is_one_sentence(tmp_path: Path) -> Non
         done = run_cli(["score", "mc_bench", "--predictions", str(preds), "--data", str(data)])
         assert done.returncode == 2, done.stderr
         assert "OverflowError" not in done.stderr
-        sentence = _one_sentence(done.stderr)  # a 400-digit number is refused by the reader, NaN by the box check
+        sentence = one_sentence(done.stderr)  # a 400-digit number is refused by the reader, NaN by the box check
         assert "not four finite numbers" in sentence or "holds a number beyond float range" in sentence
 
 
@@ -315,7 +308,7 @@ def test_ref_adv_predictions_with_nan_box_are_refused(tmp_path: Path) -> None:
         path.write_text(good + "\n" + line + "\n")
         done = run_cli(["score", "ref_adv_s", "--predictions", str(path)])
         assert done.returncode == 2, done.stderr
-        sentence = _one_sentence(done.stderr)
+        sentence = one_sentence(done.stderr)
         assert "line 2" in sentence and ("finite" in sentence or "beyond float range" in sentence)
 
 
@@ -329,11 +322,10 @@ def test_distractor_counts_follow_the_numbers_rule(tmp_path: Path) -> None:
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps({**row, "distractor_count": "D"}).replace('"D"', "NaN") + "\n")
     done = run_cli(["score", "ref_adv_s", "--predictions", str(path)])
-    assert done.returncode == 2 and "line 1" in _one_sentence(done.stderr)
+    assert done.returncode == 2 and "line 1" in one_sentence(done.stderr)
 
 
 def test_data_files_refuse_non_finite_and_negative_sizes(tmp_path: Path) -> None:
-    from conftest import write_jsonl_release
 
     rows = make_rows(2)
     for value, words in (

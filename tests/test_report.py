@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TEST_DATA
-from conftest import report_blob as blob
+from helpers import TEST_DATA, records
+from helpers import report_blob as blob
 from PIL import Image
 
 from needlepoint.benchmarks import BUILTIN, declaration
@@ -82,10 +82,6 @@ def parse_page(path: Path) -> PageParser:
     parser = PageParser()
     parser.feed(path.read_text(encoding="utf-8"))
     return parser
-
-
-def records(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def metrics(run_dir: Path) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, prompt_key, report_blob, run_cli
+from helpers import REPO, prompt_key, report_blob, run_cli
 
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release

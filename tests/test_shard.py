@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli, small_niah
+from helpers import run_cli, small_niah
 
 from needlepoint.api import evaluate
 from needlepoint.benchmarks import make

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, small_niah
+from helpers import REPO, small_niah
 
 from needlepoint.api import evaluate
 from needlepoint.config import RunConfig

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import small_niah
+from helpers import small_niah
 
 from needlepoint.api import evaluate
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah

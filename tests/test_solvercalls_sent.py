@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ref_run_config, write_jsonl_release
+from helpers import ref_run_config, write_jsonl_release
 from PIL import Image
 
 from needlepoint.api import evaluate

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CountingServer, good_ref_reply, prompt_key, ref_run_config
-from test_report import blob
+from helpers import CountingServer, good_ref_reply, prompt_key, ref_run_config
+from helpers import report_blob as blob
 
 from needlepoint import status
 from needlepoint.api import evaluate

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import report_blob
+from helpers import report_blob
 
 import needlepoint.benchmarks as registry
 from needlepoint.benchmarks import declaration, names, register, unregister

@@ -1,0 +1,31 @@
+"""What the tests share, imported as `from helpers import ...` (pyproject puts tests/ on sys.path):
+the repository's paths and reference data, the recording simulated servers, release writers,
+CLI runners and readers of a run folder. Fixtures and pytest hooks stay in tests/conftest.py."""
+
+from helpers.cli import one_sentence, run_cli, run_quiet
+from helpers.paths import MC_BENCH_RELEASE, REF_ADV_PREDICTIONS, REPO, TEST_DATA, extra_module, in_ci
+from helpers.releases import good_ref_reply, prompt_key, ref_run_config, small_niah, write_jsonl_release
+from helpers.runs import records, report_blob
+from helpers.servers import TEST_MODELS, CountingServer, RecordingServer
+
+__all__ = [
+    "MC_BENCH_RELEASE",
+    "REF_ADV_PREDICTIONS",
+    "REPO",
+    "TEST_DATA",
+    "TEST_MODELS",
+    "CountingServer",
+    "RecordingServer",
+    "extra_module",
+    "good_ref_reply",
+    "in_ci",
+    "one_sentence",
+    "prompt_key",
+    "records",
+    "ref_run_config",
+    "report_blob",
+    "run_cli",
+    "run_quiet",
+    "small_niah",
+    "write_jsonl_release",
+]

@@ -1,0 +1,49 @@
+"""The simulated model as the tests start it: recording what it is sent, counting what it answers at once."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
+
+# The model names the tests ask for; the `serve` fixture lists them in GET /v1/models unless told otherwise.
+TEST_MODELS = (SIMULATED_MODEL_NAME, "sim-model", "m", "org/m", "org/sim-model", "sim/mc-bench", "org/niah-model")
+
+
+class RecordingServer(SimulatedServer):
+    """The simulated model, also keeping each request's headers and JSON body (in arrival order)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.requests: list[tuple[dict[str, str], dict[str, Any]]] = []
+
+    async def _chat(self, request: Any) -> Any:
+        body = await request.json()  # aiohttp caches the body, so the parent reads it again
+        self.requests.append((dict(request.headers), body))
+        return await super()._chat(request)
+
+
+class CountingServer(RecordingServer):
+    """Counts the chat requests being answered at once (`most`: the peak). With `hold` > 0 each
+    request waits until `hold` are in flight together (or 10 s pass), so that requests sent one
+    after another never reach it."""
+
+    hold: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.active = 0
+        self.most = 0
+
+    async def _chat(self, request: Any) -> Any:
+        self.active += 1
+        self.most = max(self.most, self.active)
+        try:
+            for _ in range(1000 if self.hold else 0):
+                if self.most >= self.hold:
+                    break
+                await asyncio.sleep(0.01)
+            return await super()._chat(request)
+        finally:
+            self.active -= 1
