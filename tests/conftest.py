@@ -8,19 +8,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import TEST_MODELS, RecordingServer
+from helpers import TEST_MODELS
 
 from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release
+from needlepoint.models.simulated import SimulatedServer
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[..., RecordingServer]]:
-    """Start RecordingServers (SimulatedServer keywords); every one is stopped after the test."""
-    started: list[RecordingServer] = []
+def serve() -> Iterator[Callable[..., SimulatedServer]]:
+    """Start SimulatedServers (its keywords; by default listing TEST_MODELS and keeping every
+    request); every one is stopped after the test."""
+    started: list[SimulatedServer] = []
 
-    def start(**kwargs: Any) -> RecordingServer:
+    def start(**kwargs: Any) -> SimulatedServer:
         kwargs.setdefault("models", TEST_MODELS)
-        server = RecordingServer(**kwargs).start()
+        kwargs.setdefault("keep_requests", True)
+        server = SimulatedServer(**kwargs).start()
         started.append(server)
         return server
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import RecordingServer, prompt_key, write_jsonl_release
+from helpers import prompt_key, write_jsonl_release
 from PIL import Image
 
 from needlepoint.api import evaluate
@@ -27,6 +27,7 @@ from needlepoint.models.openai_compat import (
     retry_after_s,
     sampling_params,
 )
+from needlepoint.models.simulated import SimulatedServer
 from needlepoint.store import read_records
 
 FENCE = "```"
@@ -146,7 +147,7 @@ def test_404_is_not_retried(serve: Any) -> None:
 
 def test_server_stops_after_hang_fault() -> None:
     """A hung request the client gave up on must not keep the simulated server from stopping."""
-    server = RecordingServer(faults={"hi": ["hang"] * 2}).start()
+    server = SimulatedServer(faults={"hi": ["hang"] * 2}, keep_requests=True).start()
     try:
         reply = _ask(server, retries=1, timeout_s=0.2)
         assert reply.error is not None and reply.error.startswith("timeout")

@@ -245,18 +245,11 @@ def test_credential_rule_is_by_exact_names() -> None:
 def test_rag_max_tokens_reaches_run_json_and_the_key_never_does(
     serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from PIL import Image
-    from test_mm_niah_rag import COLOURS, DOC, NEEDLE, QUESTION, niah_row
+    from helpers.rag import write_rag_release
 
     from needlepoint.models.simulated import SIMULATED_EMBEDDER_NAME, SimulatedServer
 
-    folder = tmp_path / "mm_niah_val"
-    (folder / "annotations").mkdir(parents=True)
-    (folder / "images").mkdir()
-    for name, rgb in COLOURS.items():
-        Image.new("RGB", (48, 40), rgb).save(folder / "images" / f"{name}.png")
-    row = niah_row(7, DOC + "</s>", QUESTION, ["red.png", "blue.png"], "sings", [NEEDLE, "Gamma closes.", 3])
-    (folder / "annotations" / "retrieval-text.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    folder = write_rag_release(tmp_path / "mm_niah_val", image_row=False)
     key = "sk-never-on-disk-4242"
     monkeypatch.setenv("OPENAI_API_KEY", key)
     chat = serve(default="sings", api_key=key)

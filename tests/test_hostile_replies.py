@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import RecordingServer, small_niah
+from helpers import small_niah
 
 from needlepoint import status
 from needlepoint.api import evaluate
@@ -26,7 +26,7 @@ from needlepoint.benchmarks.ref_adv.demo import make_rows
 from needlepoint.benchmarks.ref_adv.demo import write_release as write_ref_release
 from needlepoint.cli import main
 from needlepoint.jsonfind import MAX_DEPTH, find_json, loads
-from needlepoint.models.simulated import SIMULATED_MODEL_NAME, script_key
+from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer, script_key
 from needlepoint.store import read_records
 
 FENCE = "`" * 3
@@ -306,14 +306,14 @@ def test_agentic_reasoner_replies_never_make_an_internal_error(serve: Any, tmp_p
 # --- the HTTP answer itself ----------------------------------------------------------------------------
 
 
-class _DeepServer(RecordingServer):
+class _DeepServer(SimulatedServer):
     """Answers every chat request with a body nested 5,000 deep: a 200 chat completion carrying the
     deep value beside its message, or a 400 error body made of it (every other request)."""
 
     async def _chat(self, request: Any) -> Any:
         from aiohttp import web
 
-        await super()._chat(request)  # recorded (its own answer is dropped)
+        await super()._chat(request)  # answered as usual (recorded before), the answer dropped
         if len(self.requests) % 2:
             body = '{"choices": [{"message": {"content": "x"}, "extra": ' + DEEP_ARRAY + "}]}"
             return web.Response(text=body, content_type="application/json")
@@ -323,7 +323,7 @@ class _DeepServer(RecordingServer):
 def test_an_answer_body_nested_5000_deep_is_a_failed_request(tmp_path: Path) -> None:
     rows = make_rows(4)
     folder = write_ref_release(tmp_path / "data", rows)
-    server = _DeepServer(default=None, models=(SIMULATED_MODEL_NAME,)).start()
+    server = _DeepServer(default=None, models=(SIMULATED_MODEL_NAME,), keep_requests=True).start()
     try:
         result = evaluate(
             benchmark="ref_adv_s",

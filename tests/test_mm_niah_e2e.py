@@ -16,7 +16,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,23 +36,10 @@ MODEL = "org/niah-model"
 SLUG = "org__niah-model"
 
 
-# --- a server that keeps what it is sent -----------------------------------------------------------
-
-
-@dataclass
-class CapturingServer(SimulatedServer):
-    """The simulated server, also keeping every request body it receives (in arrival order)."""
-
-    bodies: list[dict[str, Any]] = field(default_factory=list)
-
-    async def _chat(self, request: Any) -> Any:
-        self.bodies.append(await request.json())  # aiohttp caches the body for the parent's read
-        return await super()._chat(request)
-
-
 @pytest.fixture
-def server() -> Iterator[CapturingServer]:
-    with CapturingServer(default="A", models=(MODEL,)) as srv:
+def server() -> Iterator[SimulatedServer]:
+    """The simulated model, keeping every request it is sent."""
+    with SimulatedServer(default="A", models=(MODEL,), keep_requests=True) as srv:
         yield srv
 
 
@@ -307,10 +294,10 @@ class Run:
 def handmade_run(handmade: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     out = tmp_path_factory.mktemp("runs") / "handmade"
     err = io.StringIO()
-    with CapturingServer(default="A", models=(MODEL,)) as srv:
+    with SimulatedServer(default="A", models=(MODEL,), keep_requests=True) as srv:
         with no_heatmaps(), contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             rc = main(eval_args(handmade, srv.url, out, "--split", "val", "--concurrency", "1"))
-        return Run(rc, err.getvalue(), out, list(srv.bodies))
+        return Run(rc, err.getvalue(), out, list(srv.bodies()))
 
 
 def marker(body: dict[str, Any]) -> str:
@@ -374,13 +361,13 @@ def test_generation_defaults_follow_the_task(handmade_run: Run) -> None:
 
 
 def test_max_tokens_flag_overrides_the_task_defaults(
-    handmade: Path, tmp_path: Path, server: CapturingServer, capsys: pytest.CaptureFixture[str]
+    handmade: Path, tmp_path: Path, server: SimulatedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rc, _, err = run_cli(capsys, *eval_args(handmade, server.url, tmp_path / "run", "--max-tokens", "5"))
     assert rc == 0, err
-    assert len(server.bodies) == len(EXPECTED)
-    assert {b["max_tokens"] for b in server.bodies} == {5}
-    assert {b["temperature"] for b in server.bodies} == {0}
+    assert len(server.bodies()) == len(EXPECTED)
+    assert {b["max_tokens"] for b in server.bodies()} == {5}
+    assert {b["temperature"] for b in server.bodies()} == {0}
 
 
 # --- a whole generated val set, scripted answers --------------------------------------------------------
@@ -499,11 +486,11 @@ def full_run(tmp_path_factory: pytest.TempPathFactory) -> FullRun:
     scored.sort(key=lambda r: r["context_length"])  # the run's order: shortest first, stable
     expected = spec_aggregate(scored)
     run_dir = root / "run"
-    with CapturingServer(script=script, default=None, models=(MODEL,)) as srv:
+    with SimulatedServer(script=script, default=None, models=(MODEL,), keep_requests=True) as srv:
         with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
             rc = main(eval_args(root, srv.url, run_dir, "--split", "val", "--concurrency", "8"))
         assert rc == 0, err.getvalue()
-        sent = len(srv.bodies)
+        sent = len(srv.bodies())
     return FullRun(root, run_dir, expected, rows, replies, sent)
 
 
@@ -577,12 +564,12 @@ def test_split(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_test_split_exports_for_the_leaderboard_only(
-    test_split: Path, tmp_path: Path, server: CapturingServer, capsys: pytest.CaptureFixture[str]
+    test_split: Path, tmp_path: Path, server: SimulatedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_dir = tmp_path / "run"
     rc, _, err = run_cli(capsys, *eval_args(test_split, server.url, run_dir, "--split", "test"))
     assert rc == 0, err
-    assert len(server.bodies) == 12
+    assert len(server.bodies()) == 12
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert "tasks" not in metrics and metrics["split"] == "test"
     assert "leaderboard" in metrics["note"] and "no answers" in metrics["note"]
@@ -602,7 +589,7 @@ def test_test_split_exports_for_the_leaderboard_only(
 
 
 def test_test_folder_given_directly_is_not_labelled_val(
-    test_split: Path, tmp_path: Path, server: CapturingServer, capsys: pytest.CaptureFixture[str]
+    test_split: Path, tmp_path: Path, server: SimulatedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`--data .../mm_niah_test` without --split: the folder's name tells the split, so the run is
     a test-split run, never labelled val."""
@@ -615,13 +602,13 @@ def test_test_folder_given_directly_is_not_labelled_val(
 
 
 def test_val_folder_with_split_test_is_refused(
-    handmade: Path, tmp_path: Path, server: CapturingServer, capsys: pytest.CaptureFixture[str]
+    handmade: Path, tmp_path: Path, server: SimulatedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`--data .../mm_niah_val --split test` contradicts itself: refuse rather than label val rows test."""
     rc, _, err = run_cli(capsys, *eval_args(handmade / "mm_niah_val", server.url, tmp_path / "run", "--split", "test"))
     assert rc == 2, "val rows were exported as test-split leaderboard files"
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    assert server.bodies == []
+    assert server.bodies() == []
 
 
 # --- request size and image size ---------------------------------------------------------------------
@@ -635,7 +622,7 @@ def noisy_jpeg(path: Path, size: tuple[int, int], seed: int) -> None:
 
 
 def test_requests_over_the_byte_budget_are_input_errors_not_sent(
-    tmp_path: Path, server: CapturingServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, server: SimulatedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = tmp_path / "data" / "mm_niah_val"
     noisy_jpeg(folder / "images" / "big.jpg", (160, 160), 1)
@@ -649,7 +636,7 @@ def test_requests_over_the_byte_budget_are_input_errors_not_sent(
     run_dir = tmp_path / "run"
     rc, _, err = run_cli(capsys, *eval_args(tmp_path / "data", server.url, run_dir, "--max-request-bytes", "8000"))
     assert rc == 3, err  # two samples failed (input errors): the documented exit code
-    assert [marker(b) for b in server.bodies] == ["SMALL"], "requests over budget must not be sent"
+    assert [marker(b) for b in server.bodies()] == ["SMALL"], "requests over budget must not be sent"
     records = {r["id"]: r for r in map(json.loads, (run_dir / "records.jsonl").read_text().splitlines())}
     for sid in ("retrieval-image/1", "counting-image/2"):
         assert records[sid]["status"] == "input_error", records[sid]
@@ -662,7 +649,7 @@ def test_requests_over_the_byte_budget_are_input_errors_not_sent(
 
 
 def test_max_image_side_shrinks_what_the_server_receives(
-    tmp_path: Path, server: CapturingServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, server: SimulatedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = tmp_path / "data" / "mm_niah_val"
     noisy_jpeg(folder / "images" / "wide.jpg", (200, 120), 2)
@@ -676,7 +663,7 @@ def test_max_image_side_shrinks_what_the_server_receives(
     write_split(tmp_path / "data", rows)
     rc, _, err = run_cli(capsys, *eval_args(tmp_path / "data", server.url, tmp_path / "run", "--max-image-side", "64"))
     assert rc == 0, err
-    (body,) = server.bodies
+    (body,) = server.bodies()
     urls = [p["image_url"]["url"] for p in body["messages"][0]["content"] if p["type"] == "image_url"]
     sizes = [decode_image(u).size for u in urls]
     assert sizes[0] == (64, 38) and sizes[1] == (19, 64), sizes  # aspect kept, longest side 64
@@ -701,18 +688,18 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ids=["parent+split", "parent", "split-folder", "split-folder+split"],
 )
 def test_data_may_name_the_parent_or_the_split_folder(
-    tiny: Path, tmp_path: Path, server: CapturingServer, capsys: pytest.CaptureFixture[str], where: str, split: list[str]
+    tiny: Path, tmp_path: Path, server: SimulatedServer, capsys: pytest.CaptureFixture[str], where: str, split: list[str]
 ) -> None:
     run_dir = tmp_path / "run"
     rc, _, err = run_cli(capsys, *eval_args(tiny / where, server.url, run_dir, *split))
     assert rc == 0, err
-    assert [marker(b) for b in server.bodies] == ["TINY1"]
+    assert [marker(b) for b in server.bodies()] == ["TINY1"]
     assert (run_dir / "leaderboard" / f"{SLUG}_retrieval-text-val.jsonl").is_file()
 
 
 @pytest.mark.parametrize("kind", ["empty folder", "missing folder", "annotations file", "no task files"])
 def test_wrong_data_folder_is_one_sentence_and_exit_2(
-    tiny: Path, tmp_path: Path, server: CapturingServer, capsys: pytest.CaptureFixture[str], kind: str
+    tiny: Path, tmp_path: Path, server: SimulatedServer, capsys: pytest.CaptureFixture[str], kind: str
 ) -> None:
     if kind == "empty folder":
         data = tmp_path / "empty"
@@ -729,7 +716,7 @@ def test_wrong_data_folder_is_one_sentence_and_exit_2(
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("needlepoint: error:"), err
     assert "Traceback" not in err and out == ""
-    assert server.bodies == []
+    assert server.bodies() == []
 
 
 def test_demo_release_is_the_same_when_rebuilt_over_itself(tmp_path: Path) -> None:

@@ -2,26 +2,22 @@
 real loader, embedded by a real HTTP embedding server on 127.0.0.1, selected by the authors'
 rules (docs/protocols/mm-niah.md, "The retrieval baseline"), and turned into the prompt the model would get.
 
-The server embeds deterministically: a text's vector is set by the keywords it contains, an
-image's by its dominant colour, so every piece's cosine with the question is known by hand;
-`/tokenize` counts whitespace-separated words. Expected selections are worked out below from the
+The server (the simulated one, with tests/helpers/rag.py's keyword vectors) embeds
+deterministically: a text's vector is set by the keyword it contains, an image's by its dominant
+colour, so every piece's cosine with the question is known by hand; `/tokenize` counts
+whitespace-separated words. Expected selections are worked out below from the
 rules, piece by piece.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import io
 import json
-import math
-import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from PIL import Image
+from helpers.rag import DOC, EMBED_MODEL, FULL_COST, NEEDLE, QUESTION, embedding_server, write_rag_release
 
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.data import OPEN_SENTENCE, OPTION_SENTENCE
@@ -38,201 +34,15 @@ from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.models.embeddings import EmbeddingError, ServedEmbedder, tokenize_url
 from needlepoint.models.openai_compat import RetryPolicy
+from needlepoint.models.simulated import SimulatedServer
 from needlepoint.status import BACKEND_ERROR, CONTEXT_TOO_LONG, REQUEST_REJECTED
-
-EMBED_MODEL = "test/keyword-embedder"
-
-
-def _scored(s: float) -> list[float]:
-    """A unit vector whose cosine with the question's vector [1, 0, 0] is s."""
-    return [s, math.sqrt(1 - s * s), 0.0]
-
-
-# Every piece's score with a question that mentions the penguin, by keyword or image colour.
-TEXT_VECTORS = {
-    "penguin": _scored(1.0),
-    "alpha": _scored(0.8),
-    "beta": _scored(0.6),
-    "gamma": _scored(0.3),
-    "weather": _scored(0.1),
-}
-IMAGE_VECTORS = {"red": _scored(0.7), "green": _scored(0.5), "blue": _scored(0.2)}
-OTHER = [0.0, 0.0, 1.0]  # no keyword: score 0 (the empty pieces, embedded as "summarize:")
-COLOURS = {"red": (220, 20, 20), "green": (20, 200, 20), "blue": (20, 20, 220)}
-
-
-def text_vector(text: str) -> list[float]:
-    low = text.lower()
-    hits = [v for k, v in TEXT_VECTORS.items() if k in low]
-    assert len(hits) <= 1, f"a test text should carry one keyword at most: {text!r}"
-    return hits[0] if hits else OTHER
-
-
-def image_vector(data_url: str) -> list[float]:
-    assert data_url.startswith("data:image/jpeg;base64,")
-    im = Image.open(io.BytesIO(base64.b64decode(data_url.split(",", 1)[1]))).convert("RGB")
-    mean = list(im.resize((1, 1), Image.Resampling.BOX).getpixel((0, 0)))  # type: ignore[arg-type]
-    return IMAGE_VECTORS[("red", "green", "blue")[mean.index(max(mean))]]
-
-
-@dataclass
-class EmbeddingServer:
-    """vLLM's embedding endpoints on 127.0.0.1 in a background thread: `/v1/embeddings` (text
-    `input` lists, chat-style image `messages`) and, unless `tokenize` is False, `/tokenize`.
-    `faults` are HTTP statuses answered to the first embedding requests, one each."""
-
-    tokenize: bool = True
-    faults: list[int] = field(default_factory=list)
-    fault_body: str = "simulated fault"
-    retry_after: str | None = None
-    delay_s: float = 0.0
-    requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    port: int = 0
-    in_flight: int = 0
-    peak: int = 0  # the most requests handled at once
-
-    def __post_init__(self) -> None:
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def __enter__(self) -> EmbeddingServer:
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-        assert self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._loop is not None
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-
-    def _serve(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._loop.run_until_complete(self._setup())
-        self._ready.set()
-        self._loop.run_forever()
-        self._loop.close()
-
-    async def _setup(self) -> None:
-        from aiohttp import web
-
-        app = web.Application(client_max_size=1 << 26)
-        app.router.add_post("/v1/embeddings", self._embeddings)
-        if self.tokenize:
-            app.router.add_post("/tokenize", self._tokenize)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-    async def _embeddings(self, request: Any) -> Any:
-        from aiohttp import web
-
-        body = await request.json()
-        self.requests.append(("embeddings", body))
-        if self.faults:
-            headers = {"Retry-After": self.retry_after} if self.retry_after else {}
-            return web.Response(status=self.faults.pop(0), text=self.fault_body, headers=headers)
-        if "messages" in body:
-            (part,) = body["messages"][0]["content"]
-            vectors = [image_vector(part["image_url"]["url"])]
-        else:
-            vectors = [text_vector(t) for t in body["input"]]
-        # Unnormalised on purpose: the client normalises.
-        data = [{"index": i, "object": "embedding", "embedding": [3.0 * x for x in v]} for i, v in enumerate(vectors)]
-        return web.json_response({"object": "list", "data": data, "model": body["model"]})
-
-    async def _tokenize(self, request: Any) -> Any:
-        from aiohttp import web
-
-        body = await request.json()
-        self.requests.append(("tokenize", body))
-        self.in_flight += 1
-        self.peak = max(self.peak, self.in_flight)
-        await asyncio.sleep(self.delay_s)
-        self.in_flight -= 1
-        n = len(body["prompt"].split())
-        return web.json_response({"count": n, "max_model_len": 77, "tokens": list(range(n))})
-
-    def bodies(self, kind: str) -> list[dict[str, Any]]:
-        return [b for k, b in self.requests if k == kind]
-
-
-# --- hand-made rows in the release layout ------------------------------------------------------
-
-# Pieces of DOC (by the authors' split), their scores with the question, and their token costs:
-#   0 "Filler about weather."                 0.1   3 words + 1 = 4
-#   1 " The penguin sings loudly at dawn."    1.0   6 + 1 = 7      (the needle)
-#   2 ""                                      0.0   0 + 1 = 1
-#   3 <image> red.png                         0.7   256
-#   4 "Alpha notes follow here."              0.8   4 + 1 = 5
-#   5 " Beta remarks end!"                    0.6   3 + 1 = 4
-#   6 ""                                      0.0   1
-#   7 <image> blue.png                        0.2   256
-#   8 "Gamma closes."                         0.3   2 + 1 = 3
-#   9 ""                                      0.0   1
-# Visit order by score: 1, 4, 3, 5, 8, 7, 0, then the three empty pieces (tied).
-DOC = (
-    "Filler about weather. The penguin sings loudly at dawn.<image>Alpha notes follow here. Beta remarks end!<image>Gamma closes."
-)
-NEEDLE = "The penguin sings loudly at dawn."
-QUESTION = "What does the penguin do at dawn?"
-FULL_COST = 4 + 7 + 1 + 256 + 5 + 4 + 1 + 256 + 3 + 1
-
-
-def niah_row(
-    rid: int, context: str, question: str, images: list[str], answer: Any, needles: list[Any], **meta: Any
-) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "images_list": images,
-        "context": context,
-        "question": question,
-        "answer": answer,
-        "meta": {
-            "placed_depth": 0.5,
-            "context_length": 1500,
-            "context_length_text": 1000,
-            "context_length_image": 500,
-            "num_images": len(images),
-            "needles": needles,
-            "choices": None,
-            "choices_image_path": None,
-            **meta,
-        },
-    }
 
 
 @pytest.fixture
 def release(tmp_path: Path) -> Path:
     """A val split with one retrieval-text row (DOC) and one reasoning-image row whose question
     holds an image and whose options are images."""
-    folder = tmp_path / "mm_niah_val"
-    (folder / "annotations").mkdir(parents=True)
-    (folder / "images").mkdir()
-    for name, rgb in COLOURS.items():
-        Image.new("RGB", (48, 40), rgb).save(folder / "images" / f"{name}.png")
-    text_row = niah_row(
-        7, DOC + "</s>", QUESTION, ["red.png", "blue.png"], "sings", [NEEDLE, "Gamma closes.", 3, "red.png", "gone.png"]
-    )
-    image_row = niah_row(
-        9,
-        "Alpha notes.<image>Weather report.",
-        "Look at <image> and find the penguin. Which option matches?",
-        ["red.png", "green.png"],
-        0,
-        [],
-        choices_image_path=["blue.png", "red.png"],
-    )
-    (folder / "annotations" / "retrieval-text.jsonl").write_text(json.dumps(text_row) + "\n", encoding="utf-8")
-    (folder / "annotations" / "reasoning-image.jsonl").write_text(json.dumps(image_row) + "\n", encoding="utf-8")
-    return folder
+    return write_rag_release(tmp_path / "mm_niah_val", needles=[NEEDLE, "Gamma closes.", 3, "red.png", "gone.png"])
 
 
 def load(release: Path, task: str) -> Any:
@@ -240,11 +50,11 @@ def load(release: Path, task: str) -> Any:
     return sample
 
 
-def embedder(server: EmbeddingServer, **kwargs: Any) -> ServedEmbedder:
+def embedder(server: SimulatedServer, **kwargs: Any) -> ServedEmbedder:
     return ServedEmbedder(EMBED_MODEL, server.url, retry=RetryPolicy(max_retries=2, base_s=0.01, cap_s=0.02), **kwargs)
 
 
-async def _retrieve(sample: Any, server: EmbeddingServer, max_tokens: int = 8192, min_images: int = 0, **kwargs: Any) -> Any:
+async def _retrieve(sample: Any, server: SimulatedServer, max_tokens: int = 8192, min_images: int = 0, **kwargs: Any) -> Any:
     emb = embedder(server, **kwargs)
     try:
         await emb.check()
@@ -253,7 +63,7 @@ async def _retrieve(sample: Any, server: EmbeddingServer, max_tokens: int = 8192
         await emb.aclose()
 
 
-def run_retrieve(sample: Any, server: EmbeddingServer, **kwargs: Any) -> Any:
+def run_retrieve(sample: Any, server: SimulatedServer, **kwargs: Any) -> Any:
     return asyncio.run(_retrieve(sample, server, **kwargs))
 
 
@@ -291,7 +101,7 @@ def test_document_of_a_loaded_row(release: Path) -> None:
 
 def test_everything_fits_within_the_default_budget(release: Path) -> None:
     sample = load(release, "retrieval-text")
-    with EmbeddingServer() as server:
+    with embedding_server() as server:
         got = run_retrieve(sample, server)
     assert got.selection.kept == tuple(range(10))
     assert got.selection.tokens == FULL_COST and got.selection.images == 2
@@ -305,7 +115,7 @@ def test_everything_fits_within_the_default_budget(release: Path) -> None:
 
 def test_budget_is_checked_before_adding_so_the_last_piece_overshoots(release: Path) -> None:
     sample = load(release, "retrieval-text")
-    with EmbeddingServer() as server:
+    with embedding_server() as server:
         got = run_retrieve(sample, server, max_tokens=10)
     # Piece 1 (7 tokens, 7 < 10), then piece 4 although it ends at 12; then the budget is spent.
     assert got.selection.kept == (1, 4)
@@ -332,7 +142,7 @@ def test_budget_is_checked_before_adding_so_the_last_piece_overshoots(release: P
 
 def test_minimum_images_are_taken_after_the_budget_skipping_text(release: Path) -> None:
     sample = load(release, "retrieval-text")
-    with EmbeddingServer() as server:
+    with embedding_server() as server:
         got = run_retrieve(sample, server, max_tokens=10, min_images=2)
     # 1 (7), 4 (12); over budget: image 3 taken, texts 5 and 8 skipped, image 7 taken; then stop.
     assert got.selection.kept == (1, 3, 4, 7)
@@ -350,7 +160,7 @@ def test_minimum_images_are_taken_after_the_budget_skipping_text(release: Path) 
 
 def test_question_and_option_images_are_always_kept(release: Path) -> None:
     sample = load(release, "reasoning-image")
-    with EmbeddingServer() as server:
+    with embedding_server() as server:
         got = run_retrieve(sample, server, max_tokens=1)
     # Pieces: "Alpha notes." (0.8, 3 tokens), "", <image> red (0.7), "Weather report." (0.1), "":
     # the first fills the budget of 1; the context image is dropped, the question's and the
@@ -372,7 +182,7 @@ def test_question_and_option_images_are_always_kept(release: Path) -> None:
 
 def test_what_the_server_is_asked(release: Path) -> None:
     sample = load(release, "retrieval-text")
-    with EmbeddingServer() as server:
+    with embedding_server() as server:
         run_retrieve(sample, server, batch_size=3)
     texts = [b for b in server.bodies("embeddings") if "input" in b][1:]  # the first is check()'s probe
     assert all(b["model"] == EMBED_MODEL and b["encoding_format"] == "float" and b["truncate_prompt_tokens"] == -1 for b in texts)
@@ -383,6 +193,7 @@ def test_what_the_server_is_asked(release: Path) -> None:
     images = [b for b in server.bodies("embeddings") if "messages" in b]
     assert len(images) == 2
     assert all(b["messages"][0]["role"] == "user" and b["messages"][0]["content"][0]["type"] == "image_url" for b in images)
+    assert all(b["messages"][0]["content"][0]["image_url"]["url"].startswith("data:image/jpeg;base64,") for b in images)
     counted = server.bodies("tokenize")[1:]
     assert all(b == {"model": EMBED_MODEL, "prompt": b["prompt"], "add_special_tokens": False} for b in counted)
     assert sorted(b["prompt"] for b in counted) == sorted(p for p in document(sample).text_pieces if p)  # never ""
@@ -392,14 +203,14 @@ def test_scores_are_cosines_with_the_question(release: Path) -> None:
     sample = load(release, "retrieval-text")
     doc = document(sample)
 
-    async def go(server: EmbeddingServer) -> PieceScores:
+    async def go(server: SimulatedServer) -> PieceScores:
         emb = embedder(server)
         try:
             return await score_document(doc, emb)
         finally:
             await emb.aclose()
 
-    with EmbeddingServer() as server:
+    with embedding_server() as server:
         got = asyncio.run(go(server))
     assert got.scores == pytest.approx([0.1, 1.0, 0.0, 0.7, 0.8, 0.6, 0.0, 0.2, 0.3, 0.0], abs=1e-6)
     assert got.token_counts == [3, 6, 0, 4, 3, 0, 2, 0]
@@ -453,14 +264,14 @@ def test_reduced_sample_keeps_identity_and_scoring_fields(release: Path) -> None
 
 
 def test_a_server_without_tokenize_is_told_in_one_sentence() -> None:
-    async def go(server: EmbeddingServer) -> None:
+    async def go(server: SimulatedServer) -> None:
         emb = embedder(server)
         try:
             await emb.check()
         finally:
             await emb.aclose()
 
-    with EmbeddingServer(tokenize=False) as server, pytest.raises(DataError) as err:
+    with embedding_server(tokenize=False) as server, pytest.raises(DataError) as err:
         asyncio.run(go(server))
     message = str(err.value)
     assert message == (
@@ -470,7 +281,7 @@ def test_a_server_without_tokenize_is_told_in_one_sentence() -> None:
 
 
 def test_an_unreachable_embedding_server_is_told_in_one_sentence() -> None:
-    with EmbeddingServer() as server:
+    with embedding_server() as server:
         url = server.url
     emb = ServedEmbedder(EMBED_MODEL, url)
     with pytest.raises(DataError, match=r"^cannot reach the embedding server .*; start it or fix --embed-url$"):
@@ -478,21 +289,21 @@ def test_an_unreachable_embedding_server_is_told_in_one_sentence() -> None:
 
 
 def test_transient_failures_are_retried_and_rejections_are_not() -> None:
-    async def embed(server: EmbeddingServer) -> Any:
+    async def embed(server: SimulatedServer) -> Any:
         emb = embedder(server)
         try:
             return await emb.embed_texts(["penguin", "alpha"])
         finally:
             await emb.aclose()
 
-    with EmbeddingServer(faults=[503, 429]) as server:
+    with embedding_server(embed_faults=["503", "429"]) as server:
         vectors = asyncio.run(embed(server))
         assert len(server.bodies("embeddings")) == 3
     assert vectors.shape == (2, 3) and float(vectors[0] @ vectors[1]) == pytest.approx(0.8, abs=1e-6)
-    with EmbeddingServer(faults=[400]) as server, pytest.raises(EmbeddingError) as err:
+    with embedding_server(embed_faults=["400"]) as server, pytest.raises(EmbeddingError) as err:
         asyncio.run(embed(server))
     assert err.value.kind == REQUEST_REJECTED and len(server.bodies("embeddings")) == 1
-    with EmbeddingServer(faults=[500, 500, 500]) as server, pytest.raises(EmbeddingError) as err:
+    with embedding_server(embed_faults=["500", "500", "500"]) as server, pytest.raises(EmbeddingError) as err:
         asyncio.run(embed(server))
     assert err.value.kind == BACKEND_ERROR and "gave up after 3 attempts" in str(err.value)
 
@@ -500,33 +311,35 @@ def test_transient_failures_are_retried_and_rejections_are_not() -> None:
 def test_rejections_are_classified_and_scrubbed_and_long_waits_refused() -> None:
     key = "sk-embed-secret-1234"
 
-    async def embed(server: EmbeddingServer) -> Any:
+    async def embed(server: SimulatedServer) -> Any:
         emb = ServedEmbedder(EMBED_MODEL, server.url, api_key=key, retry=RetryPolicy(max_retries=2, base_s=0.01, max_wait_s=5))
         try:
             return await emb.embed_texts(["penguin"])
         finally:
             await emb.aclose()
 
-    body = json.dumps({"error": {"message": f"This model's maximum context length is 77 tokens (Authorization: Bearer {key})"}})
-    with EmbeddingServer(faults=[400], fault_body=body) as server, pytest.raises(EmbeddingError) as err:
+    with embedding_server(embed_faults=["context"]) as server, pytest.raises(EmbeddingError) as err:
         asyncio.run(embed(server))
-    assert err.value.kind == CONTEXT_TOO_LONG
+    assert err.value.kind == CONTEXT_TOO_LONG  # vLLM's 400 "maximum context length" body
+    with embedding_server(embed_faults=["echo"]) as server, pytest.raises(EmbeddingError) as err:
+        asyncio.run(embed(server))  # a 400 whose body repeats the Authorization header
+    assert err.value.kind == REQUEST_REJECTED
     assert key not in str(err.value) and "[redacted]" in str(err.value)
-    with EmbeddingServer(faults=[429], retry_after="600") as server, pytest.raises(EmbeddingError) as err:
+    with embedding_server(embed_faults=["429long"]) as server, pytest.raises(EmbeddingError) as err:
         asyncio.run(embed(server))
     assert err.value.kind == BACKEND_ERROR and "not waited for" in str(err.value)
     assert len(server.bodies("embeddings")) == 1
 
 
 def test_requests_in_flight_are_bounded() -> None:
-    async def count(server: EmbeddingServer) -> list[int]:
+    async def count(server: SimulatedServer) -> list[int]:
         emb = embedder(server, tokenize_concurrency=3)
         try:
             return await emb.count_tokens([f"word {'x ' * i}" for i in range(12)])
         finally:
             await emb.aclose()
 
-    with EmbeddingServer(delay_s=0.05) as server:
+    with embedding_server(tokenize_delay_s=0.05) as server:
         counts = asyncio.run(count(server))
     assert counts == [1 + i for i in range(12)]
     assert server.peak == 3

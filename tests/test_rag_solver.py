@@ -1,5 +1,5 @@
 """`--solver rag` for MM-NIAH end to end through the CLI: hand-made rows in the release layout, a
-real embedding server on 127.0.0.1 (test_mm_niah_rag.EmbeddingServer: keyword vectors, word counts)
+real embedding server on 127.0.0.1 (the simulated one with tests/helpers/rag.py's keyword vectors)
 and the simulated chat model. What the model is asked, what the record keeps, the cache that
 spares a resumed run the embedding, the metrics, the report and the leaderboard name.
 
@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 from helpers import report_blob as blob
 from helpers import small_niah
-from PIL import Image
-from test_mm_niah_rag import COLOURS, DOC, EMBED_MODEL, NEEDLE, QUESTION, EmbeddingServer, niah_row
+from helpers.rag import EMBED_MODEL, QUESTION, embedding_server, write_rag_release
 
 from needlepoint import status
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
@@ -37,24 +36,7 @@ KEPT_TEXT = " The penguin sings loudly at dawn.Alpha notes follow here."  # DOC'
 def release(tmp_path: Path) -> Path:
     """A val split: DOC as retrieval-text row 7, and a reasoning-image row whose question holds an
     image and whose options are images (the rows of test_mm_niah_rag)."""
-    folder = tmp_path / "mm_niah_val"
-    (folder / "annotations").mkdir(parents=True)
-    (folder / "images").mkdir()
-    for name, rgb in COLOURS.items():
-        Image.new("RGB", (48, 40), rgb).save(folder / "images" / f"{name}.png")
-    text_row = niah_row(7, DOC + "</s>", QUESTION, ["red.png", "blue.png"], "sings", [NEEDLE, "Gamma closes.", 3])
-    image_row = niah_row(
-        9,
-        "Alpha notes.<image>Weather report.",
-        "Look at <image> and find the penguin. Which option matches?",
-        ["red.png", "green.png"],
-        0,
-        [],
-        choices_image_path=["blue.png", "red.png"],
-    )
-    (folder / "annotations" / "retrieval-text.jsonl").write_text(json.dumps(text_row) + "\n", encoding="utf-8")
-    (folder / "annotations" / "reasoning-image.jsonl").write_text(json.dumps(image_row) + "\n", encoding="utf-8")
-    return folder
+    return write_rag_release(tmp_path / "mm_niah_val")
 
 
 def _args(release: Path, chat: Any, embed_url: str, out: Path, *extra: str) -> list[str]:
@@ -80,7 +62,7 @@ def _args(release: Path, chat: Any, embed_url: str, out: Path, *extra: str) -> l
     ]
 
 
-def _texts_embedded(server: EmbeddingServer) -> list[str]:
+def _texts_embedded(server: SimulatedServer) -> list[str]:
     """Every text the server embedded except check()'s probe."""
     return [t for b in server.bodies("embeddings") if "input" in b for t in b["input"] if t != "summarize:"]
 
@@ -98,7 +80,7 @@ def test_rag_run_asks_the_model_about_the_kept_pieces_and_records_them(
 ) -> None:
     chat = serve(default="sings")
     out = tmp_path / "run"
-    with EmbeddingServer() as emb:
+    with embedding_server() as emb:
         assert main(_args(release, chat, emb.url, out, "--rag-max-tokens", "10")) == 0
     asked = {json.dumps(_parts(body)): body for _, body in chat.requests}
     # Row 7: pieces 1 and 4 (the budget is checked before adding, so piece 4 overshoots it).
@@ -184,7 +166,7 @@ def test_rag_run_asks_the_model_about_the_kept_pieces_and_records_them(
 def test_a_resumed_run_does_not_embed_again(serve: Any, release: Path, tmp_path: Path) -> None:
     chat = serve(default="sings", failing=True)
     out = tmp_path / "run"
-    with EmbeddingServer() as emb:
+    with embedding_server() as emb:
         assert main(_args(release, chat, emb.url, out, "--max-retries", "0", "--no-report")) == 3
         records = read_records(out / "records.jsonl")
         assert {r["status"] for r in records.values()} == {status.BACKEND_ERROR}
@@ -208,7 +190,7 @@ def test_a_server_without_tokenize_is_one_sentence_and_no_run_folder(
 ) -> None:
     chat = serve(default="sings")
     out = tmp_path / "run"
-    with EmbeddingServer(tokenize=False) as emb:
+    with embedding_server(tokenize=False) as emb:
         assert main(_args(release, chat, emb.url, out)) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith(
@@ -338,7 +320,7 @@ def test_the_embedding_key_comes_from_the_environment_and_stays_off_disk(
     assert "refused the key (http_401); set NEEDLEPOINT_EMBED_API_KEY (or OPENAI_API_KEY)" in capsys.readouterr().err
 
 
-class HoldingEmbeddingServer(EmbeddingServer):
+class HoldingEmbeddingServer(SimulatedServer):
     """Holds every embedding request for DOC (the penguin document) until the chat model has been
     asked about the other row: only a solver that lets other samples' generation run while one
     sample embeds gets through."""
@@ -363,7 +345,7 @@ class HoldingEmbeddingServer(EmbeddingServer):
 def test_generation_continues_while_a_sample_embeds(serve: Any, release: Path, tmp_path: Path) -> None:
     chat = serve(default="sings")
     out = tmp_path / "run"
-    with HoldingEmbeddingServer() as emb:
+    with embedding_server(HoldingEmbeddingServer) as emb:
         emb.chat = chat
         assert main(_args(release, chat, emb.url, out, "--concurrency", "2", "--no-report")) == 0
     records = read_records(out / "records.jsonl")

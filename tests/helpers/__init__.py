@@ -6,7 +6,7 @@ from helpers.cli import one_sentence, run_cli, run_quiet
 from helpers.paths import MC_BENCH_RELEASE, REF_ADV_PREDICTIONS, REPO, TEST_DATA, extra_module, in_ci
 from helpers.releases import good_ref_reply, prompt_key, ref_run_config, small_niah, write_jsonl_release
 from helpers.runs import records, report_blob
-from helpers.servers import TEST_MODELS, CountingServer, RecordingServer
+from helpers.servers import TEST_MODELS, CountingServer
 
 __all__ = [
     "MC_BENCH_RELEASE",
@@ -15,7 +15,6 @@ __all__ = [
     "TEST_DATA",
     "TEST_MODELS",
     "CountingServer",
-    "RecordingServer",
     "extra_module",
     "good_ref_reply",
     "in_ci",

@@ -1,4 +1,5 @@
-"""The simulated model as the tests start it: recording what it is sent, counting what it answers at once."""
+"""The simulated model as the tests start it: the model names it lists, and a server that counts the
+chat requests it answers at once (the others are SimulatedServer itself, with `keep_requests`)."""
 
 from __future__ import annotations
 
@@ -11,28 +12,16 @@ from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 TEST_MODELS = (SIMULATED_MODEL_NAME, "sim-model", "m", "org/m", "org/sim-model", "sim/mc-bench", "org/niah-model")
 
 
-class RecordingServer(SimulatedServer):
-    """The simulated model, also keeping each request's headers and JSON body (in arrival order)."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.requests: list[tuple[dict[str, str], dict[str, Any]]] = []
-
-    async def _chat(self, request: Any) -> Any:
-        body = await request.json()  # aiohttp caches the body, so the parent reads it again
-        self.requests.append((dict(request.headers), body))
-        return await super()._chat(request)
-
-
-class CountingServer(RecordingServer):
-    """Counts the chat requests being answered at once (`most`: the peak). With `hold` > 0 each
-    request waits until `hold` are in flight together (or 10 s pass), so that requests sent one
-    after another never reach it."""
+class CountingServer(SimulatedServer):
+    """Counts the chat requests being answered at once (`most`: the peak), keeping every request.
+    With `hold` > 0 each request waits until `hold` are in flight together (or 10 s pass), so that
+    requests sent one after another never reach it."""
 
     hold: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self.keep_requests = True
         self.active = 0
         self.most = 0
 

@@ -23,7 +23,7 @@ import io
 import json
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,7 +188,15 @@ class SimulatedServer:
     of inputs) per embedding or tokenize request, in arrival order. `embed_faults` are consumed one
     per `/v1/embeddings` request, each a hostile answer of EMBED_FAULTS, "hang", an HTTP status
     ("500") or "" (a good answer); `tokenize_faults` one per `/tokenize` request, each "hang" or a dict that replaces keys
-    of the answer (e.g. {"count": -1}).
+    of the answer (e.g. {"count": -1}). An embedding request's HTTP faults are the chat ones: any
+    status ("503"; "429" with Retry-After `retry_after_s`), "429long", "429date", "context", "echo".
+    `text_vector` and `image_vector` (of the image's bytes) make the vectors, for a test that sets
+    each piece's score by hand; `tokenize_delay_s` delays each `/tokenize` request.
+
+    For the tests: `in_flight` counts the requests being answered now and `peak` the most at once;
+    with `keep_requests`, `requests` keeps each chat request's (headers, JSON body) and
+    `embed_requests` each embedding or tokenize request's (endpoint, JSON body), in arrival order
+    (see `bodies`); a body that is not JSON is kept as None.
     """
 
     script: Mapping[str, list[ScriptReply]] = field(default_factory=dict)
@@ -207,8 +215,16 @@ class SimulatedServer:
     embed_log: list[tuple[str, int]] = field(default_factory=list)
     embed_faults: list[str] = field(default_factory=list)
     tokenize_faults: list[Any] = field(default_factory=list)
+    text_vector: Callable[[str], list[float]] = simulated_embedding
+    image_vector: Callable[[bytes], list[float]] = simulated_image_embedding
+    tokenize_delay_s: float = 0.0
+    keep_requests: bool = False
 
     def __post_init__(self) -> None:
+        self.requests: list[tuple[dict[str, str], Any]] = []
+        self.embed_requests: list[tuple[str, Any]] = []
+        self.in_flight = 0
+        self.peak = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: Any = None
@@ -236,6 +252,12 @@ class SimulatedServer:
             self._thread.join(10)
             self._thread = None
 
+    def bodies(self, endpoint: str = "chat") -> list[Any]:
+        """The JSON bodies kept (see `keep_requests`) of "chat", "embeddings" or "tokenize" requests."""
+        if endpoint == "chat":
+            return [body for _, body in self.requests]
+        return [body for kind, body in self.embed_requests if kind == endpoint]
+
     def __enter__(self) -> SimulatedServer:
         return self.start()
 
@@ -254,7 +276,11 @@ class SimulatedServer:
     async def _setup(self) -> None:
         from aiohttp import web
 
-        app = web.Application(client_max_size=1 << 30)
+        @web.middleware
+        async def observe(request: Any, handler: Any) -> Any:
+            return await self._observe_request(request, handler)
+
+        app = web.Application(client_max_size=1 << 30, middlewares=[observe])
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/embeddings", self._embeddings)
@@ -265,6 +291,24 @@ class SimulatedServer:
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # _server is set once start() has returned
+
+    async def _observe_request(self, request: Any, handler: Any) -> Any:
+        """Count the request while it is answered and, with `keep_requests`, keep it."""
+        if self.keep_requests and request.method == "POST":
+            try:
+                body = await request.json()  # aiohttp caches the body for the handler's read
+            except ValueError:
+                body = None
+            if request.path == "/v1/chat/completions":
+                self.requests.append((dict(request.headers), body))
+            else:
+                self.embed_requests.append((request.path.rsplit("/", 1)[-1], body))
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            return await handler(request)
+        finally:
+            self.in_flight -= 1
 
     def _refused(self, request: Any) -> Any:
         from aiohttp import web
@@ -311,22 +355,22 @@ class SimulatedServer:
         fault = (self.embed_faults.pop(0) if self.embed_faults else "") or None  # "": answered as it should be
         if fault == "hang":
             await asyncio.sleep(3600)
-        if fault is not None and fault.isdigit():
-            return web.Response(status=int(fault), text=f"simulated {fault}")
+        if fault is not None and fault not in EMBED_FAULTS:
+            return self._http_fault(fault, request)
         if "messages" in body:
             self.embed_log.append(("embeddings", 1))
             urls = [p["image_url"]["url"] for m in body["messages"] for p in m.get("content", []) if p.get("type") == "image_url"]
             texts = "".join(p.get("text", "") for m in body["messages"] for p in m.get("content", []) if p.get("type") == "text")
             if urls:
                 data = base64.b64decode(urls[0].split(",", 1)[1])
-                vectors = [await asyncio.get_running_loop().run_in_executor(None, simulated_image_embedding, data)]
+                vectors = [await asyncio.get_running_loop().run_in_executor(None, self.image_vector, data)]
             else:
-                vectors = [simulated_embedding(texts)]
+                vectors = [self.text_vector(texts)]
         else:
             inputs = body.get("input")
             inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
             self.embed_log.append(("embeddings", len(inputs)))
-            vectors = [simulated_embedding(str(t)) for t in inputs]
+            vectors = [self.text_vector(str(t)) for t in inputs]
         data_rows: list[Any] = [{"index": i, "object": "embedding", "embedding": v} for i, v in enumerate(vectors)]
         tokens = sum(simulated_token_count(str(t)) for t in (body.get("input") or []) if isinstance(t, str))
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
@@ -347,11 +391,32 @@ class SimulatedServer:
         fault = self.tokenize_faults.pop(0) if self.tokenize_faults else None
         if fault == "hang":
             await asyncio.sleep(3600)
+        if self.tokenize_delay_s:
+            await asyncio.sleep(self.tokenize_delay_s)
         n = simulated_token_count(str(body.get("prompt", "")))
         answer = {"count": n, "max_model_len": 512, "tokens": list(range(n)), "token_strs": None}
         if isinstance(fault, dict):
             answer = {k: v for k, v in {**answer, **fault}.items() if v is not OMIT}
         return web.json_response(answer)
+
+    def _http_fault(self, fault: str, request: Any) -> Any:
+        """The error answer a fault names: an HTTP status ("503"; a 429 says Retry-After
+        `retry_after_s`), "429long"/"429date" (absurd waits), "context"/"images" (vLLM's 400 bodies),
+        "echo" (a 400 repeating the request's Authorization header and URL)."""
+        from aiohttp import web
+
+        if fault in ("429long", "429date"):
+            after = "100000" if fault == "429long" else "Thu, 01 Jan 2099 00:00:00 GMT"
+            return web.Response(status=429, text="simulated 429: slow down", headers={"Retry-After": after})
+        if fault in ("context", "images"):
+            return web.json_response(VLLM_CONTEXT_ERROR if fault == "context" else VLLM_IMAGES_ERROR, status=400)
+        if fault == "echo":
+            auth = request.headers.get("Authorization", "")
+            return web.Response(status=400, text=f"bad request to {request.url} with headers Authorization: {auth}")
+        if fault.isdigit():
+            headers = {"Retry-After": str(self.retry_after_s)} if fault == "429" else {}
+            return web.Response(status=int(fault), text=f"simulated {fault}", headers=headers)
+        raise ValueError(f"unknown fault {fault!r}")
 
     async def _chat(self, request: Any) -> Any:
         from aiohttp import web
@@ -371,17 +436,8 @@ class SimulatedServer:
         pending = self.faults.get(key)
         if pending:
             fault = pending.pop(0)
-            if fault in ("429long", "429date"):
-                after = "100000" if fault == "429long" else "Thu, 01 Jan 2099 00:00:00 GMT"
-                return web.Response(status=429, text="simulated 429: slow down", headers={"Retry-After": after})
-            if fault in ("context", "images"):
-                return web.json_response(VLLM_CONTEXT_ERROR if fault == "context" else VLLM_IMAGES_ERROR, status=400)
-            if fault == "echo":
-                auth = request.headers.get("Authorization", "")
-                return web.Response(status=400, text=f"bad request to {request.url} with headers Authorization: {auth}")
-            if fault in ("429", "500", "400"):
-                headers = {"Retry-After": str(self.retry_after_s)} if fault == "429" else {}
-                return web.Response(status=int(fault), text=f"simulated {fault}", headers=headers)
+            if fault.isdigit() or fault in ("429long", "429date", "context", "images", "echo"):
+                return self._http_fault(fault, request)
             if fault == "hang":
                 await asyncio.sleep(3600)
             if fault == "close":
