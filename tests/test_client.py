@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import prompt_key, write_jsonl_release
+from helpers import prompt_key, ref_run_config, write_jsonl_release
 from PIL import Image
 
 from needlepoint.api import evaluate
@@ -186,22 +186,8 @@ def _good(row: dict[str, Any]) -> str:
 
 
 def _config(data: Path, urls: list[str], out: Path, **kw: Any) -> RunConfig:
-    settings: dict[str, Any] = {
-        "benchmark": "ref_adv_s",
-        "data": data,
-        "model": "sim-model",
-        "api_urls": urls,
-        "options": {"box_format": "abs_xyxy"},
-        "generation": {"timeout_s": 0.5},
-        "concurrency": 4,
-        "out": out,
-        "max_retries": 2,
-        "backoff_base_s": 0.01,
-        "show_progress": False,
-        "report": False,
-    }
-    settings.update(kw)
-    return RunConfig(**settings)
+    config: RunConfig = ref_run_config(data, urls, out, **{"generation": {"timeout_s": 0.5}, **kw})
+    return config
 
 
 def test_run_with_faults_then_retry_failed(serve: Any, ref_release: Any, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import good_ref_reply, prompt_key, ref_run_config, report_blob, run_cli
+from helpers import good_ref_reply, prompt_key, ref_eval_args, ref_run_config, report_blob, run_cli
 
 from needlepoint import status
 from needlepoint.api import evaluate
@@ -154,22 +154,7 @@ def test_progress_line_shows_the_wait_note() -> None:
 
 
 def _eval_args(data: Path, url: str, out: Path, model: str = "sim-model") -> list[str]:
-    return [
-        "eval",
-        "ref_adv_s",
-        "--data",
-        str(data),
-        "--model",
-        model,
-        "--api-url",
-        url,
-        "--out",
-        str(out),
-        "--box-format",
-        "abs_xyxy",
-        "--no-progress",
-        "--no-report",
-    ]
+    return ref_eval_args(data, url, out, "--no-report", model=model, max_retries=None)
 
 
 @pytest.mark.parametrize(

@@ -12,60 +12,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, prompt_key, run_cli
+from helpers import REPO, one_sentence, ref_eval_args, run_cli, scripted_ref_release
 
-from needlepoint.benchmarks.ref_adv import RefAdv
-from needlepoint.benchmarks.ref_adv.demo import answers_for, make_rows, write_release
 from needlepoint.cli import main
 from needlepoint.config import model_slug, public_solver_options
 from needlepoint.redact import is_credential_name
-
-
-def _release(tmp_path: Path, n: int = 8) -> tuple[Path, list[str], dict[str, list[Any]]]:
-    rows = make_rows(n, seed=3)
-    data = write_release(tmp_path / "data", rows)
-    samples = RefAdv(box_format="abs_xyxy").load(data)
-    keys = [prompt_key(s) for s in samples]
-    script = {k: answers_for(r, i) for i, (k, r) in enumerate(zip(keys, rows))}
-    return data, keys, script
-
-
-def _eval(data: Path, url: str, out: Path | None, *extra: str, model: str = "org/m") -> list[str]:
-    args = [
-        "eval",
-        "ref_adv_s",
-        "--data",
-        str(data),
-        "--model",
-        model,
-        "--api-url",
-        url,
-        "--box-format",
-        "abs_xyxy",
-        "--no-progress",
-        "--max-retries",
-        "0",
-        "--no-report",
-        *extra,
-    ]
-    return args + (["--out", str(out)] if out is not None else [])
-
-
-def _sentence(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("needlepoint: error: ") and "Traceback" not in err, err
-    return lines[0]
 
 
 def _runs(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob("run.json"))
 
 
+def _eval(data: Path, url: str, out: Path | None, *extra: str, model: str = "org/m") -> list[str]:
+    return ref_eval_args(data, url, out, "--no-report", *extra, model=model)
+
+
 # --- 3. numbers over answered samples ------------------------------------------------------------
 
 
 def test_failed_requests_are_not_scored_as_wrong_answers(serve: Any, tmp_path: Path) -> None:
-    data, keys, script = _release(tmp_path)
+    data, _, keys, script = scripted_ref_release(tmp_path)
     script = {k: [json.dumps([{"bbox_2d": [0, 0, 1, 1]}])] if i < 2 else v for i, (k, v) in enumerate(script.items())}
     server = serve(script=script, default=None, faults={k: ["500"] for k in keys[5:]})  # 3 of 8 fail
     out = tmp_path / "run"
@@ -114,7 +80,7 @@ def test_a_run_with_nothing_answered_has_no_metrics(serve: Any, tmp_path: Path, 
 
 
 def test_the_progress_line_counts_failed_samples_apart(serve: Any, tmp_path: Path) -> None:
-    data, keys, script = _release(tmp_path, n=4)
+    data, _, keys, script = scripted_ref_release(tmp_path, n=4)
     server = serve(script=script, default=None, faults={k: ["500"] for k in keys})
     args = [a for a in _eval(data, server.url, tmp_path / "run") if a != "--no-progress"]
     done = run_cli(args, env={"PYTHONPATH": str(REPO / "src")})  # stderr is a pipe: plain progress lines
@@ -127,7 +93,7 @@ def test_the_progress_line_counts_failed_samples_apart(serve: Any, tmp_path: Pat
 
 
 def test_default_run_folders_are_named_by_identity(serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    data, keys, script = _release(tmp_path, n=4)
+    data, _, keys, script = scripted_ref_release(tmp_path, n=4)
     good = serve(script=script, default=None)
     bad = serve(script=script, default=None, faults={k: ["500"] * 5 for k in keys})
     monkeypatch.chdir(tmp_path)
@@ -150,36 +116,36 @@ def test_default_run_folders_are_named_by_identity(serve: Any, tmp_path: Path, m
 
 
 def test_refusal_names_fresh_with_the_same_out(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    data, _, script = _release(tmp_path, n=3)
+    data, _, _, script = scripted_ref_release(tmp_path, n=3)
     server = serve(script=script, default=None)
     out = tmp_path / "run"
     assert main(_eval(data, server.url, out)) == 0
     capsys.readouterr()
     assert main(_eval(data, server.url, out, "--temperature", "0.5")) == 2
-    assert f"pass --fresh with the same --out {out}" in _sentence(capsys.readouterr().err)
+    assert f"pass --fresh with the same --out {out}" in one_sentence(capsys.readouterr().err)
     assert main(_eval(data, server.url, out, "--temperature", "0.5", "--fresh")) == 0
 
 
 def test_retry_failed_without_a_run_and_with_fresh_are_refused(
     serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data, _, script = _release(tmp_path, n=3)
+    data, _, _, script = scripted_ref_release(tmp_path, n=3)
     server = serve(script=script, default=None)
     runs = tmp_path / "runs"
     assert main(_eval(data, server.url, runs / "run-a")) == 0
     server.log.clear()
     capsys.readouterr()
     assert main(_eval(data, server.url, runs / "run-b", "--retry-failed")) == 2  # a mistyped --out
-    line = _sentence(capsys.readouterr().err)
+    line = one_sentence(capsys.readouterr().err)
     assert "holds no run to retry" in line and str(runs / "run-a") in line
     assert server.log == [] and not (runs / "run-b").exists()
     assert main(_eval(data, server.url, runs / "run-a", "--retry-failed", "--fresh")) == 2
-    assert "--retry-failed continues a run and --fresh starts a new one" in _sentence(capsys.readouterr().err)
+    assert "--retry-failed continues a run and --fresh starts a new one" in one_sentence(capsys.readouterr().err)
     assert not any(".replaced-" in p.name for p in runs.iterdir())
 
 
 def test_merge_exit_code_progress_and_other_shards(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    data, _, script = _release(tmp_path, n=8)
+    data, _, _, script = scripted_ref_release(tmp_path, n=8)
     server = serve(script=script, default=None)
     for k in (1, 2, 3):
         assert main(_eval(data, server.url, tmp_path / f"s{k}", "--shard", f"{k}/3")) == 0
@@ -201,7 +167,7 @@ def test_merge_exit_code_progress_and_other_shards(serve: Any, tmp_path: Path, c
     other = ["merge", str(tmp_path / "s1"), str(tmp_path / "s2b"), str(tmp_path / "s3"), "--out", str(tmp_path / "m")]
     assert main(other) == 2
     err = capsys.readouterr().err
-    assert "holds a merge of other shard folders (shard 2/3" in _sentence(
+    assert "holds a merge of other shard folders (shard 2/3" in one_sentence(
         "".join(line for line in err.splitlines(True) if not line.startswith("merge: "))
     )
     # the same shards again, now all of them: completes the merge
@@ -211,7 +177,7 @@ def test_merge_exit_code_progress_and_other_shards(serve: Any, tmp_path: Path, c
 def test_leaderboard_row_per_configuration_complete_preferred(
     serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data, keys, script = _release(tmp_path, n=4)
+    data, _, keys, script = scripted_ref_release(tmp_path, n=4)
     good = serve(script=script, default=None)
     bad = serve(script=script, default=None, faults={k: ["500"] * 5 for k in keys})
     monkeypatch.chdir(tmp_path)
@@ -301,7 +267,7 @@ def test_model_slugs_stay_inside_their_folder(name: str, tmp_path: Path) -> None
 
 
 def test_a_model_named_dot_dot_runs_inside_runs(serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    data, _, script = _release(tmp_path, n=2)
+    data, _, _, script = scripted_ref_release(tmp_path, n=2)
     model = "../../escape"
     server = serve(script=script, default=None, models=[model])
     monkeypatch.chdir(tmp_path)
@@ -329,7 +295,7 @@ def test_localizer_flag_and_solver_option_conflict_is_refused(tmp_path: Path, ca
         "localizer=vlm:b",
     ]
     assert main(args) == 2
-    line = _sentence(capsys.readouterr().err)
+    line = one_sentence(capsys.readouterr().err)
     assert "--localizer and --solver-option localizer=... both set" in line
 
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, one_sentence, prompt_key, report_blob, run_cli, write_jsonl_release
+from helpers import REPO, one_sentence, ref_eval_args, report_blob, run_cli, scripted_ref_release, write_jsonl_release
 
 from needlepoint import numeric, status
 from needlepoint.api import evaluate, score
 from needlepoint.benchmarks.mm_niah.benchmark import shown_answer
 from needlepoint.benchmarks.ref_adv import RefAdv
-from needlepoint.benchmarks.ref_adv.demo import answers_for, make_rows, write_release
+from needlepoint.benchmarks.ref_adv.demo import make_rows
 from needlepoint.cli import build_parser, main
 from needlepoint.errors import DataError
 from needlepoint.geometry import AbsFrame, check_abs_frame, iou, model_frame, smart_resize, to_absolute
@@ -37,67 +37,38 @@ def _strict(text: str) -> Any:
     return json.loads(text, parse_constant=refuse)
 
 
-def _release(tmp_path: Path, n: int = 8, seed: int = 3) -> tuple[Path, list[dict[str, Any]], list[Any], dict[str, list[Any]]]:
-    rows = make_rows(n, seed=seed)
-    data = write_release(tmp_path / "data", rows)
-    samples = RefAdv(box_format="abs_xyxy").load(data)
-    keys = [prompt_key(s) for s in samples]
-    script = {k: answers_for(r, i) for i, (k, r) in enumerate(zip(keys, rows))}
-    return data, rows, keys, script
-
-
-def _eval(data: Path, url: str, out: Path | None, *extra: str) -> list[str]:
-    args = [
-        "eval",
-        "ref_adv_s",
-        "--data",
-        str(data),
-        "--model",
-        "org/m",
-        "--api-url",
-        url,
-        "--box-format",
-        "abs_xyxy",
-        "--no-progress",
-        "--max-retries",
-        "0",
-        *extra,
-    ]
-    return args + (["--out", str(out)] if out is not None else [])
-
-
 # --- 1. exit codes --------------------------------------------------------------------------------
 
 
 def test_exit_codes_answered_failed_and_resumed(serve: Any, tmp_path: Path) -> None:
     """0 when every sample was answered; 3 when some failed (the run is kept); a rerun with
     --retry-failed finishes it and exits 0."""
-    data, _, keys, script = _release(tmp_path)
+    data, _, keys, script = scripted_ref_release(tmp_path)
     server = serve(
         script=script, default=None, faults={keys[2]: ["500"], keys[5]: ["500"]}
     )  # transient: --retry-failed asks again
     out = tmp_path / "run"
-    done = run_cli(_eval(data, server.url, out))
+    done = run_cli(ref_eval_args(data, server.url, out))
     assert done.returncode == 3, done.stderr
     assert "Traceback" not in done.stderr and "--retry-failed" in done.stderr
     records = read_records(out / "records.jsonl")
     assert len(records) == 8 and sum(r["status"] in status.FAILED for r in records.values()) == 2
-    again = run_cli(_eval(data, server.url, out, "--retry-failed"))
+    again = run_cli(ref_eval_args(data, server.url, out, "--retry-failed"))
     assert again.returncode == 0, again.stderr
     assert all(r["status"] == status.DONE for r in read_records(out / "records.jsonl").values())
-    clean = run_cli(_eval(data, server.url, tmp_path / "clean"))
+    clean = run_cli(ref_eval_args(data, server.url, tmp_path / "clean"))
     assert clean.returncode == 0, clean.stderr
 
 
 @pytest.mark.parametrize("sigint", ["default", "ignored"])  # ignored: a background job of a non-interactive shell
 def test_sigterm_exits_130_without_traceback_and_keeps_records(serve: Any, tmp_path: Path, sigint: str) -> None:
-    data, _, keys, script = _release(tmp_path, n=6)
+    data, _, keys, script = scripted_ref_release(tmp_path, n=6)
     ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint == "ignored" else None
     server = serve(script=script, default=None, faults={k: ["hang"] for k in keys[2:]})
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "needlepoint.cli", *_eval(data, server.url, out, "--concurrency", "1")],
+        [sys.executable, "-m", "needlepoint.cli", *ref_eval_args(data, server.url, out, "--concurrency", "1")],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
@@ -123,11 +94,11 @@ def test_sigterm_exits_130_without_traceback_and_keeps_records(serve: Any, tmp_p
 def test_report_marks_incomplete_runs_and_parse_failures_exclude_failed_requests(
     serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data, _, keys, script = _release(tmp_path)
+    data, _, keys, script = scripted_ref_release(tmp_path)
     script[keys[0]] = ["no box here", "still none"]  # a true parse failure
     server = serve(script=script, default=None, faults={keys[1]: ["500"]})  # a failed request
     out = tmp_path / "run"
-    assert main(_eval(data, server.url, out)) == 3
+    assert main(ref_eval_args(data, server.url, out)) == 3
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["parse_fail"] == 1 and metrics["parse_errors"] == {"no_bbox_found": 1}
     assert metrics["run"]["failed_by_kind"] == {"backend_error": 1} and metrics["n"] == 7  # scored: the answered samples
@@ -172,13 +143,13 @@ def test_mc_bench_failed_requests_are_not_parse_errors(serve: Any, tmp_path: Pat
 
 
 def test_limit_never_shrinks_a_finished_run(serve: Any, tmp_path: Path) -> None:
-    data, _, _, script = _release(tmp_path, n=10)
+    data, _, _, script = scripted_ref_release(tmp_path, n=10)
     server = serve(script=script, default=None)
     out = tmp_path / "run"
-    assert main(_eval(data, server.url, out)) == 0
+    assert main(ref_eval_args(data, server.url, out)) == 0
     before = json.loads((out / "metrics.json").read_text())
     sent = len(server.requests)
-    assert main(_eval(data, server.url, out, "--limit", "5")) == 0
+    assert main(ref_eval_args(data, server.url, out, "--limit", "5")) == 0
     assert len(server.requests) == sent  # nothing requested again
     after = json.loads((out / "metrics.json").read_text())
     assert after["n"] == before["n"] == 10 and after == before
@@ -188,41 +159,41 @@ def test_limit_never_shrinks_a_finished_run(serve: Any, tmp_path: Path) -> None:
 
 
 def test_limit_bounds_what_is_requested(serve: Any, tmp_path: Path) -> None:
-    data, _, _, script = _release(tmp_path, n=10)
+    data, _, _, script = scripted_ref_release(tmp_path, n=10)
     server = serve(script=script, default=None)
     out = tmp_path / "run"
-    assert main(_eval(data, server.url, out, "--limit", "4")) == 0
+    assert main(ref_eval_args(data, server.url, out, "--limit", "4")) == 0
     assert sum(turn == 0 for _, turn in server.log) == 4
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["n"] == 4 and metrics["run"]["not_requested"] == 6
     assert json.loads((out / "run.json").read_text())["status"] == "complete"  # complete at its limit
-    assert main(_eval(data, server.url, out, "--limit", "7")) == 0
+    assert main(ref_eval_args(data, server.url, out, "--limit", "7")) == 0
     assert sum(turn == 0 for _, turn in server.log) == 7 and json.loads((out / "metrics.json").read_text())["n"] == 7
 
 
 def test_failed_start_leaves_no_folder_that_blocks(
     serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data, _, _, script = _release(tmp_path, n=3)
+    data, _, _, script = scripted_ref_release(tmp_path, n=3)
     monkeypatch.chdir(tmp_path)
     dead = "http://127.0.0.1:9/v1"
-    assert main(_eval(data, dead, None)) == 2
+    assert main(ref_eval_args(data, dead, None)) == 2
     assert not any((tmp_path / "runs").rglob("run.json"))
-    assert main(_eval(data, dead, tmp_path / "named")) == 2
+    assert main(ref_eval_args(data, dead, tmp_path / "named")) == 2
     assert not (tmp_path / "named").exists()
     server = serve(script=script, default=None)
     # another configuration (a different prompt mode) must not meet a half-made run
-    assert main(_eval(data, server.url, None, "--prompt-mode", "direct", "--repair-on-length-only")) == 0
+    assert main(ref_eval_args(data, server.url, None, "--prompt-mode", "direct", "--repair-on-length-only")) == 0
     capsys.readouterr()
 
 
 def test_score_refuses_another_benchmarks_run_and_reads_data_from_run_json(
     serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data, _, _, script = _release(tmp_path, n=4)
+    data, _, _, script = scripted_ref_release(tmp_path, n=4)
     server = serve(script=script, default=None)
     ref_run = tmp_path / "ref_run"
-    assert main(_eval(data, server.url, ref_run)) == 0
+    assert main(ref_eval_args(data, server.url, ref_run)) == 0
     capsys.readouterr()
     assert main(["score", "mc_bench", "--predictions", str(ref_run)]) == 2
     assert "run folder of ref_adv_s, not mc_bench" in one_sentence(capsys.readouterr().err)
@@ -253,16 +224,16 @@ def test_score_refuses_another_benchmarks_run_and_reads_data_from_run_json(
     "flag", [["--temperature", "nan"], ["--top-p", "inf"], ["--timeout", "nan"], ["--temperature", "-1"], ["--top-p", "1.5"]]
 )
 def test_non_finite_flags_are_refused(flag: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    data, _, _, _ = _release(tmp_path, n=2)
-    assert main(_eval(data, "http://127.0.0.1:9/v1", tmp_path / "r", *flag)) == 2
+    data, _, _, _ = scripted_ref_release(tmp_path, n=2)
+    assert main(ref_eval_args(data, "http://127.0.0.1:9/v1", tmp_path / "r", *flag)) == 2
     assert flag[0] in one_sentence(capsys.readouterr().err)
     assert not (tmp_path / "r").exists()
 
 
 @pytest.mark.parametrize("body", ['{"top_k": NaN}', '{"top_k": 1e999}', '{"x": [-Infinity]}', '{"top_k": 1' + "0" * 400 + "}"])
 def test_extra_body_with_non_finite_numbers_is_refused(body: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    data, _, _, _ = _release(tmp_path, n=2)
-    assert main(_eval(data, "http://127.0.0.1:9/v1", None, "--extra-body", body)) == 2
+    data, _, _, _ = scripted_ref_release(tmp_path, n=2)
+    assert main(ref_eval_args(data, "http://127.0.0.1:9/v1", None, "--extra-body", body)) == 2
     assert "--extra-body" in one_sentence(capsys.readouterr().err)
 
 
@@ -364,12 +335,12 @@ def test_every_json_written_is_strict(serve: Any, tmp_path: Path) -> None:
         json_text({"x": math.nan})
     with pytest.raises(ValueError):
         write_json(tmp_path / "m.json", {"x": math.inf})
-    data, _, keys, script = _release(tmp_path, n=4)
+    data, _, keys, script = scripted_ref_release(tmp_path, n=4)
     script[keys[0]] = ['{"bboxes": [[NaN, 1, 5, 5]]}', '{"bboxes": [[1, 1, Infinity, 5]]}']
     script[keys[1]] = ['{"bboxes": [[1e999, 1, 5, 5], [1, 2, 3, 4]]}']
     server = serve(script=script, default=None)
     out = tmp_path / "run"
-    assert main(_eval(data, server.url, out)) == 0
+    assert main(ref_eval_args(data, server.url, out)) == 0
     for path in [*out.rglob("*.json"), *out.rglob("*.jsonl")]:
         text = path.read_text(encoding="utf-8")
         for line in text.splitlines() if path.suffix == ".jsonl" else [text]:
@@ -455,7 +426,7 @@ def test_abs_frame_flags_are_checked(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_ref_adv_run_with_qwen_frame(serve: Any, tmp_path: Path) -> None:
     """A model that answers the exact box in its resized frame scores IoU 1 with the frame, less without."""
-    data, rows, keys, _ = _release(tmp_path, n=4)
+    data, rows, keys, _ = scripted_ref_release(tmp_path, n=4)
     samples = RefAdv(box_format="abs_xyxy").load(data)
     script = {}
     for k, s in zip(keys, samples):
@@ -463,8 +434,8 @@ def test_ref_adv_run_with_qwen_frame(serve: Any, tmp_path: Path) -> None:
         x1, y1, x2, y2 = s.gt
         script[k] = [json.dumps({"bbox_2d": [x1 * fw / s.width, y1 * fh / s.height, x2 * fw / s.width, y2 * fh / s.height]})]
     server = serve(script=script, default=None)
-    assert main(_eval(data, server.url, tmp_path / "q", "--abs-frame", "qwen-smart-resize")) == 0
-    assert main(_eval(data, server.url, tmp_path / "o")) == 0
+    assert main(ref_eval_args(data, server.url, tmp_path / "q", "--abs-frame", "qwen-smart-resize")) == 0
+    assert main(ref_eval_args(data, server.url, tmp_path / "o")) == 0
     q = read_records(tmp_path / "q" / "records.jsonl")
     o = read_records(tmp_path / "o" / "records.jsonl")
     assert all(r["scores"]["iou"] == pytest.approx(1.0) for r in q.values())
@@ -492,7 +463,7 @@ def test_progress_lines_without_a_terminal(serve: Any, tmp_path: Path, capsys: p
     from needlepoint.runner import RunOptions, run
     from needlepoint.solvers.default import DefaultSolver
 
-    data, _, _, script = _release(tmp_path, n=3)
+    data, _, _, script = scripted_ref_release(tmp_path, n=3)
     server = serve(script=script, default=None, delay_s=0.2)
     bench = RefAdv(box_format="abs_xyxy")
     samples = bench.load(data)
@@ -521,11 +492,14 @@ def test_progress_lines_without_a_terminal(serve: Any, tmp_path: Path, capsys: p
 def test_report_finds_runs_recursively_and_names_what_it_skipped(
     serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data, _, _, _ = _release(tmp_path, n=3)
+    data, _, _, _ = scripted_ref_release(tmp_path, n=3)
     server = serve()  # one box for every request, whatever the prompt
     root = tmp_path / "runs"
-    assert main(_eval(data, server.url, root / "ref_adv_s" / "org_m" / "20260101-000000")) == 0
-    assert main(_eval(data, server.url, root / "ref_adv_s" / "other" / "deep" / "20260102-000000", "--prompt-mode", "cot")) == 0
+    assert main(ref_eval_args(data, server.url, root / "ref_adv_s" / "org_m" / "20260101-000000")) == 0
+    assert (
+        main(ref_eval_args(data, server.url, root / "ref_adv_s" / "other" / "deep" / "20260102-000000", "--prompt-mode", "cot"))
+        == 0
+    )
     unfinished = root / "ref_adv_s" / "org_m" / "20250101-000000"
     unfinished.mkdir(parents=True)
     (unfinished / "run.json").write_text(json.dumps({"config": {"benchmark": "ref_adv_s", "model": "org/m"}, "created": "2025"}))
@@ -544,7 +518,7 @@ def test_report_finds_runs_recursively_and_names_what_it_skipped(
 
     side = tmp_path / "side"
     for name in ("a", "b"):
-        assert main(_eval(data, server.url, side / name, "--prompt-mode", "cot" if name == "a" else "direct")) == 0
+        assert main(ref_eval_args(data, server.url, side / name, "--prompt-mode", "cot" if name == "a" else "direct")) == 0
     (side / "b" / "run.json").write_text(
         json.dumps({**json.loads((side / "b" / "run.json").read_text()), "config": {"benchmark": "mc_bench", "model": "x"}})
     )
@@ -552,10 +526,10 @@ def test_report_finds_runs_recursively_and_names_what_it_skipped(
 
 
 def test_score_accepts_str_paths(tmp_path: Path, serve: Any) -> None:
-    data, _, _, script = _release(tmp_path, n=3)
+    data, _, _, script = scripted_ref_release(tmp_path, n=3)
     server = serve(script=script, default=None)
     out = tmp_path / "run"
-    assert main(_eval(data, server.url, out)) == 0
+    assert main(ref_eval_args(data, server.url, out)) == 0
     _, metrics = score("ref_adv_s", str(out))
     assert metrics["n"] == 3
 
@@ -574,10 +548,10 @@ def test_every_flag_has_help() -> None:
 
 
 def test_run_page_lists_only_the_benchmarks_own_options(serve: Any, tmp_path: Path) -> None:
-    data, _, _, script = _release(tmp_path, n=2)
+    data, _, _, script = scripted_ref_release(tmp_path, n=2)
     server = serve(script=script, default=None)
     out = tmp_path / "run"
-    assert main(_eval(data, server.url, out)) == 0
+    assert main(ref_eval_args(data, server.url, out)) == 0
     header = json.loads((out / "run.json").read_text())
     header["config"]["options"] = {
         **header["config"]["options"],
@@ -613,10 +587,10 @@ def test_option_answers_show_the_letter() -> None:
 
 
 def test_score_into_a_closed_pipe_prints_no_error(serve: Any, tmp_path: Path) -> None:
-    data, _, _, script = _release(tmp_path, n=3)
+    data, _, _, script = scripted_ref_release(tmp_path, n=3)
     server = serve(script=script, default=None)
     out = tmp_path / "run"
-    assert main(_eval(data, server.url, out)) == 0
+    assert main(ref_eval_args(data, server.url, out)) == 0
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader (`head`) is gone before anything is written

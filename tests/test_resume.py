@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, prompt_key, report_blob, run_cli
+from helpers import REPO, prompt_key, ref_eval_args, report_blob, run_cli
 
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release
@@ -24,26 +24,7 @@ N = 40
 
 
 def _eval_args(data: Path, url: str, out: Path, box_format: str = "abs_xyxy") -> list[str]:
-    return [
-        "eval",
-        "ref_adv_s",
-        "--data",
-        str(data),
-        "--model",
-        "sim-model",
-        "--api-url",
-        url,
-        "--out",
-        str(out),
-        "--concurrency",
-        "4",
-        "--no-progress",
-        "--no-report",
-        "--box-format",
-        box_format,
-        "--max-retries",
-        "0",
-    ]
+    return ref_eval_args(data, url, out, "--concurrency", "4", "--no-report", model="sim-model", box_format=box_format)
 
 
 def _complete_lines(path: Path) -> int:

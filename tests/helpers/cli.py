@@ -41,3 +41,20 @@ def one_sentence(err: str) -> str:
     assert len(lines) == 1, err
     assert lines[0].startswith("needlepoint: error: ") and "Traceback" not in err
     return lines[0]
+
+
+def ref_eval_args(
+    data: Path,
+    url: str,
+    out: Path | None,
+    *extra: str,
+    model: str = "org/m",
+    box_format: str = "abs_xyxy",
+    max_retries: int | None = 0,
+) -> list[str]:
+    """`eval ref_adv_s` against one server without the progress line; `--max-retries` unless
+    max_retries is None, `--out` unless out is None."""
+    args = ["eval", "ref_adv_s", "--data", str(data), "--model", model, "--api-url", url]
+    args += ["--box-format", box_format, "--no-progress", *extra]
+    args += ["--max-retries", str(max_retries)] if max_retries is not None else []
+    return args + (["--out", str(out)] if out is not None else [])

@@ -72,3 +72,17 @@ def ref_run_config(data: Path, urls: list[str], out: Path, **kw: Any) -> Any:
     }
     settings.update(kw)
     return RunConfig(**settings)
+
+
+def scripted_ref_release(
+    tmp_path: Path, n: int = 8, seed: int = 3
+) -> tuple[Path, list[dict[str, Any]], list[str], dict[str, list[Any]]]:
+    """An n-row Ref-Adv-s release in `tmp_path`/data, with its rows, each sample's prompt key and
+    the demo's script for them (right answers and the demo's scripted mistakes)."""
+    from needlepoint.benchmarks.ref_adv.demo import answers_for, make_rows, write_release
+
+    rows = make_rows(n, seed=seed)
+    data = write_release(tmp_path / "data", rows)
+    keys = [prompt_key(s) for s in RefAdv(box_format="abs_xyxy").load(data)]
+    script = {k: answers_for(r, i) for i, (k, r) in enumerate(zip(keys, rows))}
+    return data, rows, keys, script
