@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.agentic import REASONER, gt_targets, reasoner_reply
 from test_detector import BOX_TOL, DEVICE, SCORE_TOL, ForwardLog, _owl_folder, grounding_dino  # noqa: F401 - a fixture
-from test_mc_bench_agentic_solver import REASONER, gt_targets, reasoner_reply
 
 from needlepoint.benchmarks.base import Dataset
 from needlepoint.benchmarks.mc_bench.agentic import Target, detector_queries, reasoner_prompt

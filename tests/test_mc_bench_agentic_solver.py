@@ -13,19 +13,15 @@ from typing import Any
 
 import pytest
 from helpers import REPO, CountingServer
+from helpers.agentic import FMT, LOCALIZER, REASONER, agentic_args, gt_targets, scripts
 
-from needlepoint.benchmarks.base import Dataset
-from needlepoint.benchmarks.mc_bench.agentic import REASONER_REPAIR_TEXT, Target, localizer_request, reasoner_prompt
+from needlepoint.benchmarks.mc_bench.agentic import REASONER_REPAIR_TEXT, localizer_request, reasoner_prompt
 from needlepoint.benchmarks.mc_bench.benchmark import McBench, McSample
 from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.benchmarks.mc_bench.scoring import read_results
 from needlepoint.cli import main
-from needlepoint.geometry import xywh_to_xyxy
 from needlepoint.models.simulated import script_key
 from needlepoint.store import read_records
-
-REASONER, LOCALIZER = "sim/reasoner", "sim/localizer"
-FMT = "norm_1000_xyxy"
 
 
 @pytest.fixture(scope="module")
@@ -33,70 +29,6 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, McBench, li
     folder, _ = write_release(tmp_path_factory.mktemp("mc_agentic"), pairs=6)
     bench = McBench(box_format=FMT)
     return folder, bench, bench.load(folder)
-
-
-def gt_targets(samples: Any, sample: McSample) -> list[tuple[Target, list[float]]]:
-    """Every GT instance of a sample as a target named after its annotation, with its xyxy box
-    (`samples`: the Dataset that load returned, which carries the ground truth)."""
-    assert samples.truth is not None
-    out = []
-    for position, image_id in enumerate(sample.image_ids):
-        for b in samples.truth.boxes:
-            if b.image_id == image_id:
-                out.append((Target(image=position, group=b.category_id, phrase=f"the shape {b.id}"), xywh_to_xyxy(b.bbox)))
-    return out
-
-
-def norm_1000(box: list[float], size: tuple[float, float]) -> list[float]:
-    w, h = size
-    return [round(box[0] / w * 1000, 4), round(box[1] / h * 1000, 4), round(box[2] / w * 1000, 4), round(box[3] / h * 1000, 4)]
-
-
-def reasoner_reply(targets: list[Target]) -> str:
-    per_image: dict[str, list[dict[str, Any]]] = {"image_1": [], "image_2": []}
-    for t in targets:
-        per_image[f"image_{t['image'] + 1}"].append({"group": t["group"], "phrase": t["phrase"]})
-    return "```json\n" + json.dumps(per_image) + "\n```"
-
-
-def scripts(bench: McBench, samples: Dataset[McSample]) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
-    """The reasoner's script (each sample's GT instances as phrases) and the localizer's (each phrase's GT box)."""
-    reasoner: dict[str, list[Any]] = {}
-    localizer: dict[str, list[Any]] = {}
-    for sample in samples:
-        pairs = gt_targets(samples, sample)
-        reasoner[script_key(reasoner_prompt(sample))] = [reasoner_reply([t for t, _ in pairs])]
-        for t, box in pairs:
-            size = sample.geometry.sizes[t["image"]]
-            localizer[script_key(localizer_request(sample, t, FMT))] = [json.dumps({"bbox_2d": norm_1000(box, size)})]
-    return reasoner, localizer
-
-
-def agentic_args(folder: Path, reasoner_url: str, localizer_url: str, out: Path, *extra: str) -> list[str]:
-    return [
-        "eval",
-        "mc_bench",
-        "--data",
-        str(folder),
-        "--model",
-        REASONER,
-        "--api-url",
-        reasoner_url,
-        "--solver",
-        "agentic",
-        "--localizer",
-        f"vlm:{LOCALIZER}",
-        "--localizer-url",
-        localizer_url,
-        "--box-format",
-        FMT,
-        "--out",
-        str(out),
-        "--no-progress",
-        "--max-retries",
-        "1",
-        *extra,
-    ]
 
 
 def test_vlm_localizer_end_to_end(serve: Any, release: Any, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_mc_bench_agentic_solver import FMT, LOCALIZER, REASONER, agentic_args
+from helpers.agentic import FMT, LOCALIZER, REASONER, agentic_args
 
 from needlepoint.benchmarks.mc_bench.agentic import REASONER_REPAIR_TEXT, parse_targets, reasoner_prompt
 from needlepoint.benchmarks.mc_bench.agentic_solver import DEFAULT_MAX_PHRASES

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_mc_bench_agentic_solver import FMT, LOCALIZER, REASONER, agentic_args, scripts
+from helpers.agentic import FMT, LOCALIZER, REASONER, agentic_args, scripts
 
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.mc_bench.demo import write_release as write_mc_release
