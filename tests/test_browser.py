@@ -19,24 +19,12 @@ from typing import Any
 
 import pytest
 from helpers import records, report_blob
+from helpers.browser import ARTIFACTS, Page, chromium
 
 from needlepoint.benchmarks import make
 from needlepoint.cli import main as cli_main
 from needlepoint.report.html import write_run_report
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "artifacts"
 HOSTILE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "\"quotes\" 'and' </script> &amp;"]
 
 
@@ -51,51 +39,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def browser(demo: Path) -> Iterator[Any]:
     """Chromium, started after the demo ran (Playwright's sync API keeps an event loop running,
     and the demo's runner needs its own)."""
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: install Debian's Chromium (`apt-get install chromium`, as .ci/run does) to run the browser test"
-        )
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("the playwright Python package is missing: pip install -e '.[test]'")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as b:
         yield b
-        b.close()
-
-
-class Page:
-    """A report opened in a fresh page, collecting console errors, page errors and dialogs."""
-
-    def __init__(self, browser: Any, path: Path, samples: bool = True) -> None:
-        self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        self.errors: list[str] = []
-        self.dialogs: list[str] = []
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.page.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url}"))
-
-        def dialog(d: Any) -> None:
-            self.dialogs.append(d.message)
-            d.dismiss()
-
-        self.page.on("dialog", dialog)
-        self.page.goto(path.resolve().as_uri())
-        if samples:  # the sample browser marks the body once it has rendered
-            self.page.wait_for_selector("body[data-ready='1']", state="attached", timeout=10_000)
-        else:
-            self.page.wait_for_load_state("load")
-
-    def count(self) -> int:
-        self.page.wait_for_timeout(200)  # the search box waits 120 ms before filtering
-        return int(self.page.locator("#np-count").get_attribute("data-count"))
-
-    def total(self) -> int:
-        return int(self.page.locator("#np-count").get_attribute("data-total"))
-
-    def close(self) -> None:
-        self.page.close()
 
 
 def search_count(data: dict[str, Any], term: str) -> int:

@@ -8,22 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Page
-from test_display_report import HOSTILE, failed_run, run_block
+from helpers.browser import ARTIFACTS, Page, chromium
+from helpers.display import HOSTILE, failed_run, run_block
 
 from needlepoint.report import html as report_html
 
 
 @pytest.fixture(scope="module")
 def browser() -> Any:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's Chromium (`apt-get install chromium`) to run the browser test")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 def test_failed_requests_and_what_the_model_saw_in_a_browser(browser: Any, tmp_path: Path) -> None:

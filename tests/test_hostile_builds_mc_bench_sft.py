@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_hostile_builds_mm_niah import big_png, png_header_only
-from test_mc_bench_sft import make_coco
+from helpers.coco import make_coco
+from helpers.images import big_png, png_header_only
 
 from needlepoint.cli import main
 

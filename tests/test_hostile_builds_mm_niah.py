@@ -13,16 +13,15 @@ import os
 import random
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import run_quiet
+from helpers.images import big_png, png_header_only
 from PIL import Image
 
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
@@ -223,37 +222,6 @@ def test_a_map_file_may_name_absolute_paths_inside_its_folder_only(tmp_path: Pat
 
 
 # --- bad images: skipped and counted, never a traceback ---------------------------------------------
-
-
-def png_header_only(width: int, height: int) -> bytes:
-    """A PNG that claims width x height pixels and holds a few bytes of data (a bomb's header)."""
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-        + chunk(b"IDAT", zlib.compress(b"\0" * 64))
-        + chunk(b"IEND", b"")
-    )
-
-
-def big_png(path: Path, side: int) -> None:
-    """A real side x side RGB PNG (stripes), written row by row without holding the image."""
-    row = b"\0" + bytes((x // 50 % 2) * 200 for x in range(side * 3))
-    comp = zlib.compressobj(9)
-    body = b"".join(comp.compress(row) for _ in range(side)) + comp.flush()
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    path.write_bytes(
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
-        + chunk(b"IDAT", body)
-        + chunk(b"IEND", b"")
-    )
 
 
 @pytest.fixture
