@@ -13,14 +13,13 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import TEST_DEVICE, models_extra
 from PIL import Image
-from test_local_embed import _models
 
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
@@ -45,7 +44,7 @@ WORDS = [
     "right",
     "big",
 ]
-DEVICE = os.environ.get("NEEDLEPOINT_TEST_DEVICE", "cpu")
+DEVICE = TEST_DEVICE
 """Where the tiny models run: the CPU, or e.g. `cuda` on a machine with a GPU (the numbers compared
 are computed on the same device)."""
 # The same numbers computed in another batch: exact to float noise on the CPU; a GPU picks kernels
@@ -71,7 +70,7 @@ QUERIES = [["the red square", "a blue circle"], ["big green square"], ["left", "
 @pytest.fixture(scope="module")
 def grounding_dino(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny Grounding DINO (Swin backbone, BERT text encoder) with its processor, as a model folder."""
-    torch, transformers = _models()
+    torch, transformers = models_extra()
     folder = tmp_path_factory.mktemp("tiny_grounding_dino")
     (folder / "vocab.txt").write_text("\n".join(WORDS) + "\n", encoding="utf-8")
     tokenizer = transformers.BertTokenizer.from_pretrained(str(folder))
@@ -130,7 +129,7 @@ OWL_TEXT_LEN = 24
 
 
 def _owl_folder(tmp_path_factory: pytest.TempPathFactory, kind: str) -> Path:
-    torch, transformers = _models()
+    torch, transformers = models_extra()
     folder = tmp_path_factory.mktemp(f"tiny_{kind}")
     vocab_size = _clip_tokenizer_files(folder)
     tokenizer = transformers.CLIPTokenizer.from_pretrained(str(folder), model_max_length=OWL_TEXT_LEN)
@@ -192,7 +191,7 @@ def _same(detection: Detection, box: list[float], score: float) -> bool:
 
 
 def test_grounding_dino_batches_every_phrase_of_every_image_into_one_pass(grounding_dino: Path) -> None:
-    torch, _ = _models()
+    torch, _ = models_extra()
     detector = Detector.load(str(grounding_dino), device=DEVICE)
     assert detector.kind == "grounding-dino" and detector.threshold == DEFAULT_THRESHOLD == 0.05
     log = ForwardLog(detector.model)
@@ -235,7 +234,7 @@ def test_grounding_dino_batches_every_phrase_of_every_image_into_one_pass(ground
 
 
 def test_owl_sends_an_image_once_with_its_phrases_as_queries(owl: tuple[str, Path]) -> None:
-    torch, _ = _models()
+    torch, _ = models_extra()
     kind, folder = owl
     detector = Detector.load(str(folder), device=DEVICE)
     assert detector.kind == kind
@@ -291,7 +290,7 @@ def test_image_files_and_async_calls(owl: tuple[str, Path], tmp_path: Path) -> N
 
 
 def test_devices_and_bad_settings(grounding_dino: Path, tmp_path: Path) -> None:
-    torch, transformers = _models()
+    torch, transformers = models_extra()
     assert Detector.load(str(grounding_dino)).device == ("cuda" if torch.cuda.is_available() else "cpu")
     if not torch.cuda.is_available():
         with pytest.raises(

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers import TEST_DEVICE, models_extra
 from PIL import Image
 
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
@@ -25,20 +25,9 @@ from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.models.local_embed import LocalEmbedder, require_models
 
-DEVICE = os.environ.get("NEEDLEPOINT_TEST_DEVICE", "cpu")
+DEVICE = TEST_DEVICE
 WORDS = ["<pad>", "<unk>", "<s>", "</s>", "summarize", ":", "the", "penguin", "sings", "at", "dawn", "alpha", "beta", ".", "?"]
 MAX_TEXT = 16
-
-
-def _models() -> tuple[Any, Any]:
-    try:
-        import torch
-        import transformers
-    except ImportError as exc:
-        if os.environ.get("NEEDLEPOINT_TEST_MODELS") == "1":
-            pytest.fail(f"NEEDLEPOINT_TEST_MODELS=1 but {exc.name} is missing: install the extra with pip install -e '.[models]'")
-        pytest.skip("torch and transformers (the `models` extra) are not installed")
-    return torch, transformers
 
 
 def _tokenizer() -> Any:
@@ -59,7 +48,7 @@ TOWER = {"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2, "nu
 @pytest.fixture(scope="module")
 def clip_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random CLIP with tokenizer and image processor, saved as a model folder."""
-    torch, transformers = _models()
+    torch, transformers = models_extra()
     config = transformers.CLIPConfig(
         text_config={
             **TOWER,
@@ -160,7 +149,7 @@ def test_retrieval_with_the_local_backend(clip: LocalEmbedder, tmp_path: Path) -
 
 
 def test_siglip_pads_to_full_length(images: dict[str, ImageRef]) -> None:
-    torch, transformers = _models()
+    torch, transformers = models_extra()
     config = transformers.SiglipConfig(
         text_config={**TOWER, "vocab_size": len(WORDS), "max_position_embeddings": MAX_TEXT, "pad_token_id": 0},
         vision_config={**TOWER, "image_size": 32, "patch_size": 8},
@@ -177,7 +166,7 @@ def test_siglip_pads_to_full_length(images: dict[str, ImageRef]) -> None:
 
 
 def test_a_folder_that_is_not_a_model_is_one_sentence(tmp_path: Path) -> None:
-    _models()
+    models_extra()
     with pytest.raises(DataError, match=r"^cannot load the embedding model .*; pass a local folder with its config"):
         LocalEmbedder.load(str(tmp_path / "nothing-here"))
 
@@ -265,7 +254,7 @@ def test_internvl_g_plumbing_with_a_stand_in_model(images: dict[str, ImageRef]) 
     """The InternVL-G embedder's own code with a stand-in for the 14B model (the real weights are not
     available here): texts padded and truncated to 80 tokens with pad id 0, batches of 8, images in
     bfloat16 through encode_image(mode="InternVL-G"), unit vectors, the authors' token count."""
-    torch, transformers = _models()
+    torch, transformers = models_extra()
     from needlepoint.models.internvl_embed import BATCH, TEXT_TOKENS, InternVLEmbedder, is_internvl
 
     class StandIn(torch.nn.Module):

@@ -4,7 +4,7 @@ writers, CLI runners and readers of a run folder; `helpers.rag` holds the RAG te
 Fixtures and pytest hooks stay in tests/conftest.py."""
 
 from helpers.cli import one_sentence, ref_eval_args, run_cli, run_quiet
-from helpers.paths import MC_BENCH_RELEASE, REF_ADV_PREDICTIONS, REPO, TEST_DATA, extra_module, in_ci
+from helpers.paths import MC_BENCH_RELEASE, REF_ADV_PREDICTIONS, REPO, TEST_DATA, TEST_DEVICE, extra_module, in_ci, models_extra
 from helpers.releases import (
     good_ref_reply,
     prompt_key,
@@ -21,11 +21,13 @@ __all__ = [
     "REF_ADV_PREDICTIONS",
     "REPO",
     "TEST_DATA",
+    "TEST_DEVICE",
     "TEST_MODELS",
     "CountingServer",
     "extra_module",
     "good_ref_reply",
     "in_ci",
+    "models_extra",
     "one_sentence",
     "prompt_key",
     "records",
