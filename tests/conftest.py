@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from helpers import TEST_MODELS
+from helpers.detector import write_grounding_dino
 
 from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release
 from needlepoint.models.simulated import SimulatedServer
@@ -38,3 +39,9 @@ def ref_release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[di
     rows = make_rows(12)
     folder = write_release(tmp_path_factory.mktemp("ref_release"), rows)
     return folder, rows
+
+
+@pytest.fixture(scope="module")
+def grounding_dino(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Grounding DINO with its processor, as a model folder (needs the models extra)."""
+    return write_grounding_dino(tmp_path_factory.mktemp("tiny_grounding_dino"))

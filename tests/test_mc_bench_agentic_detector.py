@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import TEST_DEVICE as DEVICE
 from helpers.agentic import REASONER, gt_targets, reasoner_reply
-from test_detector import BOX_TOL, DEVICE, SCORE_TOL, ForwardLog, _owl_folder, grounding_dino  # noqa: F401 - a fixture
+from helpers.detector import BOX_TOL, SCORE_TOL, ForwardLog, write_owl
 
 from needlepoint.benchmarks.base import Dataset
 from needlepoint.benchmarks.mc_bench.agentic import Target, detector_queries, reasoner_prompt
@@ -41,7 +42,7 @@ def small_release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, McBen
 @pytest.fixture(scope="module")
 def owlv2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny OWLv2 model folder (test_detector's)."""
-    return _owl_folder(tmp_path_factory, "owlv2")
+    return write_owl(tmp_path_factory.mktemp(f"tiny_{'owlv2'}"), "owlv2")
 
 
 def plans(bench: McBench, samples: Dataset[McSample]) -> list[list[Target]]:
