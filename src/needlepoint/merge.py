@@ -151,7 +151,9 @@ def merge(
         if report:
             _say(show_progress, f"writing the report in {out}")
             answered = samples.subset(records)
-            result.exports.extend(write_report(out, bench, answered, [records[s.id] for s in answered], result.metrics))
+            result.exports.extend(
+                write_report(out, bench, answered, [records[s.id] for s in answered], result.metrics, store.header)
+            )
         return result
     finally:
         store.close()

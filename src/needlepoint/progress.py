@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from needlepoint.conversation import WaitNotes
+
 __all__ = ["BarProgress", "PlainProgress", "RunProgress", "counts_text", "make_progress"]
 
 
@@ -52,7 +54,7 @@ def make_progress(
 
 def wait_notes(models: Sequence[Any]) -> Callable[[], str | None] | None:
     """One `wait_note()` over every model that has one (each says what a request waits for)."""
-    notes = [m.wait_note for m in models if callable(getattr(m, "wait_note", None))]
+    notes = [m.wait_note for m in models if isinstance(m, WaitNotes)]
     if not notes:
         return None
     return lambda: "; ".join(n for n in (note() for note in notes) if n) or None

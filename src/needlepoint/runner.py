@@ -20,7 +20,7 @@ from typing import Any
 
 from needlepoint import status
 from needlepoint.benchmarks.base import Benchmark, Parsed
-from needlepoint.conversation import MAIN, Generation, Model
+from needlepoint.conversation import MAIN, Generation, Model, Scrubs
 from needlepoint.errors import DataError, InternalFault
 from needlepoint.progress import make_progress
 from needlepoint.redact import scrub
@@ -101,9 +101,8 @@ def _settle(record: dict[str, Any], ctx: SolveContext | None) -> None:
 def _scrubbed(models: Mapping[str, Any], message: str) -> str:
     """An exception's message without credentials (each model's own scrub knows its key)."""
     for model in models.values():
-        own = getattr(model, "scrub", None)
-        if callable(own):
-            message = own(message)
+        if isinstance(model, Scrubs):
+            message = model.scrub(message)
     return scrub(message)
 
 

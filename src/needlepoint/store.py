@@ -94,6 +94,8 @@ class RunStore:
         self.records_path = run_dir / RECORDS
         self._log = AppendLog(self.records_path)
         self._lock_fh: IO[str] | None = None
+        self.header: dict[str, Any] = {}  # run.json as open found or wrote it, with every update since
+        self.created = False  # open wrote the header: the folder held no run
 
     @staticmethod
     def read_header(run_dir: Path) -> dict[str, Any] | None:
@@ -129,6 +131,8 @@ class RunStore:
         store._lock()
         if existing is None:
             write_json(run_dir / HEADER, header)
+        store.header = dict(header) if existing is None else existing
+        store.created = existing is None
         store._truncate_torn_tail()
         return store
 
@@ -179,10 +183,10 @@ class RunStore:
         self._log.append(record)
 
     def update_header(self, **fields: Any) -> None:
-        """Merge fields into the header (status, finish time)."""
-        header = self.read_header(self.dir) or {}
-        header.update(fields)
-        write_json(self.dir / HEADER, header)
+        """Merge fields into the header (status, finish time) and write it; the folder is locked, so
+        the header held since `open` is the one on disk."""
+        self.header.update(fields)
+        write_json(self.dir / HEADER, self.header)
 
     def close(self) -> None:
         """Close the records file and release the run folder for other processes."""
