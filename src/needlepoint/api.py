@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from needlepoint import __version__, status
 from needlepoint.benchmarks import make
@@ -21,6 +21,9 @@ from needlepoint.runfolder import refusal_advice, remove_empty_run, resolve_run_
 from needlepoint.shard import parse_shard, sample_cost, select
 from needlepoint.solvers.base import Solver
 from needlepoint.store import METRICS, RECORDS, RunStore, read_records
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotation is never evaluated
+    from typing_extensions import Unpack
 
 
 @dataclass
@@ -100,7 +103,36 @@ def check_endpoints(config: RunConfig) -> None:
     asyncio.run(go())
 
 
-def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
+class EvaluateSettings(TypedDict, total=False):
+    """evaluate()'s keywords: RunConfig's fields, with `data` a str too, `api_urls` one URL too, and
+    `model` a model object too (tests/test_h11_types.py keeps the two in step)."""
+
+    benchmark: str
+    data: str | Path
+    model: str | Model
+    api_urls: str | list[str]
+    api_key: str | None
+    options: dict[str, Any]
+    generation: dict[str, Any]
+    limit: int | None
+    concurrency: int
+    out: Path | None
+    fresh: bool
+    retry_failed: bool
+    max_retries: int
+    backoff_base_s: float
+    reencode_images: bool
+    max_request_bytes: int | None
+    max_wait_s: float
+    neutral_sampling: bool
+    show_progress: bool
+    report: bool
+    solver: str
+    solver_options: dict[str, Any]
+    shard: str | None
+
+
+def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSettings]) -> RunResult:
     """Evaluate a served model on a benchmark; resumes a matching unfinished run.
 
     Pass a RunConfig, or its fields as keywords, e.g.
@@ -116,6 +148,7 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     from needlepoint.runner import pending
     from needlepoint.solvers import make_solver
 
+    settings: dict[str, Any] = dict(keywords)
     model: Model | None = None
     if settings.get("model") is not None and not isinstance(settings["model"], str):
         model = settings.pop("model")
