@@ -15,9 +15,11 @@ from typing import Any, Generic, Protocol, TypeVar, overload
 from needlepoint import status
 from needlepoint.conversation import Conversation, Generation
 from needlepoint.errors import DataError
+from needlepoint.records import scores
 from needlepoint.redact import scrub
 
 __all__ = [
+    "BaseBenchmark",
     "Benchmark",
     "DataError",
     "Dataset",
@@ -303,3 +305,66 @@ class Benchmark(Protocol):
     ) -> list[Path]:
         """Write the authors' formats into the run folder; return the paths written."""
         ...
+
+
+class BaseBenchmark:
+    """The defaults most benchmarks share, so that a new benchmark writes only what is its own:
+    `name`, `load`, `prompt`, `parse`, `judge` and `score` (a subclass overrides any other verb).
+
+    The defaults: no options in the identity, the run's generation settings for every sample, no
+    repair turn, one table of the metrics' top-level numbers, the parse failures as the running
+    figure, no export, a report that shows each sample's prompt, images and reply, and no
+    prediction format of its own for `needlepoint score`.
+    """
+
+    name: str
+    generation_defaults: dict[str, Any] = {}
+
+    def identity(self) -> dict[str, Any]:
+        return {}
+
+    def generation(self, sample: Any, base: Generation) -> Generation:
+        return base
+
+    def prompt(self, sample: Any) -> Conversation:
+        raise NotImplementedError
+
+    def followup(self, sample: Any, parsed: Parsed, finish_reason: str | None) -> str | None:
+        return None
+
+    def tables(self, metrics: dict[str, Any]) -> list[Table]:
+        numbers = [[k, v] for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        return [Table(self.name, ["metric", "value"], numbers)] if numbers else []
+
+    def running(self, records: Sequence[dict[str, Any]]) -> str:
+        fails = sum(parse_errors(records).values())
+        failed = sum(request_failures(records).values())
+        return f"parse fail {fails}" + (f"  failed {failed}" if failed else "") if records else ""
+
+    def export(
+        self, run_dir: Path, dataset: Dataset[Any], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+    ) -> list[Path]:
+        return []
+
+    def report_items(self, dataset: Dataset[Any], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
+        by_id = {s.id: s for s in dataset}
+        items = []
+        for rec in records:
+            conversation = self.prompt(by_id[rec["id"]])
+            correct = scores(rec).get("correct")
+            items.append(
+                ReportItem(
+                    id=str(rec["id"]),
+                    prompt="\n".join(m.text for m in conversation.messages if m.role == "user"),
+                    answer=replies_text(rec),
+                    images=[ReportImage(im) for m in conversation.messages for im in m.images],
+                    correct=correct if isinstance(correct, bool) else None,
+                    parse_error=report_parse_error(rec),
+                )
+            )
+        return items
+
+    def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
+        raise DataError(
+            f"{self.name} writes no prediction file of its own to score; its run folder's metrics.json holds the scores"
+        )

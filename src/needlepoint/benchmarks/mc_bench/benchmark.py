@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.base import (
+    BaseBenchmark,
     DataError,
     Dataset,
     Parsed,
@@ -27,7 +28,7 @@ from needlepoint.benchmarks.base import (
 )
 from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth, load_groundtruth
 from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer
-from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
+from needlepoint.conversation import Conversation, ImageRef, Message, Part
 from needlepoint.files import write_atomic
 from needlepoint.geometry import check_abs_frame, check_box_format, iou_matrix, require_box_format, xywh_to_xyxy, xyxy_to_xywh
 from needlepoint.records import scores
@@ -122,11 +123,10 @@ def annotation_path(data: Path) -> Path:
     raise DataError(f"{data} holds no {RELEASE_FILE}; point --data at the MC-Bench release folder")
 
 
-class McBench:
+class McBench(BaseBenchmark):
     """The MC-Bench benchmark."""
 
     name = "mc_bench"
-    generation_defaults: dict[str, Any] = {}
 
     def __init__(
         self,
@@ -205,9 +205,6 @@ class McBench:
             geometry = PairGeometry(sizes, BAND, self.max_image_side, self.frame)  # type: ignore[arg-type]  # a pair: the ground truth holds two images per sample
             samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), geometry))
         return Dataset(samples, truth=gt)
-
-    def generation(self, sample: McSample, base: Generation) -> Generation:
-        return base
 
     def _instruction(self, sample: McSample) -> str:
         of = "the whole picture" if self.input_mode == "merged" else "its own image"

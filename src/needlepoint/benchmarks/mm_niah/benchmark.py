@@ -8,7 +8,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import DataError, Dataset, Parsed, ReportItem, Table, replies_text, report_parse_error
+from needlepoint.benchmarks.base import (
+    BaseBenchmark,
+    DataError,
+    Dataset,
+    Parsed,
+    ReportItem,
+    Table,
+    replies_text,
+    report_parse_error,
+)
 from needlepoint.benchmarks.mm_niah.aggregate import (
     EXTENDED_EDGES,
     EXTENDED_RANGES,
@@ -64,7 +73,7 @@ def shown_answer(answer: Any) -> str:
     return json.dumps(answer, ensure_ascii=False)
 
 
-class MmNiah:
+class MmNiah(BaseBenchmark):
     """The MM-NIAH benchmark."""
 
     name = "mm_niah"
@@ -107,9 +116,6 @@ class MmNiah:
 
     def parse(self, sample: NiahSample, text: str) -> Parsed:
         return Parsed(answer=text)
-
-    def followup(self, sample: NiahSample, parsed: Parsed, finish_reason: str | None) -> str | None:
-        return None
 
     def judge(self, sample: NiahSample, parsed: Parsed) -> dict[str, Any]:
         if sample.answer is None or parsed.error:

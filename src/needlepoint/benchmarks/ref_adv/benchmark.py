@@ -14,6 +14,7 @@ from typing import Any
 
 from needlepoint import status
 from needlepoint.benchmarks.base import (
+    BaseBenchmark,
     DataError,
     Dataset,
     Parsed,
@@ -36,7 +37,7 @@ from needlepoint.benchmarks.ref_adv.scoring import (
     sample_rows,
     score_rows,
 )
-from needlepoint.conversation import Conversation, Generation, Message
+from needlepoint.conversation import Conversation, Message
 from needlepoint.geometry import check_abs_frame, check_box_format, iou, require_box_format
 from needlepoint.records import scores
 
@@ -58,11 +59,10 @@ __all__ = [
 ]
 
 
-class RefAdv:
+class RefAdv(BaseBenchmark):
     """The Ref-Adv-s benchmark."""
 
     name = "ref_adv_s"
-    generation_defaults: dict[str, Any] = {}
 
     def __init__(
         self,
@@ -101,9 +101,6 @@ class RefAdv:
             for s in samples:
                 s.image = replace(s.image, max_side=self.max_image_side)
         return Dataset(samples)
-
-    def generation(self, sample: RefAdvSample, base: Generation) -> Generation:
-        return base
 
     def prompt(self, sample: RefAdvSample) -> Conversation:
         text = PROMPTS[self.prompt_mode].format(ref_sentence=sample.caption)
