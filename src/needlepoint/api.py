@@ -17,6 +17,7 @@ from needlepoint.conversation import Checks, ChecksEndpoints, Closes, CountsEndp
 from needlepoint.endpoints import add_stats
 from needlepoint.errors import DataError
 from needlepoint.files import write_json
+from needlepoint.records import RunHeader
 from needlepoint.runfolder import refusal_advice, remove_empty_run, resolve_run_dir
 from needlepoint.shard import parse_shard, sample_cost, select
 from needlepoint.solvers.base import Solver
@@ -183,7 +184,7 @@ def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSett
         if model is None:
             check_endpoints(config)
         _check_solver_models(solver)
-    header = {
+    header: RunHeader = {
         "needlepoint": __version__,
         "hash": run_hash,
         "identity": ident,
@@ -339,7 +340,7 @@ def write_report(
     samples: Dataset[Any],
     records: list[dict[str, Any]],
     metrics: dict[str, Any],
-    header: dict[str, Any],
+    header: RunHeader,
     thumbnails: Any = None,
 ) -> list[Path]:
     """The HTML report of a run (`<run>/report/index.html`) with its header (run.json, as the open

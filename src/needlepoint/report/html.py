@@ -20,7 +20,7 @@ import html
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -150,7 +150,7 @@ def _scrub(value: Any, key: str = "") -> Any:
     return value
 
 
-def public_config(header: dict[str, Any]) -> dict[str, Any]:
+def public_config(header: Mapping[str, Any]) -> dict[str, Any]:
     """The run header as a report may show it: no key-like fields, URLs without credentials."""
     return _scrub(dict(header))
 
@@ -347,7 +347,7 @@ def _endpoints_table(head: dict[str, Any]) -> str:
     return table_html(table) + "\n" + note
 
 
-def _config_section(header: dict[str, Any], metrics: dict[str, Any]) -> str:
+def _config_section(header: Mapping[str, Any], metrics: dict[str, Any]) -> str:
     head = public_config(header)
     config = _obj(head.get("config"))
     rows: list[tuple[str, Any]] = [
@@ -480,7 +480,7 @@ def write_run_report(
     samples: Dataset[Any],
     records: Sequence[dict[str, Any]],
     metrics: dict[str, Any],
-    header: dict[str, Any],
+    header: Mapping[str, Any],
     thumbnails: Thumbnails | None = None,
 ) -> Path:
     """Write `<run>/report/index.html` (with thumbs/ and heatmaps/ beside it); return its path.
@@ -527,7 +527,7 @@ def write_run_report(
     return write_atomic(target, page(f"{title} · {model} · needlepoint", body, [JS], blob, digest=digest))
 
 
-def run_label(header: dict[str, Any]) -> str:
+def run_label(header: Mapping[str, Any]) -> str:
     """The model as the run page names it: the solver's label the leaderboard uses too (e.g.
     `m -RAG`, `m + detector (agentic)`), else the model asked for."""
     config, identity = _obj(header.get("config")), _obj(header.get("identity"))
@@ -539,7 +539,7 @@ VOLATILE = ("finished", "last_started")  # header times a rerun rewrites without
 _CODE = (Path(__file__), Path(__file__).with_name("assets.py"), Path(__file__).with_name("thumbs.py"))
 
 
-def report_digest(bench_name: str, records: Sequence[dict[str, Any]], metrics: dict[str, Any], header: dict[str, Any]) -> str:
+def report_digest(bench_name: str, records: Sequence[dict[str, Any]], metrics: dict[str, Any], header: Mapping[str, Any]) -> str:
     """What a run page shows, as a digest: the records, the metrics, the run header (less the times
     every rerun rewrites, VOLATILE) and the report's own code. With `with_files`, a page carrying
     the same digest is current and is not written again."""
