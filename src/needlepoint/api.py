@@ -17,7 +17,7 @@ from needlepoint.conversation import Checks, ChecksEndpoints, Closes, CountsEndp
 from needlepoint.endpoints import add_stats
 from needlepoint.errors import DataError
 from needlepoint.files import write_json
-from needlepoint.records import RunHeader
+from needlepoint.records import Record, RunHeader
 from needlepoint.runfolder import refusal_advice, remove_empty_run, resolve_run_dir
 from needlepoint.shard import parse_shard, sample_cost, select
 from needlepoint.solvers.base import Solver
@@ -306,7 +306,7 @@ def _run(
     return result
 
 
-def finish(bench: Benchmark, samples: Dataset[Any], records: dict[str, dict[str, Any]], run_dir: Path, model: str) -> RunResult:
+def finish(bench: Benchmark, samples: Dataset[Any], records: dict[str, Record], run_dir: Path, model: str) -> RunResult:
     """Score the stored records, write metrics.json and the authors' formats.
 
     The headline metrics cover the answered samples only: a failed request (status.FAILED) is no
@@ -338,7 +338,7 @@ def write_report(
     run_dir: Path,
     bench: Benchmark,
     samples: Dataset[Any],
-    records: list[dict[str, Any]],
+    records: list[Record],
     metrics: dict[str, Any],
     header: RunHeader,
     thumbnails: Any = None,

@@ -21,7 +21,7 @@ from needlepoint.config import dataset_fingerprint, hash_identity
 from needlepoint.endpoints import add_stats
 from needlepoint.errors import DataError
 from needlepoint.files import write_lines
-from needlepoint.records import RunHeader
+from needlepoint.records import Record, RunHeader
 from needlepoint.shard import Shard, assign, parse_shard, sample_cost
 from needlepoint.store import RECORDS, RunStore, read_records
 
@@ -116,7 +116,7 @@ def merge(
         )
     count = parse_shard(first["identity"]["shard"]).count
     owner = assign([(s.id, sample_cost(bench)(s)) for s in samples], count)
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, Record] = {}
     unanswered: list[str] = []
     _say(show_progress, f"reading the records of {len(shard_dirs)} shard folders")
     for index, d in sorted(shard_dirs.items()):

@@ -72,7 +72,7 @@ class RunHeader(TypedDict, total=False):
     merged_from: list[dict[str, Any]]  # a merge's shards: {shard, run, hash}
 
 
-def scores(record: dict[str, Any]) -> dict[str, Any]:
+def scores(record: Record) -> dict[str, Any]:
     """The benchmark's per-sample fields of a record, in either layout (under `scores`, or at the
     top level in records written before the key existed)."""
     nested = record.get("scores")

@@ -28,7 +28,7 @@ from needlepoint.files import (
     write_lines,
     write_parquet,
 )
-from needlepoint.records import RunHeader
+from needlepoint.records import Record, RunHeader
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotation is never evaluated
     from typing_extensions import Unpack
@@ -55,9 +55,9 @@ RECORDS = "records.jsonl"
 METRICS = "metrics.json"
 
 
-def read_records(path: Path) -> dict[str, dict[str, Any]]:
+def read_records(path: Path) -> dict[str, Record]:
     """Records by sample id from a records file; the last record of an id wins."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Record] = {}
     if not path.exists():
         return out
     from needlepoint.jsonl import open_regular  # a FIFO or /dev/zero in a run folder is refused, not read
@@ -75,7 +75,7 @@ def read_records(path: Path) -> dict[str, dict[str, Any]]:
                     f"{path} line {lineno} is corrupt (not a JSON record with an id); to keep the other records, "
                     f"delete that line (`sed -i '{lineno}d' {shlex.quote(str(path))}`) and rerun: a sample it held is requested again"
                 )
-            out[str(rec["id"])] = rec
+            out[str(rec["id"])] = cast(Record, rec)  # a JSON object with an id, as written; its fields are read with .get
     return out
 
 
@@ -177,11 +177,11 @@ class RunStore:
                 pos = start
             fh.truncate(0)
 
-    def records(self) -> dict[str, dict[str, Any]]:
+    def records(self) -> dict[str, Record]:
         """All records by sample id (the latest per id)."""
         return read_records(self.records_path)
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: Record) -> None:
         """Write one record; it is in the operating system's hands (one `write` call on an
         append-only descriptor, no user-space buffer) before this returns."""
         self._log.append(record)

@@ -39,7 +39,7 @@ from needlepoint.benchmarks.ref_adv.scoring import (
 )
 from needlepoint.conversation import Conversation, Message
 from needlepoint.geometry import check_abs_frame, check_box_format, iou, require_box_format
-from needlepoint.records import scores
+from needlepoint.records import Record, scores
 
 __all__ = [
     "AUTHORS_FIELDS",
@@ -118,7 +118,7 @@ class RefAdv(BaseBenchmark):
         value = iou(parsed.answer[0], sample.gt) if parsed.answer else 0.0
         return {"iou": value, "hit": value >= 0.5}
 
-    def score(self, dataset: Dataset[RefAdvSample], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def score(self, dataset: Dataset[RefAdvSample], records: Sequence[Record]) -> dict[str, Any]:
         return score_rows(sample_rows(dataset, records))
 
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
@@ -126,7 +126,7 @@ class RefAdv(BaseBenchmark):
 
         return ref_tables(metrics)
 
-    def running(self, records: Sequence[dict[str, Any]]) -> str:
+    def running(self, records: Sequence[Record]) -> str:
         if not records:
             return ""
         hits = sum(bool(scores(r).get("hit")) for r in records)
@@ -138,13 +138,13 @@ class RefAdv(BaseBenchmark):
         self,
         run_dir: Path,
         dataset: Dataset[RefAdvSample],
-        records: Sequence[dict[str, Any]],
+        records: Sequence[Record],
         model: str,
         metrics: dict[str, Any],
     ) -> list[Path]:
         return [write_predictions(run_dir, dataset, records, model, self.prompt_mode, self.box_format)]
 
-    def report_items(self, dataset: Dataset[RefAdvSample], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
+    def report_items(self, dataset: Dataset[RefAdvSample], records: Sequence[Record]) -> list[ReportItem]:
         by_id = {s.id: s for s in dataset}
         items = []
         for rec in records:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from needlepoint.benchmarks.ref_adv.data import RefAdvSample
 from needlepoint.benchmarks.ref_adv.scoring import final_error
 from needlepoint.files import AtomicFile, json_text
-from needlepoint.records import scores
+from needlepoint.records import Record, scores
 
 PREDICTIONS = "predictions_ref_adv.jsonl"
 AUTHORS_FIELDS = (
@@ -36,7 +35,7 @@ AUTHORS_FIELDS = (
 def write_predictions(
     run_dir: Path,
     samples: Iterable[RefAdvSample],
-    records: Sequence[dict[str, Any]],
+    records: Sequence[Record],
     model: str,
     prompt_mode: str,
     box_format: str | None,

@@ -14,7 +14,7 @@ from needlepoint.benchmarks.ref_adv.data import RefAdvSample, read_box
 from needlepoint.geometry import iou
 from needlepoint.jsonl import read_jsonl
 from needlepoint.numeric import boolean, integer
-from needlepoint.records import scores
+from needlepoint.records import Record, scores
 
 THRESHOLDS = (0.5, 0.75, 0.9)
 BINS = (("2-3", 2, 3), ("4-6", 4, 6), (">=7", 7, None))
@@ -134,7 +134,7 @@ def read_authors_predictions(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def final_error(record: dict[str, Any]) -> str | None:
+def final_error(record: Record) -> str | None:
     """What stands in for a record's answer: the kind of request failure (status.FAILED) when the
     request failed, else the parse error (None when the answer parsed)."""
     if record.get("status") in status.FAILED:
@@ -142,7 +142,7 @@ def final_error(record: dict[str, Any]) -> str | None:
     return record.get("parse_error")
 
 
-def sample_rows(samples: Sequence[RefAdvSample], records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def sample_rows(samples: Sequence[RefAdvSample], records: Sequence[Record]) -> list[dict[str, Any]]:
     """Neutral scoring rows (score_rows) of a run's records, with the samples' fields."""
     by_id = {s.id: s for s in samples}
     rows = []
