@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from needlepoint import __version__, status
 from needlepoint.benchmarks import make
 from needlepoint.benchmarks.base import Benchmark, Dataset
 from needlepoint.config import RunConfig, dataset_fingerprint, hash_identity, identity
-from needlepoint.conversation import Generation, Model
+from needlepoint.conversation import Checks, ChecksEndpoints, Closes, CountsEndpoints, Generation, Model
 from needlepoint.endpoints import add_stats
 from needlepoint.errors import DataError
 from needlepoint.files import write_json
+from needlepoint.records import Record, RunHeader
 from needlepoint.runfolder import refusal_advice, remove_empty_run, resolve_run_dir
 from needlepoint.shard import parse_shard, sample_cost, select
 from needlepoint.solvers.base import Solver
 from needlepoint.store import METRICS, RECORDS, RunStore, read_records
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotation is never evaluated
+    from typing_extensions import Unpack
 
 
 @dataclass
@@ -100,7 +104,36 @@ def check_endpoints(config: RunConfig) -> None:
     asyncio.run(go())
 
 
-def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
+class EvaluateSettings(TypedDict, total=False):
+    """evaluate()'s keywords: RunConfig's fields, with `data` a str too, `api_urls` one URL too, and
+    `model` a model object too (tests/test_h11_types.py keeps the two in step)."""
+
+    benchmark: str
+    data: str | Path
+    model: str | Model
+    api_urls: str | list[str]
+    api_key: str | None
+    options: dict[str, Any]
+    generation: dict[str, Any]
+    limit: int | None
+    concurrency: int
+    out: Path | None
+    fresh: bool
+    retry_failed: bool
+    max_retries: int
+    backoff_base_s: float
+    reencode_images: bool
+    max_request_bytes: int | None
+    max_wait_s: float
+    neutral_sampling: bool
+    show_progress: bool
+    report: bool
+    solver: str
+    solver_options: dict[str, Any]
+    shard: str | None
+
+
+def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSettings]) -> RunResult:
     """Evaluate a served model on a benchmark; resumes a matching unfinished run.
 
     Pass a RunConfig, or its fields as keywords, e.g.
@@ -116,6 +149,7 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     from needlepoint.runner import pending
     from needlepoint.solvers import make_solver
 
+    settings: dict[str, Any] = dict(keywords)
     model: Model | None = None
     if settings.get("model") is not None and not isinstance(settings["model"], str):
         model = settings.pop("model")
@@ -150,7 +184,7 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
         if model is None:
             check_endpoints(config)
         _check_solver_models(solver)
-    header = {
+    header: RunHeader = {
         "needlepoint": __version__,
         "hash": run_hash,
         "identity": ident,
@@ -160,13 +194,12 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
     }
     if solver.label(config.model) != config.model:  # the leaderboard's name of a system of several parts
         header["model_label"] = solver.label(config.model)
-    created = RunStore.read_header(run_dir) is None
     existed = run_dir.exists()
     store = RunStore.open(run_dir, header, refusal_advice(config))
     try:
         return _run(config, bench, samples, generation, store, solver, model)
     except BaseException:
-        if created and not store.records():
+        if store.created and not store.records():
             store.close()
             remove_empty_run(run_dir, keep_folder=existed)  # a failed start must not leave a run that blocks the next
         raise
@@ -177,7 +210,7 @@ def evaluate(config: RunConfig | None = None, /, **settings: Any) -> RunResult:
 def _check_solver_models(solver: Solver) -> None:
     """Check a solver's own models and tools (`check_endpoints()` of a chat client, `check()` of an
     embedder), before a run folder exists."""
-    checks = [(m, c) for m in solver.models().values() if callable(c := getattr(m, "check_endpoints", getattr(m, "check", None)))]
+    checks = [(m, _check_of(m)) for m in solver.models().values() if isinstance(m, (ChecksEndpoints, Checks))]
     if checks:
 
         async def go() -> None:
@@ -190,11 +223,15 @@ def _check_solver_models(solver: Solver) -> None:
         asyncio.run(go())
 
 
+def _check_of(model: ChecksEndpoints | Checks) -> Callable[[], Awaitable[None]]:
+    """A model's endpoint check: a chat client's `check_endpoints`, else a tool's `check`."""
+    return model.check_endpoints if isinstance(model, ChecksEndpoints) else model.check
+
+
 async def _close(models: list[Any]) -> None:
     for m in models:
-        close = getattr(m, "aclose", None)
-        if callable(close):
-            await close()
+        if isinstance(m, Closes):
+            await m.aclose()
 
 
 def _run(
@@ -255,8 +292,8 @@ def _run(
     # changed configuration starts a new folder); metrics.json's run block still says how many of the
     # dataset's samples have answers, and `needlepoint report` marks the run from it.
     complete = all(s.id in records for s in requested) and not result.failed
-    stats = [m.endpoint_stats() for m in (model, *solver.models().values()) if callable(getattr(m, "endpoint_stats", None))]
-    endpoints = add_stats((RunStore.read_header(store.dir) or {}).get("endpoints"), *stats)  # every model's, the solver's too
+    stats = [m.endpoint_stats() for m in (model, *solver.models().values()) if isinstance(m, CountsEndpoints)]
+    endpoints = add_stats(store.header.get("endpoints"), *stats)  # every model's, the solver's too
     store.update_header(
         status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), endpoints=endpoints
     )
@@ -264,12 +301,12 @@ def _run(
         answered = samples.subset(records)  # every finished record, not only this call's
         thumbnails = drafter.thumbnails if drafter is not None else None
         result.exports.extend(
-            write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics, thumbnails)
+            write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics, store.header, thumbnails)
         )
     return result
 
 
-def finish(bench: Benchmark, samples: Dataset[Any], records: dict[str, dict[str, Any]], run_dir: Path, model: str) -> RunResult:
+def finish(bench: Benchmark, samples: Dataset[Any], records: dict[str, Record], run_dir: Path, model: str) -> RunResult:
     """Score the stored records, write metrics.json and the authors' formats.
 
     The headline metrics cover the answered samples only: a failed request (status.FAILED) is no
@@ -301,15 +338,15 @@ def write_report(
     run_dir: Path,
     bench: Benchmark,
     samples: Dataset[Any],
-    records: list[dict[str, Any]],
+    records: list[Record],
     metrics: dict[str, Any],
+    header: RunHeader,
     thumbnails: Any = None,
 ) -> list[Path]:
-    """The HTML report of a run (`<run>/report/index.html`); `thumbnails` (a report.thumbs.Thumbnails)
-    brings those drawn during the run."""
+    """The HTML report of a run (`<run>/report/index.html`) with its header (run.json, as the open
+    RunStore holds it); `thumbnails` (a report.thumbs.Thumbnails) brings those drawn during the run."""
     from needlepoint.report.html import write_run_report
 
-    header = RunStore.read_header(run_dir) or {}
     return [write_run_report(run_dir, bench, samples, records, metrics, header, thumbnails)]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 MAIN = "model"  # the role of the model named by --model, in every turn a record keeps
 
@@ -120,3 +120,49 @@ class Model(Protocol):
     async def complete(self, conversation: Conversation, generation: Generation) -> Reply:
         """Answer one conversation; failures come back as Reply.error, never as exceptions."""
         ...
+
+
+# The optional methods a model (or a solver's model or tool) may have; callers test for them with
+# isinstance, so a model written for a test needs none of them.
+
+
+@runtime_checkable
+class Scrubs(Protocol):
+    """Removes the credentials it knows (its API key) from a message."""
+
+    def scrub(self, text: str) -> str: ...
+
+
+@runtime_checkable
+class WaitNotes(Protocol):
+    """Says what a request in flight waits for (a retry, a slow endpoint), or None."""
+
+    def wait_note(self) -> str | None: ...
+
+
+@runtime_checkable
+class ChecksEndpoints(Protocol):
+    """A chat client that checks its endpoints answer before a run starts."""
+
+    async def check_endpoints(self) -> None: ...
+
+
+@runtime_checkable
+class Checks(Protocol):
+    """A tool (embedder, localizer) that checks its endpoint answers before a run starts."""
+
+    async def check(self) -> None: ...
+
+
+@runtime_checkable
+class Closes(Protocol):
+    """Holds connections to close at the end of the event loop that opened them."""
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class CountsEndpoints(Protocol):
+    """Counts requests per endpoint (run.json's `endpoints`)."""
+
+    def endpoint_stats(self) -> list[dict[str, Any]]: ...

@@ -21,11 +21,12 @@ from needlepoint.config import dataset_fingerprint, hash_identity
 from needlepoint.endpoints import add_stats
 from needlepoint.errors import DataError
 from needlepoint.files import write_lines
+from needlepoint.records import Record, RunHeader
 from needlepoint.shard import Shard, assign, parse_shard, sample_cost
 from needlepoint.store import RECORDS, RunStore, read_records
 
 
-def _shard_header(run_dir: Path) -> tuple[dict[str, Any], Shard]:
+def _shard_header(run_dir: Path) -> tuple[RunHeader, Shard]:
     header = RunStore.read_header(run_dir)
     if header is None:
         raise DataError(f"{run_dir} holds no run (no run.json); pass the run folders the shards wrote")
@@ -35,7 +36,7 @@ def _shard_header(run_dir: Path) -> tuple[dict[str, Any], Shard]:
     return header, parse_shard(shard)
 
 
-def _base_identity(header: dict[str, Any]) -> dict[str, Any]:
+def _base_identity(header: RunHeader) -> dict[str, Any]:
     return {k: v for k, v in header["identity"].items() if k != "shard"}
 
 
@@ -44,7 +45,7 @@ def _names(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def check_shards(run_dirs: Sequence[Path], allow_partial: bool) -> tuple[dict[str, Any], dict[int, Path], dict[str, Any]]:
+def check_shards(run_dirs: Sequence[Path], allow_partial: bool) -> tuple[dict[str, Any], dict[int, Path], RunHeader]:
     """The shared unsharded identity, the folder of each shard number, and the first shard's
     header; refuses mixed identities, duplicated shards and (unless `allow_partial`) missing ones."""
     if not run_dirs:
@@ -115,7 +116,7 @@ def merge(
         )
     count = parse_shard(first["identity"]["shard"]).count
     owner = assign([(s.id, sample_cost(bench)(s)) for s in samples], count)
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, Record] = {}
     unanswered: list[str] = []
     _say(show_progress, f"reading the records of {len(shard_dirs)} shard folders")
     for index, d in sorted(shard_dirs.items()):
@@ -151,26 +152,28 @@ def merge(
         if report:
             _say(show_progress, f"writing the report in {out}")
             answered = samples.subset(records)
-            result.exports.extend(write_report(out, bench, answered, [records[s.id] for s in answered], result.metrics))
+            result.exports.extend(
+                write_report(out, bench, answered, [records[s.id] for s in answered], result.metrics, store.header)
+            )
         return result
     finally:
         store.close()
 
 
 def _merged_header(
-    first: dict[str, Any],
+    first: RunHeader,
     base: dict[str, Any],
     config: dict[str, Any],
     shard_dirs: dict[int, Path],
-    headers: Sequence[dict[str, Any]],
-) -> dict[str, Any]:
+    headers: Sequence[RunHeader],
+) -> RunHeader:
     urls: list[str] = []
     for h in headers:
         urls.extend(u for u in (h.get("config") or {}).get("api_urls", []) if u not in urls)
     public = {k: v for k, v in config.items() if k != "shard"}
     public["api_urls"] = urls
     count = parse_shard(first["identity"]["shard"]).count
-    return {
+    header: RunHeader = {
         "needlepoint": __version__,
         "hash": hash_identity(base),
         "identity": base,
@@ -182,18 +185,20 @@ def _merged_header(
             for (i, d), h in zip(sorted(shard_dirs.items()), headers)
         ],
         "endpoints": add_stats(*(h.get("endpoints") for h in headers)),
-        **({"model_label": first["model_label"]} if first.get("model_label") else {}),
     }
+    if first.get("model_label"):
+        header["model_label"] = first["model_label"]
+    return header
 
 
-def _shard_folders(header: dict[str, Any]) -> dict[str, Path]:
+def _shard_folders(header: RunHeader) -> dict[str, Path]:
     """Shard ("I/N") -> its run folder (resolved), as a merged header's `merged_from` lists them."""
     listed = header.get("merged_from")
     entries = [e for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
     return {str(e.get("shard")): Path(str(e.get("run"))).resolve() for e in entries}
 
 
-def _open_out(out: Path, header: dict[str, Any]) -> RunStore:
+def _open_out(out: Path, header: RunHeader) -> RunStore:
     """The merge's run folder: new, or an earlier merge of the same shard folders (rewritten; a
     merge may add shards an earlier --allow-partial merge lacked). A merge of other shard folders
     is refused, as `eval` refuses another configuration: answers are never mixed."""

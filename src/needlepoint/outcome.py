@@ -9,12 +9,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from needlepoint import status
+from needlepoint.records import Record
 
 NO_CONTENT_SHARE = 0.1  # warn when more than this share of the answered samples had no content
 _LIMIT = re.compile(r"maximum (?:context|model) length (?:is|of) (\d+)", re.I)
 
 
-def run_counts(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def run_counts(records: Sequence[Record]) -> dict[str, Any]:
     """Answered and failed samples, the failures by kind (a `status` value), as metrics.json keeps them."""
     by_kind: dict[str, int] = {}
     for r in records:
@@ -31,7 +32,7 @@ def has_metrics(metrics: dict[str, Any]) -> bool:
     return any(key != "run" for key in metrics)
 
 
-def _prompt_size(record: dict[str, Any]) -> tuple[int, int]:
+def _prompt_size(record: Record) -> tuple[int, int]:
     """(prompt tokens from the server's usage, request bytes) of a record's first turn; 0 when unknown."""
     turns = record.get("turns") or [{}]
     usage = turns[0].get("usage") or {}
@@ -39,7 +40,7 @@ def _prompt_size(record: dict[str, Any]) -> tuple[int, int]:
     return (tokens if isinstance(tokens, int) else 0), int(turns[0].get("request_bytes") or 0)
 
 
-def _context_line(records: Sequence[dict[str, Any]], too_long: list[dict[str, Any]]) -> str:
+def _context_line(records: Sequence[Record], too_long: list[Record]) -> str:
     limit = next((m.group(1) for r in too_long if (m := _LIMIT.search(str(r.get("error") or "")))), None)
     line = f"{len(too_long)} sample(s) exceed the model's context"
     line += f" ({limit} tokens, the server says)" if limit else ""
@@ -56,7 +57,7 @@ def _context_line(records: Sequence[dict[str, Any]], too_long: list[dict[str, An
     return line + ": serve a longer context (vLLM --max-model-len) or send smaller images (--max-image-side)"
 
 
-def summary_lines(records: Sequence[dict[str, Any]]) -> list[str]:
+def summary_lines(records: Sequence[Record]) -> list[str]:
     """The end-of-run advice: failures by kind, what `--retry-failed` would request again, the
     context overflows, and replies without content."""
     lines: list[str] = []

@@ -14,13 +14,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from needlepoint.conversation import WaitNotes
+from needlepoint.records import Record
+
 __all__ = ["BarProgress", "PlainProgress", "RunProgress", "counts_text", "make_progress"]
 
 
 class _Bench(Protocol):
     name: str
 
-    def running(self, records: Sequence[dict[str, Any]]) -> str: ...
+    def running(self, records: Sequence[Record]) -> str: ...
 
 
 class RunProgress(Protocol):
@@ -39,7 +42,7 @@ def counts_text(answered: int, failed: int, total: int) -> str:
 
 
 def make_progress(
-    benchmark: _Bench, total: int, finished: list[dict[str, Any]], show: bool, every_s: float = 5.0, models: Sequence[Any] = ()
+    benchmark: _Bench, total: int, finished: list[Record], show: bool, every_s: float = 5.0, models: Sequence[Any] = ()
 ) -> RunProgress:
     """The display for a run of `total` samples to request: plain lines when stderr is no terminal,
     else a rich bar (nothing at all when `show` is off or nothing is to be requested). `finished`
@@ -52,7 +55,7 @@ def make_progress(
 
 def wait_notes(models: Sequence[Any]) -> Callable[[], str | None] | None:
     """One `wait_note()` over every model that has one (each says what a request waits for)."""
-    notes = [m.wait_note for m in models if callable(getattr(m, "wait_note", None))]
+    notes = [m.wait_note for m in models if isinstance(m, WaitNotes)]
     if not notes:
         return None
     return lambda: "; ".join(n for n in (note() for note in notes) if n) or None
@@ -62,9 +65,7 @@ class PlainProgress:
     """One plain line on stderr every `every_s` seconds while samples remain, e.g.
     `ref_adv_s: 120/1142 answered, 3.2/s, about 5 min left`, followed by what the run waits for."""
 
-    def __init__(
-        self, benchmark: _Bench, total: int, records: list[dict[str, Any]], every_s: float, models: Sequence[Any] = ()
-    ) -> None:
+    def __init__(self, benchmark: _Bench, total: int, records: list[Record], every_s: float, models: Sequence[Any] = ()) -> None:
         self.benchmark = benchmark
         self.total = total
         self.records = records
@@ -117,9 +118,7 @@ class BarProgress:
     """A rich progress bar with the answered and failed counts, rate, ETA and the benchmark's
     running figure; while requests wait (a Retry-After, a backoff) it says so."""
 
-    def __init__(
-        self, benchmark: _Bench, total: int, records: list[dict[str, Any]], enabled: bool, models: Sequence[Any] = ()
-    ) -> None:
+    def __init__(self, benchmark: _Bench, total: int, records: list[Record], enabled: bool, models: Sequence[Any] = ()) -> None:
         self.benchmark = benchmark
         self.records = records
         self.total = total

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-__all__ = ["CORE_KEYS", "Record", "Turn", "scores"]
+__all__ = ["CORE_KEYS", "Record", "RunHeader", "Turn", "scores"]
 
 
 class Turn(TypedDict, total=False):
@@ -30,6 +30,9 @@ class Turn(TypedDict, total=False):
     endpoint: str | None
     reasoning: str  # only when the model sent reasoning
     result: Any  # a tool's result summary
+    about: dict[str, Any]  # what the call was for (SolveContext.complete/tool's `about`)
+    sent: list[dict[str, Any]]  # the messages as sent (solvers/sent.py; model turns)
+    reused: bool  # answered from the sample's call cache (a resumed sample)
 
 
 class Record(TypedDict, total=False):
@@ -52,7 +55,24 @@ class Record(TypedDict, total=False):
 CORE_KEYS = frozenset(Record.__annotations__)
 
 
-def scores(record: dict[str, Any]) -> dict[str, Any]:
+class RunHeader(TypedDict, total=False):
+    """run.json: what `evaluate` (and `merge`) write when a run folder opens, and update as it runs."""
+
+    needlepoint: str  # the version that created the run
+    hash: str  # hash of `identity`: the run folder's key
+    identity: dict[str, Any]  # what changes answers or scores (config.identity)
+    config: dict[str, Any]  # RunConfig.public(): the settings, credentials left out
+    created: str  # "%Y-%m-%dT%H:%M:%S%z"
+    status: str  # "running", "complete", "incomplete", "merging"
+    model_label: str  # a solver's name of the system, where it differs from the model
+    last_started: str
+    finished: str
+    sampling_sent: list[dict[str, Any]]  # the distinct sampling parameters the requests carried
+    endpoints: list[dict[str, Any]]  # requests and errors per endpoint (endpoints.add_stats)
+    merged_from: list[dict[str, Any]]  # a merge's shards: {shard, run, hash}
+
+
+def scores(record: Record) -> dict[str, Any]:
     """The benchmark's per-sample fields of a record, in either layout (under `scores`, or at the
     top level in records written before the key existed)."""
     nested = record.get("scores")

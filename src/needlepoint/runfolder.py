@@ -46,9 +46,10 @@ def resolve_run_dir(config: RunConfig, run_hash: str, label: str | None = None, 
         run_dir = default_run_dir(root, config.benchmark, label, run_hash, config.shard)
         if RunStore.read_header(run_dir) is None:
             run_dir = _earlier_folder(run_dir.parent, run_hash) or run_dir
-    if config.retry_failed and RunStore.read_header(run_dir) is None:
+    held = RunStore.read_header(run_dir) is not None  # read once: the folder's run, if any
+    if config.retry_failed and not held:
         raise DataError(f"--retry-failed: {run_dir} holds no run to retry; {_nearby(run_dir)}")
-    if config.fresh and RunStore.read_header(run_dir) is not None:
+    if config.fresh and held:
         move_aside(run_dir)  # a new run in the folder named; the old answers are kept beside it
     return run_dir
 

@@ -20,9 +20,10 @@ from typing import Any
 
 from needlepoint import status
 from needlepoint.benchmarks.base import Benchmark, Parsed
-from needlepoint.conversation import MAIN, Generation, Model
+from needlepoint.conversation import MAIN, Generation, Model, Scrubs
 from needlepoint.errors import DataError, InternalFault
 from needlepoint.progress import make_progress
+from needlepoint.records import Record
 from needlepoint.redact import scrub
 from needlepoint.solvers.base import SolveContext, Solver, ToolError
 from needlepoint.solvers.calls import forget
@@ -37,10 +38,10 @@ class RunOptions:
     retry_failed: bool = False
     show_progress: bool = True
     progress_every_s: float = 5.0  # without a terminal: one plain progress line this often
-    on_record: Callable[[Any, dict[str, Any]], None] | None = None  # called with each stored record
+    on_record: Callable[[Any, Record], None] | None = None  # called with each stored record
 
 
-def pending(samples: Sequence[Any], done: dict[str, dict[str, Any]], retry_failed: bool) -> list[Any]:
+def pending(samples: Sequence[Any], done: Mapping[str, Record], retry_failed: bool) -> list[Any]:
     """The samples still to request: no record yet, or a failed one when retrying failures."""
     out = []
     for s in samples:
@@ -52,14 +53,14 @@ def pending(samples: Sequence[Any], done: dict[str, dict[str, Any]], retry_faile
 
 async def solve(
     benchmark: Benchmark, solver: Solver, models: Mapping[str, Model], sample: Any, base: Generation, run_dir: Path | None = None
-) -> dict[str, Any]:
+) -> Record:
     """One sample from solver to record. Never raises for model, input or solver faults: a request
     or tool call that fails is recorded under its `status` kind; an input that cannot be sent (a
     DataError: an unreadable image, a request over the byte budget) is an input error; any other
     exception is a fault of our own code, an internal error with its traceback. Each keeps
     whatever calls had already been made."""
     started = time.time()
-    record: dict[str, Any] = {"id": sample.id, "status": status.DONE, "turns": [], "repair_used": False}
+    record: Record = {"id": sample.id, "status": status.DONE, "turns": [], "repair_used": False}
     ctx: SolveContext | None = None
     try:
         ctx = SolveContext(benchmark, sample, models, base, run_dir)
@@ -72,7 +73,9 @@ async def solve(
         if parsed.error in status.REQUEST_FAILURES:
             record["status"] = parsed.error
             failed = [t for t in ctx.turns if t.get("error")]
-            record["error"] = failed[-1]["error"] if failed else parsed.error
+            record["error"] = str(
+                failed[-1]["error"] if failed else parsed.error
+            )  # both set: the turn failed, parsed.error a failure kind
         record["answer"] = parsed.answer
         record["parse_error"] = parsed.error
         record["scores"] = benchmark.judge(sample, parsed)
@@ -87,7 +90,7 @@ async def solve(
     return record
 
 
-def _settle(record: dict[str, Any], ctx: SolveContext | None) -> None:
+def _settle(record: Record, ctx: SolveContext | None) -> None:
     """Copy what the context gathered (request, repair mark, solver notes) into the record."""
     if ctx is None:
         return
@@ -101,14 +104,13 @@ def _settle(record: dict[str, Any], ctx: SolveContext | None) -> None:
 def _scrubbed(models: Mapping[str, Any], message: str) -> str:
     """An exception's message without credentials (each model's own scrub knows its key)."""
     for model in models.values():
-        own = getattr(model, "scrub", None)
-        if callable(own):
-            message = own(message)
+        if isinstance(model, Scrubs):
+            message = model.scrub(message)
     return scrub(message)
 
 
-def _failed(benchmark: Benchmark, sample: Any, record: dict[str, Any], kind: str, message: str) -> None:
-    record.update(status=kind, error=message, answer=None, parse_error=kind)
+def _failed(benchmark: Benchmark, sample: Any, record: Record, kind: str, message: str) -> None:
+    record["status"], record["error"], record["answer"], record["parse_error"] = kind, message, None, kind
     try:
         record["scores"] = benchmark.judge(sample, Parsed(error=kind))
     except Exception:  # the record is kept as it is
@@ -129,13 +131,13 @@ async def run(
     base: Generation,
     options: RunOptions,
     solver: Solver,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Record]:
     """Answer every pending sample with `solver` (its calls go to `model`, role "model", and to
     the solver's own models), storing each record as it finishes; return all records. The caller
     owns `store` (and closes it) and the models. Raises InternalFault when too many samples end
     in an internal error."""
     models: dict[str, Any] = {MAIN: model, **solver.models()}
-    internal: list[dict[str, Any]] = []
+    internal: list[Record] = []
     done = store.records()
     todo = pending(samples, done, options.retry_failed)
     todo_ids = {s.id for s in todo}

@@ -14,7 +14,7 @@ import json
 import os
 import shlex
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from needlepoint.errors import DataError
 from needlepoint.files import (
@@ -28,6 +28,10 @@ from needlepoint.files import (
     write_lines,
     write_parquet,
 )
+from needlepoint.records import Record, RunHeader
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotation is never evaluated
+    from typing_extensions import Unpack
 
 __all__ = [
     "HEADER",
@@ -51,9 +55,9 @@ RECORDS = "records.jsonl"
 METRICS = "metrics.json"
 
 
-def read_records(path: Path) -> dict[str, dict[str, Any]]:
+def read_records(path: Path) -> dict[str, Record]:
     """Records by sample id from a records file; the last record of an id wins."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Record] = {}
     if not path.exists():
         return out
     from needlepoint.jsonl import open_regular  # a FIFO or /dev/zero in a run folder is refused, not read
@@ -71,7 +75,7 @@ def read_records(path: Path) -> dict[str, dict[str, Any]]:
                     f"{path} line {lineno} is corrupt (not a JSON record with an id); to keep the other records, "
                     f"delete that line (`sed -i '{lineno}d' {shlex.quote(str(path))}`) and rerun: a sample it held is requested again"
                 )
-            out[str(rec["id"])] = rec
+            out[str(rec["id"])] = cast(Record, rec)  # a JSON object with an id, as written; its fields are read with .get
     return out
 
 
@@ -94,9 +98,11 @@ class RunStore:
         self.records_path = run_dir / RECORDS
         self._log = AppendLog(self.records_path)
         self._lock_fh: IO[str] | None = None
+        self.header: RunHeader = {}  # run.json as open found or wrote it, with every update since
+        self.created = False  # open wrote the header: the folder held no run
 
     @staticmethod
-    def read_header(run_dir: Path) -> dict[str, Any] | None:
+    def read_header(run_dir: Path) -> RunHeader | None:
         """The run's header, or None when the folder holds no run."""
         from needlepoint.jsonl import read_json  # the one reader of files: depth, numbers, size, FIFOs
 
@@ -106,10 +112,10 @@ class RunStore:
         header = read_json(path, "move the run folder aside and start fresh", 256 << 20)
         if not isinstance(header, dict):
             raise DataError(f"{path} is not valid JSON of a run header; move the run folder aside and start fresh")
-        return header
+        return cast(RunHeader, header)  # the JSON object as found; its fields are read with .get
 
     @classmethod
-    def open(cls, run_dir: Path, header: dict[str, Any], advice: str = "pass --fresh for a new run folder") -> RunStore:
+    def open(cls, run_dir: Path, header: RunHeader, advice: str = "pass --fresh for a new run folder") -> RunStore:
         """Create or reopen a run folder whose identity must equal `header["identity"]`; `advice`
         ends the refusal message (how to start fresh)."""
         existing = cls.read_header(run_dir)
@@ -129,6 +135,8 @@ class RunStore:
         store._lock()
         if existing is None:
             write_json(run_dir / HEADER, header)
+        store.header = header.copy() if existing is None else existing
+        store.created = existing is None
         store._truncate_torn_tail()
         return store
 
@@ -169,20 +177,20 @@ class RunStore:
                 pos = start
             fh.truncate(0)
 
-    def records(self) -> dict[str, dict[str, Any]]:
+    def records(self) -> dict[str, Record]:
         """All records by sample id (the latest per id)."""
         return read_records(self.records_path)
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: Record) -> None:
         """Write one record; it is in the operating system's hands (one `write` call on an
         append-only descriptor, no user-space buffer) before this returns."""
         self._log.append(record)
 
-    def update_header(self, **fields: Any) -> None:
-        """Merge fields into the header (status, finish time)."""
-        header = self.read_header(self.dir) or {}
-        header.update(fields)
-        write_json(self.dir / HEADER, header)
+    def update_header(self, **fields: Unpack[RunHeader]) -> None:
+        """Merge fields into the header (status, finish time) and write it; the folder is locked, so
+        the header held since `open` is the one on disk."""
+        self.header.update(fields)
+        write_json(self.dir / HEADER, self.header)
 
     def close(self) -> None:
         """Close the records file and release the run folder for other processes."""

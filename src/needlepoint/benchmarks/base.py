@@ -15,9 +15,11 @@ from typing import Any, Generic, Protocol, TypeVar, overload
 from needlepoint import status
 from needlepoint.conversation import Conversation, Generation
 from needlepoint.errors import DataError
+from needlepoint.records import Record, Turn, scores
 from needlepoint.redact import scrub
 
 __all__ = [
+    "BaseBenchmark",
     "Benchmark",
     "DataError",
     "Dataset",
@@ -180,24 +182,24 @@ class ReportItem:
     context_label: str = "context"
 
 
-def report_parse_error(record: dict[str, Any]) -> str | None:
+def report_parse_error(record: Record) -> str | None:
     """The parse error a report shows for a record: none for a failed request (status.FAILED),
     which the report shows once, as the failure its reply text names, not again as a parse error."""
     return None if record.get("status") in status.FAILED else record.get("parse_error")
 
 
-def request_failures(records: Iterable[dict[str, Any]]) -> dict[str, int]:
+def request_failures(records: Iterable[Record]) -> dict[str, int]:
     """How many records failed, by kind (status.FAILED), sorted by name."""
     return count_parse_errors(str(r.get("status")) for r in records if r.get("status") in status.FAILED)
 
 
-def parse_errors(records: Iterable[dict[str, Any]]) -> dict[str, int]:
+def parse_errors(records: Iterable[Record]) -> dict[str, int]:
     """How often each parse error occurs among the records whose request did not fail: a failed
     request is no parse failure (the model never answered)."""
     return count_parse_errors(r.get("parse_error") for r in records if r.get("status") not in status.FAILED)
 
 
-def replies_text(record: dict[str, Any]) -> str:
+def replies_text(record: Record) -> str:
     """The model's replies of a record, the repair turn marked, or the error that stood in (scrubbed
     again of URL credentials and bearer tokens, for records written before errors were scrubbed)."""
     turns = record.get("turns") or []
@@ -218,7 +220,7 @@ def replies_text(record: dict[str, Any]) -> str:
     return sep.join(texts)
 
 
-def _call_head(turn: dict[str, Any]) -> str:
+def _call_head(turn: Turn) -> str:
     """`[role: model]` or `[tool: name]`, the head of one call in a report."""
     role = str(turn.get("role", "model"))
     head = f"tool: {turn.get('tool')}" if role == "tool" else f"{role}: {turn.get('model')}"
@@ -228,7 +230,7 @@ def _call_head(turn: dict[str, Any]) -> str:
     return f"[{head}] "
 
 
-def _tool_result(turn: dict[str, Any]) -> str:
+def _tool_result(turn: Turn) -> str:
     text = json.dumps(turn.get("result"), ensure_ascii=False, default=str) if "result" in turn else ""
     return text if len(text) <= 500 else text[:497] + "..."
 
@@ -278,7 +280,7 @@ class Benchmark(Protocol):
         """Per-sample score fields stored in the record (e.g. IoU)."""
         ...
 
-    def score(self, dataset: Dataset[Any], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def score(self, dataset: Dataset[Any], records: Sequence[Record]) -> dict[str, Any]:
         """The answers (one record per sample of `dataset`, in its order) into metrics (JSON-ready)."""
         ...
 
@@ -286,7 +288,7 @@ class Benchmark(Protocol):
         """The metrics laid out for people."""
         ...
 
-    def running(self, records: Sequence[dict[str, Any]]) -> str:
+    def running(self, records: Sequence[Record]) -> str:
         """A short running figure for the progress bar."""
         ...
 
@@ -294,12 +296,75 @@ class Benchmark(Protocol):
         """Metrics of saved predictions in the authors' format (or a run folder), without a model."""
         ...
 
-    def report_items(self, dataset: Dataset[Any], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
+    def report_items(self, dataset: Dataset[Any], records: Sequence[Record]) -> list[ReportItem]:
         """The samples as the HTML report shows them (only answered samples)."""
         ...
 
     def export(
-        self, run_dir: Path, dataset: Dataset[Any], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+        self, run_dir: Path, dataset: Dataset[Any], records: Sequence[Record], model: str, metrics: dict[str, Any]
     ) -> list[Path]:
         """Write the authors' formats into the run folder; return the paths written."""
         ...
+
+
+class BaseBenchmark:
+    """The defaults most benchmarks share, so that a new benchmark writes only what is its own:
+    `name`, `load`, `prompt`, `parse`, `judge` and `score` (a subclass overrides any other verb).
+
+    The defaults: no options in the identity, the run's generation settings for every sample, no
+    repair turn, one table of the metrics' top-level numbers, the parse failures as the running
+    figure, no export, a report that shows each sample's prompt, images and reply, and no
+    prediction format of its own for `needlepoint score`.
+    """
+
+    name: str
+    generation_defaults: dict[str, Any] = {}
+
+    def identity(self) -> dict[str, Any]:
+        return {}
+
+    def generation(self, sample: Any, base: Generation) -> Generation:
+        return base
+
+    def prompt(self, sample: Any) -> Conversation:
+        raise NotImplementedError
+
+    def followup(self, sample: Any, parsed: Parsed, finish_reason: str | None) -> str | None:
+        return None
+
+    def tables(self, metrics: dict[str, Any]) -> list[Table]:
+        numbers = [[k, v] for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        return [Table(self.name, ["metric", "value"], numbers)] if numbers else []
+
+    def running(self, records: Sequence[Record]) -> str:
+        fails = sum(parse_errors(records).values())
+        failed = sum(request_failures(records).values())
+        return f"parse fail {fails}" + (f"  failed {failed}" if failed else "") if records else ""
+
+    def export(
+        self, run_dir: Path, dataset: Dataset[Any], records: Sequence[Record], model: str, metrics: dict[str, Any]
+    ) -> list[Path]:
+        return []
+
+    def report_items(self, dataset: Dataset[Any], records: Sequence[Record]) -> list[ReportItem]:
+        by_id = {s.id: s for s in dataset}
+        items = []
+        for rec in records:
+            conversation = self.prompt(by_id[rec["id"]])
+            correct = scores(rec).get("correct")
+            items.append(
+                ReportItem(
+                    id=str(rec["id"]),
+                    prompt="\n".join(m.text for m in conversation.messages if m.role == "user"),
+                    answer=replies_text(rec),
+                    images=[ReportImage(im) for m in conversation.messages for im in m.images],
+                    correct=correct if isinstance(correct, bool) else None,
+                    parse_error=report_parse_error(rec),
+                )
+            )
+        return items
+
+    def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
+        raise DataError(
+            f"{self.name} writes no prediction file of its own to score; its run folder's metrics.json holds the scores"
+        )

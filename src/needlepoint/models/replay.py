@@ -20,6 +20,7 @@ from typing import Any
 from needlepoint import status
 from needlepoint.conversation import MAIN, Conversation, Generation, Reply
 from needlepoint.errors import DataError
+from needlepoint.records import Record, Turn
 from needlepoint.store import RECORDS, RunStore, read_records
 
 __all__ = ["ReplayModel"]
@@ -31,7 +32,7 @@ def _summary_key(summary: Any) -> str:
     return json.dumps(summary, sort_keys=True)
 
 
-def _reply(turn: dict[str, Any]) -> Reply:
+def _reply(turn: Turn) -> Reply:
     return Reply(
         text=turn.get("reply") or "",
         finish_reason=turn.get("finish_reason"),
@@ -52,7 +53,7 @@ class ReplayModel:
     `role` picks the turns of one model (records written before turns had roles count as "model").
     """
 
-    def __init__(self, records: Iterable[dict[str, Any]], name: str, role: str = MAIN) -> None:
+    def __init__(self, records: Iterable[Record], name: str, role: str = MAIN) -> None:
         self.name = name
         self._answers: dict[_Key, deque[Reply]] = {}
         for rec in records:

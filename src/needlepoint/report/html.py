@@ -20,7 +20,7 @@ import html
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -36,6 +36,7 @@ from needlepoint.files import (  # write_atomic re-exported: the report modules 
     write_atomic,
 )
 from needlepoint.numeric import is_box
+from needlepoint.records import Record
 from needlepoint.redact import is_credential_name, redact_url, scrub
 from needlepoint.report.assets import CSS, JS
 from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
@@ -150,7 +151,7 @@ def _scrub(value: Any, key: str = "") -> Any:
     return value
 
 
-def public_config(header: dict[str, Any]) -> dict[str, Any]:
+def public_config(header: Mapping[str, Any]) -> dict[str, Any]:
     """The run header as a report may show it: no key-like fields, URLs without credentials."""
     return _scrub(dict(header))
 
@@ -180,7 +181,7 @@ def _sort_value(value: Any) -> float | None:
     return float(value)
 
 
-def reasoning_text(record: dict[str, Any]) -> str:
+def reasoning_text(record: Record) -> str:
     """A reasoning model's thinking in a record's turns (the repair turn marked), or ""."""
     turns = [t for t in record.get("turns") or [] if isinstance(t, dict)]
     texts = [str(t.get("reasoning") or "") for t in turns]
@@ -216,7 +217,7 @@ def _sent_part(part: Any, thumb_of: dict[str, str]) -> list[Any] | None:
     return None
 
 
-def sent_view(record: dict[str, Any] | None, thumb_of: dict[str, str]) -> list[list[Any]]:
+def sent_view(record: Record | None, thumb_of: dict[str, str]) -> list[list[Any]]:
     """What the model saw, per turn of a record that keeps it (`turns[].sent`; older runs do not):
     [turn label, [[role, [part, ...]], ...]], texts verbatim (clipped at MAX_TEXT), images by
     path, size and digest, never their bytes."""
@@ -248,7 +249,7 @@ def sample_blob(
     thumbs: dict[str, tuple[int, int] | None],
     is_grouped: bool,
     reasoning: dict[str, str] | None = None,
-    records: Sequence[dict[str, Any]] = (),
+    records: Sequence[Record] = (),
 ) -> dict[str, Any]:
     """The JSON the page's script renders (short keys: 2,000 samples stay a few MB at most);
     `reasoning` by sample id is shown folded under the answer. From `records` (by id): a failed
@@ -347,7 +348,7 @@ def _endpoints_table(head: dict[str, Any]) -> str:
     return table_html(table) + "\n" + note
 
 
-def _config_section(header: dict[str, Any], metrics: dict[str, Any]) -> str:
+def _config_section(header: Mapping[str, Any], metrics: dict[str, Any]) -> str:
     head = public_config(header)
     config = _obj(head.get("config"))
     rows: list[tuple[str, Any]] = [
@@ -478,9 +479,9 @@ def write_run_report(
     run_dir: Path,
     bench: Benchmark,
     samples: Dataset[Any],
-    records: Sequence[dict[str, Any]],
+    records: Sequence[Record],
     metrics: dict[str, Any],
-    header: dict[str, Any],
+    header: Mapping[str, Any],
     thumbnails: Thumbnails | None = None,
 ) -> Path:
     """Write `<run>/report/index.html` (with thumbs/ and heatmaps/ beside it); return its path.
@@ -527,7 +528,7 @@ def write_run_report(
     return write_atomic(target, page(f"{title} · {model} · needlepoint", body, [JS], blob, digest=digest))
 
 
-def run_label(header: dict[str, Any]) -> str:
+def run_label(header: Mapping[str, Any]) -> str:
     """The model as the run page names it: the solver's label the leaderboard uses too (e.g.
     `m -RAG`, `m + detector (agentic)`), else the model asked for."""
     config, identity = _obj(header.get("config")), _obj(header.get("identity"))
@@ -539,7 +540,7 @@ VOLATILE = ("finished", "last_started")  # header times a rerun rewrites without
 _CODE = (Path(__file__), Path(__file__).with_name("assets.py"), Path(__file__).with_name("thumbs.py"))
 
 
-def report_digest(bench_name: str, records: Sequence[dict[str, Any]], metrics: dict[str, Any], header: dict[str, Any]) -> str:
+def report_digest(bench_name: str, records: Sequence[Record], metrics: dict[str, Any], header: Mapping[str, Any]) -> str:
     """What a run page shows, as a digest: the records, the metrics, the run header (less the times
     every rerun rewrites, VOLATILE) and the report's own code. With `with_files`, a page carrying
     the same digest is current and is not written again."""

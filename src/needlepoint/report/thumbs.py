@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.base import ReportImage, ReportItem
+from needlepoint.records import Record
 
 THUMB_MAX = 320  # the cards show images at most 320 px wide
 THUMB_QUALITY = 82
@@ -408,7 +409,7 @@ class Drafter:
     def __init__(
         self,
         folder: Path,
-        items_of: Callable[[list[Any], list[dict[str, Any]]], list[ReportItem]],
+        items_of: Callable[[list[Any], list[Record]], list[ReportItem]],
         batch: int = 16,
         expected: int = 0,
     ) -> None:
@@ -416,9 +417,9 @@ class Drafter:
         self._items_of = items_of
         self._batch = batch
         self._samples: list[Any] = []
-        self._records: list[dict[str, Any]] = []
+        self._records: list[Record] = []
 
-    def add(self, sample: Any, record: dict[str, Any]) -> None:
+    def add(self, sample: Any, record: Record) -> None:
         """Queue one finished sample; every `batch` samples, start drawing their thumbnails."""
         self._samples.append(sample)
         self._records.append(record)

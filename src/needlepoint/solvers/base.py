@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 from needlepoint import errors, status
 from needlepoint.benchmarks.base import Benchmark, Parsed
 from needlepoint.conversation import MAIN, Conversation, Generation, Model, Reply  # MAIN re-exported
+from needlepoint.records import Turn
 from needlepoint.solvers.calls import CallCache, calls_path, conversation_key
 from needlepoint.solvers.sent import sent_messages
 
@@ -59,9 +60,9 @@ class Solver(Protocol):
         ...
 
 
-def reply_turn(reply: Reply, role: str, model: str) -> dict[str, Any]:
+def reply_turn(reply: Reply, role: str, model: str) -> Turn:
     """A model call as a record keeps it."""
-    turn: dict[str, Any] = {
+    turn: Turn = {
         "role": role,
         "model": model,
         "reply": reply.text,
@@ -123,7 +124,7 @@ class SolveContext:
         self.models = models
         self.run_dir = run_dir  # the run folder, for a solver's caches (e.g. <run>/cache/rag/); None outside a run
         self.generation = benchmark.generation(sample, base)
-        self.turns: list[dict[str, Any]] = []
+        self.turns: list[Turn] = []
         self.notes: dict[str, Any] = {}
         self.request_summary: dict[str, Any] | None = None
         self.repair_used = False
@@ -218,7 +219,7 @@ class SolveContext:
         the embedding client raises) is recorded with that kind and raised again. `about` as for
         `complete`."""
         started = time.perf_counter()
-        turn: dict[str, Any] = {"role": "tool", "tool": name, "error": None, "error_kind": None}
+        turn: Turn = {"role": "tool", "tool": name, "error": None, "error_kind": None}
         if about:
             turn["about"] = dict(about)
         try:
@@ -226,7 +227,8 @@ class SolveContext:
         except Exception as exc:
             kind = getattr(exc, "kind", None)
             if kind in status.REQUEST_FAILURES:
-                turn.update(error=str(exc), error_kind=kind, latency_s=round(time.perf_counter() - started, 4))
+                turn["error"], turn["error_kind"] = str(exc), kind
+                turn["latency_s"] = round(time.perf_counter() - started, 4)
                 self.turns.append(turn)
                 raise ToolError(str(kind), str(exc)) from exc
             raise

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.base import (
+    BaseBenchmark,
     DataError,
     Dataset,
     Parsed,
@@ -27,10 +28,10 @@ from needlepoint.benchmarks.base import (
 )
 from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth, load_groundtruth
 from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer
-from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
+from needlepoint.conversation import Conversation, ImageRef, Message, Part
 from needlepoint.files import write_atomic
 from needlepoint.geometry import check_abs_frame, check_box_format, iou_matrix, require_box_format, xywh_to_xyxy, xyxy_to_xywh
-from needlepoint.records import scores
+from needlepoint.records import Record, scores
 from needlepoint.store import RECORDS, read_records
 
 RELEASE_FILE = "mc-bench_v0.2_val.json"
@@ -83,7 +84,7 @@ def _merged_loader(left: ImageRef, right: ImageRef, band: int) -> bytes:
     return merge_pair(left.read_bytes(), right.read_bytes(), band)[0]
 
 
-def results_from_records(samples: Sequence[McSample], records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def results_from_records(samples: Sequence[McSample], records: Sequence[Record]) -> list[dict[str, Any]]:
     """COCO results `{image_id, category_id, bbox: [x, y, w, h], score}` of every parsed box."""
     by_id = {s.id: s for s in samples}
     out = []
@@ -122,11 +123,10 @@ def annotation_path(data: Path) -> Path:
     raise DataError(f"{data} holds no {RELEASE_FILE}; point --data at the MC-Bench release folder")
 
 
-class McBench:
+class McBench(BaseBenchmark):
     """The MC-Bench benchmark."""
 
     name = "mc_bench"
-    generation_defaults: dict[str, Any] = {}
 
     def __init__(
         self,
@@ -206,9 +206,6 @@ class McBench:
             samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), geometry))
         return Dataset(samples, truth=gt)
 
-    def generation(self, sample: McSample, base: Generation) -> Generation:
-        return base
-
     def _instruction(self, sample: McSample) -> str:
         of = "the whole picture" if self.input_mode == "merged" else "its own image"
         coords = COORDINATES[require_box_format(self.box_format, self.name)].format(of=of)
@@ -238,7 +235,7 @@ class McBench:
         boxes = parsed.answer or []
         return {"boxes": len(boxes), "groups": len({b["group"] for b in boxes})}
 
-    def score(self, dataset: Dataset[McSample], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def score(self, dataset: Dataset[McSample], records: Sequence[Record]) -> dict[str, Any]:
         from needlepoint.benchmarks.mc_bench.scoring import score_results
 
         results = results_from_records(dataset, records)
@@ -256,14 +253,14 @@ class McBench:
 
         return mc_tables(metrics)
 
-    def running(self, records: Sequence[dict[str, Any]]) -> str:
+    def running(self, records: Sequence[Record]) -> str:
         if not records:
             return ""
         fails = sum(parse_errors(records).values())
         boxes = sum(scores(r).get("boxes", 0) for r in records)
         return f"boxes/sample {boxes / len(records):.2f}  parse fail {fails}"
 
-    def report_items(self, dataset: Dataset[McSample], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
+    def report_items(self, dataset: Dataset[McSample], records: Sequence[Record]) -> list[ReportItem]:
         gt_boxes: dict[int, list[ReportBox]] = {}
         for b in _truth(dataset).boxes:
             gt_boxes.setdefault(b.image_id, []).append(
@@ -301,7 +298,7 @@ class McBench:
         return items
 
     def export(
-        self, run_dir: Path, dataset: Dataset[McSample], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+        self, run_dir: Path, dataset: Dataset[McSample], records: Sequence[Record], model: str, metrics: dict[str, Any]
     ) -> list[Path]:
         from needlepoint.benchmarks.mc_bench.scoring import write_results
 

@@ -8,7 +8,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import DataError, Dataset, Parsed, ReportItem, Table, replies_text, report_parse_error
+from needlepoint.benchmarks.base import (
+    BaseBenchmark,
+    DataError,
+    Dataset,
+    Parsed,
+    ReportItem,
+    Table,
+    replies_text,
+    report_parse_error,
+)
 from needlepoint.benchmarks.mm_niah.aggregate import (
     EXTENDED_EDGES,
     EXTENDED_RANGES,
@@ -22,7 +31,7 @@ from needlepoint.benchmarks.mm_niah.judge import judge
 from needlepoint.benchmarks.mm_niah.rag_results import add_rag, needle_shares, rag_note
 from needlepoint.benchmarks.mm_niah.tables import niah_tables
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
-from needlepoint.records import scores
+from needlepoint.records import Record, scores
 
 
 def _parts(text: str, images: list[ImageRef]) -> list[Part]:
@@ -36,7 +45,7 @@ def _parts(text: str, images: list[ImageRef]) -> list[Part]:
     return parts
 
 
-def leaderboard_rows(samples: Sequence[NiahSample], records: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def leaderboard_rows(samples: Sequence[NiahSample], records: dict[str, Record]) -> dict[str, list[dict[str, Any]]]:
     """Rows in the leaderboard format, per task, in the run's sample order."""
     out: dict[str, list[dict[str, Any]]] = {}
     for s in samples:
@@ -64,7 +73,7 @@ def shown_answer(answer: Any) -> str:
     return json.dumps(answer, ensure_ascii=False)
 
 
-class MmNiah:
+class MmNiah(BaseBenchmark):
     """The MM-NIAH benchmark."""
 
     name = "mm_niah"
@@ -108,9 +117,6 @@ class MmNiah:
     def parse(self, sample: NiahSample, text: str) -> Parsed:
         return Parsed(answer=text)
 
-    def followup(self, sample: NiahSample, parsed: Parsed, finish_reason: str | None) -> str | None:
-        return None
-
     def judge(self, sample: NiahSample, parsed: Parsed) -> dict[str, Any]:
         if sample.answer is None or parsed.error:
             return {"score": None if sample.answer is None else 0.0}
@@ -120,7 +126,7 @@ class MmNiah:
             out["crash"] = verdict.crash
         return out
 
-    def score(self, dataset: Dataset[NiahSample], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def score(self, dataset: Dataset[NiahSample], records: Sequence[Record]) -> dict[str, Any]:
         by_id = {s.id: s for s in dataset}
         rows = []
         for rec in records:
@@ -152,12 +158,12 @@ class MmNiah:
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
         return niah_tables(metrics)
 
-    def running(self, records: Sequence[dict[str, Any]]) -> str:
+    def running(self, records: Sequence[Record]) -> str:
         scored = [v for r in records if (v := scores(r).get("score")) is not None]
         return f"micro acc {100 * sum(scored) / len(scored):.1f}" if scored else ""
 
     def export(
-        self, run_dir: Path, dataset: Dataset[NiahSample], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+        self, run_dir: Path, dataset: Dataset[NiahSample], records: Sequence[Record], model: str, metrics: dict[str, Any]
     ) -> list[Path]:
         from needlepoint.benchmarks.mm_niah.heatmap import draw_all
         from needlepoint.benchmarks.mm_niah.leaderboard import write_leaderboard
@@ -170,7 +176,7 @@ class MmNiah:
             paths += draw_all(metrics, run_dir / "heatmaps")
         return paths
 
-    def report_items(self, dataset: Dataset[NiahSample], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
+    def report_items(self, dataset: Dataset[NiahSample], records: Sequence[Record]) -> list[ReportItem]:
         by_id = {s.id: s for s in dataset}
         items = []
         for rec in records:

@@ -15,6 +15,7 @@ from typing import Any
 from needlepoint.benchmarks.base import ReportItem, Table, percent
 from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS, context_bin
 from needlepoint.benchmarks.mm_niah.data import NiahSample
+from needlepoint.records import Record
 
 __all__ = [
     "BELOW",
@@ -34,7 +35,7 @@ KEPT, DROPPED, NOT_LOCATED = "kept", "dropped", "not located"
 EXCERPT = 240  # characters kept on each side of an elided stretch of the kept context
 
 
-def rag_note(record: dict[str, Any]) -> dict[str, Any] | None:
+def rag_note(record: Record) -> dict[str, Any] | None:
     """The RAG solver's note of a record, or None (another solver, or a failure before retrieval)."""
     solver = record.get("solver")
     note = solver.get("rag") if isinstance(solver, dict) else None
@@ -52,7 +53,7 @@ def _range(context_length: float) -> str:
     return BELOW if b == 0 else CONTEXT_RANGES[b - 1]
 
 
-def needle_shares(samples: Sequence[NiahSample], records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def needle_shares(samples: Sequence[NiahSample], records: Sequence[Record]) -> dict[str, Any] | None:
     """The share of samples whose needles were kept, per task and context range (by the original
     document's length) and over all, with the counts behind each share; None when no record has a
     RAG note."""
@@ -130,7 +131,7 @@ def context_parts(pieces: Sequence[str], note: dict[str, Any]) -> list[tuple[str
     return out
 
 
-def add_rag(item: ReportItem, sample: NiahSample, record: dict[str, Any]) -> None:
+def add_rag(item: ReportItem, sample: NiahSample, record: Record) -> None:
     """A RAG record's report card: what was kept, the needles' ranks, the kept context with the
     needle marked, and the "needle" filter (kept / dropped / not located)."""
     from needlepoint.benchmarks.mm_niah.rag import document

@@ -1,8 +1,10 @@
 """Ref-Adv-s: one referent among look-alike distractors (docs/protocols/ref-adv-s.md).
 
-The package, in the order of the flow: `benchmark` (load the release, prompt, parse, judge, score,
-export), `board` (the leaderboard's layout), `demo` (the demo set). This module is the
-declaration only, cheap to import; the benchmark module's names are also reachable from here
+The package, in the order of the flow: `data` (load the release), `parse` (prompts, repair turn,
+reply parsing), `benchmark` (the class: judge, score, report), `scoring` (metrics, the authors'
+prediction files), `export` (predictions in the authors' schema), `tables`, `board` (the
+leaderboard's layout), `demo` (the demo set). This module is the declaration only, cheap to
+import; the benchmark module's names are also reachable from here
 (`from needlepoint.benchmarks.ref_adv import RefAdv`), imported when first used.
 """
 

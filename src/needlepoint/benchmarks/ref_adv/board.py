@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from needlepoint.benchmarks.boards import Board, BoardRow, Run, at, count, pct
-from needlepoint.benchmarks.ref_adv.benchmark import BINS
+from needlepoint.benchmarks.ref_adv.scoring import BINS
 
 __all__ = ["boards"]
 

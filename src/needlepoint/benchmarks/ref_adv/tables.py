@@ -9,7 +9,7 @@ from needlepoint.benchmarks.coverage import coverage_note, has_answers, no_answe
 
 __all__ = ["BIN_LABELS", "ref_tables"]
 
-BIN_LABELS = ("2-3", "4-6", ">=7")  # the distractor-count bins of ref_adv.benchmark.BINS
+BIN_LABELS = ("2-3", "4-6", ">=7")  # the distractor-count bins of ref_adv.scoring.BINS
 TITLE = "Ref-Adv-s"
 
 
