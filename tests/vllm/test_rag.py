@@ -167,3 +167,28 @@ def test_an_unserved_embedding_model_is_one_sentence(embed_server: VllmServer, t
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"the embedding server {embed_server.url} does not serve 'not/served'" in proc.stderr
     assert "pass the name it serves to --embed-model" in proc.stderr and not (tmp_path / "run").exists()
+
+
+def test_the_model_s_tokenizer_counts_every_piece_as_tokenize_does(
+    embed_server: VllmServer, tiny_model: Path, tmp_path: Path
+) -> None:
+    """`--embed-tokenizer`: the tiny model's tokenizer.json, read by the `tokenizers` package here,
+    counts each distinct text piece of the demo's documents exactly as vLLM's `/tokenize` does,
+    and passes the served embedder's check."""
+    from needlepoint.models.tokencount import LocalTokenizer
+
+    data = demo_niah.write_release(tmp_path / "niah", per_task=2)
+    pieces = list(dict.fromkeys(p for s in MmNiah(split="val").load(data) for p in document(s).text_pieces))
+    assert len(pieces) > 50
+    local = LocalTokenizer(str(tiny_model))
+
+    async def served(e: ServedEmbedder) -> list[int]:
+        return await e.count_tokens(pieces)
+
+    async def checked(e: ServedEmbedder) -> list[int]:
+        await e.check()  # compares the probes' counts
+        return await e.count_tokens(pieces)
+
+    assert _run(_with(ServedEmbedder(EMBED_NAME, embed_server.url), served)) == local.count(pieces)
+    with_local = ServedEmbedder(EMBED_NAME, embed_server.url, tokenizer=local)
+    assert _run(_with(with_local, checked)) == local.count(pieces)

@@ -15,7 +15,10 @@ examples/pooling/embed/vision_embedding_online.py):
   embedding request: one `messages` list is one prompt), answered like the text request.
 - Token counts, one text per request: `POST {root}/tokenize` with
   `{"model": M, "prompt": "...", "add_special_tokens": false}`, answered `{"count": n, ...}`;
-  `root` is the base URL without its trailing `/v1`. The empty string counts 0 without a request.
+  `root` is the base URL without its trailing `/v1`. The empty string counts 0 without a request,
+  a text counted before (by any sample of the process) is not asked again (tokencount.CountCache),
+  and with the model's own tokenizer given (`tokenizer`, its tokenizer.json) no text is asked at
+  all: `check()` compares its counts with the server's on a few probes first.
 
 Vectors come back L2-normalised (float32), so a dot product is the cosine. Requests go through
 the HTTP layer (models/http.py), under the run's policy: `--timeout` per attempt, retries, the wait
@@ -48,6 +51,7 @@ from needlepoint.endpoints import pasted_route_advice
 from needlepoint.errors import DataError, RequestError
 from needlepoint.images import base64_jpeg
 from needlepoint.models.http import InvalidAnswer, RetryPolicy, Transport, Unreachable, endpoint, head, load_json
+from needlepoint.models.tokencount import CountCache, LocalTokenizer
 
 T = TypeVar("T")
 
@@ -55,6 +59,13 @@ __all__ = ["EMBEDDINGS", "TOKENIZE", "Embedder", "EmbeddingError", "ServedEmbedd
 
 EMBEDDINGS = "embeddings"  # the lanes of the two kinds of request (their bounds in flight, the wait note)
 TOKENIZE = "token counts"
+
+TOKENIZER_PROBES = (
+    "summarize:",
+    " The penguin sings loudly at dawn, 12,345 times.\n\nAlpha notes follow here.",
+    "Ünïcödé — naïve café, 東京 and emoji 🐧!",
+)
+"""Texts a local tokenizer must count as the server does before it replaces `/tokenize`."""
 
 EmbeddingError = RequestError  # the old name of the one failure type (errors.RequestError)
 
@@ -194,6 +205,7 @@ class ServedEmbedder:
         timeout_s: float | None = None,
         truncate_prompt_tokens: int | None = -1,
         tokenize_concurrency: int = 64,
+        tokenizer: LocalTokenizer | None = None,
     ) -> None:
         if batch_size < 1 or max_concurrency < 1 or tokenize_concurrency < 1:
             raise DataError("the embedding batch size and concurrency must be at least 1")
@@ -207,6 +219,8 @@ class ServedEmbedder:
         self.dim: int | None = None  # the vectors' length: the probe's (check), else the first answer's
         self._dim_from = "the first answer"
         self._zero_warned = False
+        self.tokenizer = tokenizer  # the model's own, when given: counts without requests
+        self.counts = CountCache()
 
     @property
     def retry(self) -> RetryPolicy:
@@ -288,6 +302,8 @@ class ServedEmbedder:
                 )
             ) from None
         self.dim, self._dim_from = len(vector), "the probe"
+        if self.tokenizer is not None:
+            await self._check_tokenizer(self.tokenizer)
 
     # --- answers -------------------------------------------------------------------------------
 
@@ -372,14 +388,51 @@ class ServedEmbedder:
     async def _count(self, text: str) -> int:
         payload = {"model": self.name, "prompt": text, "add_special_tokens": False}
         count: int = await self._post(tokenize_url, TOKENIZE, payload, lambda d: token_count(d, text))
+        self.counts.put(text, count)
         return count
 
+    def known_counts(self, texts: Sequence[str]) -> dict[str, int]:
+        """The counts of `texts` that need no request: the empty text, texts counted before, and
+        every text when the model's tokenizer is loaded here."""
+        known: dict[str, int] = {"": 0}
+        missing: list[str] = []
+        for t in dict.fromkeys(texts):
+            if t in known:
+                continue
+            got = self.counts.get(t)
+            if got is None:
+                missing.append(t)
+            else:
+                known[t] = got
+        if self.tokenizer is not None and missing:
+            for t, n in zip(missing, self.tokenizer.count(missing)):
+                self.counts.put(t, n)
+                known[t] = n
+        return known
+
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Token counts without special tokens, one `/tokenize` request per distinct non-empty text."""
-        unique = [t for t in dict.fromkeys(texts) if t]
-        counts = dict(zip(unique, await gather_all([self._count(t) for t in unique])))
-        counts[""] = 0
+        """Token counts without special tokens: one `/tokenize` request per distinct text not
+        known already (`known_counts`)."""
+        counts = self.known_counts(texts)
+        unique = [t for t in dict.fromkeys(texts) if t not in counts]
+        counts.update(zip(unique, await gather_all([self._count(t) for t in unique])))
         return [counts[t] for t in texts]
+
+    async def _check_tokenizer(self, tokenizer: LocalTokenizer) -> None:
+        """DataError unless the local tokenizer counts the probes as the server's `/tokenize` does."""
+        for probe in TOKENIZER_PROBES:
+            try:
+                served = await self._count(probe)
+            except RequestError as exc:
+                raise DataError(
+                    self.scrub(f"the embedding server {self.base_url} did not count a probe ({exc}); check it")
+                ) from None
+            (local,) = tokenizer.count([probe])
+            if local != served:
+                raise DataError(
+                    f"the tokenizer {tokenizer.source} counts {local} tokens in {probe!r} where the server's /tokenize "
+                    f"counts {served}; pass {self.name!r}'s own tokenizer to --embed-tokenizer, or drop the flag"
+                )
 
 
 async def gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:

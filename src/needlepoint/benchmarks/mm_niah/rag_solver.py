@@ -130,6 +130,12 @@ class RagSolver:
             "served (the default with --embed-url) or transformers (load --embed-model here)",
             choices=(SERVED, TRANSFORMERS),
         ),
+        Option(
+            "--embed-tokenizer",
+            "the served embedding model's own tokenizer (a folder or file with its tokenizer.json, or an id in the local "
+            "Hugging Face cache): token counts without a /tokenize request per piece, checked against the server's first",
+            metavar="PATH_OR_ID",
+        ),
         Option("--embed-device", "device of a locally loaded embedding model, e.g. cuda or cuda:1 (default cpu)"),
         Option("--rag-max-tokens", f"token budget of the kept context (default {DEFAULT_MAX_TOKENS})", type=int, metavar="N"),
         Option("--rag-min-images", f"least context images kept (default {DEFAULT_MIN_IMAGES})", type=int, metavar="N"),
@@ -142,6 +148,7 @@ class RagSolver:
         embed_url: str | None = None,
         embed_backend: str | None = None,
         embed_device: str | None = None,
+        embed_tokenizer: str | None = None,
         rag_max_tokens: int = DEFAULT_MAX_TOKENS,
         rag_min_images: int = DEFAULT_MIN_IMAGES,
         embed_batch_size: int = 64,
@@ -163,6 +170,8 @@ class RagSolver:
             raise DataError("--embed-backend served needs --embed-url, the base URL of the embedding server")
         if backend == TRANSFORMERS and embed_url:
             raise DataError("--embed-url applies to a served embedding model; drop it, or drop --embed-backend transformers")
+        if backend == TRANSFORMERS and embed_tokenizer:
+            raise DataError("--embed-tokenizer applies to a served embedding model (a local one counts with its own); drop it")
         if backend == SERVED and embed_device:
             raise DataError("--embed-device applies to --embed-backend transformers; drop it")
         numeric.whole("--rag-max-tokens", rag_max_tokens, 0)
@@ -175,6 +184,7 @@ class RagSolver:
         self.embedder: Any
         if backend == SERVED:
             from needlepoint.models.embeddings import ServedEmbedder
+            from needlepoint.models.tokencount import load_tokenizer
 
             assert embed_url is not None
             key = next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
@@ -185,6 +195,7 @@ class RagSolver:
                 retry=client.retry if client else None,
                 batch_size=embed_batch_size,
                 max_concurrency=embed_concurrency,
+                tokenizer=load_tokenizer(embed_tokenizer),
             )
         else:
             self.embedder = _LocalEmbedder(embed_model, embed_device or "cpu")

@@ -103,15 +103,17 @@ class CallCachedEmbedder:
         return np.stack([got[r][0] for r in images]).astype(np.float32, copy=False)
 
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        unique = [t for t in dict.fromkeys(texts) if t]
+        """Counts known without a request (ServedEmbedder.known_counts: counted before, or by the
+        model's tokenizer loaded here) cost nothing and skip the call cache; the rest are paid calls."""
+        known = self.embedder.known_counts(texts) if hasattr(self.embedder, "known_counts") else {"": 0}
+        unique = [t for t in dict.fromkeys(texts) if t not in known]
 
         def one(text: str) -> Awaitable[list[int]]:
             key = key_of("tokenize", self.name, text)
             return self.ctx.answered("tokenize", key, lambda: self.embedder.count_tokens([text]), list, _counts)
 
-        counts = {t: got[0] for t, got in zip(unique, await gather_all([one(t) for t in unique]))}
-        counts[""] = 0
-        return [counts[t] for t in texts]
+        known.update((t, got[0]) for t, got in zip(unique, await gather_all([one(t) for t in unique])))
+        return [known[t] for t in texts]
 
 
 @dataclass(frozen=True)
