@@ -14,6 +14,7 @@ import io
 import json
 import math
 import random
+import shutil
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ import pytest
 from PIL import Image
 
 from needlepoint.benchmarks.mm_niah.demo import simulated_answer, write_release
+from needlepoint.benchmarks.mm_niah.heatmap import draw_all
 from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
 from needlepoint.cli import main
 from needlepoint.models.simulated import SimulatedServer
@@ -547,12 +549,28 @@ def test_scoring_the_leaderboard_files_reproduces_the_run(full_run: FullRun, cap
         assert scored["overall"]["scores"] == pytest.approx(metrics["overall"]["scores"], abs=1e-12)
 
 
-def test_full_eval_draws_heatmaps_per_task_and_overall(full_run: FullRun) -> None:
-    folder = full_run.run_dir / "heatmaps"
+def test_heatmaps_come_with_the_report_per_task_and_overall(full_run: FullRun, tmp_path: Path) -> None:
+    """`--no-report` draws no heatmap (they are the report's); the same finished run rerun with the
+    report draws one per task and the overall, and the same numbers give the same SVG bytes."""
+    assert not (full_run.run_dir / "heatmaps").exists()
+    run_dir = tmp_path / "run"
+    shutil.copytree(full_run.run_dir, run_dir)
+    with SimulatedServer(default="A", models=(MODEL,), keep_requests=True) as srv:
+        args = [a for a in eval_args(full_run.data, srv.url, run_dir, "--split", "val") if a != "--no-report"]
+        with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
+            rc = main(args)
+        assert rc == 0, err.getvalue()
+        assert srv.bodies() == []  # finished: nothing asked again
+    folder = run_dir / "heatmaps"
     for name in [*TASKS, "overall"]:
         png, svg = folder / f"{name}.png", folder / f"{name}.svg"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
-        assert "<svg" in svg.read_text(encoding="utf-8")[:2000], name
+        text = svg.read_text(encoding="utf-8")
+        assert "<svg" in text[:2000] and "<dc:date>" not in text, name
+        assert "context length (tokens)" in text  # text kept as text: the browser's Find sees it
+    again = draw_all(json.loads((run_dir / "metrics.json").read_text()), tmp_path / "again")
+    assert {p.name: p.read_bytes() for p in again if p.suffix == ".svg"} == {p.name: p.read_bytes() for p in folder.glob("*.svg")}
+    assert '<img src="heatmaps/overall.png"' in (run_dir / "report" / "index.html").read_text(encoding="utf-8")
 
 
 # --- the test split --------------------------------------------------------------------------------------

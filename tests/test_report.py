@@ -364,8 +364,15 @@ def test_drawing_processes_stop_with_their_pool(tmp_path: Path) -> None:
     assert [f.result(timeout=60) for f in futures] == [(64, 32)] * 4
     children = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == os.getpid()]
     assert len(children) == 2
+    # They draw at a lower priority than the run, whose client and server come first.
+    assert [_niceness(c) for c in children] == [_niceness(os.getpid()) + thumbs.DRAWING_NICENESS] * 2
     pool.shutdown()
     assert not any(os.path.exists(f"/proc/{c}") and _parent(c) == os.getpid() for c in children)
+
+
+def _niceness(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[16])
 
 
 def _parent(pid: int) -> int:

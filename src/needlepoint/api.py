@@ -344,10 +344,13 @@ def write_report(
     thumbnails: Any = None,
 ) -> list[Path]:
     """The HTML report of a run (`<run>/report/index.html`) with its header (run.json, as the open
-    RunStore holds it); `thumbnails` (a report.thumbs.Thumbnails) brings those drawn during the run."""
+    RunStore holds it) and the benchmark's figures (`DrawsFigures`, drawn first: the page shows
+    them); `thumbnails` (a report.thumbs.Thumbnails) brings those drawn during the run."""
+    from needlepoint.benchmarks.base import DrawsFigures
     from needlepoint.report.html import write_run_report
 
-    return [write_run_report(run_dir, bench, samples, records, metrics, header, thumbnails)]
+    figures = bench.figures(run_dir, metrics) if isinstance(bench, DrawsFigures) else []
+    return [*figures, write_run_report(run_dir, bench, samples, records, metrics, header, thumbnails)]
 
 
 def score(

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar, overload
+from typing import Any, Generic, Protocol, TypeVar, overload, runtime_checkable
 
 from needlepoint import status
 from needlepoint.conversation import Conversation, Generation
@@ -304,6 +304,16 @@ class Benchmark(Protocol):
         self, run_dir: Path, dataset: Dataset[Any], records: Sequence[Record], model: str, metrics: dict[str, Any]
     ) -> list[Path]:
         """Write the authors' formats into the run folder; return the paths written."""
+        ...
+
+
+@runtime_checkable
+class DrawsFigures(Protocol):
+    """A benchmark with drawings of its metrics for the run's report (MM-NIAH's heatmaps): drawn
+    with the report, so `--no-report` skips them."""
+
+    def figures(self, run_dir: Path, metrics: dict[str, Any]) -> list[Path]:
+        """Draw the figures into the run folder; return the paths written."""
         ...
 
 

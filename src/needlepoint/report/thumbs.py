@@ -13,7 +13,9 @@ Cheap by construction, because a report of thousands of samples must not outlast
   `Drafter` starts drawing them while the run is still answering, from the bytes each request
   has just read. What the run could not draw before its last answer is, for a small JPEG, its
   own bytes (`COPY_MAX_BYTES`): decoding a JPEG costs over a millisecond however small the
-  thumbnail, and the run's end must not wait on it (docs/performance.md).
+  thumbnail, and the run's end must not wait on it (docs/performance.md). The drawing processes
+  run at a lower priority (`DRAWING_NICENESS`), so on a busy machine the drafts take what the
+  client and the server leave.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ THUMB_QUALITY = 82
 THUMB_VERSION = "3"
 COPY_MAX_BYTES = 256 * 1024  # a JPEG up to this size (and COPY_MAX_SIDE) may stand as its own thumbnail
 COPY_MAX_SIDE = 1024
+DRAWING_NICENESS = 10  # how much lower the drawing processes run than the run (os.nice)
 GT_COLOUR = "#1fbf4a"
 PRED_COLOUR = "#e0218a"
 GROUP_COLOURS = ("#22c55e", "#2f6fed", "#f59e0b", "#ef4444", "#a855f7", "#06b6d4", "#ec4899")
@@ -226,6 +229,10 @@ def serve_drawing() -> None:
     import sys
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:  # drafting must never slow the answering: the run's client and the server come first
+        os.nice(DRAWING_NICENESS)
+    except (AttributeError, OSError):  # no nice() on this platform
+        pass
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     while True:
         try:

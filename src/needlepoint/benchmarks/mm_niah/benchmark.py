@@ -165,16 +165,18 @@ class MmNiah(BaseBenchmark):
     def export(
         self, run_dir: Path, dataset: Dataset[NiahSample], records: Sequence[Record], model: str, metrics: dict[str, Any]
     ) -> list[Path]:
-        from needlepoint.benchmarks.mm_niah.heatmap import draw_all
         from needlepoint.benchmarks.mm_niah.leaderboard import write_leaderboard
         from needlepoint.config import model_slug
 
         rows = leaderboard_rows(dataset, {r["id"]: r for r in records})
         assert dataset.split is not None, "load() finds the split of every dataset it returns"
-        paths = write_leaderboard(run_dir / "leaderboard", model_slug(model), dataset.split, rows)
-        if metrics.get("tasks"):
-            paths += draw_all(metrics, run_dir / "heatmaps")
-        return paths
+        return write_leaderboard(run_dir / "leaderboard", model_slug(model), dataset.split, rows)
+
+    def figures(self, run_dir: Path, metrics: dict[str, Any]) -> list[Path]:
+        """The heatmaps (depth by context range) of every task and the overall, for the report."""
+        from needlepoint.benchmarks.mm_niah.heatmap import draw_all
+
+        return draw_all(metrics, run_dir / "heatmaps") if metrics.get("tasks") else []
 
     def report_items(self, dataset: Dataset[NiahSample], records: Sequence[Record]) -> list[ReportItem]:
         by_id = {s.id: s for s in dataset}

@@ -20,50 +20,79 @@ from needlepoint.benchmarks.mm_niah.ranges import paper_order
 from needlepoint.files import write_atomic
 
 
+class _Grid:
+    """One figure for every heatmap of a shape (depths x ranges), redrawn in place: the axes, the
+    colour bar and the cell labels are laid out once (at fixed positions, no layout engine), and a
+    heatmap only sets the cells' colours, labels, tick names and title before it is saved."""
+
+    def __init__(self, rows: int, cols: int) -> None:
+        import numpy as np
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        width = 13 if cols <= 11 else 17
+        self.fig = Figure(figsize=(width, 5))
+        FigureCanvasAgg(self.fig)
+        left, right = 0.9 / width, 1.6 / width
+        self.ax = self.fig.add_axes((left, 0.13, 1 - left - right, 0.78))
+        bar = self.fig.add_axes((1 - right + 0.25 / width, 0.13, 0.18 / width, 0.78))
+        self.image = self.ax.imshow(np.zeros((rows, cols)), cmap=_colormap(), vmin=0.0, vmax=1.0, aspect="auto")
+        self.fig.colorbar(self.image, cax=bar, label="accuracy")
+        self.values = [
+            [self.ax.text(c, r - 0.12, "", ha="center", va="center", fontsize=10) for c in range(cols)] for r in range(rows)
+        ]
+        self.counts = [
+            [self.ax.text(c, r + 0.25, "", ha="center", va="center", fontsize=6.5) for c in range(cols)] for r in range(rows)
+        ]
+        self.ax.set_xlabel("context length (tokens)")
+        self.ax.set_ylabel("needle depth")
+        self.ax.set_yticks(range(rows), list(DEPTH_LABELS)[:rows])
+
+    def draw(self, cells: Any, counts: Any, title: str, ranges: Sequence[str], path_stem: Path) -> list[Path]:
+        import numpy as np
+
+        self.image.set_data(np.ma.masked_where(counts == 0, cells))
+        for row in range(cells.shape[0]):
+            for col in range(cells.shape[1]):
+                value, count = cells[row, col], counts[row, col]
+                ink = "white" if count and (value < 0.2 or value > 0.85) else "black"
+                self.values[row][col].set(text=f"{value:.2f}" if count else "–", color=ink)
+                self.counts[row][col].set(text=f"n={count}", color=ink)
+        self.ax.set_xticks(range(cells.shape[1]), list(ranges)[: cells.shape[1]])
+        self.ax.set_title(title)
+        path_stem = Path(path_stem)
+        path_stem.parent.mkdir(parents=True, exist_ok=True)
+        paths = [path_stem.with_name(path_stem.name + suffix) for suffix in (".png", ".svg")]
+        for path, dpi in zip(paths, (120, "figure")):
+            buffer = io.BytesIO()  # into memory, then written atomically
+            # SVG text as text (searchable, and no glyph outlines to compute), without a date or
+            # random ids: the same numbers give the same bytes, whichever run drew them.
+            self.fig.savefig(buffer, format=path.suffix[1:], dpi=dpi, metadata={"Date": None} if path.suffix == ".svg" else None)
+            write_atomic(path, buffer.getvalue())
+        return paths
+
+
 def draw_heatmap(
     cells: Sequence[Sequence[float]],
     counts: Sequence[Sequence[int]],
     title: str,
     path_stem: Path,
     ranges: Sequence[str] = CONTEXT_RANGES,
+    grids: dict[tuple[int, int], _Grid] | None = None,
 ) -> list[Path]:
     """Write `path_stem`.png and .svg for a 5 x 11 grid (5 x 15 with the extended ranges) of cell
-    accuracies and sample counts."""
+    accuracies and sample counts; `grids` keeps the figures for the next heatmaps of a shape."""
     import numpy as np
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib import rc_context
 
     values = np.asarray(cells, dtype=float)
     numbers = np.asarray(counts, dtype=int)
-    shown = np.ma.masked_where(numbers == 0, values)
-    colours = _colormap()
-
-    fig = Figure(figsize=(13 if values.shape[1] <= 11 else 17, 5), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    image = ax.imshow(shown, cmap=colours, vmin=0.0, vmax=1.0, aspect="auto")
-    for row in range(values.shape[0]):
-        for col in range(values.shape[1]):
-            value, count = values[row, col], numbers[row, col]
-            ink = "white" if count and (value < 0.2 or value > 0.85) else "black"
-            label = f"{value:.2f}" if count else "–"
-            ax.text(col, row - 0.12, label, ha="center", va="center", fontsize=10, color=ink)
-            ax.text(col, row + 0.25, f"n={count}", ha="center", va="center", fontsize=6.5, color=ink)
-    ax.set_xticks(range(values.shape[1]), list(ranges)[: values.shape[1]])
-    ax.set_yticks(range(values.shape[0]), list(DEPTH_LABELS)[: values.shape[0]])
-    ax.set_xlabel("context length (tokens)")
-    ax.set_ylabel("needle depth")
-    ax.set_title(title)
-    fig.colorbar(image, ax=ax, label="accuracy")
-
-    path_stem = Path(path_stem)
-    path_stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [path_stem.with_name(path_stem.name + suffix) for suffix in (".png", ".svg")]
-    for path, dpi in zip(paths, (120, "figure")):
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format=path.suffix[1:], dpi=dpi)  # into memory, then written atomically
-        write_atomic(path, buffer.getvalue())
-    return paths
+    grids = {} if grids is None else grids
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "needlepoint-heatmap"}):
+        grid = grids.get(values.shape)
+        if grid is None:
+            grid = grids[values.shape] = _Grid(*values.shape)
+        return grid.draw(values, numbers, title, ranges, path_stem)
 
 
 def _colormap() -> Any:
@@ -123,7 +152,8 @@ def draw_all(metrics: dict[str, Any], out_dir: Path) -> list[Path]:
     print(f"drawing {len(plan)} MM-NIAH heatmaps (PNG and SVG) into {out_dir} ...", file=sys.stderr, flush=True)
     stamp.unlink(missing_ok=True)
     drawn: list[Path] = []
+    grids: dict[tuple[int, int], _Grid] = {}
     for name, block, title, ranges in plan:
-        drawn += draw_heatmap(block["cells"], block["counts"], title, out_dir / name, ranges)
+        drawn += draw_heatmap(block["cells"], block["counts"], title, out_dir / name, ranges, grids)
     write_atomic(stamp, digest + "\n")
     return drawn
