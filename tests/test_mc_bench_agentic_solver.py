@@ -244,6 +244,22 @@ def test_identity_changes_with_the_localizer_and_threshold(release: Any) -> None
     assert det["reasoner_prompt"] == vlm["reasoner_prompt"] and "localizer_prompt" not in det
 
 
+def test_the_localizer_s_requests_in_flight_follow_the_run_s_concurrency() -> None:
+    """A sample asks about two phrases on average, so the localizer admits twice the run's samples
+    in flight (at least 32) unless --localizer-concurrency says otherwise (a fixed 32 held a run of 64 back)."""
+    from needlepoint.models.openai_compat import ClientSettings
+    from needlepoint.solvers import make_solver
+
+    def in_flight(concurrency: int, **settings: Any) -> Any:
+        client = ClientSettings(concurrency=concurrency)
+        solver = make_solver(
+            "agentic", McBench(box_format=FMT), client, localizer="vlm:a", localizer_url="http://127.0.0.1:9/v1", **settings
+        )
+        return solver.localizer_model.max_in_flight
+
+    assert [in_flight(1), in_flight(16), in_flight(64), in_flight(64, localizer_concurrency=8)] == [32, 32, 128, 8]
+
+
 def test_resume_and_retry_failed(serve: Any, release: Any, tmp_path: Path) -> None:
     folder, bench, samples = release
     reasoner_script, localizer_script = scripts(bench, samples)

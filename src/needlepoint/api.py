@@ -72,7 +72,7 @@ def client_settings(config: RunConfig) -> Any:
     retry = RetryPolicy(
         max_retries=config.max_retries, base_s=config.backoff_base_s, max_wait_s=config.max_wait_s, timeout_s=timeout_s
     )
-    return ClientSettings(retry, config.reencode_images, config.max_request_bytes)
+    return ClientSettings(retry, config.reencode_images, config.max_request_bytes, config.concurrency)
 
 
 def _model(config: RunConfig) -> Any:

@@ -65,11 +65,13 @@ CHAT = "chat"  # the lane of chat requests (their bound in flight, the wait note
 class ClientSettings:
     """The run's settings for every client it makes, a solver's own (a localizer, an embedder)
     as well as the --model one: the timeout, retries and waits (RetryPolicy), image re-encoding,
-    the request byte budget."""
+    the request byte budget, and the samples in flight (`--concurrency`), which a solver's own
+    clients follow unless told otherwise."""
 
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     reencode_images: bool = False
     max_request_bytes: int | None = None
+    concurrency: int = 32
 
 
 # The request-body keys that the OpenAI chat schema or vLLM's sampling and chat parameters know;

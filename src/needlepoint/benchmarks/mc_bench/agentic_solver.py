@@ -93,7 +93,12 @@ class AgenticSolver:
             metavar="URL",
             repeat=True,
         ),
-        Option("--localizer-concurrency", "vlm: requests in flight per localizer endpoint (default 32)", type=int, metavar="N"),
+        Option(
+            "--localizer-concurrency",
+            "vlm: requests in flight per localizer endpoint (default twice --concurrency, at least 32: a sample asks about two phrases on average)",
+            type=int,
+            metavar="N",
+        ),
         Option(
             "--localizer-device",
             "detector: where the detector runs (default: the GPU when there is one)",
@@ -184,7 +189,7 @@ class AgenticSolver:
                 retry=client.retry,
                 reencode_images=client.reencode_images,
                 max_request_bytes=client.max_request_bytes,
-                max_in_flight=localizer_concurrency or 32,
+                max_in_flight=localizer_concurrency or max(32, 2 * client.concurrency),
             )
             self.threshold: float | None = None
         else:
