@@ -9,22 +9,53 @@ negative. LVIS-style files (images with `neg_category_ids`) are federated: a cat
 absent from an image only when listed there as verified absent, and `not_exhaustive_category_ids`
 make a category unusable on that image. Images without `file_name` (LVIS) take the last part of
 `coco_url`.
+
+A large file (COCO train's is 445 MB, LVIS's twice that) is decoded with only the annotation keys
+the builder reads (`_Annotation`): the segmentation polygons, most of such a file, are skipped by
+the decoder and never become Python objects, so the peak stays under 1 GB where a plain load
+needs 2.7 GB. Whatever that typed decode cannot take (an annotation that is not an object, a
+number msgspec cannot hold, an escaped surrogate) goes the plain way, with the same result.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from needlepoint.errors import DataError
-from needlepoint.jsonl import read_json
+from needlepoint.jsonl import BOM, read_bytes, read_json
 
 PRESENT, ABSENT, UNKNOWN = 1, 0, -1
 MIN_SIDE = 1.0  # a box narrower or lower than this many pixels is degenerate
+COMPACT_FROM_BYTES = 64 << 20  # files from this size on are decoded with the annotation keys only
+HINT = "give a COCO-format detection file (--coco instances.json)"
+
+
+class _Annotation(msgspec.Struct):
+    """The keys of an annotation the builder reads; a missing one reads as null, which fails as a
+    missing key does (no image, category or id has the id null)."""
+
+    id: Any = None
+    image_id: Any = None
+    category_id: Any = None
+    bbox: Any = None
+    iscrowd: Any = None
+
+
+class _Compact(msgspec.Struct):
+    images: list[Any]
+    annotations: list[_Annotation]
+    categories: list[Any]
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 @dataclass(frozen=True)
@@ -122,13 +153,41 @@ def _sets(n: int, img: np.ndarray, cat: np.ndarray, n_cats: int) -> list[set[int
     return out
 
 
-def read_detections(path: Path) -> DetectionSet:
-    """Read and index a COCO-format detection file; DataError on a file of another shape."""
-    data = read_json(path, "give a COCO-format detection file (--coco instances.json)")
+def _read(path: Path) -> tuple[list[Any], list[Any], list[Any]]:
+    """The file's images, annotations and categories: a large file through `_Compact` where it
+    decodes so, any other file (and a large one that does not) as plain JSON."""
+    raw = read_bytes(path, HINT)
+    if len(raw) >= COMPACT_FROM_BYTES and not _SURROGATE_ESCAPE.search(raw):
+        try:
+            got = msgspec.json.decode(raw[len(BOM) :] if raw.startswith(BOM) else raw, type=_Compact)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
+        else:
+            return got.images, got.annotations, got.categories
+    del raw
+    data = read_json(path, HINT)
     if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in ("images", "annotations", "categories")):
         raise _fail(path, "has no lists 'images', 'annotations' and 'categories'")
-    categories, cat_index = _categories(path, data["categories"])
-    images = data["images"]
+    return data["images"], data["annotations"], data["categories"]
+
+
+def _fields(annotations: list[Any]) -> Iterator[tuple[Any, Any, Any, Any, Any] | None]:
+    """(image_id, category_id, id, iscrowd, bbox) of each annotation (null where missing: no image
+    or category has the id null, and no int is made of it), or None for one that is not an object."""
+    for ann in annotations:
+        if isinstance(ann, _Annotation):
+            yield ann.image_id, ann.category_id, ann.id, ann.iscrowd, ann.bbox
+        elif isinstance(ann, dict):
+            yield ann.get("image_id"), ann.get("category_id"), ann.get("id"), ann.get("iscrowd"), ann.get("bbox")
+        else:
+            yield None
+
+
+def read_detections(path: Path) -> DetectionSet:
+    """Read and index a COCO-format detection file; DataError on a file of another shape."""
+    images, annotations, raw_categories = _read(path)
+    categories, cat_index = _categories(path, raw_categories)
+    del raw_categories
     n = len(images)
     file_names: list[str] = []
     image_ids = np.empty(n, np.int64)
@@ -154,20 +213,22 @@ def read_detections(path: Path) -> DetectionSet:
         if federated:
             absent.append(frozenset(cat_index[c] for c in im.get("neg_category_ids", ()) if c in cat_index))
     skipped: Counter[str] = Counter()
-    anns = data["annotations"]
-    m = len(anns)
+    m = len(annotations)
     rows_img, rows_cat, rows_id = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
     known, crowd = np.ones(m, bool), np.zeros(m, bool)
     raw: list[Any] = []
-    for k, ann in enumerate(anns):
+    for k, fields in enumerate(_fields(annotations)):
         try:
-            rows_img[k], rows_cat[k], rows_id[k] = index[ann["image_id"]], cat_index[ann["category_id"]], ann["id"]
-            crowd[k] = bool(ann.get("iscrowd"))
-            raw.append(ann.get("bbox"))
+            if fields is None:
+                raise TypeError("not an object")
+            image_id, category_id, ann_id, iscrowd, bbox = fields
+            rows_img[k], rows_cat[k], rows_id[k] = index[image_id], cat_index[category_id], ann_id
+            crowd[k] = bool(iscrowd)
+            raw.append(bbox)
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             known[k] = False
             raw.append(None)
-    del data, anns
+    del annotations
     skipped["unknown image or category"] += int(m - known.sum())
     rows_img[~known] = rows_cat[~known] = 0
     box = _boxes_xyxy(raw, sizes[rows_img])
