@@ -59,6 +59,7 @@ __all__ = [
 ]
 
 CHAT = "chat"  # the lane of chat requests (their bound in flight, the wait note)
+ON_LOOP_IMAGES = 2  # a request with more images is read and encoded in a worker thread (see _encode_images)
 
 
 @dataclass(frozen=True)
@@ -306,23 +307,45 @@ class OpenAICompatModel:
         self.images.clear()
         await self.transport.aclose()
 
+    def _ready(self, ref: ImageRef) -> tuple[bytes | None, bytes | None]:
+        """(base64, stored bytes) of an image where no transcoding is needed: from the cache, or its
+        bytes sent as they are; (None, bytes or None) otherwise. Files are read here (page cache,
+        cheap), and so are loaded bytes already in memory (`cached()`: parquet rows read ahead);
+        other loads (a parquet read, a merged canvas, a big file) wait for `_encode`."""
+        b64 = self.images.get(ref)
+        if b64 is not None:
+            return b64, None
+        peek = getattr(ref.loader, "cached", None)
+        data = read_small_image(ref) if ref.loader is None else peek() if peek is not None else None
+        if data is not None and passes_through(data, ref, self.reencode_images):
+            b64 = to_base64(data)
+            self.images.put(ref, b64)
+            return b64, data
+        return None, data
+
+    def _encode(self, ref: ImageRef, data: bytes | None = None) -> bytes:
+        """Base64 of an image, transcoded where it must be (blocking: a worker thread's job)."""
+        b64, data = self._ready(ref) if data is None else (None, data)
+        if b64 is None:
+            b64 = base64_jpeg(ref, self.reencode_images, data)
+            self.images.put(ref, b64)
+        return b64
+
     async def _encode_images(self, conversation: Conversation) -> list[bytes]:
-        """Base64 of each image of a conversation, in order, from the cache or freshly encoded."""
+        """Base64 of each image of a conversation, in order. A request of a few images (Ref-Adv-s,
+        MC-Bench) reads them on the event loop, where a thread hop would cost more than the read,
+        and transcodes in a worker thread; a document of many (MM-NIAH) is read and encoded
+        whole in one worker thread, so the loop keeps answering (the executor's few workers
+        bound how many documents are encoded at once, and so the memory)."""
+        refs = [im for m in conversation.messages for im in m.images]
         loop = asyncio.get_running_loop()
+        if len(refs) > ON_LOOP_IMAGES:
+            return await loop.run_in_executor(None, lambda: [self._encode(r) for r in refs])
         out = []
-        for ref in (im for m in conversation.messages for im in m.images):
-            b64 = self.images.get(ref)
+        for ref in refs:
+            b64, data = self._ready(ref)
             if b64 is None:
-                # Files are read on the loop (page cache, cheap), and so are loaded bytes already
-                # in memory (`cached()`: parquet rows read ahead); other loads (a parquet read, a
-                # merged canvas, a big file decoded from disk) and transcoding run in a worker thread.
-                peek = getattr(ref.loader, "cached", None)
-                data = read_small_image(ref) if ref.loader is None else peek() if peek is not None else None
-                if data is not None and passes_through(data, ref, self.reencode_images):
-                    b64 = to_base64(data)
-                else:
-                    b64 = await loop.run_in_executor(None, base64_jpeg, ref, self.reencode_images, data)
-                self.images.put(ref, b64)
+                b64 = await loop.run_in_executor(None, self._encode, ref, data)
             out.append(b64)
         return out
 
