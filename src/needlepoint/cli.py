@@ -172,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--predictions", required=True, type=Path, help="the authors' prediction file or folder, or a run folder")
     sc.add_argument("--data", type=Path, help="the release folder, where scoring needs the annotations (mc_bench)")
     sc.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
+    sc.add_argument("--out", type=Path, help="also write the predictions as a run folder (docs/reporting.md)")
+    sc.add_argument("--label", help="with --out: the model's name when the file names none (default: the file's name)")
     add_options(sc, _merged("score_options"), set())
 
     rp = sub.add_parser("report", help="one leaderboard over several run folders")
@@ -340,6 +342,15 @@ def cmd_eval(ns: argparse.Namespace) -> int:
 def cmd_score(ns: argparse.Namespace) -> int:
     from needlepoint.api import score
 
+    if ns.out is not None:
+        from needlepoint.predictions_run import write_predictions_run
+
+        bench, metrics, out = write_predictions_run(
+            ns.benchmark, ns.predictions, ns.data, ns.out, ns.label, **_options(ns, "score_options")
+        )
+        _print_metrics(bench, metrics, ns.json)
+        print(f"run folder: {out}", file=sys.stderr)
+        return 0
     bench, metrics = score(ns.benchmark, ns.predictions, ns.data, **_options(ns, "score_options"))
     _print_metrics(bench, metrics, ns.json)
     return 0
