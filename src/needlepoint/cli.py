@@ -187,6 +187,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, help="folder for leaderboard.md, leaderboard.html and leaderboard_<board>.csv (default ./leaderboard)"
     )
     rp.add_argument("--with-published", action="store_true", help="add every published row, labelled with its source")
+    rp.add_argument(
+        "--format",
+        choices=("markdown", "latex", "csv"),
+        help="print the boards in the papers' layouts on stdout, ready to paste (files only with --out)",
+    )
+    rp.add_argument(
+        "--rows",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="only the published rows whose model matches this glob, e.g. 'Qwen2.5-VL-*' (implies --with-published; repeatable)",
+    )
 
     mg = sub.add_parser("merge", help="merge the shard runs of one evaluation (--shard I/N) into one run folder")
     mg.add_argument("runs", nargs="+", type=Path, help="the shards' run folders")
