@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint import __version__, build
+from needlepoint import __version__, build, runs_list
 from needlepoint.benchmarks import declarations, names
 from needlepoint.errors import EXIT_INTERRUPTED, DataError, InternalFault
 from needlepoint.files import json_text
@@ -219,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     dm.add_argument("--benchmarks", default=",".join(d.name for d in declarations() if d.demo), help="comma-separated subset")
 
     build.add_parser(sub)
+    runs_list.add_parser(sub)
     return parser
 
 
@@ -465,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         "merge": cmd_merge,
         "demo": cmd_demo,
         "build": build.run,
+        "runs": runs_list.run,
     }
     global _stopping
     _stopping = False
