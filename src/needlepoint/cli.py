@@ -122,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--top-p", type=float, help="nucleus sampling mass in (0, 1] (default: the benchmark authors')")
     ev.add_argument("--max-tokens", type=int, help="most tokens a reply may have (default: the benchmark authors')")
     ev.add_argument("--seed", type=int, help="sampling seed sent with every request")
+    ev.add_argument(
+        "--repeats",
+        type=int,
+        metavar="K",
+        help="answer every sample K times (needs --temperature above 0), repeat r with seed --seed + r (docs/reporting.md)",
+    )
     ev.add_argument("--timeout", type=float, help="seconds per request (default 180)")
     ev.add_argument(
         "--extra-body", help="JSON object merged into every request body (keys neither OpenAI nor vLLM knows are warned about)"
@@ -336,6 +342,18 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         solver_options=_all_solver_options(ns),
         shard=ns.shard,
     )
+    if ns.repeats is not None:
+        from needlepoint.repeats import evaluate_repeats, summary_table
+
+        summary, results = evaluate_repeats(config, ns.repeats)
+        if ns.json:
+            print(json_text(summary, indent=2))
+        else:
+            from needlepoint.report.terminal import print_tables
+
+            print_tables([summary_table(summary)])
+        print(f"repeat run folders: {', '.join(str(r.run_dir) for r in results)}", file=sys.stderr)
+        return EXIT_FAILED_SAMPLES if any(r.failed for r in results) else EXIT_OK
     result = evaluate(config)
     _print_metrics(result.benchmark, result.metrics, ns.json)
     err = sys.stderr
