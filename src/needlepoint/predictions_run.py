@@ -15,40 +15,23 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from needlepoint import __version__, status
 from needlepoint.benchmarks import make
 from needlepoint.benchmarks.base import Benchmark
+from needlepoint.benchmarks.published import PublishedRun
 from needlepoint.config import dataset_fingerprint, hash_identity
 from needlepoint.errors import DataError
 from needlepoint.files import write_atomic, write_json, write_lines
 from needlepoint.outcome import run_counts
-from needlepoint.records import Record, RunHeader
+from needlepoint.records import RunHeader
 from needlepoint.store import HEADER, METRICS, RECORDS
 
 __all__ = ["PUBLISHED_PREFIX", "PublishedRun", "is_published", "write_predictions_run"]
 
 PUBLISHED_PREFIX = "published:"
-
-
-@dataclass
-class PublishedRun:
-    """What a benchmark reads from a predictions file for a run folder.
-
-    `model`: the model the file names (None when the format names none); `records`: one per
-    sample, ids as a model run's; `files`: file name -> content written into the run folder (the
-    predictions in the benchmark's format, where `score` of a run folder reads them); `options`: the
-    benchmark options the file implies (e.g. Ref-Adv-s's prompt mode); `samples`: how many samples
-    the dataset has, when the file or the data tells (else the records' count)."""
-
-    model: str | None
-    records: list[Record]
-    files: dict[str, str | bytes] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)
-    samples: int | None = None
 
 
 def is_published(header: dict[str, Any]) -> bool:

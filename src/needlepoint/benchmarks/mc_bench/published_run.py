@@ -10,10 +10,10 @@ from typing import Any
 from needlepoint import status
 from needlepoint.benchmarks.mc_bench.groundtruth import GroundTruth
 from needlepoint.benchmarks.mc_bench.scoring import check_results, detections, read_results
+from needlepoint.benchmarks.published import PublishedRun
 from needlepoint.errors import DataError
 from needlepoint.files import json_text
 from needlepoint.geometry import xywh_to_xyxy
-from needlepoint.predictions_run import PublishedRun
 from needlepoint.records import Record
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from needlepoint import status
 from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
 from needlepoint.benchmarks.mm_niah.leaderboard import parse_file_name, read_leaderboard_dir
+from needlepoint.benchmarks.published import PublishedRun
 from needlepoint.errors import DataError
-from needlepoint.predictions_run import PublishedRun
 from needlepoint.records import Record
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint import status
+from needlepoint.benchmarks.published import PublishedRun
 from needlepoint.benchmarks.ref_adv.data import read_box
 from needlepoint.benchmarks.ref_adv.export import PREDICTIONS
 from needlepoint.benchmarks.ref_adv.scoring import read_authors_predictions
 from needlepoint.errors import DataError
 from needlepoint.jsonl import read_jsonl
-from needlepoint.predictions_run import PublishedRun
 from needlepoint.records import Record
 
 
