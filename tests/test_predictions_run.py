@@ -60,6 +60,8 @@ def test_ref_adv_published_predictions_become_a_run(tmp_path: Path, capsys: pyte
     (other / "notes.txt").write_text("mine")
     assert main(["score", "ref_adv_s", "--predictions", str(REF_ADV_PREDICTIONS), "--out", str(other)]) == 2
     assert "not empty" in one_sentence(capsys.readouterr().err)
+    assert main(["score", "ref_adv_s", "--predictions", str(REF_ADV_PREDICTIONS), "--label", "x"]) == 2
+    assert "--label" in one_sentence(capsys.readouterr().err)
 
 
 def test_published_run_pairs_with_a_model_run(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

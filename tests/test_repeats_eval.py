@@ -71,6 +71,10 @@ def test_repeats_store_every_answer_and_report_the_spread(tmp_path: Path, capsys
         assert main(args) == 0
         assert json.loads(capsys.readouterr().out) == summary
         assert len(server.bodies()) == before
+        assert main([a for a in args if a != "--json"]) == 0  # the terminal table
+        table = capsys.readouterr().out
+        assert "3 repeats (seeds 40, 41, 42)" in table and "correctness changes" in table and "25.0%" in table
+        assert len(server.bodies()) == before
     finally:
         server.stop()
 

@@ -373,6 +373,8 @@ def cmd_eval(ns: argparse.Namespace) -> int:
 def cmd_score(ns: argparse.Namespace) -> int:
     from needlepoint.api import score
 
+    if ns.label is not None and ns.out is None:
+        raise DataError("--label names the model of the run folder that --out writes; add --out DIR or drop --label")
     if ns.out is not None:
         from needlepoint.predictions_run import write_predictions_run
 
