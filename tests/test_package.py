@@ -191,6 +191,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 ".boxes",
                 ".coverage",
                 ".declaration",
+                ".published",
             )
         )
         + ("needlepoint.build",),
@@ -198,8 +199,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("solver protocol", ("needlepoint.solvers",)),
     ("benchmark packages", ("needlepoint.benchmarks.",)),
     ("runner", ("needlepoint.runfolder", "needlepoint.runner")),
-    ("report", ("needlepoint.report",)),
-    ("api", ("needlepoint.api", "needlepoint.demo", "needlepoint.merge")),
+    ("report", ("needlepoint.report", "needlepoint.runs_list")),
+    ("api", ("needlepoint.api", "needlepoint.demo", "needlepoint.merge", "needlepoint.predictions_run", "needlepoint.repeats")),
     ("cli", ("needlepoint.cli",)),
 ]
 PUBLIC_SURFACE = "needlepoint"

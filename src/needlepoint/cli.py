@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint import __version__, build
+from needlepoint import __version__, build, runs_list
 from needlepoint.benchmarks import declarations, names
 from needlepoint.errors import EXIT_INTERRUPTED, DataError, InternalFault
 from needlepoint.files import json_text
@@ -122,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--top-p", type=float, help="nucleus sampling mass in (0, 1] (default: the benchmark authors')")
     ev.add_argument("--max-tokens", type=int, help="most tokens a reply may have (default: the benchmark authors')")
     ev.add_argument("--seed", type=int, help="sampling seed sent with every request")
+    ev.add_argument(
+        "--repeats",
+        type=int,
+        metavar="K",
+        help="answer every sample K times (needs --temperature above 0), repeat r with seed --seed + r (docs/reporting.md)",
+    )
     ev.add_argument("--timeout", type=float, help="seconds per request (default 180)")
     ev.add_argument(
         "--extra-body", help="JSON object merged into every request body (keys neither OpenAI nor vLLM knows are warned about)"
@@ -172,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--predictions", required=True, type=Path, help="the authors' prediction file or folder, or a run folder")
     sc.add_argument("--data", type=Path, help="the release folder, where scoring needs the annotations (mc_bench)")
     sc.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
+    sc.add_argument("--out", type=Path, help="also write the predictions as a run folder (docs/reporting.md)")
+    sc.add_argument("--label", help="with --out: the model's name when the file names none (default: the file's name)")
     add_options(sc, _merged("score_options"), set())
 
     rp = sub.add_parser("report", help="one leaderboard over several run folders")
@@ -185,6 +193,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, help="folder for leaderboard.md, leaderboard.html and leaderboard_<board>.csv (default ./leaderboard)"
     )
     rp.add_argument("--with-published", action="store_true", help="add every published row, labelled with its source")
+    rp.add_argument(
+        "--format",
+        choices=("markdown", "latex", "csv"),
+        help="print the boards in the papers' layouts on stdout, ready to paste (files only with --out)",
+    )
+    rp.add_argument(
+        "--rows",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="only the published rows whose model matches this glob, e.g. 'Qwen2.5-VL-*' (implies --with-published; repeatable)",
+    )
 
     mg = sub.add_parser("merge", help="merge the shard runs of one evaluation (--shard I/N) into one run folder")
     mg.add_argument("runs", nargs="+", type=Path, help="the shards' run folders")
@@ -205,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     dm.add_argument("--benchmarks", default=",".join(d.name for d in declarations() if d.demo), help="comma-separated subset")
 
     build.add_parser(sub)
+    runs_list.add_parser(sub)
     return parser
 
 
@@ -321,6 +342,18 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         solver_options=_all_solver_options(ns),
         shard=ns.shard,
     )
+    if ns.repeats is not None:
+        from needlepoint.repeats import evaluate_repeats, summary_table
+
+        summary, results = evaluate_repeats(config, ns.repeats)
+        if ns.json:
+            print(json_text(summary, indent=2))
+        else:
+            from needlepoint.report.terminal import print_tables
+
+            print_tables([summary_table(summary)])
+        print(f"repeat run folders: {', '.join(str(r.run_dir) for r in results)}", file=sys.stderr)
+        return EXIT_FAILED_SAMPLES if any(r.failed for r in results) else EXIT_OK
     result = evaluate(config)
     _print_metrics(result.benchmark, result.metrics, ns.json)
     err = sys.stderr
@@ -340,6 +373,17 @@ def cmd_eval(ns: argparse.Namespace) -> int:
 def cmd_score(ns: argparse.Namespace) -> int:
     from needlepoint.api import score
 
+    if ns.label is not None and ns.out is None:
+        raise DataError("--label names the model of the run folder that --out writes; add --out DIR or drop --label")
+    if ns.out is not None:
+        from needlepoint.predictions_run import write_predictions_run
+
+        bench, metrics, out = write_predictions_run(
+            ns.benchmark, ns.predictions, ns.data, ns.out, ns.label, **_options(ns, "score_options")
+        )
+        _print_metrics(bench, metrics, ns.json)
+        print(f"run folder: {out}", file=sys.stderr)
+        return 0
     bench, metrics = score(ns.benchmark, ns.predictions, ns.data, **_options(ns, "score_options"))
     _print_metrics(bench, metrics, ns.json)
     return 0
@@ -442,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         "merge": cmd_merge,
         "demo": cmd_demo,
         "build": build.run,
+        "runs": runs_list.run,
     }
     global _stopping
     _stopping = False

@@ -150,6 +150,7 @@ class Board:
     # How `--with-published` lays the benchmark's published rows out on this board (None: as
     # they are, cell for cell by column name), e.g. MM-NIAH's per-task rows merged into one.
     lay_published: Callable[[Sequence[PublishedRow]], list[PublishedRow]] | None = None
+    headline: str | None = None  # the column rows are ranked by, published rows too (report/formats.py)
 
     @property
     def header(self) -> list[str]:

@@ -45,8 +45,18 @@ def write_index(out: Path, run_dirs: Sequence[Path]) -> Path:
             f'<div class="note">{esc(run.dir)} · {esc(run.header.get("status", ""))}</div>'
             f"<p>{link}</p>{table_html(tables[0]) if tables else ''}{image}</section>"
         )
+    from needlepoint.runs_list import RUNS_JS, run_row, runs_html
+
+    listed = runs_html(  # every run in one filterable list, as `needlepoint runs` prints them
+        [run_row(Path(d), out) for d in run_dirs],
+        lambda r: (
+            href(out / r.path / REPORT_DIR / "index.html", report_dir)
+            if (out / r.path / REPORT_DIR / "index.html").exists()
+            else ""
+        ),
+    )
     body = (
         '<header class="top"><h1>needlepoint report</h1>'
-        f'<div class="sub">{len(blocks)} run(s)</div></header>\n<main><div class="runs">{"".join(blocks)}</div></main>'
+        f'<div class="sub">{len(blocks)} run(s)</div></header>\n<main>{listed}<div class="runs">{"".join(blocks)}</div></main>'
     )
-    return write_atomic(report_dir / "index.html", page("needlepoint report", body))
+    return write_atomic(report_dir / "index.html", page("needlepoint report", body, [RUNS_JS]))

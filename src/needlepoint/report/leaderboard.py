@@ -26,6 +26,7 @@ from needlepoint.benchmarks.declaration import load_target
 from needlepoint.errors import DataError
 from needlepoint.jsonl import read_object
 from needlepoint.report.assets import BOARD_JS
+from needlepoint.report.formats import rank_rows, render, select_rows
 from needlepoint.report.html import esc, page, write_atomic
 from needlepoint.report.published import published_notes, published_rows
 from needlepoint.store import HEADER, METRICS
@@ -241,6 +242,7 @@ def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Boar
             if published:
                 rows = board.lay_published(published) if board.lay_published else published
                 _add_published(board, rows, published_notes(benchmark))
+            rank_rows(board)  # published rows among the runs, by the headline column
             boards.append(board)
     return boards
 
@@ -364,10 +366,18 @@ def main(ns: Namespace) -> int:
             f"no finished run found in {', '.join(map(str, ns.runs))}; pass run folders written by `needlepoint eval`"
         )
     incomplete = [r for r in runs if progress_mark(r)]
-    boards = build_boards(runs, with_published=ns.with_published)
-    print_boards(boards)
-    paths = write_leaderboard(boards, ns.out or DEFAULT_OUT)
+    patterns = getattr(ns, "rows", None) or []
+    boards = build_boards(runs, with_published=ns.with_published or bool(patterns))
+    for board in boards:
+        select_rows(board, patterns)
+    fmt = getattr(ns, "format", None)
+    if fmt:  # the papers' layouts on stdout (report/formats.py); files only when --out is given
+        print(render(boards, fmt, {str(r.dir): r.metrics for r in runs}), end="")
+    else:
+        print_boards(boards)
+    paths = write_leaderboard(boards, ns.out or DEFAULT_OUT) if ns.out or not fmt else []
     for run in incomplete:
         print(f"incomplete run {run.dir}: {progress_mark(run)}; its numbers cover the answered samples only", file=sys.stderr)
-    print(f"leaderboard written: {', '.join(str(p) for p in paths)}", file=sys.stderr)
+    if paths:
+        print(f"leaderboard written: {', '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0

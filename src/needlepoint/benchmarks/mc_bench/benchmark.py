@@ -330,6 +330,14 @@ class McBench(BaseBenchmark):
             results = read_results(predictions)
         return score_results(gt, results, ids)
 
+    def published_run(self, predictions: Path, data: Path | None = None) -> Any:
+        """A COCO results file as the records of a run (predictions_run.py); needs --data as `score_file` does."""
+        from needlepoint.benchmarks.mc_bench.published_run import published_run
+
+        if data is None:
+            raise DataError("scoring mc_bench needs --data: the release folder or its annotation file (images not needed)")
+        return published_run(predictions, *self._ground_truth(data), RESULTS_FILE)
+
 
 def _pred_label(box: dict[str, Any]) -> str:
     """A predicted box's label in the report: its group, and the phrase it was found by (agentic solver)."""

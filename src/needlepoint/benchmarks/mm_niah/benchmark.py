@@ -220,3 +220,9 @@ class MmNiah(BaseBenchmark):
         if len(by_model) == 1:
             return score_leaderboard(next(iter(by_model.values())))
         return {"models": {m: score_leaderboard(rows) for m, rows in by_model.items()}}
+
+    def published_run(self, predictions: Path, data: Path | None = None) -> Any:
+        """One model's leaderboard files as the records of a run (predictions_run.py)."""
+        from needlepoint.benchmarks.mm_niah.published_run import published_run
+
+        return published_run(predictions, self.split)

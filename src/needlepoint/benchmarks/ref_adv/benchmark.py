@@ -180,3 +180,9 @@ class RefAdv(BaseBenchmark):
             folder = predictions if predictions.is_dir() else predictions.parent
             predictions = folder / PREDICTIONS
         return score_rows(read_authors_predictions(predictions))
+
+    def published_run(self, predictions: Path, data: Path | None = None) -> Any:
+        """The authors' prediction file as the records of a run (predictions_run.py)."""
+        from needlepoint.benchmarks.ref_adv.published_run import published_run
+
+        return published_run(predictions)

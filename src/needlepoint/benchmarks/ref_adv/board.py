@@ -21,6 +21,7 @@ def boards(runs: Sequence[Run]) -> list[Board]:
         ["model", "prompt"],
         ["n", "Acc@0.5", "Acc@0.75", "Acc@0.9", *REF_BINS, "parse fail"],
         counts=frozenset({"n", "parse fail"}),
+        headline="Acc@0.5",
     )
     for run in sorted(runs, key=lambda r: -(pct(r.metrics.get("acc@0.5")) or -1)):
         m = run.metrics
