@@ -89,9 +89,12 @@ def test_seconds_per_sample_leaves_skipped_out() -> None:
     assert seconds_per_sample(recs) == 6.0
 
 
-def write_human_run(folder: Path, name: str, acc: float, ap50: float, records: list[dict[str, Any]]) -> Path:
+def write_human_run(
+    folder: Path, name: str, acc: float, ap50: float, records: list[dict[str, Any]], confidence: bool = False
+) -> Path:
     folder.mkdir(parents=True)
-    header = {"model_label": f"human:{name}", "config": {"benchmark": "mc_bench", "model": f"human:{name}"}}
+    config = {"benchmark": "mc_bench", "model": f"human:{name}", "solver_options": {"confidence": confidence}}
+    header = {"model_label": f"human:{name}", "config": config, "identity": {"solver.confidence": confidence}}
     block = {"acc": acc, "ap50": ap50, "by_style": {}}
     metrics = {"official": block, "corrected": block, "run": {"samples": len(records), "answered": len(records), "failed": 0}}
     (folder / "run.json").write_text(json.dumps(header))
@@ -105,7 +108,7 @@ def three_annotators(tmp_path: Path) -> list[Path]:
     return [
         write_human_run(tmp_path / "ann", "ann", 0.9, 0.4, [rec("s1", box, 3.0), rec("s2", [], 5.0)]),
         write_human_run(tmp_path / "bob", "bob", 0.8, 0.5, [rec("s1", box, 6.0), rec("s2", box, 6.0)]),
-        write_human_run(tmp_path / "cy", "cy", 0.7, 0.3, [rec("s1", [{**box[0], "score": 0.5}], 9.0)]),
+        write_human_run(tmp_path / "cy", "cy", 0.7, 0.3, [rec("s1", [{**box[0], "score": 0.5}], 9.0)], confidence=True),
     ]
 
 

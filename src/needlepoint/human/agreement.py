@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from needlepoint.benchmarks.boards import Board, BoardRow, PublishedRow, Run, at, pct
+from needlepoint.benchmarks.boards import Board, BoardRow, PublishedRow, Run, at, obj, pct
 from needlepoint.geometry import iou, iou_matrix
 from needlepoint.records import Record
 from needlepoint.store import RECORDS, read_records
@@ -96,9 +96,10 @@ def seconds_per_sample(records: dict[str, Record]) -> float | None:
     return sum(times) / len(times) if times else None
 
 
-def has_confidences(records: dict[str, Record]) -> bool:
-    """Whether any MC-Bench box carries a person's confidence (else every box scores 1.0 in AP50)."""
-    return any(isinstance(b, dict) and "score" in b for r in records.values() for b in (r.get("answer") or []))
+def has_confidences(run: Run) -> bool:
+    """Whether the person gave a confidence per box (`--confidence`); without, every MC-Bench box
+    scores 1.0 and AP50 cannot rank them."""
+    return bool(run.identity.get("solver.confidence") or obj(run.config.get("solver_options")).get("confidence"))
 
 
 # --- measures --------------------------------------------------------------------------------------
@@ -254,7 +255,7 @@ def human_boards(benchmark: str, runs: Sequence[Run], with_published: bool = Fal
         note="box confidences: without them every human box scores 1.0 in AP50",
     )
     for run, head, recs in zip(humans, heads, records):
-        conf = ("yes" if has_confidences(recs) else "no (1.0)") if benchmark == "mc_bench" else ""
+        conf = ("yes" if has_confidences(run) else "no (1.0)") if benchmark == "mc_bench" else ""
         row = [*head.values(), seconds_per_sample(recs)]
         per.rows.append(BoardRow([annotator(run), str(len(answered(recs))), conf], row, str(run.dir)))
     if len(humans) > 1:
