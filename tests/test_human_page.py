@@ -177,6 +177,7 @@ def test_mm_niah_answers_of_each_type(data: dict[str, Path], browser: Any, tmp_p
                 kind = "text"
             if kind not in shot and kind in ("counts", "option-image", "text"):
                 shot.add(kind)
+                person.page.locator("#submit").scroll_into_view_if_needed()
                 person.page.screenshot(path=str(SHOTS / f"human-mm_niah-{kind}.png"), full_page=False)
             person.submit_and_wait()
         assert person.errors == []
@@ -194,3 +195,30 @@ def test_mm_niah_answers_of_each_type(data: dict[str, Path], browser: Any, tmp_p
     assert all(r["scores"]["score"] == 1.0 for r in records.values()), [r["answer"] for r in records.values()]
     assert json.loads((out / "metrics.json").read_text())["run"]["answered"] == len(truth)
     assert score("mm_niah", out)[1] == json.loads((out / "metrics.json").read_text())["overall"] or True
+
+
+def test_unsure_note_skip_and_confidence_by_keys(data: dict[str, Path], browser: Any, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with serving("mc_bench", data["mc_bench"], out, size=2, seed=9, confidence=True) as server:
+        person = Person(browser, server.url)
+        person.start()
+        first = person.sample_id()
+        person.drag_box(1, (0.2, 0.2, 0.6, 0.6))
+        assert person.page.locator("#confidence-row").is_visible()
+        person.page.keyboard.press("[")
+        person.page.keyboard.press("[")  # 1.0 -> 0.8
+        person.page.keyboard.press("Shift+U")
+        person.page.keyboard.press("Shift+N")
+        person.page.keyboard.type("the <b>left</b> one?")
+        person.page.keyboard.press("Control+Enter")
+        person.page.wait_for_function("([id]) => document.body.dataset.sample !== id", arg=[first])
+        second = person.sample_id()
+        person.page.keyboard.press("Shift+S")
+        person.page.wait_for_selector("#finished:not([hidden])")
+        assert person.errors == [], person.errors
+        person.close()
+    records = read_records(out / "records.jsonl")
+    assert records[first]["answer"][0]["score"] == 0.8 and records[first]["answer"][0]["image"] == 1
+    assert records[first]["solver"]["unsure"] is True and records[first]["solver"]["note"] == "the <b>left</b> one?"
+    assert records[second]["solver"]["skipped"] is True and records[second]["parse_error"] == "skipped"
+    assert records[second]["answer"] is None

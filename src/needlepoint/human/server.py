@@ -96,7 +96,8 @@ class HumanServer:
         try:
             response = await handler(request)
         except web.HTTPException as exc:
-            response = exc
+            exc.headers.update(HEADERS)
+            raise
         response.headers.update(HEADERS)
         return response
 
@@ -104,7 +105,7 @@ class HumanServer:
         name = request.match_info.get("name", "page.html")
         if name not in ASSETS:
             return _refuse(404, f"no asset {name[:80]!r}")
-        body = resources.files("needlepoint.human").joinpath("assets", name).read_bytes()
+        body = resources.files("needlepoint.human").joinpath("assets").joinpath(name).read_bytes()
         return web.Response(body=body, content_type=TYPES[Path(name).suffix], charset="utf-8")
 
     async def _state(self, request: web.Request) -> web.Response:
@@ -187,9 +188,9 @@ class HumanServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        server = site._server
-        if server is not None and getattr(server, "sockets", None):
-            self.port = server.sockets[0].getsockname()[1]
+        sockets = getattr(site._server, "sockets", None) or []
+        if sockets:  # port 0: the one the system chose
+            self.port = int(sockets[0].getsockname()[1])
 
     async def close(self) -> None:
         """Stop serving, once any scoring under way has written its files."""

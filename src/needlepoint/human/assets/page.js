@@ -138,6 +138,7 @@ async function load(i) {
   app.selected = -1;
   app.gt = [];
   app.option = null;
+  if (document.activeElement && document.activeElement.blur) document.activeElement.blur();  // keys act on the new sample
   $("unsure").checked = false;
   $("note").value = "";
   message("");
