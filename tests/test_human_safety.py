@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import pytest
