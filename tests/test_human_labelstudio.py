@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.cli import one_sentence, run_quiet
 from helpers.labelstudio import ls_rectangle, mc_results, person_answers
 
 from needlepoint.benchmarks.mc_bench.demo import write_release
@@ -203,3 +204,47 @@ def test_ref_adv_round_trip(tmp_path: Path) -> None:
     path.write_text(json.dumps(export))
     with pytest.raises(DataError, match="holds 2 boxes; Ref-Adv-s takes one"):
         import_export("ref_adv_s", data, path, tmp_path / "runs2")
+
+
+def test_command_line(mc_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ls"
+    rc, err = run_quiet(
+        ["human", "export", "mc_bench", "--data", str(mc_data), "--plan", "3", "--seed", "5", "--to", "labelstudio", str(out)]
+    )
+    assert rc == 0, err
+    tasks = json.loads((out / TASKS_FILE).read_text())
+    assert tasks[0]["data"]["image_1"].startswith("/data/local-files/?d=images/")
+    _, dataset = load_plan_data("mc_bench", mc_data)
+    by_id = {s.id: s for s in dataset}
+    export = [
+        {"id": t, "data": task["data"], "annotations": [{"completed_by": {"id": 3, "email": "ann@example.com"}, "lead_time": 1.5,
+         "result": mc_results([{"image": 0, "group": 1, "bbox": [1, 1, 9, 9]}], by_id[task["data"]["sample_id"]].geometry.sizes)}]}
+        for t, task in enumerate(tasks, 1)
+    ]  # fmt: skip
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(export))
+    rc, err = run_quiet(
+        [
+            "human",
+            "import",
+            "mc_bench",
+            "--data",
+            str(mc_data),
+            "--from",
+            "labelstudio",
+            str(path),
+            "--out",
+            str(tmp_path / "runs"),
+        ]
+    )
+    assert rc == 0, err
+    assert (tmp_path / "runs" / "human-ann" / "metrics.json").exists()  # named from the user's email
+    for argv, words in [
+        (["human", "export", "mm_niah", "--data", str(mc_data), "--to", "labelstudio", str(tmp_path / "x")], "MM-NIAH"),
+        (["human", "export", "mc_bench", "--data", str(mc_data), "--to", "cvat", str(tmp_path / "x")], "the one tool is labelstudio"),
+        (["human", "import", "mc_bench", "--data", str(mc_data), "--from", "labelstudio", str(tmp_path / "none.json"), "--out", str(tmp_path / "r")], "is not a file"),
+        (["human", "import", "mc_bench", "--data", str(mc_data), "--from", "labelstudio", str(path), "--out", str(tmp_path / "r"), "--annotator-name", "3"], "is not ID=NAME"),
+        (["human", "import", "mc_bench", "--data", str(mc_data), "--from", "labelstudio", str(path), "--out", str(tmp_path / "r"), "--annotator-name", "3=a b"], "--annotator-name 3=NAME"),
+    ]:  # fmt: skip
+        rc, err = run_quiet(argv)
+        assert rc == 2 and words in one_sentence(err), err

@@ -87,6 +87,7 @@ def label_studio(tmp_path_factory: pytest.TempPathFactory, project_dir: Path) ->
         "SENTRY_DSN": "",
         "FRONTEND_SENTRY_DSN": "",
         "COLLECT_ANALYTICS": "false",
+        "LATEST_VERSION_CHECK": "false",  # no request to pypi.org at start
     }
     args = [str(LABEL_STUDIO), "start", "--no-browser", "--internal-host", "127.0.0.1", "--port", str(port)]
     args += ["--data-dir", str(home / "data"), "--username", "admin@example.com", "--password", "needlepoint-pw-1"]

@@ -378,7 +378,7 @@ def add_parsers(human: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help=f"what precedes images/NAME in the tasks' image URLs (default {DEFAULT_URL_PREFIX!r}: "
         "Label Studio's local files, with OUT as its document root)",
     )
-    ex.set_defaults(human_handler=run_export)
+    ex.set_defaults(human_run=run_export)
     im = human.add_parser("import", help="read a Label Studio JSON export into one human run folder per annotator")
     im.add_argument("benchmark", metavar="BENCH", help="mc_bench or ref_adv_s")
     im.add_argument("--data", required=True, type=Path, help="the release folder the tasks were exported from")
@@ -391,7 +391,7 @@ def add_parsers(human: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="ID=NAME",
         help="name a Label Studio user (id or email) in the runs (default: userID, or the email's name)",
     )
-    im.set_defaults(human_handler=run_import)
+    im.set_defaults(human_run=run_import)
 
 
 def _tool(value: str, flag: str) -> None:
