@@ -139,3 +139,30 @@ def test_report_shows_human_rows(tmp_path: Path) -> None:
     md = (tmp_path / "board" / "leaderboard.md").read_text()
     assert "humans (mean of 3)" in md and "Volunteer 2" in md and "agreement" in md
     assert "| ann | 2 | no (1.0) | 90.0 | 40.0 | 4.0 |" in md
+
+
+def test_report_over_human_runs(tmp_path: Path) -> None:
+    """Runs written by HumanRun (the page's path): two annotators on one plan, one skip."""
+    from helpers.labelstudio import person_answers
+
+    from needlepoint.benchmarks.mc_bench.demo import write_release
+    from needlepoint.human.plan import load_plan_data, make_plan
+    from needlepoint.human.runs import HumanRun
+
+    data = write_release(tmp_path / "mc", pairs=8)[0]
+    plan = make_plan("mc_bench", data, 6, 3)
+    _, dataset = load_plan_data("mc_bench", data)
+    samples = [s for s in dataset if s.id in set(plan.ids)]
+    for person, name in ((0, "ann"), (2, "bob")):
+        answers = person_answers(samples, dataset.truth, person)
+        run = HumanRun.open("mc_bench", data, name, plan, out=tmp_path / "runs" / name)
+        for k, sid in enumerate(plan.ids):
+            run.add(sid, answers[sid], seconds=2.0 + person, skipped=(name == "bob" and k == 0))
+        run.finish()
+        run.close()
+    rc, err = run_quiet(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "board")])
+    assert rc == 0, err
+    md = (tmp_path / "board" / "leaderboard.md").read_text()
+    assert "| ann | 6 | no (1.0) | 100.0 |" in md and "| bob | 5 | no (1.0) |" in md
+    assert "| humans (mean of 2) | sequence | official |" in md
+    assert "| ann | bob | 5 |" in md  # the agreement over the 5 samples both answered
