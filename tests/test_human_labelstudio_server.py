@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -37,8 +38,9 @@ from needlepoint.human.runs import HumanRun
 pytestmark = pytest.mark.labelstudio
 
 LABEL_STUDIO = REPO / ".venv-labelstudio" / "bin" / "label-studio"
+MIGRATED = REPO / ".venv-labelstudio" / "needlepoint-migrated" / "label_studio.sqlite3"  # setup-labelstudio.sh
 TOKEN = "needlepoint-test-token-0123456789abcdef"
-START_S = 300  # first start: Label Studio migrates its SQLite database (a minute or two on two cores)
+START_S = 300  # from the migrated database: seconds (migrating an empty one takes minutes on two cores)
 
 
 @dataclass
@@ -73,8 +75,10 @@ def project_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def label_studio(tmp_path_factory: pytest.TempPathFactory, project_dir: Path) -> Iterator[LabelStudio]:
-    assert LABEL_STUDIO.exists(), f"{LABEL_STUDIO} is missing; run bash scripts/setup-labelstudio.sh first"
+    for path in (LABEL_STUDIO, MIGRATED):
+        assert path.exists(), f"{path} is missing; run bash scripts/setup-labelstudio.sh first"
     home = tmp_path_factory.mktemp("labelstudio-data")
+    shutil.copyfile(MIGRATED, home / MIGRATED.name)
     port = free_port()
     env = {
         **os.environ,
@@ -90,7 +94,7 @@ def label_studio(tmp_path_factory: pytest.TempPathFactory, project_dir: Path) ->
         "LATEST_VERSION_CHECK": "false",  # no request to pypi.org at start
     }
     args = [str(LABEL_STUDIO), "start", "--no-browser", "--internal-host", "127.0.0.1", "--port", str(port)]
-    args += ["--data-dir", str(home / "data"), "--username", "admin@example.com", "--password", "needlepoint-pw-1"]
+    args += ["--data-dir", str(home), "--username", "admin@example.com", "--password", "needlepoint-pw-1"]
     args += ["--user-token", TOKEN, "--enable-legacy-api-token", "--log-level", "WARNING"]
     log = home / "label-studio.log"
     with log.open("wb") as fh:
@@ -125,13 +129,13 @@ def test_round_trip_through_label_studio(label_studio: LabelStudio, project_dir:
     data = write_release(tmp_path / "mc", pairs=12)[0]
     export_project("mc_bench", data, 8, 4, project_dir)
     project = ls.call(
-        "POST", "/api/projects", {"title": "needlepoint MC-Bench", "label_config": (project_dir / CONFIG_FILE).read_text()}
+        "POST", "/api/projects/", {"title": "needlepoint MC-Bench", "label_config": (project_dir / CONFIG_FILE).read_text()}
     )
     pid = project["id"]
     # The images as Label Studio serves local files: a storage over the folder, then the URL a task names.
     ls.call(
         "POST",
-        "/api/storages/localfiles",
+        "/api/storages/localfiles/",
         {"project": pid, "path": str(project_dir / "images"), "title": "images", "use_blob_urls": False},
     )
     tasks = json.loads((project_dir / TASKS_FILE).read_text())
@@ -146,7 +150,7 @@ def test_round_trip_through_label_studio(label_studio: LabelStudio, project_dir:
     samples = [s for s in dataset if s.id in set(plan.ids)]
     people = {me: person_answers(samples, dataset.truth, 1), other: person_answers(samples, dataset.truth, 2)}
     sizes = {s.id: s.geometry.sizes for s in samples}
-    served = ls.call("GET", f"/api/tasks?project={pid}&page_size=1000")
+    served = ls.call("GET", f"/api/tasks/?project={pid}&page_size=1000")
     served = served["tasks"] if isinstance(served, dict) else served
     assert sorted(t["data"]["sample_id"] for t in served) == sorted(plan.ids)
     for task in served:
