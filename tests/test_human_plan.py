@@ -90,6 +90,12 @@ def test_run_folder_scores_as_a_prediction_file(mc: tuple[Path, list[dict[str, A
     header = json.loads((tmp_path / "run" / "run.json").read_text())
     assert header["model_label"] == "human:ann1" and header["config"]["solver"] == "human"
     assert header["status"] == "complete"
+    assert (tmp_path / "run" / "report" / "index.html").is_file()  # the run page, as a model run's
+    from helpers.cli import run_quiet
+
+    rc, err = run_quiet(["report", str(tmp_path / "run"), "--out", str(tmp_path / "board")])
+    assert rc == 0, err
+    assert "human:ann1" in (tmp_path / "board" / "leaderboard.md").read_text()
     again = HumanRun.open("mc_bench", folder, "ann1", plan, tmp_path / "run")
     assert set(again.done()) == set(plan.ids) | {plan.gold_ids[0]} and again.pending() == []
     again.close()

@@ -199,7 +199,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("benchmark packages", ("needlepoint.benchmarks.",)),
     ("runner", ("needlepoint.runfolder", "needlepoint.runner")),
     ("report", ("needlepoint.report",)),
-    ("api", ("needlepoint.api", "needlepoint.demo", "needlepoint.merge")),
+    ("api", ("needlepoint.api", "needlepoint.demo", "needlepoint.merge", "needlepoint.human")),  # human: a run's writer, as api
     ("cli", ("needlepoint.cli",)),
 ]
 PUBLIC_SURFACE = "needlepoint"

@@ -205,8 +205,8 @@ class HumanRun:
     def finish(self) -> dict[str, Any]:
         """Score the scored samples answered so far with the benchmark's own scorer: metrics.json
         and the authors' formats, as a model run's end writes them; the header says complete or
-        incomplete. Returns the metrics."""
-        from needlepoint.api import finish
+        incomplete; the run's HTML page (report/index.html). Returns the metrics."""
+        from needlepoint.api import finish, write_report
 
         done = self.done()
         samples = self.dataset.subset(self.plan.ids)
@@ -214,6 +214,8 @@ class HumanRun:
         result = finish(self.bench, samples, records, self.dir, self.label)
         complete = all(i in records for i in self.plan.ids)
         self.store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        answered = samples.subset(records)  # the run page: the boxes drawn over the images, as a model's
+        write_report(self.dir, self.bench, answered, [records[s.id] for s in answered], result.metrics, self.store.header)
         return result.metrics
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ import asyncio
 import hmac
 import json
 import secrets
+import sys
 import threading
 from importlib import resources
 from pathlib import Path
@@ -178,7 +179,9 @@ class HumanServer:
         if self.run.plan.is_gold(record["id"]):
             out["gold"] = gold_answer(self.run.bench_name, self.run.dataset, self._samples[record["id"]])
         if not self.run.pending():  # the plan is done: score it (in the background; the page moves on)
-            self._scoring.add(asyncio.ensure_future(asyncio.to_thread(self.run.finish)))
+            task = asyncio.ensure_future(asyncio.to_thread(self.run.finish))
+            task.add_done_callback(_report_failure)
+            self._scoring.add(task)
         return _json(out)
 
     # --- serving -------------------------------------------------------------------------------
@@ -231,6 +234,14 @@ class HumanServer:
         if self._loop is not None and self._thread is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
+
+
+def _report_failure(task: asyncio.Future[Any]) -> None:
+    """Say on stderr when scoring the finished plan failed (the answers are safe; a rerun scores again)."""
+    if not task.cancelled() and task.exception() is not None:
+        print(
+            f"needlepoint human: scoring the plan failed ({task.exception()}); rerun the command to score again", file=sys.stderr
+        )
 
 
 def _strict_loads(text: str) -> Any:
