@@ -198,7 +198,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("solver protocol", ("needlepoint.solvers",)),
     ("benchmark packages", ("needlepoint.benchmarks.",)),
     ("runner", ("needlepoint.runfolder", "needlepoint.runner")),
-    ("report", ("needlepoint.report",)),
+    ("report", ("needlepoint.report", "needlepoint.human.agreement")),  # agreement: the report's human rows, read-only
     ("api", ("needlepoint.api", "needlepoint.demo", "needlepoint.merge", "needlepoint.human")),  # human: a run's writer, as api
     ("cli", ("needlepoint.cli",)),
 ]
