@@ -199,8 +199,21 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("solver protocol", ("needlepoint.solvers",)),
     ("benchmark packages", ("needlepoint.benchmarks.",)),
     ("runner", ("needlepoint.runfolder", "needlepoint.runner")),
-    ("report", ("needlepoint.report", "needlepoint.runs_list")),
-    ("api", ("needlepoint.api", "needlepoint.demo", "needlepoint.merge", "needlepoint.predictions_run", "needlepoint.repeats")),
+    (
+        "report",
+        ("needlepoint.report", "needlepoint.runs_list", "needlepoint.human.agreement"),
+    ),  # agreement: the report's human rows, read-only
+    (
+        "api",
+        (
+            "needlepoint.api",
+            "needlepoint.demo",
+            "needlepoint.merge",
+            "needlepoint.predictions_run",
+            "needlepoint.repeats",
+            "needlepoint.human",
+        ),
+    ),  # human: a run's writer, as api
     ("cli", ("needlepoint.cli",)),
 ]
 PUBLIC_SURFACE = "needlepoint"

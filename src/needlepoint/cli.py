@@ -1,4 +1,4 @@
-"""The command line: `needlepoint eval | score | report | merge | demo | build`.
+"""The command line: `needlepoint eval | score | report | merge | demo | build | human`.
 
 Exit codes (documented in the README): 0 every requested sample was answered; 3 some samples
 failed (the run folder is kept; `--retry-failed` or a plain rerun continues it), or `merge
@@ -24,6 +24,7 @@ from needlepoint import __version__, build, runs_list
 from needlepoint.benchmarks import declarations, names
 from needlepoint.errors import EXIT_INTERRUPTED, DataError, InternalFault
 from needlepoint.files import json_text
+from needlepoint.human import cli as human_cli
 from needlepoint.options import Option, add_options, given
 
 EXIT_OK = 0
@@ -226,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     build.add_parser(sub)
     runs_list.add_parser(sub)
+    human_cli.add_parser(sub)
     return parser
 
 
@@ -487,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         "demo": cmd_demo,
         "build": build.run,
         "runs": runs_list.run,
+        "human": human_cli.run,
     }
     global _stopping
     _stopping = False

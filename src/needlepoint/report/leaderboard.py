@@ -24,6 +24,7 @@ from needlepoint.benchmarks import declaration, names
 from needlepoint.benchmarks.boards import Board, BoardRow, Cell, PublishedRow, Run, pct, progress_mark
 from needlepoint.benchmarks.declaration import load_target
 from needlepoint.errors import DataError
+from needlepoint.human.agreement import add_human_mean, human_boards
 from needlepoint.jsonl import read_object
 from needlepoint.report.assets import BOARD_JS
 from needlepoint.report.formats import rank_rows, render, select_rows
@@ -239,11 +240,13 @@ def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Boar
         notes = configuration_notes(mine)
         for board in layout(benchmark)(mine):
             _label_configurations(board, notes)
+            add_human_mean(board, mine)
             if published:
                 rows = board.lay_published(published) if board.lay_published else published
                 _add_published(board, rows, published_notes(benchmark))
             rank_rows(board)  # published rows among the runs, by the headline column
             boards.append(board)
+        boards += human_boards(benchmark, mine, with_published)  # annotators, their agreement (human/agreement.py)
     return boards
 
 
