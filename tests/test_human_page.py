@@ -224,3 +224,27 @@ def test_unsure_note_skip_and_confidence_by_keys(data: dict[str, Path], browser:
     assert records[first]["solver"]["unsure"] is True and records[first]["solver"]["note"] == "the <b>left</b> one?"
     assert records[second]["solver"]["skipped"] is True and records[second]["parse_error"] == "skipped"
     assert records[second]["answer"] is None
+
+
+def test_the_clock_counts_only_while_the_tab_is_visible(data: dict[str, Path], browser: Any, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with serving("ref_adv_s", data["ref_adv_s"], out, size=1, seed=1) as server:
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.clock.install()
+        person = Person.__new__(Person)
+        person.page, person.errors, person.url = page, [], server.url
+        person.open()
+        page.clock.pause_at(page.evaluate("Date.now()") + 1_000)  # from here on the page's time moves only as the test says
+        person.start()
+        sid = person.sample_id()
+        person.drag_box(0, (0.2, 0.2, 0.5, 0.5))
+        page.clock.run_for(5_000)
+        hide = "(h) => { Object.defineProperty(document, 'hidden', {value: h, configurable: true}); document.dispatchEvent(new Event('visibilitychange')); }"
+        page.evaluate(hide, True)
+        page.clock.run_for(600_000)  # ten minutes in another tab
+        page.evaluate(hide, False)
+        page.clock.run_for(2_000)
+        person.submit_and_wait()
+        page.close()
+    seconds = read_records(out / "records.jsonl")[sid]["solver"]["seconds"]
+    assert 7.0 <= seconds < 8.0, seconds  # 5 s + 2 s visible; the ten hidden minutes not counted
