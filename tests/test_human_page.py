@@ -41,6 +41,8 @@ def test_mc_bench_boxes_on_both_images_with_groups_and_a_reload(data: dict[str, 
     with serving("mc_bench", data["mc_bench"], out, size=3, seed=1, gold=1) as server:
         person = Person(browser, server.url)
         assert person.page.locator("#intro-text p").count() >= 3  # the instructions come first
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        person.page.screenshot(path=str(SHOTS / "human-instructions.png"))
         person.start()
         drawn: dict[str, list[tuple[int, int, list[float]]]] = {}
         gold_seen = False
@@ -248,3 +250,36 @@ def test_the_clock_counts_only_while_the_tab_is_visible(data: dict[str, Path], b
         page.close()
     seconds = read_records(out / "records.jsonl")[sid]["solver"]["seconds"]
     assert 7.0 <= seconds < 8.0, seconds  # 5 s + 2 s visible; the ten hidden minutes not counted
+
+
+def test_boxes_move_resize_and_delete_with_the_mouse_and_keys(data: dict[str, Path], browser: Any, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with serving("mc_bench", data["mc_bench"], out, size=1, seed=4) as server:
+        person = Person(browser, server.url)
+        person.start()
+        sid = person.sample_id()
+        page = person.page
+        person.drag_box(0, (0.1, 0.1, 0.3, 0.3))
+        person.drag_box(0, (0.5, 0.5, 0.7, 0.7))
+        page.keyboard.press("Delete")  # the selected (second) box goes
+        assert page.locator("rect.box").count() == 1
+        svg = page.locator(".pane[data-image='0'] svg").bounding_box()
+        assert svg is not None
+        x, y, w, h = svg["x"], svg["y"], svg["width"], svg["height"]
+
+        def drag(fx: float, fy: float, tx: float, ty: float) -> None:
+            page.mouse.move(x + fx * w, y + fy * h)
+            page.mouse.down()
+            page.mouse.move(x + tx * w, y + ty * h, steps=4)
+            page.mouse.up()
+
+        drag(0.2, 0.2, 0.4, 0.5)  # move: the box's middle by (+0.2, +0.3) of the image
+        drag(0.5, 0.6, 0.6, 0.8)  # resize: its bottom-right corner handle further out
+        size = [float(v) for v in (page.locator(".pane[data-image='0'] svg").get_attribute("viewBox") or "").split()[2:]]
+        person.submit_and_wait()
+        page.wait_for_selector("#finished:not([hidden])")
+        assert person.errors == []
+        person.close()
+    (box,) = read_records(out / "records.jsonl")[sid]["answer"]
+    want = [0.3 * size[0], 0.4 * size[1], 0.6 * size[0], 0.8 * size[1]]
+    assert close_to(box["bbox"], want, 3.0), (box["bbox"], want)
