@@ -1,7 +1,7 @@
 """The human baseline's page in Chromium, driven as a person would, for all three benchmarks:
 boxes dragged on both images of an MC-Bench pair with groups, a Ref-Adv-s box, MM-NIAH answers of
 each type; a reload mid-plan continues; two annotators on one plan; what is stored scores as the
-same answers given as a prediction file. Screenshots go to docs/images/human-*.png."""
+same answers given as a prediction file. Screenshots go to artifacts/human-*.png (docs/images has copies)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.browser import chromium
+from helpers.browser import ARTIFACTS, chromium
 from helpers.human import Person, releases, serving
-from helpers.paths import REPO
 
 from needlepoint.api import score
 from needlepoint.human.plan import make_plan
 from needlepoint.store import read_records
 
-SHOTS = REPO / "docs" / "images"
+SHOTS = ARTIFACTS  # screenshots (git-ignored); docs/images/human-*.png are copies of them
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    SHOTS.mkdir(parents=True, exist_ok=True)
     return releases(tmp_path_factory.mktemp("human_page"))
 
 
