@@ -1,7 +1,7 @@
 """The human baseline's page in Chromium, driven as a person would, for all three benchmarks:
 boxes dragged on both images of an MC-Bench pair with groups, a Ref-Adv-s box, MM-NIAH answers of
 each type; a reload mid-plan continues; two annotators on one plan; what is stored scores as the
-same answers given as a prediction file. Screenshots go to docs/images/human-*.png."""
+same answers given as a prediction file. Screenshots go to artifacts/human-*.png (docs/images has copies)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.browser import chromium
+from helpers.browser import ARTIFACTS, chromium
 from helpers.human import Person, releases, serving
-from helpers.paths import REPO
 
 from needlepoint.api import score
 from needlepoint.human.plan import make_plan
 from needlepoint.store import read_records
 
-SHOTS = REPO / "docs" / "images"
+SHOTS = ARTIFACTS  # screenshots (git-ignored); docs/images/human-*.png are copies of them
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    SHOTS.mkdir(parents=True, exist_ok=True)
     return releases(tmp_path_factory.mktemp("human_page"))
 
 
@@ -41,6 +41,8 @@ def test_mc_bench_boxes_on_both_images_with_groups_and_a_reload(data: dict[str, 
     with serving("mc_bench", data["mc_bench"], out, size=3, seed=1, gold=1) as server:
         person = Person(browser, server.url)
         assert person.page.locator("#intro-text p").count() >= 3  # the instructions come first
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        person.page.screenshot(path=str(SHOTS / "human-instructions.png"))
         person.start()
         drawn: dict[str, list[tuple[int, int, list[float]]]] = {}
         gold_seen = False
@@ -224,3 +226,60 @@ def test_unsure_note_skip_and_confidence_by_keys(data: dict[str, Path], browser:
     assert records[first]["solver"]["unsure"] is True and records[first]["solver"]["note"] == "the <b>left</b> one?"
     assert records[second]["solver"]["skipped"] is True and records[second]["parse_error"] == "skipped"
     assert records[second]["answer"] is None
+
+
+def test_the_clock_counts_only_while_the_tab_is_visible(data: dict[str, Path], browser: Any, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with serving("ref_adv_s", data["ref_adv_s"], out, size=1, seed=1) as server:
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.clock.install()
+        person = Person.__new__(Person)
+        person.page, person.errors, person.url = page, [], server.url
+        person.open()
+        page.clock.pause_at(page.evaluate("Date.now()") + 1_000)  # from here on the page's time moves only as the test says
+        person.start()
+        sid = person.sample_id()
+        person.drag_box(0, (0.2, 0.2, 0.5, 0.5))
+        page.clock.run_for(5_000)
+        hide = "(h) => { Object.defineProperty(document, 'hidden', {value: h, configurable: true}); document.dispatchEvent(new Event('visibilitychange')); }"
+        page.evaluate(hide, True)
+        page.clock.run_for(600_000)  # ten minutes in another tab
+        page.evaluate(hide, False)
+        page.clock.run_for(2_000)
+        person.submit_and_wait()
+        page.close()
+    seconds = read_records(out / "records.jsonl")[sid]["solver"]["seconds"]
+    assert 7.0 <= seconds < 8.0, seconds  # 5 s + 2 s visible; the ten hidden minutes not counted
+
+
+def test_boxes_move_resize_and_delete_with_the_mouse_and_keys(data: dict[str, Path], browser: Any, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with serving("mc_bench", data["mc_bench"], out, size=1, seed=4) as server:
+        person = Person(browser, server.url)
+        person.start()
+        sid = person.sample_id()
+        page = person.page
+        person.drag_box(0, (0.1, 0.1, 0.3, 0.3))
+        person.drag_box(0, (0.5, 0.5, 0.7, 0.7))
+        page.keyboard.press("Delete")  # the selected (second) box goes
+        assert page.locator("rect.box").count() == 1
+        svg = page.locator(".pane[data-image='0'] svg").bounding_box()
+        assert svg is not None
+        x, y, w, h = svg["x"], svg["y"], svg["width"], svg["height"]
+
+        def drag(fx: float, fy: float, tx: float, ty: float) -> None:
+            page.mouse.move(x + fx * w, y + fy * h)
+            page.mouse.down()
+            page.mouse.move(x + tx * w, y + ty * h, steps=4)
+            page.mouse.up()
+
+        drag(0.2, 0.2, 0.4, 0.5)  # move: the box's middle by (+0.2, +0.3) of the image
+        drag(0.5, 0.6, 0.6, 0.8)  # resize: its bottom-right corner handle further out
+        size = [float(v) for v in (page.locator(".pane[data-image='0'] svg").get_attribute("viewBox") or "").split()[2:]]
+        person.submit_and_wait()
+        page.wait_for_selector("#finished:not([hidden])")
+        assert person.errors == []
+        person.close()
+    (box,) = read_records(out / "records.jsonl")[sid]["answer"]
+    want = [0.3 * size[0], 0.4 * size[1], 0.6 * size[0], 0.8 * size[1]]
+    assert close_to(box["bbox"], want, 3.0), (box["bbox"], want)

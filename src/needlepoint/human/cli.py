@@ -1,7 +1,7 @@
 """`needlepoint human BENCH --data D --annotator NAME`: the page a person answers a plan on.
 
 `human` is a group of sub-commands: one per benchmark (the page), and any another module of
-this package adds through `add_parsers(human_subparsers)` (each sets `human_run` to its handler
+this package add through `add_parsers(human_subparsers)` (each sets `human_run` to its handler
 with `set_defaults`).
 """
 
@@ -42,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
         p.add_argument("--port", type=int, default=0, help="port (default 0: any free port)")
         p.set_defaults(human_run=serve)
-    for info in pkgutil.iter_modules(__import__("needlepoint.human", fromlist=["_"]).__path__):
+    for info in pkgutil.iter_modules(importlib.import_module("needlepoint.human").__path__):
         if info.name in OWN:
             continue
         module = importlib.import_module(f"needlepoint.human.{info.name}")

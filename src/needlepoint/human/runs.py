@@ -69,6 +69,7 @@ class HumanRun:
     data: Path = Path(".")
     _gold_log: AppendLog | None = None
     _done: dict[str, Record] = field(default_factory=dict)
+    _by_id: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -140,7 +141,9 @@ class HumanRun:
         """The plan's sample of that id; DataError for an id outside the plan."""
         if sample_id not in self.plan.strata and sample_id not in self.plan.ids and sample_id not in self.plan.gold_ids:
             raise DataError(f"sample {str(sample_id)[:80]!r} is not in this plan; reload the page")
-        return next(s for s in self.dataset if s.id == sample_id)
+        if not self._by_id:
+            self._by_id = {s.id: s for s in self.dataset}
+        return self._by_id[sample_id]
 
     def add(
         self,

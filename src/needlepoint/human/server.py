@@ -233,7 +233,7 @@ class HumanServer:
         """Stop a server `start` began."""
         if self._loop is not None and self._thread is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
+            self._thread.join(300)  # scoring under way finishes first (close waits for it)
 
 
 def _report_failure(task: asyncio.Future[Any]) -> None:
