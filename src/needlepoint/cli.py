@@ -1,4 +1,4 @@
-"""The command line: `needlepoint eval | score | report | merge | demo | build`.
+"""The command line: `needlepoint eval | score | report | merge | compare | demo | build`.
 
 Exit codes (documented in the README): 0 every requested sample was answered; 3 some samples
 failed (the run folder is kept; `--retry-failed` or a plain rerun continues it), or `merge
@@ -22,6 +22,7 @@ from typing import Any
 
 from needlepoint import __version__, build
 from needlepoint.benchmarks import declarations, names
+from needlepoint.compare import cli as compare_cli
 from needlepoint.errors import EXIT_INTERRUPTED, DataError, InternalFault
 from needlepoint.files import json_text
 from needlepoint.options import Option, add_options, given
@@ -204,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     dm.add_argument("--out", type=Path, default=Path("runs/demo"), help="where the demo's data and runs go")
     dm.add_argument("--benchmarks", default=",".join(d.name for d in declarations() if d.demo), help="comma-separated subset")
 
+    compare_cli.add_parser(sub)
     build.add_parser(sub)
     return parser
 
@@ -441,6 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         "report": cmd_report,
         "merge": cmd_merge,
         "demo": cmd_demo,
+        "compare": compare_cli.run,
         "build": build.run,
     }
     global _stopping
