@@ -121,6 +121,12 @@ class RefAdv(BaseBenchmark):
     def score(self, dataset: Dataset[RefAdvSample], records: Sequence[Record]) -> dict[str, Any]:
         return score_rows(sample_rows(dataset, records))
 
+    def resampler(self, dataset: Dataset[RefAdvSample], records: Sequence[Record]) -> Any:
+        """The bootstrap units of the answered records (stats.Resampler): one case each."""
+        from needlepoint.benchmarks.ref_adv.resample import RefAdvResampler
+
+        return RefAdvResampler.from_rows([str(r["id"]) for r in records], sample_rows(dataset, records))
+
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
         from needlepoint.benchmarks.ref_adv.tables import ref_tables
 

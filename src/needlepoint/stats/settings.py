@@ -1,0 +1,32 @@
+"""How intervals are computed (--resamples, --ci-level, --no-ci); no numpy here, so that the run
+configuration can hold them without importing the numerics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from needlepoint.errors import DataError
+
+__all__ = ["DEFAULT_LEVEL", "DEFAULT_RESAMPLES", "CiSettings"]
+
+DEFAULT_RESAMPLES = 1000
+DEFAULT_LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class CiSettings:
+    """How intervals are computed: `resamples` 0 means none (--no-ci)."""
+
+    resamples: int = DEFAULT_RESAMPLES
+    level: float = DEFAULT_LEVEL
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.resamples < 0:
+            raise DataError(f"--resamples is {self.resamples}; give 0 or more (0: no intervals), e.g. 1000")
+        if not 0.0 < self.level < 1.0:
+            raise DataError(f"--ci-level is {self.level}; give a level between 0 and 1, e.g. 0.95")
+
+    @property
+    def enabled(self) -> bool:
+        return self.resamples > 0
