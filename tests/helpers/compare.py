@@ -52,3 +52,10 @@ def make_runs(name: str, folder: Path, limits: tuple[int | None, int | None] = (
             )
             runs.append(evaluate(config).run_dir)
     return data, runs[0], runs[1]
+
+
+def has_resampler(name: str) -> bool:
+    """Whether the benchmark offers the bootstrap's resampler (stats.Resampler), which compare needs."""
+    from needlepoint.benchmarks import benchmark_class
+
+    return hasattr(benchmark_class(name), "resampler")
