@@ -248,6 +248,12 @@ class McBench(BaseBenchmark):
             ]
         return metrics
 
+    def resampler(self, dataset: Dataset[McSample], records: Sequence[Record]) -> Any:
+        """The answered samples as bootstrap units (stats.Resampler), matched once for both protocols."""
+        from needlepoint.benchmarks.mc_bench.resample import McResampler
+
+        return McResampler(_truth(dataset), results_from_records(dataset, records), [s.id for s in dataset])
+
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
         from needlepoint.benchmarks.mc_bench.tables import mc_tables
 
