@@ -170,8 +170,14 @@ def test_mm_niah_compare_and_its_difference_heatmap(tmp_path: Path) -> None:
     assert rows  # every headline metric of MM-NIAH's resampler
     score_a = {r["id"]: r["scores"]["score"] for r in records(a)}
     score_b = {r["id"]: r["scores"]["score"] for r in records(b)}
-    binary = [name for name, row in rows.items() if "mcnemar" in row]
-    assert binary and not any(name.startswith("tasks/counting") for name in binary if score_a)  # partial credit: no McNemar
+    right = rows["samples right"]  # the run report's verdict: full credit
+    only_a = sum(score_a[i] >= 1 and score_b[i] < 1 for i in score_a)
+    only_b = sum(score_b[i] >= 1 and score_a[i] < 1 for i in score_a)
+    assert (right["mcnemar"]["only_a"], right["mcnemar"]["only_b"]) == (only_a, only_b) and only_a > 0
+    assert right["first"] == pytest.approx(sum(v >= 1 for v in score_a.values()) / len(score_a))
+    assert rows["samples right, task counting-text"]["mcnemar"]["p"] <= 1.0
+    assert "mcnemar" not in rows["overall/overall"]  # the authors' mean of range means: no share of samples
+    assert rows["overall/overall"]["first"] == pytest.approx(metrics_json(a)["overall"]["overall"])
     page = (tmp_path / "page" / "index.html").read_text()
     assert page.count('<table class="heat">') >= 2 and "data-diff" in page
     assert any(score_a[i] != score_b[i] for i in score_a)

@@ -76,7 +76,7 @@ def _fields(items: Sequence[ReportItem]) -> tuple[list[list[list[str]]], list[li
 def sample_blob(comparison: Comparison, out: Path) -> dict[str, Any]:
     """The JSON the page's script renders: the runs' styles and one entry per paired sample."""
     pairing = comparison.pairing
-    by_run = [{it.id: it for it in run.bench.report_items(pairing.dataset(run), pairing.records(run))} for run in pairing.runs]
+    by_run = [pairing.items(k) for k in range(len(pairing.runs))]
     first_items = [by_run[0][i] for i in pairing.ids if i in by_run[0]]
     with_boxes = any(b for it in first_items for im in it.images for b in im.boxes)  # MM-NIAH: no boxes, no images
     sizes = Thumbnails(out / THUMBS_DIR).finish(first_items if with_boxes else [])

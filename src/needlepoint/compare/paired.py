@@ -139,6 +139,44 @@ def is_share_metric(name: str, whole: float | None, per_sample: np.ndarray) -> b
     return bool(abs(float(counted.mean()) - whole) < 1e-9)
 
 
+VERDICT = "samples right"  # the name of the rows of the run report's verdicts
+
+
+def _share(drawn: np.ndarray) -> np.ndarray:
+    """Per row of drawn 0/1/NaN outcomes, the share of ones among the counted (NaN: none counted)."""
+    counted = (~np.isnan(drawn)).sum(axis=1)
+    right = np.nansum(drawn, axis=1)
+    return np.divide(right, counted, out=np.full(len(drawn), np.nan), where=counted > 0)
+
+
+def verdict_rows(pairing: Pairing, known: Sequence[dict[str, np.ndarray]]) -> list[tuple[str, list[np.ndarray]]]:
+    """The run report's right/wrong verdict of each paired sample (`ReportItem.correct`: MC-Bench
+    every GT box found and no extra, MM-NIAH full credit) as share metrics: over all samples and per
+    value of the benchmark's first filter (bin, style, task). Left out where a headline metric
+    already is that verdict (Ref-Adv-s: Acc@0.5), or where no sample has one."""
+    items = [pairing.items(k) for k in range(len(pairing.runs))]
+    per_run = []
+    for by_id in items:
+        verdicts = [by_id[i].correct if i in by_id else None for i in pairing.ids]
+        per_run.append(np.array([np.nan if v is None else float(bool(v)) for v in verdicts]))
+    if all(np.isnan(v).all() for v in per_run):
+        return []
+    first = items[0]
+    keys = [k for it in first.values() for k in it.filters][:1]
+    groups: list[tuple[str, np.ndarray]] = [(VERDICT, np.ones(len(pairing.ids), bool))]
+    for key in keys:
+        labels = np.array([str(first[i].filters.get(key, "")) if i in first else "" for i in pairing.ids], dtype=object)
+        for value in dict.fromkeys(labels.tolist()):
+            groups.append((f"{VERDICT}, {key} {value}", labels == value))
+    out = []
+    for name, mask in groups:
+        masked = [np.where(mask, v, np.nan) for v in per_run]
+        if any(np.array_equal(m, k.get(other, np.zeros(0)), equal_nan=True) for m, k in zip(masked, known) for other in k):
+            continue
+        out.append((name, masked))
+    return out
+
+
 def _interval(d: np.ndarray, resamples: int, level: float) -> tuple[float | None, float | None, float | None, str]:
     ok = d[~np.isnan(d)]
     if len(ok) * 2 < resamples or not len(ok):
@@ -168,6 +206,13 @@ def compare_runs(pairing: Pairing, resamples: int = DEFAULT_RESAMPLES, level: fl
         if all(is_share_metric(name, v.get(name), one.get(name, np.full(n, np.nan))) for v, one in zip(values, singles))
     }
     outcomes = [{name: one[name] for name in shares} for one in singles]
+    for name, per_run in verdict_rows(pairing, outcomes):  # the run report's own right/wrong, where no metric is it
+        names.append(name)
+        shares.add(name)
+        for k, per_sample in enumerate(per_run):
+            outcomes[k][name] = per_sample
+            values[k][name] = _share(per_sample[None, :])[0].item() if (~np.isnan(per_sample)).any() else None
+            drawn[k][name] = _share(per_sample[idx])
     contrasts = []
     for k in range(1, len(samplers)):
         contrast = Contrast(k)

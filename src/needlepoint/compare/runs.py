@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from needlepoint import status
 from needlepoint.benchmarks import make
-from needlepoint.benchmarks.base import Benchmark, Dataset
+from needlepoint.benchmarks.base import Benchmark, Dataset, ReportItem
 from needlepoint.benchmarks.boards import Run
 from needlepoint.config import dataset_fingerprint
 from needlepoint.errors import DataError
@@ -53,6 +53,14 @@ class Pairing:
     runs: list[LoadedRun]
     ids: list[str]
     left_out: list[int]
+    _items: dict[int, dict[str, ReportItem]] = field(default_factory=dict, repr=False)
+
+    def items(self, k: int) -> dict[str, ReportItem]:
+        """Run `k`'s paired samples as its run report shows them (`report_items`), by id; made once."""
+        if k not in self._items:
+            run = self.runs[k]
+            self._items[k] = {it.id: it for it in run.bench.report_items(self.dataset(run), self.records(run))}
+        return self._items[k]
 
     def records(self, run: LoadedRun) -> list[Record]:
         """The run's records of the paired samples, in pairing order."""
@@ -85,12 +93,6 @@ def _bench(run: Run) -> Benchmark:
         return make(run.benchmark)
 
 
-def _names(dirs: Sequence[Path]) -> list[str]:
-    """Short distinct names of the runs: the model (solver label) where that tells them apart,
-    else the model and the folder's name."""
-    return [str(d) for d in dirs]
-
-
 def load_runs(run_dirs: Sequence[Path], data: Path | None = None) -> list[LoadedRun]:
     """Read the run folders, each dataset loaded once (per data path and options); DataError, in
     one sentence, for anything but two or more runs of one benchmark on one dataset."""
@@ -114,7 +116,7 @@ def load_runs(run_dirs: Sequence[Path], data: Path | None = None) -> list[Loaded
             )
     loaded: dict[str, Dataset[Any]] = {}
     runs = []
-    for probe, fp, name in zip(probes, prints, _names(dirs)):
+    for probe, fp in zip(probes, prints):
         bench = _bench(probe)
         where = data if data is not None else Path(str(probe.config.get("data") or ""))
         if not str(where) or str(where) == ".":
@@ -137,7 +139,7 @@ def load_runs(run_dirs: Sequence[Path], data: Path | None = None) -> list[Loaded
         stored = read_records(probe.dir / RECORDS)
         answered = {i: r for i, r in stored.items() if i in ids and r.get("status") not in status.FAILED}
         failed = sum(1 for i, r in stored.items() if i in ids and r.get("status") in status.FAILED)
-        runs.append(LoadedRun(probe.dir, probe.header, bench, dataset, answered, failed, name))
+        runs.append(LoadedRun(probe.dir, probe.header, bench, dataset, answered, failed, str(probe.dir)))
     names = _distinct_names(runs)
     for run, name in zip(runs, names):
         run.name = name
