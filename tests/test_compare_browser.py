@@ -74,7 +74,6 @@ def test_ref_adv_page_filters_and_both_runs_boxes(browser: Any, pages: dict[str,
         "stroke-dasharray"
     )
     assert card.locator(".badge.ok").count() == 1 and card.locator(".badge.bad").count() == 1
-    p.page.locator("#samples").scroll_into_view_if_needed()
     IMAGES.mkdir(parents=True, exist_ok=True)
     p.page.screenshot(path=str(IMAGES / "compare-ref-adv.png"))
     assert outcome(p, "only:1") == mc["only_b"]
@@ -110,7 +109,7 @@ def test_mc_bench_page_draws_both_runs_on_both_images(browser: Any, pages: dict[
         and card.locator("rect.run-0").count() >= 1
         and card.locator("rect.run-1").count() >= 1
     )
-    p.page.locator("#samples").scroll_into_view_if_needed()
+    p.page.evaluate("document.getElementById('samples').scrollIntoView()")
     p.page.screenshot(path=str(IMAGES / "compare-mc-bench.png"))
     assert p.errors == []
     p.close()
@@ -128,7 +127,7 @@ def test_mm_niah_page_heatmap_and_task_filter(browser: Any, pages: dict[str, Any
     assert outcome(p, "none") == sum(1 for it in blob["items"] if it["c"] == [False, False])
     assert p.page.locator("table.heat").count() >= 2
     assert p.page.locator("table.heat td[data-diff]").count() > 0
-    p.page.locator("#heatmaps").scroll_into_view_if_needed()
+    p.page.evaluate("document.getElementById('heatmaps').scrollIntoView()")
     p.page.screenshot(path=str(IMAGES / "compare-mm-niah.png"))
     assert p.errors == []
     p.close()

@@ -30,6 +30,12 @@ def _colour(diff: float) -> str:
     return f"rgb({fade},{fade},255)" if diff > 0 else f"rgb(255,{fade},{fade})" if diff < 0 else "#ffffff"
 
 
+def _points(diff: float) -> str:
+    """A difference in points, signed; 0 without a sign."""
+    text = f"{100 * diff:+.0f}"
+    return "0" if text in ("+0", "-0") else text
+
+
 def _grid(title: str, first: dict[str, Any], other: dict[str, Any], ranges: Sequence[str], depths: Sequence[str]) -> str:
     cells_a, cells_b = first.get("cells") or [], other.get("cells") or []
     counts = first.get("counts") or []
@@ -48,7 +54,7 @@ def _grid(title: str, first: dict[str, Any], other: dict[str, Any], ranges: Sequ
             diff = float(b) - float(a)
             tds.append(
                 f'<td style="background:{_colour(diff)}" title="{esc(f"{100 * a:.1f} -> {100 * b:.1f} on {n} samples")}" '
-                f'data-diff="{diff:.6f}">{100 * diff:+.0f}<br><small>n={int(n)}</small></td>'
+                f'data-diff="{diff:.6f}">{_points(diff)}<br><small>n={int(n)}</small></td>'
             )
         rows.append(f"<tr><th>{esc(depth)}</th>{''.join(tds)}</tr>")
     return (
