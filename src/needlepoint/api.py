@@ -366,11 +366,13 @@ def write_report(
 
 
 def score(
-    benchmark: str, predictions: str | Path, data: str | Path | None = None, **options: Any
+    benchmark: str, predictions: str | Path, data: str | Path | None = None, *, ci: CiSettings | None = None, **options: Any
 ) -> tuple[Benchmark, dict[str, Any]]:
     """Metrics of saved predictions in the authors' format (or a run folder), without a model.
 
-    A run folder must be one of `benchmark`; its data path (run.json) stands in for a missing `data`."""
+    A run folder must be one of `benchmark`; its data path (run.json) stands in for a missing `data`.
+    With `ci` (default: 1,000 resamples at 95%) the metrics get an `intervals` block where the
+    benchmark can resample its prediction files (optional verb `file_resampler`)."""
     predictions = Path(predictions).expanduser()
     data = Path(data).expanduser() if data is not None else None
     bench = make(benchmark, **options)
@@ -387,4 +389,13 @@ def score(
             raise DataError(f"{folder} is a run folder of {ran}, not {benchmark}; score it with `needlepoint score {ran}`")
         if data is None and config.get("data"):
             data = Path(str(config["data"]))
-    return bench, bench.score_file(predictions, data)
+    metrics = bench.score_file(predictions, data)
+    resample = getattr(bench, "file_resampler", None)
+    settings = ci or CiSettings()
+    if resample is not None and settings.enabled and "intervals" not in metrics:
+        from needlepoint.stats import interval_block
+
+        block = interval_block(resample(predictions, data), settings)
+        if block is not None:
+            metrics["intervals"] = block
+    return bench, metrics

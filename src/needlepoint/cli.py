@@ -26,6 +26,7 @@ from needlepoint.compare import cli as compare_cli
 from needlepoint.errors import EXIT_INTERRUPTED, DataError, InternalFault
 from needlepoint.files import json_text
 from needlepoint.options import Option, add_options, given
+from needlepoint.stats.settings import add_ci_flags, ci_settings
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -152,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines on stderr")
     ev.add_argument("--no-report", action="store_true", help="skip the HTML report")
     ev.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
+    add_ci_flags(ev)
     ev.add_argument(
         "--solver",
         default="default",
@@ -173,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--predictions", required=True, type=Path, help="the authors' prediction file or folder, or a run folder")
     sc.add_argument("--data", type=Path, help="the release folder, where scoring needs the annotations (mc_bench)")
     sc.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
+    add_ci_flags(sc)
     add_options(sc, _merged("score_options"), set())
 
     rp = sub.add_parser("report", help="one leaderboard over several run folders")
@@ -186,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, help="folder for leaderboard.md, leaderboard.html and leaderboard_<board>.csv (default ./leaderboard)"
     )
     rp.add_argument("--with-published", action="store_true", help="add every published row, labelled with its source")
+    add_ci_flags(rp, resamples=False)
 
     mg = sub.add_parser("merge", help="merge the shard runs of one evaluation (--shard I/N) into one run folder")
     mg.add_argument("runs", nargs="+", type=Path, help="the shards' run folders")
@@ -291,8 +295,9 @@ def _print_metrics(bench: Any, metrics: dict[str, Any], as_json: bool) -> None:
         print(f"no metrics: none of the {run.get('requested')} requested samples was answered", file=sys.stderr)
         return
     from needlepoint.report.terminal import print_tables
+    from needlepoint.stats.tables import with_intervals
 
-    print_tables(bench.tables(metrics))
+    print_tables(with_intervals(bench.tables(metrics), metrics))
 
 
 def cmd_eval(ns: argparse.Namespace) -> int:
@@ -322,6 +327,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         solver=ns.solver,
         solver_options=_all_solver_options(ns),
         shard=ns.shard,
+        ci=ci_settings(ns),
     )
     result = evaluate(config)
     _print_metrics(result.benchmark, result.metrics, ns.json)
@@ -342,7 +348,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
 def cmd_score(ns: argparse.Namespace) -> int:
     from needlepoint.api import score
 
-    bench, metrics = score(ns.benchmark, ns.predictions, ns.data, **_options(ns, "score_options"))
+    bench, metrics = score(ns.benchmark, ns.predictions, ns.data, ci=ci_settings(ns), **_options(ns, "score_options"))
     _print_metrics(bench, metrics, ns.json)
     return 0
 
