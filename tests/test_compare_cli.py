@@ -69,6 +69,9 @@ def test_ref_adv_compare_values_differences_and_mcnemar(ref_runs: tuple[Path, Pa
     mc = rows["acc@0.5"]["mcnemar"]
     assert (mc["only_a"], mc["only_b"]) == (only_a, only_b)
     assert mc["p"] == pytest.approx(exact_p(only_a, only_b))
+    for row in rows.values():  # paired draws: where B never beats A on a sample, no resample has B ahead
+        if row.get("mcnemar", {}).get("only_b") == 0:
+            assert row["interval"][1] <= 0.0
     assert (tmp_path / "page" / "index.html").is_file()
 
 

@@ -149,7 +149,6 @@ JS = r"""
     runs.forEach(function (run, k) {
       var box = el("div", "ans");
       var who = el("div", "lbl");
-      var sw = el("span", "sw");
       who.appendChild(el("span", "who", run.letter + ": " + run.name));
       box.appendChild(who);
       box.appendChild(el("pre", "answer", it.a[k]));

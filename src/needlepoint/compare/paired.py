@@ -235,8 +235,3 @@ def compare_runs(pairing: Pairing, resamples: int = DEFAULT_RESAMPLES, level: fl
         contrasts.append(contrast)
     unit = str(getattr(samplers[0], "unit", "sample"))
     return Comparison(pairing, level, resamples, seed, unit, values, outcomes, contrasts)
-
-
-def share_names(comparison: Comparison) -> Sequence[str]:
-    """The metrics that are shares of samples right (McNemar applies), in table order."""
-    return [m.name for m in comparison.contrasts[0].rows if m.mcnemar is not None] if comparison.contrasts else []
