@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from needlepoint.files import json_text
+from needlepoint.stats.settings import DEFAULT_LEVEL, DEFAULT_RESAMPLES
 
 __all__ = ["DEFAULT_OUT", "add_parser", "run"]
 
@@ -26,8 +27,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     cp.add_argument(
         "--data", type=Path, help="the dataset, where this machine sees it elsewhere than the runs did (same content)"
     )
-    cp.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
-    cp.add_argument("--ci-level", type=float, default=0.95, help="interval level (default 0.95)")
+    cp.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    cp.add_argument("--ci-level", type=float, default=DEFAULT_LEVEL, help=f"interval level (default {DEFAULT_LEVEL})")
     cp.add_argument("--seed", type=int, default=0, help="seed of the bootstrap draws (default 0)")
     cp.add_argument("--json", action="store_true", help="print the comparison as JSON on stdout")
     cp.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder of the HTML page, index.html (default ./compare)")
