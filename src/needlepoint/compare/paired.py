@@ -5,9 +5,10 @@ are a share of samples right, the exact McNemar test.
 Paired means one draw for all runs: the benchmark's stats.Resampler of each run is restricted to
 the paired samples (in one order), and the same array of drawn positions (stats.draw, within the
 benchmark's strata) is scored by every run's resampler, so each resample holds the same samples
-in every run. The p-value is the two-sided bootstrap one: twice the smaller share of resampled
-differences on either side of zero (capped at 1); identical runs give a difference of 0 on every
-resample, hence the interval [0, 0] and p = 1.
+in every run. The p-value is the two-sided bootstrap test of no difference: the share of resampled
+differences at least as far from the observed difference as that lies from zero (the resampled
+differences, centred on the observed one, stand for those under no difference). Identical runs
+give a difference of 0 on every resample, hence the interval [0, 0] and p = 1.
 """
 
 from __future__ import annotations
@@ -177,13 +178,19 @@ def verdict_rows(pairing: Pairing, known: Sequence[dict[str, np.ndarray]]) -> li
     return out
 
 
-def _interval(d: np.ndarray, resamples: int, level: float) -> tuple[float | None, float | None, float | None, str]:
+def _interval(
+    d: np.ndarray, resamples: int, level: float, estimate: float
+) -> tuple[float | None, float | None, float | None, str]:
+    """The percentile interval of the resampled differences `d`, and the two-sided bootstrap
+    p-value of no difference: the share of resamples whose difference lies at least as far from
+    the observed one as the observed one lies from zero (the resampled differences centred on the
+    observed one stand for the differences under no difference)."""
     ok = d[~np.isnan(d)]
     if len(ok) * 2 < resamples or not len(ok):
         return None, None, None, f"the metric is missing on {resamples - len(ok)} of {resamples} resamples"
     q = (1.0 - level) / 2.0
     lo, hi = np.quantile(ok, [q, 1.0 - q])
-    p = min(1.0, 2.0 * min(float(np.mean(ok <= 0)), float(np.mean(ok >= 0))))
+    p = float(np.mean(np.abs(ok - estimate) >= abs(estimate) - 1e-12))
     return float(lo), float(hi), p, ""
 
 
@@ -226,7 +233,7 @@ def compare_runs(pairing: Pairing, resamples: int = DEFAULT_RESAMPLES, level: fl
             elif n < 2:
                 row.note = "one paired sample only: no sampling spread"
             else:
-                row.lo, row.hi, row.p, row.note = _interval(drawn[k][name] - drawn[0][name], resamples, level)
+                row.lo, row.hi, row.p, row.note = _interval(drawn[k][name] - drawn[0][name], resamples, level, row.diff)
             if name in shares:
                 a, b = outcomes[0][name], outcomes[k][name]
                 counted = ~np.isnan(a) & ~np.isnan(b)
