@@ -12,6 +12,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 import shutil
 import time
 from argparse import Namespace
@@ -543,6 +544,8 @@ def test_leaderboard_cells_equal_metrics(many_runs: list[Path], tmp_path: Path) 
     out = tmp_path / "lb"
     assert cli_main(["report", *map(str, many_runs), "--out", str(out)]) == 0
     md = (out / "leaderboard.md").read_text(encoding="utf-8")
+    assert " ± " in md  # the runs' intervals (stats), compared apart: tests/test_stats_runs.py
+    md = re.sub(r" ± [0-9.]+", "", md)
     checked = 0
     for key in ("ref_adv_s", "mc_bench", "mm_niah_ranges", "mm_niah_tasks"):
         with (out / f"leaderboard_{key}.csv").open(encoding="utf-8") as fh:

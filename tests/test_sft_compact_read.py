@@ -81,7 +81,12 @@ def test_the_compact_decode_reads_what_the_plain_load_reads(
 
 
 def test_a_file_the_typed_decode_cannot_take_is_read_the_plain_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    odd = [*_annotations(), 42, {"id": 20, "image_id": 3, "category_id": 2, "bbox": [1, 2, float("inf"), 4]}, {"id": 21, "image_id": 1, "category_id": 1, "bbox": [1, 1, 9, 9], "name": "\ud83d\udc27"}]
+    odd = [
+        *_annotations(),
+        42,
+        {"id": 20, "image_id": 3, "category_id": 2, "bbox": [1, 2, float("inf"), 4]},
+        {"id": 21, "image_id": 1, "category_id": 1, "bbox": [1, 1, 9, 9], "name": "\ud83d\udc27"},
+    ]
     path = _file(tmp_path / "instances.json", odd)
     plain = coco.read_detections(path)
     monkeypatch.setattr(coco, "COMPACT_FROM_BYTES", 0)

@@ -21,6 +21,7 @@ from needlepoint.records import Record, RunHeader
 from needlepoint.runfolder import refusal_advice, remove_empty_run, resolve_run_dir
 from needlepoint.shard import parse_shard, sample_cost, select
 from needlepoint.solvers.base import Solver
+from needlepoint.stats.settings import CiSettings
 from needlepoint.store import METRICS, RECORDS, RunStore, read_records
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotation is never evaluated
@@ -131,6 +132,7 @@ class EvaluateSettings(TypedDict, total=False):
     solver: str
     solver_options: dict[str, Any]
     shard: str | None
+    ci: CiSettings
 
 
 def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSettings]) -> RunResult:
@@ -286,7 +288,7 @@ def _run(
     if drafter is not None:
         drafter.flush()
     records = store.records()
-    result = finish(bench, samples, records, store.dir, solver.label(config.model))
+    result = finish(bench, samples, records, store.dir, solver.label(config.model), config.ci)
     result.notes = summary_lines([records[s.id] for s in samples if s.id in records])
     # "complete": every requested sample answered (a --limit run is complete at its limit, so that a
     # changed configuration starts a new folder); metrics.json's run block still says how many of the
@@ -306,20 +308,33 @@ def _run(
     return result
 
 
-def finish(bench: Benchmark, samples: Dataset[Any], records: dict[str, Record], run_dir: Path, model: str) -> RunResult:
+def finish(
+    bench: Benchmark,
+    samples: Dataset[Any],
+    records: dict[str, Record],
+    run_dir: Path,
+    model: str,
+    ci: CiSettings | None = None,
+) -> RunResult:
     """Score the stored records, write metrics.json and the authors' formats.
 
     The headline metrics cover the answered samples only: a failed request (status.FAILED) is no
     wrong answer, so it is left out of `bench.score` and counted in the `run` block instead
     (`answered` of `requested`). A run with nothing answered has no metrics: metrics.json then holds
     only the `run` block. The authors' formats (`bench.export`) keep their own rules and get every
-    record, failed ones too (docs/benchmarks.md says what each includes)."""
+    record, failed ones too (docs/benchmarks.md says what each includes). `ci` sets the bootstrap
+    intervals of the headline numbers, kept in their own `intervals` block (docs/statistics.md)."""
     from needlepoint.outcome import run_counts
+    from needlepoint.stats import interval_block, resampler_of
 
     ordered = [records[s.id] for s in samples if s.id in records]
     answered = [r for r in ordered if r.get("status") not in status.FAILED]
     failed = [r["id"] for r in ordered if r.get("status") in status.FAILED]
-    metrics = bench.score(samples.subset({r["id"] for r in answered}), answered) if answered else {}
+    scored = samples.subset({r["id"] for r in answered})
+    metrics = bench.score(scored, answered) if answered else {}
+    block = interval_block(resampler_of(bench, scored, answered), ci or CiSettings()) if metrics else None
+    if block is not None:
+        metrics["intervals"] = block
     counts = run_counts(ordered)
     metrics["run"] = {
         "samples": len(samples),
@@ -354,11 +369,13 @@ def write_report(
 
 
 def score(
-    benchmark: str, predictions: str | Path, data: str | Path | None = None, **options: Any
+    benchmark: str, predictions: str | Path, data: str | Path | None = None, *, ci: CiSettings | None = None, **options: Any
 ) -> tuple[Benchmark, dict[str, Any]]:
     """Metrics of saved predictions in the authors' format (or a run folder), without a model.
 
-    A run folder must be one of `benchmark`; its data path (run.json) stands in for a missing `data`."""
+    A run folder must be one of `benchmark`; its data path (run.json) stands in for a missing `data`.
+    With `ci` (default: 1,000 resamples at 95%) the metrics get an `intervals` block where the
+    benchmark can resample its prediction files (optional verb `file_resampler`)."""
     predictions = Path(predictions).expanduser()
     data = Path(data).expanduser() if data is not None else None
     bench = make(benchmark, **options)
@@ -375,4 +392,13 @@ def score(
             raise DataError(f"{folder} is a run folder of {ran}, not {benchmark}; score it with `needlepoint score {ran}`")
         if data is None and config.get("data"):
             data = Path(str(config["data"]))
-    return bench, bench.score_file(predictions, data)
+    metrics = bench.score_file(predictions, data)
+    resample = getattr(bench, "file_resampler", None)
+    settings = ci or CiSettings()
+    if resample is not None and settings.enabled and "intervals" not in metrics:
+        from needlepoint.stats import interval_block
+
+        block = interval_block(resample(predictions, data), settings)
+        if block is not None:
+            metrics["intervals"] = block
+    return bench, metrics

@@ -1,4 +1,4 @@
-"""The command line: `needlepoint eval | score | report | merge | demo | build | human`.
+"""The command line: `needlepoint eval | score | report | merge | compare | runs | demo | build | human`.
 
 Exit codes (documented in the README): 0 every requested sample was answered; 3 some samples
 failed (the run folder is kept; `--retry-failed` or a plain rerun continues it), or `merge
@@ -22,10 +22,12 @@ from typing import Any
 
 from needlepoint import __version__, build, runs_list
 from needlepoint.benchmarks import declarations, names
+from needlepoint.compare import cli as compare_cli
 from needlepoint.errors import EXIT_INTERRUPTED, DataError, InternalFault
 from needlepoint.files import json_text
 from needlepoint.human import cli as human_cli
 from needlepoint.options import Option, add_options, given
+from needlepoint.stats.settings import add_ci_flags, ci_settings
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -158,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines on stderr")
     ev.add_argument("--no-report", action="store_true", help="skip the HTML report")
     ev.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
+    add_ci_flags(ev)
     ev.add_argument(
         "--solver",
         default="default",
@@ -181,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
     sc.add_argument("--out", type=Path, help="also write the predictions as a run folder (docs/reporting.md)")
     sc.add_argument("--label", help="with --out: the model's name when the file names none (default: the file's name)")
+    add_ci_flags(sc)
     add_options(sc, _merged("score_options"), set())
 
     rp = sub.add_parser("report", help="one leaderboard over several run folders")
@@ -206,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATTERN",
         help="only the published rows whose model matches this glob, e.g. 'Qwen2.5-VL-*' (implies --with-published; repeatable)",
     )
+    add_ci_flags(rp, resamples=False)
 
     mg = sub.add_parser("merge", help="merge the shard runs of one evaluation (--shard I/N) into one run folder")
     mg.add_argument("runs", nargs="+", type=Path, help="the shards' run folders")
@@ -225,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     dm.add_argument("--out", type=Path, default=Path("runs/demo"), help="where the demo's data and runs go")
     dm.add_argument("--benchmarks", default=",".join(d.name for d in declarations() if d.demo), help="comma-separated subset")
 
+    compare_cli.add_parser(sub)
     build.add_parser(sub)
     runs_list.add_parser(sub)
     human_cli.add_parser(sub)
@@ -312,8 +318,9 @@ def _print_metrics(bench: Any, metrics: dict[str, Any], as_json: bool) -> None:
         print(f"no metrics: none of the {run.get('requested')} requested samples was answered", file=sys.stderr)
         return
     from needlepoint.report.terminal import print_tables
+    from needlepoint.stats.tables import with_intervals
 
-    print_tables(bench.tables(metrics))
+    print_tables(with_intervals(bench.tables(metrics), metrics))
 
 
 def cmd_eval(ns: argparse.Namespace) -> int:
@@ -343,6 +350,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         solver=ns.solver,
         solver_options=_all_solver_options(ns),
         shard=ns.shard,
+        ci=ci_settings(ns),
     )
     if ns.repeats is not None:
         from needlepoint.repeats import evaluate_repeats, summary_table
@@ -386,7 +394,7 @@ def cmd_score(ns: argparse.Namespace) -> int:
         _print_metrics(bench, metrics, ns.json)
         print(f"run folder: {out}", file=sys.stderr)
         return 0
-    bench, metrics = score(ns.benchmark, ns.predictions, ns.data, **_options(ns, "score_options"))
+    bench, metrics = score(ns.benchmark, ns.predictions, ns.data, ci=ci_settings(ns), **_options(ns, "score_options"))
     _print_metrics(bench, metrics, ns.json)
     return 0
 
@@ -487,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         "report": cmd_report,
         "merge": cmd_merge,
         "demo": cmd_demo,
+        "compare": compare_cli.run,
         "build": build.run,
         "runs": runs_list.run,
         "human": human_cli.run,

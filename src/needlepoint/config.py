@@ -19,6 +19,7 @@ from needlepoint import numeric
 from needlepoint.conversation import Generation
 from needlepoint.errors import DataError
 from needlepoint.redact import is_credential_name, redact_url
+from needlepoint.stats.settings import CiSettings
 from needlepoint.text import has_surrogates, shown
 
 __all__ = ["RunConfig", "dataset_fingerprint", "hash_identity", "identity", "model_slug", "redact_url"]
@@ -53,6 +54,7 @@ class RunConfig:
     solver: str = "default"  # --solver: the registry name (needlepoint.solvers)
     solver_options: dict[str, Any] = field(default_factory=dict)  # the solver's settings (its constructor's keywords)
     shard: str | None = None  # "I/N": answer only shard I of N (see shard.py)
+    ci: CiSettings = field(default_factory=CiSettings)  # the intervals of metrics.json (--resamples, --ci-level, --no-ci)
 
     def __post_init__(self) -> None:
         """Check the numbers and URLs a user typed, each in one sentence."""

@@ -241,6 +241,9 @@ class Benchmark(Protocol):
     Optional verb: `cost(sample) -> float`, what a sample costs to answer relative to the others
     (e.g. its context length), for balancing `--shard` (shard.py); without it every sample costs 1.
 
+    Optional verb: `resampler(dataset, records) -> stats.Resampler`, the answered records as
+    bootstrap units, for the intervals of metrics.json (docs/statistics.md); without it, no intervals.
+
     `generation_defaults` are the authors' sampling settings where they differ from Generation's.
 
     The flow is load -> solve -> score -> report: `load` returns a Dataset carrying all it learned

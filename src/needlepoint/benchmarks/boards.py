@@ -129,6 +129,7 @@ class BoardRow:
     values: Sequence[Cell]
     source: str
     published: bool = False
+    spreads: Sequence[float | None] = ()  # per value: half its interval's width in % (shown "± x"), None for none
 
     def __post_init__(self) -> None:
         """Labels and source come from run files and folder names: made writable (text.py)."""
@@ -172,7 +173,13 @@ class Board:
 
     def display_rows(self) -> list[list[str]]:
         """Every row as the strings people see (see `cell`), source last."""
-        return [[*r.labels, *(self.cell(c, v) for c, v in zip(self.columns, r.values)), r.source] for r in self.rows]
+        return [[*r.labels, *(self._shown(r, i) for i in range(len(r.values))), r.source] for r in self.rows]
+
+    def _shown(self, row: BoardRow, i: int) -> str:
+        """A value cell with its interval as "± x" (one decimal) where the run has one."""
+        text = self.cell(self.columns[i], row.values[i])
+        spread = row.spreads[i] if i < len(row.spreads) else None
+        return f"{text} ± {spread:.1f}" if spread is not None and text and text != "corrupt" else text
 
 
 def pct(value: Any) -> float | None:

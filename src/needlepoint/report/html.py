@@ -40,6 +40,7 @@ from needlepoint.records import Record
 from needlepoint.redact import is_credential_name, redact_url, scrub
 from needlepoint.report.assets import CSS, JS
 from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
+from needlepoint.stats.tables import with_intervals
 
 __all__ = ["bench_title", "public_config", "write_atomic", "write_run_report"]
 
@@ -508,7 +509,7 @@ def write_run_report(
     title = bench_title(bench.name)
     model = run_label(header)
     metric_tables = bench.tables(metrics)
-    tables = "\n".join(table_html(t) for t in metric_tables)
+    tables = "\n".join(table_html(t) for t in with_intervals(metric_tables, metrics))
     # heatmaps named after the headline table's rows (MM-NIAH's tasks) keep that table's order
     row_names = [str(row[0]) for row in metric_tables[0].rows if row] if metric_tables else []
     heatmaps = _heatmap_section(copy_heatmaps(run_dir, report_dir, row_names), report_dir)

@@ -343,6 +343,24 @@ def write_leaderboard(boards: Sequence[Board], out: Path) -> list[Path]:
     return [md, *csvs, write_atomic(out / "leaderboard.html", html_page(boards))]
 
 
+def _keep_intervals(runs: Sequence[Run], level: float, off: bool) -> None:
+    """Drop the stored intervals (metrics.json's `intervals`) that the boards must not show: all of
+    them with --no-ci, and those of another level than --ci-level (said on stderr: they were drawn
+    when the run was scored; `needlepoint score` with that level draws them anew)."""
+    for run in runs:
+        block = run.metrics.get("intervals")
+        if not isinstance(block, dict):
+            continue
+        if not off and block.get("level") != level:
+            print(
+                f"{run.dir}: its intervals are at level {block.get('level')}, not {level}; shown without ±. "
+                f"`needlepoint score {run.benchmark} --predictions {run.dir} --ci-level {level}` draws them at {level}",
+                file=sys.stderr,
+            )
+        if off or block.get("level") != level:
+            run.metrics = {k: v for k, v in run.metrics.items() if k != "intervals"}
+
+
 def main(ns: Namespace) -> int:
     """`needlepoint report`: read the runs, print the boards, write them to --out."""
     runs: list[Run] = []
@@ -369,6 +387,7 @@ def main(ns: Namespace) -> int:
             f"no finished run found in {', '.join(map(str, ns.runs))}; pass run folders written by `needlepoint eval`"
         )
     incomplete = [r for r in runs if progress_mark(r)]
+    _keep_intervals(runs, getattr(ns, "ci_level", 0.95), getattr(ns, "no_ci", False))
     patterns = getattr(ns, "rows", None) or []
     boards = build_boards(runs, with_published=ns.with_published or bool(patterns))
     for board in boards:

@@ -248,6 +248,12 @@ class McBench(BaseBenchmark):
             ]
         return metrics
 
+    def resampler(self, dataset: Dataset[McSample], records: Sequence[Record]) -> Any:
+        """The answered samples as bootstrap units (stats.Resampler), matched once for both protocols."""
+        from needlepoint.benchmarks.mc_bench.resample import McResampler
+
+        return McResampler(_truth(dataset), results_from_records(dataset, records), [s.id for s in dataset])
+
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
         from needlepoint.benchmarks.mc_bench.tables import mc_tables
 
@@ -313,7 +319,20 @@ class McBench(BaseBenchmark):
     def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
         """Metrics of a COCO results file (the authors' format) or a run folder; needs only the
         annotation file, not the images."""
-        from needlepoint.benchmarks.mc_bench.scoring import read_results, score_results
+        from needlepoint.benchmarks.mc_bench.scoring import score_results
+
+        return score_results(*self._file_inputs(predictions, data))
+
+    def file_resampler(self, predictions: Path, data: Path | None = None) -> Any:
+        """The samples `score_file` scores, as bootstrap units (stats.Resampler)."""
+        from needlepoint.benchmarks.mc_bench.resample import McResampler
+
+        gt, results, ids = self._file_inputs(predictions, data)
+        return McResampler(gt, results, ids if ids is not None else [s.id for s in gt.samples])
+
+    def _file_inputs(self, predictions: Path, data: Path | None) -> tuple[GroundTruth, list[dict[str, Any]], list[str] | None]:
+        """The ground truth, the results and the samples (None: all) that `score_file` scores."""
+        from needlepoint.benchmarks.mc_bench.scoring import read_results
 
         if data is None:
             raise DataError("scoring mc_bench needs --data: the release folder or its annotation file (images not needed)")
@@ -328,7 +347,7 @@ class McBench(BaseBenchmark):
             results = read_results(predictions) if predictions.exists() else []
         else:
             results = read_results(predictions)
-        return score_results(gt, results, ids)
+        return gt, results, ids
 
     def published_run(self, predictions: Path, data: Path | None = None) -> Any:
         """A COCO results file as the records of a run (predictions_run.py); needs --data as `score_file` does."""

@@ -7,6 +7,7 @@ from typing import Any
 
 from needlepoint.benchmarks.boards import Board, BoardRow, Run, at, obj, pct
 from needlepoint.benchmarks.mc_bench.tables import STYLE_KEYS, TABLE2_COLUMNS
+from needlepoint.stats.tables import plus_minus
 
 __all__ = ["boards", "mc_values"]
 
@@ -21,6 +22,16 @@ def mc_values(block: Any, by_style: Any) -> list[float | None]:
         metric, _, style = column.partition("^")
         values.append(pct(at(by_style, styles[style], metric.lower()) if style else at(block, metric.lower())))
     return values
+
+
+def _interval_names(protocol: str, at_style: str) -> list[str]:
+    """The `intervals` names (stats) of TABLE2_COLUMNS for one protocol."""
+    styles = dict(STYLE_KEYS)
+    names = []
+    for column in TABLE2_COLUMNS:
+        metric, _, style = column.partition("^")
+        names.append(f"{at_style}/{styles[style]}/{metric.lower()}" if style else f"{protocol}/{metric.lower()}")
+    return names
 
 
 def boards(runs: Sequence[Run]) -> list[Board]:
@@ -39,6 +50,10 @@ def boards(runs: Sequence[Run]) -> list[Board]:
         official, corrected = obj(m.get("official")), obj(m.get("corrected"))
         corrected_styles = corrected.get("by_style") or at(m, "analyses", "by_style")
         setting = str(run.option("input_mode") or "")
-        board.rows.append(BoardRow([run.label, setting, "official"], mc_values(official, official.get("by_style")), str(run.dir)))
-        board.rows.append(BoardRow([run.label, setting, "corrected"], mc_values(corrected, corrected_styles), str(run.dir)))
+        for protocol, block, styles, at_style in (
+            ("official", official, official.get("by_style"), "official/by_style"),
+            ("corrected", corrected, corrected_styles, "analyses/by_style"),
+        ):
+            spreads = [plus_minus(m, name) for name in _interval_names(protocol, at_style)]
+            board.rows.append(BoardRow([run.label, setting, protocol], mc_values(block, styles), str(run.dir), spreads=spreads))
     return [board]

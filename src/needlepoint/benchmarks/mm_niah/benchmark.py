@@ -155,6 +155,20 @@ class MmNiah(BaseBenchmark):
             metrics["rag"] = shares
         return metrics
 
+    def resampler(self, dataset: Dataset[NiahSample], records: Sequence[Record]) -> Any:
+        """The scored samples as bootstrap units (stats.Resampler), drawn within task and range;
+        None when no record carries a score (a split without answers)."""
+        from needlepoint.benchmarks.mm_niah.resample import NiahResampler
+
+        by_id = {s.id: s for s in dataset}
+        ids, rows = [], []
+        for rec in records:
+            s, value = by_id[rec["id"]], scores(rec).get("score")
+            if value is not None:
+                ids.append(str(rec["id"]))
+                rows.append({"task": s.task, "context_length": s.context_length, "placed_depth": s.placed_depth, "score": value})
+        return NiahResampler(ids, rows) if rows else None
+
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
         return niah_tables(metrics)
 

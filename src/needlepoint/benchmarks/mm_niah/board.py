@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from needlepoint.benchmarks.boards import Board, BoardRow, PublishedRow, Run, at, obj, pct
 from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_RANGES, EXTENDED_RANGES, PAPER_TASKS
 from needlepoint.benchmarks.mm_niah.tables import present_ranges
+from needlepoint.stats.tables import plus_minus
 
 __all__ = ["boards", "published_by_task"]
 
@@ -44,9 +45,11 @@ def boards(runs: Sequence[Run]) -> list[Board]:
             pct(at(overall, "scores", range_names.index(r))) if r in range_names and here[range_names.index(r)] else None
             for r in CONTEXT_RANGES
         ]
-        ranges.rows.append(BoardRow(labels, [*by_range, pct(overall.get("overall"))], str(run.dir)))
+        spread = [plus_minus(m, f"overall/scores/{r}") for r in CONTEXT_RANGES] + [plus_minus(m, "overall/overall")]
+        ranges.rows.append(BoardRow(labels, [*by_range, pct(overall.get("overall"))], str(run.dir), spreads=spread))
         by_task = [pct(at(m, "tasks", t, "overall")) for t in PAPER_TASKS]
-        tasks.rows.append(BoardRow(labels, [*by_task, pct(overall.get("overall"))], str(run.dir)))
+        spread = [plus_minus(m, f"tasks/{t}/overall") for t in PAPER_TASKS] + [plus_minus(m, "overall/overall")]
+        tasks.rows.append(BoardRow(labels, [*by_task, pct(overall.get("overall"))], str(run.dir), spreads=spread))
     boards = [ranges, tasks]
     extended = [r for r in runs if isinstance(r.metrics.get("extended"), dict)]
     if extended:  # sets built past 64k: the 64k range split at 128k, 256k, 512k, 1M, beside the official board

@@ -121,6 +121,12 @@ class RefAdv(BaseBenchmark):
     def score(self, dataset: Dataset[RefAdvSample], records: Sequence[Record]) -> dict[str, Any]:
         return score_rows(sample_rows(dataset, records))
 
+    def resampler(self, dataset: Dataset[RefAdvSample], records: Sequence[Record]) -> Any:
+        """The bootstrap units of the answered records (stats.Resampler): one case each."""
+        from needlepoint.benchmarks.ref_adv.resample import RefAdvResampler
+
+        return RefAdvResampler.from_rows([str(r["id"]) for r in records], sample_rows(dataset, records))
+
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
         from needlepoint.benchmarks.ref_adv.tables import ref_tables
 
@@ -176,13 +182,25 @@ class RefAdv(BaseBenchmark):
 
     def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
         """Metrics of a prediction file: the authors' schema, or a run's records.jsonl."""
-        if predictions.is_dir() or predictions.name == "records.jsonl":
-            folder = predictions if predictions.is_dir() else predictions.parent
-            predictions = folder / PREDICTIONS
-        return score_rows(read_authors_predictions(predictions))
+        return score_rows(read_authors_predictions(_prediction_file(predictions)))
+
+    def file_resampler(self, predictions: Path, data: Path | None = None) -> Any:
+        """The rows `score_file` scores as bootstrap units (stats.Resampler), named by their line."""
+        from needlepoint.benchmarks.ref_adv.resample import RefAdvResampler
+
+        rows = read_authors_predictions(_prediction_file(predictions))
+        return RefAdvResampler.from_rows([str(i) for i in range(len(rows))], rows)
 
     def published_run(self, predictions: Path, data: Path | None = None) -> Any:
         """The authors' prediction file as the records of a run (predictions_run.py)."""
         from needlepoint.benchmarks.ref_adv.published_run import published_run
 
         return published_run(predictions)
+
+
+def _prediction_file(predictions: Path) -> Path:
+    """The prediction file `score_file` reads: the given file, or a run folder's file in the authors' schema."""
+    if predictions.is_dir() or predictions.name == "records.jsonl":
+        folder = predictions if predictions.is_dir() else predictions.parent
+        return folder / PREDICTIONS
+    return predictions

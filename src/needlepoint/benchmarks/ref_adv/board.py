@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from needlepoint.benchmarks.boards import Board, BoardRow, Run, at, count, pct
 from needlepoint.benchmarks.ref_adv.scoring import BINS
+from needlepoint.stats.tables import plus_minus
 
 __all__ = ["boards"]
 
@@ -31,5 +32,7 @@ def boards(runs: Sequence[Run]) -> list[Board]:
             *(pct(at(m, "bins", b, "acc@0.5")) for b in REF_BINS),
             count(m.get("parse_fail")),
         ]
-        board.rows.append(BoardRow([run.label, str(run.option("prompt_mode") or "")], values, str(run.dir)))
+        names = [None, *(f"acc@{t}" for t in ("0.5", "0.75", "0.9")), *(f"bins/{b}/acc@0.5" for b in REF_BINS), None]
+        spreads = [plus_minus(m, n) if n else None for n in names]
+        board.rows.append(BoardRow([run.label, str(run.option("prompt_mode") or "")], values, str(run.dir), spreads=spreads))
     return [board]

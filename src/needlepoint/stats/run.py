@@ -1,0 +1,43 @@
+"""A run's intervals: the benchmark's resampler (optional verb), bootstrapped into metrics.json's
+`intervals` block, kept apart from the point estimates so those stay exactly as they were."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from needlepoint.records import Record
+from needlepoint.stats.bootstrap import bootstrap_interval
+from needlepoint.stats.resampler import Resampler
+from needlepoint.stats.settings import CiSettings
+
+__all__ = ["interval_block", "resampler_of"]
+
+
+def resampler_of(bench: Any, dataset: Any, records: Sequence[Record]) -> Resampler | None:
+    """The benchmark's resampler of these answered records (`bench.resampler(dataset, records)`),
+    or None for a benchmark without one or a run with nothing to resample."""
+    make = getattr(bench, "resampler", None)
+    if make is None or not records:
+        return None
+    resampler: Resampler | None = make(dataset, records)
+    return resampler
+
+
+def interval_block(resampler: Resampler | None, settings: CiSettings) -> dict[str, Any] | None:
+    """metrics.json's `intervals` block: how they were drawn, and per metric name (a "/"-joined path
+    into metrics.json) {estimate, lo, hi} or {estimate, none: reason}. None when intervals are off
+    or the benchmark has no resampler."""
+    if resampler is None or not settings.enabled:
+        return None
+    intervals = bootstrap_interval(resampler, settings.resamples, settings.level, settings.seed)
+    return {
+        "method": "percentile bootstrap",
+        "level": settings.level,
+        "resamples": settings.resamples,
+        "seed": settings.seed,
+        "unit": resampler.unit,
+        "units": len(resampler.units),
+        "stratified": resampler.strata is not None,
+        "metrics": intervals.to_json(),
+    }

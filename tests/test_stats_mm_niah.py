@@ -1,0 +1,74 @@
+"""MM-NIAH intervals: the authors' aggregation recomputed on a draw equals aggregate() on the whole
+set (per task and range, per task, overall), draws stay within task and range, and a missing task
+leaves the overall without interval."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+from needlepoint.benchmarks.mm_niah.aggregate import aggregate
+from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_RANGES, TASKS
+from needlepoint.benchmarks.mm_niah.resample import NiahResampler
+from needlepoint.stats import bootstrap_interval
+
+
+def _rows(n: int, seed: int, tasks: tuple[str, ...] = TASKS) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        depth: float | list[float] = rng.choice([0.0, 0.2, 0.4, 0.6, 0.8, 1.0, rng.random()])
+        if rng.random() < 0.1:
+            depth = [rng.random(), rng.random()]
+        out.append(
+            {
+                "task": rng.choice(tasks),
+                "context_length": rng.choice([500, rng.randint(1000, 70000)]),
+                "placed_depth": depth,
+                "score": rng.choice([0.0, 1.0, 1.0, 0.5, 0.25]),  # partial credit too
+            }
+        )
+    return out
+
+
+def _expected(metrics: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for task, block in metrics["tasks"].items():
+        for label, v in zip(CONTEXT_RANGES, block["scores"], strict=True):
+            out[f"tasks/{task}/scores/{label}"] = v
+        out[f"tasks/{task}/overall"] = block["overall"]
+    if metrics["overall"] is not None:
+        for label, v in zip(CONTEXT_RANGES, metrics["overall"]["scores"], strict=True):
+            out[f"overall/scores/{label}"] = v
+        out["overall/overall"] = metrics["overall"]["overall"]
+    return out
+
+
+def test_whole_set_equals_the_aggregate() -> None:
+    for seed in (1, 2, 3):
+        rows = _rows(900, seed)
+        r = NiahResampler([str(i) for i in range(len(rows))], rows)
+        assert r.metrics(np.arange(len(rows))) == _expected(aggregate(rows))
+
+
+def test_a_draw_equals_the_aggregate_of_the_drawn_rows() -> None:
+    rows = _rows(600, 4)
+    r = NiahResampler([str(i) for i in range(len(rows))], rows)
+    idx = np.random.default_rng(0).integers(0, len(rows), len(rows))
+    # tasks may first appear in another order among the drawn rows: the mean over tasks can then
+    # differ in its last bit, and the 6-decimal rounding by one unit
+    want = _expected(aggregate([rows[i] for i in idx.tolist()]))
+    assert r.metrics(idx) == pytest.approx(want, abs=1.5e-6)
+
+
+def test_draws_keep_each_task_and_range_and_overall_needs_all_tasks() -> None:
+    rows = _rows(400, 5, tasks=TASKS[:3])
+    r = NiahResampler([str(i) for i in range(len(rows))], rows)
+    assert r.strata is not None and len(set(r.strata)) > 10
+    intervals = bootstrap_interval(r, resamples=200, seed=0)
+    assert "overall/overall" not in intervals
+    iv = intervals[f"tasks/{TASKS[0]}/overall"]
+    assert iv is not None and iv.lo <= iv.estimate <= iv.hi
