@@ -389,7 +389,7 @@ def cmd_score(ns: argparse.Namespace) -> int:
         from needlepoint.predictions_run import write_predictions_run
 
         bench, metrics, out = write_predictions_run(
-            ns.benchmark, ns.predictions, ns.data, ns.out, ns.label, **_options(ns, "score_options")
+            ns.benchmark, ns.predictions, ns.data, ns.out, ns.label, ci_settings(ns), **_options(ns, "score_options")
         )
         _print_metrics(bench, metrics, ns.json)
         print(f"run folder: {out}", file=sys.stderr)

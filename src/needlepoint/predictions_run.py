@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint import __version__, status
+from needlepoint.api import score
 from needlepoint.benchmarks import make
 from needlepoint.benchmarks.base import Benchmark
 from needlepoint.benchmarks.published import PublishedRun
@@ -27,6 +28,7 @@ from needlepoint.errors import DataError
 from needlepoint.files import write_atomic, write_json, write_lines
 from needlepoint.outcome import run_counts
 from needlepoint.records import RunHeader
+from needlepoint.stats.settings import CiSettings
 from needlepoint.store import HEADER, METRICS, RECORDS
 
 __all__ = ["PUBLISHED_PREFIX", "PublishedRun", "is_published", "write_predictions_run"]
@@ -83,10 +85,11 @@ def write_predictions_run(
     data: Path | None,
     out: Path,
     label: str | None = None,
+    ci: CiSettings | None = None,
     **options: Any,
 ) -> tuple[Benchmark, dict[str, Any], Path]:
     """Write the run folder `out` for a predictions file; return the benchmark, the metrics (as
-    `score` prints them, with the `run` block) and the folder."""
+    `score` prints them, intervals included, with the `run` block) and the folder."""
     predictions = Path(predictions).expanduser()
     if not predictions.exists():
         raise DataError(f"--predictions {predictions} does not exist")
@@ -99,7 +102,7 @@ def write_predictions_run(
     published: PublishedRun = reader(predictions, data)
     if not published.records:
         raise DataError(f"{predictions} holds no predictions")
-    metrics = bench.score_file(predictions, data)
+    _, metrics = score(benchmark, predictions, data, ci=ci, **options)
     model = label or published.model or predictions.stem
     name = PUBLISHED_PREFIX + model
     digest = _sha256(predictions)
