@@ -182,7 +182,11 @@ def _vector(item: Any, where: str) -> list[float]:
     if not set(map(type, vec)) <= {float, int}:
         bad = next(x for x in vec if type(x) not in (float, int))
         raise InvalidAnswer(f"invalid_response: {where} holds {_number(bad)}, not a number", reason="sent a bad vector")
-    if not all(map(_finite, vec)):
+    try:  # one pass in numpy: a long answer holds hundreds of thousands of numbers
+        finite = bool(np.isfinite(np.asarray(vec, dtype=np.float64)).all())
+    except OverflowError:  # a whole number beyond float range
+        finite = False
+    if not finite:
         bad = next(x for x in vec if not _finite(x))
         raise InvalidAnswer(f"invalid_response: {where} holds {_number(bad)}, not a finite number", reason="sent a bad vector")
     return vec
@@ -246,7 +250,8 @@ class ServedEmbedder:
     async def _post(self, route: Callable[[str], str], lane: str, payload: dict[str, Any], parse: Callable[[Any], Any]) -> Any:
         """POST JSON under the policy; `parse(json)` of the answer, or RequestError."""
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-        got = await self.transport.post(route, body, lambda raw: parse(load_json(raw)), lane, self.timeout_s)
+        floats = lane == EMBEDDINGS  # vectors: read fast (load_json)
+        got = await self.transport.post(route, body, lambda raw: parse(load_json(raw, floats=floats)), lane, self.timeout_s)
         return got.value
 
     # --- the endpoint check --------------------------------------------------------------------

@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
+import orjson
 
 from needlepoint import status
 from needlepoint.endpoints import split_weight
@@ -151,8 +152,16 @@ def head(raw: bytes, n: int = 200) -> str:
     return raw[:n].decode("utf-8", "replace")
 
 
-def load_json(raw: bytes, what: str = "JSON") -> Any:
-    """An answer's body parsed as JSON, or InvalidAnswer (also for JSON nested too deep to parse)."""
+def load_json(raw: bytes, what: str = "JSON", floats: bool = False) -> Any:
+    """An answer's body parsed as JSON, or InvalidAnswer (also for JSON nested too deep to parse).
+    `floats`: the answer is made of floats (embedding vectors, megabytes of them), read by orjson
+    first, which reads a whole number beyond 64 bits as a float; every other answer keeps its
+    whole numbers exact (a token count of 10**100 is named as such)."""
+    if floats:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass  # NaN or Infinity tokens, lone surrogates, deep nesting, or no JSON: the standard reader decides
     try:
         return json.loads(raw)
     except (ValueError, RecursionError):
