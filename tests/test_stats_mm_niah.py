@@ -35,14 +35,20 @@ def _rows(n: int, seed: int, tasks: tuple[str, ...] = TASKS) -> list[dict[str, A
 
 
 def _expected(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The metrics by name, without the per-range numbers of ranges that hold no sample (0 by the
+    authors' rule on every draw: no interval line of their own)."""
     out: dict[str, Any] = {}
+    seen = [False] * len(CONTEXT_RANGES)
     for task, block in metrics["tasks"].items():
-        for label, v in zip(CONTEXT_RANGES, block["scores"], strict=True):
-            out[f"tasks/{task}/scores/{label}"] = v
+        for r, (label, v) in enumerate(zip(CONTEXT_RANGES, block["scores"], strict=True)):
+            if any(row[r] for row in block["counts"]):
+                out[f"tasks/{task}/scores/{label}"] = v
+                seen[r] = True
         out[f"tasks/{task}/overall"] = block["overall"]
     if metrics["overall"] is not None:
-        for label, v in zip(CONTEXT_RANGES, metrics["overall"]["scores"], strict=True):
-            out[f"overall/scores/{label}"] = v
+        for r, (label, v) in enumerate(zip(CONTEXT_RANGES, metrics["overall"]["scores"], strict=True)):
+            if seen[r]:
+                out[f"overall/scores/{label}"] = v
         out["overall/overall"] = metrics["overall"]["overall"]
     return out
 
@@ -61,7 +67,17 @@ def test_a_draw_equals_the_aggregate_of_the_drawn_rows() -> None:
     # tasks may first appear in another order among the drawn rows: the mean over tasks can then
     # differ in its last bit, and the 6-decimal rounding by one unit
     want = _expected(aggregate([rows[i] for i in idx.tolist()]))
-    assert r.metrics(idx) == pytest.approx(want, abs=1.5e-6)
+    got = r.metrics(idx)
+    assert {k: got[k] for k in want} == pytest.approx(want, abs=1.5e-6)
+    assert all(got[k] == 0 for k in got.keys() - want.keys())  # a range this (unstratified) draw missed
+
+
+def test_a_range_without_samples_has_no_interval_line() -> None:
+    rows = [r for r in _rows(3000, 6) if not (r["task"] == TASKS[0] and 2000 <= r["context_length"] < 4000)]
+    r = NiahResampler([str(i) for i in range(len(rows))], rows)
+    names = r.metrics(np.arange(len(rows)))
+    assert f"tasks/{TASKS[0]}/scores/2k" not in names and f"tasks/{TASKS[1]}/scores/2k" in names
+    assert "overall/scores/2k" in names and f"tasks/{TASKS[0]}/overall" in names
 
 
 def test_draws_keep_each_task_and_range_and_overall_needs_all_tasks() -> None:

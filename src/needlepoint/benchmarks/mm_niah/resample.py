@@ -3,7 +3,8 @@ strata of the authors' aggregation), and the official aggregation recomputed on 
 means per range and depth bin (0 for an empty cell), each task's per-range score as the mean of its
 depth cells rounded to 6 decimals, its overall, and the overall across the six tasks (only when all
 six are present), with the same roundings. On all samples once the numbers are aggregate()'s to the
-last bit (tests/test_stats_mm_niah.py). Rows below 1,000 tokens, which the aggregate drops, are
+last bit (tests/test_stats_mm_niah.py). A range with no sample of a task (0 by the authors' rule,
+whatever is drawn) is left out of the per-range numbers. Rows below 1,000 tokens, which the aggregate drops, are
 units of their own stratum and move no number. The `extended` ranges get no intervals."""
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ class NiahResampler:
         self._bin = np.where(c >= 0, t * _CELLS + c, n_bins)  # one extra bin: rows the aggregate drops
         self._bins = n_bins + 1
         self._score = np.asarray([float(r["score"]) for r in rows], dtype=np.float64)
+        # (task, range) with samples: a range without any is 0 by the authors' rule on every draw,
+        # so it gets no interval line of its own (the task's overall still counts it as 0)
+        present = np.zeros((len(self._tasks), _RANGES), dtype=bool)
+        present[t[c >= 0], c[c >= 0] // DEPTH_BINS] = True
+        self._present = present
         self._complete = all(task in self._tasks for task in TASKS)
 
     def metrics(self, idx: np.ndarray) -> dict[str, float | None]:
@@ -72,12 +78,14 @@ class NiahResampler:
         out: dict[str, np.ndarray] = {}
         for k, task in enumerate(self._tasks):
             for r, label in enumerate(CONTEXT_RANGES):
-                out[f"tasks/{task}/scores/{label}"] = scores[:, k, r]
+                if self._present[k, r]:
+                    out[f"tasks/{task}/scores/{label}"] = scores[:, k, r]
             out[f"tasks/{task}/overall"] = _rounded(scores[:, k].mean(axis=1))
         if self._complete:
             overall = _rounded(scores.mean(axis=1))
             for r, label in enumerate(CONTEXT_RANGES):
-                out[f"overall/scores/{label}"] = overall[:, r]
+                if self._present[:, r].any():
+                    out[f"overall/scores/{label}"] = overall[:, r]
             out["overall/overall"] = _rounded(overall.mean(axis=1))
         return out
 
