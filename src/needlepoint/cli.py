@@ -20,11 +20,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint import __version__, build
+from needlepoint import __version__, build, dryrun
 from needlepoint.benchmarks import declarations, names
 from needlepoint.errors import EXIT_INTERRUPTED, DataError, InternalFault
 from needlepoint.files import json_text
 from needlepoint.options import Option, add_options, given
+from needlepoint.serve import flags as serve_flags
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -102,7 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--data", required=True, help="the benchmark's release folder (or file)")
     ev.add_argument("--model", required=True, help="the model name the server expects")
     ev.add_argument(
-        "--api-url", action="append", required=True, help="base URL such as http://localhost:8000/v1; repeat to spread requests"
+        "--api-url",
+        action="append",
+        help="base URL such as http://localhost:8000/v1; repeat to spread requests (not with --serve or --dry-run)",
     )
     ev.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY); never written to disk")
     ev.add_argument("--limit", type=int, help="only the first N samples")
@@ -166,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _bench_options(ev)
     _solver_flags(ev)
+    serve_flags.add_arguments(ev)
+    dryrun.add_arguments(ev)
 
     sc = sub.add_parser("score", help="score saved predictions (authors' formats or a run folder) without a model")
     sc.add_argument("benchmark", choices=names())
@@ -297,11 +302,13 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     from needlepoint.api import evaluate
     from needlepoint.config import RunConfig
 
+    solver_options = _all_solver_options(ns)
+    plan = None if ns.dry_run else serve_flags.plan_from_args(ns, solver_options, not ns.no_progress and not ns.json)
     config = RunConfig(
         benchmark=ns.benchmark,
         data=Path(ns.data).expanduser(),
-        model=ns.model,
-        api_urls=ns.api_url,
+        model=plan.name("model") or ns.model if plan else ns.model,
+        api_urls=plan.urls("model") or ns.api_url or [] if plan else ns.api_url or [],
         api_key=ns.api_key or os.environ.get("OPENAI_API_KEY"),
         options=_options(ns),
         generation=_generation(ns),
@@ -318,10 +325,17 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         show_progress=not ns.no_progress and not ns.json,
         report=not ns.no_report,
         solver=ns.solver,
-        solver_options=_all_solver_options(ns),
+        solver_options=solver_options,
         shard=ns.shard,
+        serve=plan,
     )
-    result = evaluate(config)
+    if ns.dry_run:
+        return dryrun.run_cli(ns, config)
+    if plan is None:
+        result = evaluate(config)
+    else:
+        with plan:  # the servers stop at the end, on Ctrl-C, SIGTERM and failure
+            result = evaluate(config)
     _print_metrics(result.benchmark, result.metrics, ns.json)
     err = sys.stderr
     print(f"run folder: {result.run_dir}", file=err)

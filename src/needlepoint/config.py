@@ -53,6 +53,7 @@ class RunConfig:
     solver: str = "default"  # --solver: the registry name (needlepoint.solvers)
     solver_options: dict[str, Any] = field(default_factory=dict)  # the solver's settings (its constructor's keywords)
     shard: str | None = None  # "I/N": answer only shard I of N (see shard.py)
+    serve: Any = field(default=None, repr=False)  # a serve.ServePlan: the servers evaluate starts (--serve), not identity
 
     def __post_init__(self) -> None:
         """Check the numbers and URLs a user typed, each in one sentence."""
@@ -118,6 +119,7 @@ class RunConfig:
             "max_wait_s": self.max_wait_s,
             "neutral_sampling": self.neutral_sampling,
             **({"shard": self.shard} if self.shard else {}),
+            **({"serve": self.serve.public()} if self.serve is not None else {}),
             **(
                 {"solver": self.solver, "solver_options": public_solver_options(self.solver_options)}
                 if self.solver != "default"
