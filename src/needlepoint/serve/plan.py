@@ -85,7 +85,7 @@ class ServePlan:
         began = time.monotonic()
         title = ENGINES[self.specs[0].engine].title
         tty = sys.stderr.isatty()
-        last_note = began
+        last_note = began - NOTE_EVERY_S  # the first line at once, then one every NOTE_EVERY_S
         pending = [p for _, _, p in self.servers]
         while pending:
             for p in list(pending):
