@@ -20,7 +20,7 @@ import pytest
 from helpers.cli import one_sentence, run_cli
 from helpers.paths import REPO
 
-FAKE = '''#!{python}
+FAKE = """#!{python}
 import json, os, signal, subprocess, sys, time
 
 args = sys.argv[1:]
@@ -46,7 +46,7 @@ SimulatedServer(port=int(flag("--port")), models=[flag("--served-model-name")]).
 print("INFO ready", flush=True)
 while True:
     time.sleep(1)
-'''
+"""
 
 
 @pytest.fixture
