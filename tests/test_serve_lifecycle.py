@@ -1,9 +1,8 @@
 """`--serve`: needlepoint starts the servers, waits for them, runs against them and stops them, at
 the end, after a server's death at start, on SIGTERM and Ctrl-C, and after its own kill -9.
 
-The server is a fake `vllm` executable this file writes: it serves /v1/models and chat requests
-(the simulated model), starts a child process as vLLM starts its engine, and records its argv,
-its CUDA_VISIBLE_DEVICES and every pid it made, so that a test can check that none is left."""
+The server is the fake `vllm` executable of helpers/fake_vllm.py, which records every process it
+makes, so that a test can check that none is left."""
 
 from __future__ import annotations
 
@@ -18,56 +17,13 @@ from typing import Any
 
 import pytest
 from helpers.cli import one_sentence, run_cli
-from helpers.paths import REPO
-
-FAKE = """#!{python}
-import json, os, signal, subprocess, sys, time
-
-args = sys.argv[1:]
-def flag(name):
-    return args[args.index(name) + 1]
-
-state = os.environ["FAKE_SERVE_STATE"]
-mode = os.environ.get("FAKE_SERVE_MODE", "ok")
-engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # like vLLM's engine process
-with open(os.path.join(state, "pids"), "a") as fh:
-    fh.write(f"{{os.getpid()}}\\n{{engine.pid}}\\n")
-with open(os.path.join(state, f"argv-{{os.getpid()}}.json"), "w") as fh:
-    json.dump({{"argv": args, "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}}, fh)
-print("INFO loading weights", flush=True)
-if mode == "die":
-    print("ValueError: the model at /weights is broken", flush=True)
-    sys.exit(3)
-if mode == "never":
-    time.sleep(600)
-from needlepoint.models.simulated import SimulatedServer
-
-SimulatedServer(port=int(flag("--port")), models=[flag("--served-model-name")]).start()
-print("INFO ready", flush=True)
-while True:
-    time.sleep(1)
-"""
+from helpers.fake_vllm import all_gone, fake_env, server_pids, write_fake_vllm
 
 
 @pytest.fixture
 def fake_vllm(tmp_path: Path) -> tuple[Path, Path]:
     """The fake `vllm` executable and the folder where its servers leave their state."""
-    state = tmp_path / "state"
-    state.mkdir()
-    exe = tmp_path / "bin" / "vllm"
-    exe.parent.mkdir()
-    exe.write_text(FAKE.format(python=sys.executable))
-    exe.chmod(0o755)
-    return exe, state
-
-
-def _env(state: Path, mode: str = "ok", gpus: str = "") -> dict[str, str]:
-    return {
-        "FAKE_SERVE_STATE": str(state),
-        "FAKE_SERVE_MODE": mode,
-        "CUDA_VISIBLE_DEVICES": gpus,
-        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
-    }
+    return write_fake_vllm(tmp_path)
 
 
 def _args(data: Path, exe: Path, out: Path, *extra: str) -> list[str]:
@@ -77,51 +33,22 @@ def _args(data: Path, exe: Path, out: Path, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _pids(state: Path) -> list[int]:
-    path = state / "pids"
-    return [int(p) for p in path.read_text().split()] if path.exists() else []
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process exists and is no zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _all_gone(pids: list[int], within_s: float = 60.0) -> list[int]:
-    """The pids still alive after waiting up to `within_s` for them to end (a deadline, not a timing check)."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        left = [p for p in pids if _alive(p)]
-        if not left:
-            return []
-        time.sleep(0.2)
-    return [p for p in pids if _alive(p)]
-
-
 def _wait_for_servers(state: Path, count: int, proc: subprocess.Popen[Any]) -> list[int]:
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(_pids(state)) < 2 * count:
+    while time.monotonic() < deadline and len(server_pids(state)) < 2 * count:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.2)
-    return _pids(state)
+    return server_pids(state)
 
 
 def test_a_run_starts_its_servers_and_stops_them(fake_vllm: tuple[Path, Path], ref_release: Any, tmp_path: Path) -> None:
     exe, state = fake_vllm
     out = tmp_path / "run"
-    proc = run_cli(_args(ref_release[0], exe, out, "--serve-replicas", "2"), env=_env(state, gpus="3,5"))
+    proc = run_cli(_args(ref_release[0], exe, out, "--serve-replicas", "2"), env=fake_env(state, gpus="3,5"))
     assert proc.returncode == 0, proc.stderr
     assert "vLLM loading weights:" in proc.stderr and "vLLM ready after" in proc.stderr
-    pids = _pids(state)
-    assert len(pids) == 4 and _all_gone(pids) == []
+    pids = server_pids(state)
+    assert len(pids) == 4 and all_gone(pids) == []
     header = json.loads((out / "run.json").read_text())
     servers = header["config"]["serve"]["servers"]
     assert [s["gpus"] for s in servers] == [["3"], ["5"]]  # disjoint groups from CUDA_VISIBLE_DEVICES
@@ -142,12 +69,12 @@ def test_a_server_dying_at_start_is_one_sentence_with_its_log(
 ) -> None:
     exe, state = fake_vllm
     out = tmp_path / "run"
-    proc = run_cli(_args(ref_release[0], exe, out, "--no-progress"), env=_env(state, mode="die"))
+    proc = run_cli(_args(ref_release[0], exe, out, "--no-progress"), env=fake_env(state, mode="die"))
     assert proc.returncode == 2
     line = one_sentence(proc.stderr)
     assert "exited with code 3 while starting" in line and "ValueError: the model at /weights is broken" in line
     assert str(out / "serve" / "model-0.log") in line
-    assert _all_gone(_pids(state)) == []  # the engine child of the dead server too
+    assert all_gone(server_pids(state)) == []  # the engine child of the dead server too
     assert not (out / "run.json").exists()
 
 
@@ -156,7 +83,7 @@ def test_sigterm_and_ctrl_c_stop_the_servers(fake_vllm: tuple[Path, Path], ref_r
     exe, state = fake_vllm
     proc = subprocess.Popen(
         [sys.executable, "-m", "needlepoint.cli", *_args(ref_release[0], exe, tmp_path / "run", "--serve-replicas", "2")],
-        env={**os.environ, **_env(state, mode="never")},
+        env={**os.environ, **fake_env(state, mode="never")},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -166,26 +93,26 @@ def test_sigterm_and_ctrl_c_stop_the_servers(fake_vllm: tuple[Path, Path], ref_r
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
-    assert _all_gone(pids) == []
+    assert all_gone(pids) == []
 
 
 def test_kill_9_of_needlepoint_leaves_no_server(fake_vllm: tuple[Path, Path], ref_release: Any, tmp_path: Path) -> None:
     exe, state = fake_vllm
     proc = subprocess.Popen(
         [sys.executable, "-m", "needlepoint.cli", *_args(ref_release[0], exe, tmp_path / "run")],
-        env={**os.environ, **_env(state, mode="never")},
+        env={**os.environ, **fake_env(state, mode="never")},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     pids = _wait_for_servers(state, 1, proc)
     proc.kill()
     proc.wait()
-    assert _all_gone(pids, within_s=30) == []
+    assert all_gone(pids, within_s=30) == []
 
 
 def test_serve_and_api_url_together_are_refused(fake_vllm: tuple[Path, Path], ref_release: Any, tmp_path: Path) -> None:
     exe, state = fake_vllm
-    proc = run_cli([*_args(ref_release[0], exe, tmp_path / "run"), "--api-url", "http://127.0.0.1:1/v1"], env=_env(state))
+    proc = run_cli([*_args(ref_release[0], exe, tmp_path / "run"), "--api-url", "http://127.0.0.1:1/v1"], env=fake_env(state))
     assert proc.returncode == 2
     assert "--api-url has nothing to add" in one_sentence(proc.stderr)
-    assert _pids(state) == []
+    assert server_pids(state) == []
