@@ -21,7 +21,7 @@ def test_the_module_form_names_the_model_by_flag_and_keeps_the_users_flags_last(
     assert cmd[:5] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/w/Qwen"]
     assert cmd[cmd.index("--port") + 1] == "8123" and cmd[cmd.index("--tensor-parallel-size") + 1] == "2"
     assert cmd[cmd.index("--generation-config") + 1] == "vllm"
-    assert json.loads(cmd[cmd.index("--limit-mm-per-prompt") + 1]) == {"image": 7}
+    assert json.loads(cmd[cmd.index("--limit-mm-per-prompt") + 1]) == {"image": 7, "video": 0}
     assert cmd[-2:] == ["--max-model-len", "4096"]
 
 

@@ -57,7 +57,7 @@ def test_a_run_starts_its_servers_and_stops_them(fake_vllm: tuple[Path, Path], r
         cmd = s["command"]
         assert cmd[:3] == [str(exe), "serve", "org/m"] and s["generation_config"] == "vllm"
         assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--served-model-name") + 1] == "org/m"
-        assert json.loads(cmd[cmd.index("--limit-mm-per-prompt") + 1]) == {"image": 1}
+        assert json.loads(cmd[cmd.index("--limit-mm-per-prompt") + 1]) == {"image": 1, "video": 0}
         assert (out / "serve" / s["log"]).read_text().count("INFO ready") == 1
     seen = [json.loads(p.read_text()) for p in state.glob("argv-*.json")]
     assert sorted(s["gpus"] for s in seen) == ["3", "5"]

@@ -142,7 +142,8 @@ def server_command(spec: ServeSpec, start: Sequence[str], port: int, max_images:
         if spec.pooling and not has_flag(args, "--runner", "--task"):
             cmd += ["--runner", "pooling"]
         if max_images and not spec.pooling and not has_flag(args, "--limit-mm-per-prompt"):
-            cmd += ["--limit-mm-per-prompt", json.dumps({"image": max_images})]
+            # no video: a benchmark sends images only, and vLLM then profiles no video inputs at start
+            cmd += ["--limit-mm-per-prompt", json.dumps({"image": max_images, "video": 0})]
     elif engine.name == "sglang" and spec.pooling and not has_flag(args, "--is-embedding"):
         cmd += ["--is-embedding"]
     return cmd + args
