@@ -116,3 +116,36 @@ def test_serve_and_api_url_together_are_refused(fake_vllm: tuple[Path, Path], re
     assert proc.returncode == 2
     assert "--api-url has nothing to add" in one_sentence(proc.stderr)
     assert server_pids(state) == []
+
+
+SOLVER_SERVERS = [
+    ("mc_bench", ["--box-format", "norm_1000_xyxy", "--solver", "agentic", "--localizer", "vlm:org/loc", "--localizer-serve", "vllm"], "localizer"),
+    ("mm_niah", ["--split", "val", "--solver", "rag", "--embed-model", "org/emb", "--embed-serve", "vllm"], "embed"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "flags", "role"), SOLVER_SERVERS)
+def test_a_solvers_model_is_served_too(
+    fake_vllm: tuple[Path, Path], tmp_path: Path, name: str, flags: list[str], role: str
+) -> None:
+    from needlepoint.benchmarks import declarations
+    from needlepoint.benchmarks.declaration import load_target
+
+    decl = next(d for d in declarations() if d.name == name)
+    assert decl.demo is not None
+    data, _, _ = load_target(decl.demo)(tmp_path / "data")
+    exe, state = fake_vllm
+    out = tmp_path / "run"
+    args = ["eval", name, "--data", str(data), "--model", "org/m", "--serve", "vllm", "--serve-bin", str(exe)]
+    proc = run_cli([*args, *flags, "--limit", "2", "--out", str(out), "--no-report", "--no-progress"], env=fake_env(state))
+    assert proc.returncode in (0, 3), proc.stderr
+    config = json.loads((out / "run.json").read_text())["config"]
+    servers = {s["role"]: s for s in config["serve"]["servers"]}
+    assert set(servers) == {"model", role}
+    cmd = servers[role]["command"]
+    if role == "embed":
+        assert cmd[cmd.index("--runner") + 1] == "pooling" and "--limit-mm-per-prompt" not in cmd
+        assert config["solver_options"]["embed_url"] == servers[role]["url"]
+    else:
+        assert config["solver_options"]["localizer_url"] == [servers[role]["url"]]
+    assert all_gone(server_pids(state)) == []

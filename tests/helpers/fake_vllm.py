@@ -35,7 +35,8 @@ if mode == "never":
     time.sleep(600)
 from needlepoint.models.simulated import SimulatedServer
 
-SimulatedServer(port=int(flag("--port")), models=[flag("--served-model-name")]).start()
+name = flag("--served-model-name")
+SimulatedServer(port=int(flag("--port")), models=[name], embed_models=[name]).start()
 print("INFO ready", flush=True)
 while True:
     time.sleep(1)
