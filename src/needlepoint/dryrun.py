@@ -244,6 +244,34 @@ def referenced_body(model: str, conversation: Conversation, generation: Generati
     return body
 
 
+CHUNK = 64  # samples whose conversations are held at once
+
+
+def _request_facts(
+    bench: Any,
+    model: str,
+    sample: Any,
+    conv: Conversation,
+    gen: Generation,
+    facts: dict[tuple[str, int | None], ImageFacts],
+    count_text: Callable[[str], int],
+    rule: QwenVLRule | None,
+) -> RequestFacts:
+    """The counts of one first-turn request, its images' facts already known."""
+    from needlepoint.benchmarks.base import Parsed
+    from needlepoint.models.openai_compat import request_body
+
+    refs = _refs(conv)
+    image_facts = [facts[(r.key, r.max_side)] for r in refs]
+    body = request_body(model, conv, gen, [b""] * len(refs))  # the images' base64 added below
+    text_tokens = sum(count_text(m.text) for m in conv.messages)
+    image_tokens = sum(rule.tokens(f.width, f.height) for f in image_facts) if rule else (0 if not refs else None)
+    repair = bench.followup(sample, Parsed(error="dry run"), "length")
+    repair_tokens = (gen.max_tokens or 0) + count_text(repair) if repair else 0
+    size = len(body) + sum(f.b64_bytes for f in image_facts)
+    return RequestFacts(sample.id, size, len(refs), text_tokens, image_tokens, repair_tokens)
+
+
 def dry_run(
     bench: Any,
     samples: Iterable[Any],
@@ -259,54 +287,34 @@ def dry_run(
 ) -> DryRunSummary:
     """Build every first-turn request of `samples` (the default solver's: `bench.prompt` with
     `bench.generation`) and count it; write the first `write_count` bodies to `write` (JSON lines)."""
-    from needlepoint.benchmarks.base import Parsed
-    from needlepoint.models.openai_compat import request_body
-
     samples = list(samples)
     count_text, text_rule = text_counter(tokenizer)
     rule = image_rule(model, tokenizer)
-    built = [(s, bench.prompt(s), bench.generation(s, generation)) for s in samples]
-    distinct: dict[tuple[str, int | None], ImageRef] = {}
-    for _, conv, _ in built:
-        for ref in _refs(conv):
-            distinct.setdefault((ref.key, ref.max_side), ref)
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        facts = dict(zip(distinct, pool.map(lambda r: _image_facts(r, reencode_images), distinct.values())))
     summary = DryRunSummary(
         str(getattr(bench, "name", type(bench).__name__)),
         model,
         len(samples),
-        distinct_images=len(distinct),
         text_rule=text_rule,
         image_rule=rule.name if rule else None,
         max_context=max_context,
     )
+    facts: dict[tuple[str, int | None], ImageFacts] = {}
     handle = write.open("w", encoding="utf-8") if write is not None and write_count > 0 else None
     try:
-        for i, (sample, conv, gen) in enumerate(built):
-            refs = _refs(conv)
-            image_facts = [facts[(r.key, r.max_side)] for r in refs]
-            body = request_body(model, conv, gen, [b""] * len(refs))  # the images' base64 added below
-            text_tokens = sum(count_text(m.text) for m in conv.messages)
-            image_tokens = sum(rule.tokens(f.width, f.height) for f in image_facts) if rule else (0 if not refs else None)
-            repair = bench.followup(sample, Parsed(error="dry run"), "length")
-            repair_tokens = (gen.max_tokens or 0) + count_text(repair) if repair else 0
-            summary.requests.append(
-                RequestFacts(
-                    sample.id,
-                    len(body) + sum(f.b64_bytes for f in image_facts),
-                    len(refs),
-                    text_tokens,
-                    image_tokens,
-                    repair_tokens,
-                )
-            )
-            if handle is not None and i < write_count:
-                handle.write(json_text({"sample": sample.id, "body": referenced_body(model, conv, gen)}) + "\n")
-                summary.written_count += 1
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            for start in range(0, len(samples), CHUNK):  # a chunk's conversations at a time: memory stays flat
+                built = [(s, bench.prompt(s), bench.generation(s, generation)) for s in samples[start : start + CHUNK]]
+                new = {(r.key, r.max_side): r for _, conv, _ in built for r in _refs(conv) if (r.key, r.max_side) not in facts}
+                facts.update(zip(new, pool.map(lambda r: _image_facts(r, reencode_images), new.values())))
+                for sample, conv, gen in built:
+                    summary.requests.append(_request_facts(bench, model, sample, conv, gen, facts, count_text, rule))
+                    if handle is not None and summary.written_count < write_count:
+                        handle.write(json_text({"sample": sample.id, "body": referenced_body(model, conv, gen)}) + "\n")
+                        summary.written_count += 1
     finally:
         if handle is not None:
             handle.close()
+    summary.distinct_images = len(facts)
     summary.written = write if handle is not None else None
     return summary
 
