@@ -133,6 +133,7 @@ class EvaluateSettings(TypedDict, total=False):
     solver_options: dict[str, Any]
     shard: str | None
     ci: CiSettings
+    serve: Any
 
 
 def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSettings]) -> RunResult:
@@ -165,7 +166,7 @@ def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSett
             settings["model"] = model.name
             settings.setdefault("api_urls", [])
         config = RunConfig(**settings)
-    if not config.api_urls and model is None:
+    if not config.api_urls and model is None and config.serve is None:
         raise DataError("no --api-url given; pass the base URL of an OpenAI-compatible server, e.g. http://localhost:8000/v1")
     bench = make(config.benchmark, **config.options)
     solver = make_solver(config.solver, bench, client_settings(config), **config.solver_options)
@@ -183,6 +184,10 @@ def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSett
     run_dir = resolve_run_dir(config, run_hash, solver.label(config.model))
     requested = samples[: config.limit] if config.limit else samples
     if pending(requested, read_records(run_dir / RECORDS), config.retry_failed):
+        if config.serve is not None:  # --serve: the servers start now, their logs in the run folder
+            from needlepoint.serve import SERVE_DIR
+
+            config.serve.start(run_dir / SERVE_DIR, max_images(bench, requested))
         if model is None:
             check_endpoints(config)
         _check_solver_models(solver)
@@ -207,6 +212,11 @@ def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSett
         raise
     finally:
         store.close()
+
+
+def max_images(bench: Benchmark, samples: Sequence[Any]) -> int:
+    """The most images one first-turn request of `samples` holds (a served model's per-prompt limit)."""
+    return max((sum(len(m.images) for m in bench.prompt(s).messages) for s in samples), default=0)
 
 
 def _check_solver_models(solver: Solver) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -20,13 +21,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint import __version__, build, runs_list
+from needlepoint import __version__, build, dryrun, runs_list
 from needlepoint.benchmarks import declarations, names
 from needlepoint.compare import cli as compare_cli
 from needlepoint.errors import EXIT_INTERRUPTED, DataError, InternalFault
 from needlepoint.files import json_text
 from needlepoint.human import cli as human_cli
 from needlepoint.options import Option, add_options, given
+from needlepoint.serve import flags as serve_flags
 from needlepoint.stats.settings import add_ci_flags, ci_settings
 
 EXIT_OK = 0
@@ -105,7 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--data", required=True, help="the benchmark's release folder (or file)")
     ev.add_argument("--model", required=True, help="the model name the server expects")
     ev.add_argument(
-        "--api-url", action="append", required=True, help="base URL such as http://localhost:8000/v1; repeat to spread requests"
+        "--api-url",
+        action="append",
+        help="base URL such as http://localhost:8000/v1; repeat to spread requests (not with --serve or --dry-run)",
     )
     ev.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY); never written to disk")
     ev.add_argument("--limit", type=int, help="only the first N samples")
@@ -176,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _bench_options(ev)
     _solver_flags(ev)
+    serve_flags.add_arguments(ev)
+    dryrun.add_arguments(ev)
 
     sc = sub.add_parser("score", help="score saved predictions (authors' formats or a run folder) without a model")
     sc.add_argument("benchmark", choices=names())
@@ -327,11 +333,13 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     from needlepoint.api import evaluate
     from needlepoint.config import RunConfig
 
+    solver_options = _all_solver_options(ns)
+    plan = None if ns.dry_run else serve_flags.plan_from_args(ns, solver_options, not ns.no_progress and not ns.json)
     config = RunConfig(
         benchmark=ns.benchmark,
         data=Path(ns.data).expanduser(),
-        model=ns.model,
-        api_urls=ns.api_url,
+        model=plan.name("model") or ns.model if plan else ns.model,
+        api_urls=plan.urls("model") or ns.api_url or [] if plan else ns.api_url or [],
         api_key=ns.api_key or os.environ.get("OPENAI_API_KEY"),
         options=_options(ns),
         generation=_generation(ns),
@@ -348,23 +356,27 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         show_progress=not ns.no_progress and not ns.json,
         report=not ns.no_report,
         solver=ns.solver,
-        solver_options=_all_solver_options(ns),
+        solver_options=solver_options,
         shard=ns.shard,
         ci=ci_settings(ns),
+        serve=plan,
     )
-    if ns.repeats is not None:
-        from needlepoint.repeats import evaluate_repeats, summary_table
+    if ns.dry_run:
+        return dryrun.run_cli(ns, config)
+    with plan if plan is not None else contextlib.nullcontext():  # servers stop at the end, on Ctrl-C, SIGTERM, failure
+        if ns.repeats is not None:
+            from needlepoint.repeats import evaluate_repeats, summary_table
 
-        summary, results = evaluate_repeats(config, ns.repeats)
-        if ns.json:
-            print(json_text(summary, indent=2))
-        else:
-            from needlepoint.report.terminal import print_tables
+            summary, results = evaluate_repeats(config, ns.repeats)
+            if ns.json:
+                print(json_text(summary, indent=2))
+            else:
+                from needlepoint.report.terminal import print_tables
 
-            print_tables([summary_table(summary)])
-        print(f"repeat run folders: {', '.join(str(r.run_dir) for r in results)}", file=sys.stderr)
-        return EXIT_FAILED_SAMPLES if any(r.failed for r in results) else EXIT_OK
-    result = evaluate(config)
+                print_tables([summary_table(summary)])
+            print(f"repeat run folders: {', '.join(str(r.run_dir) for r in results)}", file=sys.stderr)
+            return EXIT_FAILED_SAMPLES if any(r.failed for r in results) else EXIT_OK
+        result = evaluate(config)
     _print_metrics(result.benchmark, result.metrics, ns.json)
     err = sys.stderr
     print(f"run folder: {result.run_dir}", file=err)

@@ -55,6 +55,7 @@ class RunConfig:
     solver_options: dict[str, Any] = field(default_factory=dict)  # the solver's settings (its constructor's keywords)
     shard: str | None = None  # "I/N": answer only shard I of N (see shard.py)
     ci: CiSettings = field(default_factory=CiSettings)  # the intervals of metrics.json (--resamples, --ci-level, --no-ci)
+    serve: Any = field(default=None, repr=False)  # a serve.ServePlan: the servers evaluate starts (--serve), not identity
 
     def __post_init__(self) -> None:
         """Check the numbers and URLs a user typed, each in one sentence."""
@@ -120,6 +121,7 @@ class RunConfig:
             "max_wait_s": self.max_wait_s,
             "neutral_sampling": self.neutral_sampling,
             **({"shard": self.shard} if self.shard else {}),
+            **({"serve": self.serve.public()} if self.serve is not None else {}),
             **(
                 {"solver": self.solver, "solver_options": public_solver_options(self.solver_options)}
                 if self.solver != "default"
