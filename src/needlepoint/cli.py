@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint import __version__, build
+from needlepoint import __version__, build, usage
 from needlepoint.benchmarks import declarations, names
 from needlepoint.errors import EXIT_INTERRUPTED, DataError, InternalFault
 from needlepoint.files import json_text
@@ -164,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a setting of the solver (VALUE read as JSON when it parses, else as text); repeat for several",
     )
+    ev.add_argument(
+        "--structured-output",
+        action="store_true",
+        help="send the answer's JSON schema as response_format (a protocol of its own on the leaderboard: + schema)",
+    )
+    usage.add_arguments(ev)
     _bench_options(ev)
     _solver_flags(ev)
 
@@ -320,6 +326,8 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         solver=ns.solver,
         solver_options=_all_solver_options(ns),
         shard=ns.shard,
+        structured_output=ns.structured_output,
+        **usage.config_values(ns),
     )
     result = evaluate(config)
     _print_metrics(result.benchmark, result.metrics, ns.json)
@@ -332,9 +340,11 @@ def cmd_eval(ns: argparse.Namespace) -> int:
             f"{len(skipped)} row(s) skipped as invalid, not sent (e.g. {first['id']}: {first['reason']}); listed in metrics.json under run.skipped",
             file=err,
         )
+    if result.usage_line:
+        print(result.usage_line, file=err)
     for line in result.notes:  # failures by kind, what --retry-failed would ask again, context overflows
         print(line, file=err)
-    return EXIT_FAILED_SAMPLES if result.failed else EXIT_OK
+    return EXIT_FAILED_SAMPLES if result.failed or result.stopped else EXIT_OK
 
 
 def cmd_score(ns: argparse.Namespace) -> int:
