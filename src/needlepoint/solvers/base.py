@@ -23,6 +23,7 @@ from needlepoint.conversation import MAIN, Conversation, Generation, Model, Repl
 from needlepoint.records import Turn
 from needlepoint.solvers.calls import CallCache, calls_path, conversation_key
 from needlepoint.solvers.sent import sent_messages
+from needlepoint.structured import without_schema
 
 __all__ = ["MAIN", "RequestGate", "SolveContext", "Solver", "ToolError", "reply_from_turn", "reply_turn"]
 
@@ -183,7 +184,8 @@ class SolveContext:
         (JSON-ready) says what the call was for, e.g. the phrase a localizer was asked to box;
         it is kept in the turn under "about" and shown in the report."""
         model = self.model(role)
-        generation = generation or self.generation
+        if generation is None:  # the answer schema (--structured-output) is the main model's answer's only
+            generation = self.generation if role == MAIN else without_schema(self.generation)
         key = conversation_key(role, model.name, conversation, generation)
         stored = self.calls.take(key) if self.calls is not None else None
         reencode = bool(getattr(model, "reencode_images", False))
