@@ -177,3 +177,23 @@ def test_summarize_roles_and_tools() -> None:
     assert got["roles"]["embeddings"]["requests"] == 1 and got["roles"]["embeddings"]["request_s"] == 2.0
     assert got["roles"]["localizer"]["cost"] == pytest.approx(6e-6)
     assert got["total"]["total_tokens"] == 18 and got["total"]["cost"] == pytest.approx(18e-6)
+
+
+def test_report_page_and_leaderboard_show_the_usage(serve: Any, tmp_path: Path) -> None:
+    data, _, _, script = scripted_ref_release(tmp_path, n=3)
+    server = serve(script=script)
+    out = tmp_path / "run"
+    rc, err = run_quiet(ref_eval_args(data, server.url, out, "--price", "2,8", model="sim-model"))
+    assert rc in (0, 3), err
+    page = (out / "report" / "index.html").read_text(encoding="utf-8")
+    total = _metrics(out)["usage"]["total"]
+    assert "Tokens, time and cost" in page and f'<td class="num">{total["prompt_tokens"]}</td>' in page
+    board_dir = tmp_path / "board"
+    rc, err = run_quiet(["report", str(out), "--usage", "--out", str(board_dir)])
+    assert rc == 0, err
+    rows = (board_dir / "leaderboard_ref_adv_s_usage.csv").read_text(encoding="utf-8").splitlines()
+    assert rows[0].startswith("model,requests,failed,prompt tokens,completion tokens,reasoning tokens,request s,cost")
+    assert rows[1].startswith(f"sim-model,{total['requests']},{total['failed_requests']},{total['prompt_tokens']},")
+    assert rows[1].split(",")[7] == f"{total['cost']:.4f}"
+    rc, err = run_quiet(["report", str(out), "--out", str(tmp_path / "plain")])
+    assert rc == 0 and not (tmp_path / "plain" / "leaderboard_ref_adv_s_usage.csv").exists()  # opt-in

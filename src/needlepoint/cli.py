@@ -191,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, help="folder for leaderboard.md, leaderboard.html and leaderboard_<board>.csv (default ./leaderboard)"
     )
     rp.add_argument("--with-published", action="store_true", help="add every published row, labelled with its source")
+    rp.add_argument(
+        "--usage", action="store_true", help="add a board per benchmark of each run's tokens, requests, time and cost"
+    )
 
     mg = sub.add_parser("merge", help="merge the shard runs of one evaluation (--shard I/N) into one run folder")
     mg.add_argument("runs", nargs="+", type=Path, help="the shards' run folders")

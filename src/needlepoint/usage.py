@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -304,3 +304,55 @@ def add_arguments(parser: Any) -> None:
 def config_values(ns: Any) -> dict[str, Any]:
     """RunConfig's keywords from the flags of `add_arguments`."""
     return {"price": ns.price, "prices": ns.prices, "max_cost": ns.max_cost, "max_tokens_total": ns.max_tokens_total}
+
+
+USAGE_COLUMNS = ["requests", "failed", "prompt tokens", "completion tokens", "reasoning tokens", "request s", "cost"]
+_FIELDS = ["requests", "failed_requests", "prompt_tokens", "completion_tokens", "reasoning_tokens", "request_s", "cost"]
+
+
+def _cells(row: Mapping[str, Any]) -> list[Any]:
+    return [row.get(k) for k in _FIELDS]
+
+
+def usage_table(usage: Any, wall_s: Any = None) -> Any:
+    """metrics.json's `usage` block as a Table for the run's report page (None when it has no
+    requests): a row per role and the total; `wall_s` (run.json's) in the title."""
+    from needlepoint.benchmarks.base import Table
+
+    roles = usage.get("roles") if isinstance(usage, dict) else None
+    if not isinstance(roles, dict) or not roles:
+        return None
+    wall = f", {wall_s:.0f} s of wall time" if isinstance(wall_s, (int, float)) else ""
+    table = Table(f"Tokens, time and cost (the servers' usage{wall})", ["role", "models", *USAGE_COLUMNS])
+    for role, row in roles.items():
+        if isinstance(row, dict):
+            table.rows.append([role, ", ".join(map(str, row.get("models") or [])) or None, *_cells(row)])
+    total = usage.get("total")
+    if isinstance(total, dict) and len(table.rows) > 1:
+        table.rows.append(["total", None, *_cells(total)])
+    return table
+
+
+def usage_board(benchmark: str, runs: Sequence[Any]) -> Any:
+    """The leaderboard's board of what each run used (`usage.total` of its metrics.json), in the
+    order runs come; None when no run has a usage block."""
+    from needlepoint.benchmarks.boards import Board, BoardRow, count
+
+    board = Board(
+        f"{benchmark}_usage",
+        f"{benchmark}: tokens, time and cost (the servers' usage, summed over every role)",
+        ["model"],
+        USAGE_COLUMNS,
+        counts=frozenset(USAGE_COLUMNS[:5]),
+        note="cost as priced by the run's --price/--prices; empty where a model had no price",
+    )
+    for run in runs:
+        total = run.metrics.get("usage", {}).get("total") if isinstance(run.metrics.get("usage"), dict) else None
+        if not isinstance(total, dict):
+            continue
+        values: list[Any] = [count(total.get(k)) for k in _FIELDS[:5]]
+        seconds, cost = total.get("request_s"), total.get("cost")
+        values.append(f"{seconds:.0f}" if isinstance(seconds, (int, float)) else None)
+        values.append(f"{cost:.4f}" if isinstance(cost, (int, float)) else None)
+        board.rows.append(BoardRow([run.label], values, str(run.dir)))
+    return board if board.rows else None

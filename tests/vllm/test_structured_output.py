@@ -27,7 +27,9 @@ def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     weights cannot spend its whole reply on spaces between JSON tokens (a trained model does not)."""
     logs = tmp_path_factory.mktemp("vllm-structured-logs")
     one = VllmServer(
-        tiny_model, logs / "server.log", extra_args=["--structured-outputs-config", '{"disable_any_whitespace": true}']
+        tiny_model,
+        logs / "server.log",
+        extra_args=["--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}'],
     )
     start_servers([one])
     yield one

@@ -29,6 +29,7 @@ from needlepoint.report.assets import BOARD_JS
 from needlepoint.report.html import esc, page, write_atomic
 from needlepoint.report.published import published_notes, published_rows
 from needlepoint.store import HEADER, METRICS
+from needlepoint.usage import usage_board
 
 __all__ = [
     "Board",
@@ -226,9 +227,10 @@ def _label_configurations(board: Board, notes: dict[Path, list[str]]) -> None:
             row.labels = [f"{row.labels[0]} [{', '.join(extra)}]", *row.labels[1:]]
 
 
-def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Board]:
+def build_boards(runs: Sequence[Run], with_published: bool = False, usage: bool = False) -> list[Board]:
     """The leaderboards of these runs, in registry order, in each benchmark's declared layout
-    (MM-NIAH: by range and by task), each with every published row of the benchmark added when `with_published`."""
+    (MM-NIAH: by range and by task), each with every published row of the benchmark added when `with_published`;
+    with `usage`, a board per benchmark of what each run used (tokens, requests, time, cost: usage.usage_board)."""
     boards: list[Board] = []
     for benchmark in names():
         mine = [r for r in runs if r.benchmark == benchmark]
@@ -242,6 +244,10 @@ def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Boar
                 rows = board.lay_published(published) if board.lay_published else published
                 _add_published(board, rows, published_notes(benchmark))
             boards.append(board)
+        used = usage_board(benchmark, mine) if usage else None  # a board of its own, never columns of the scores
+        if used is not None:
+            _label_configurations(used, notes)
+            boards.append(used)
     return boards
 
 
@@ -364,7 +370,7 @@ def main(ns: Namespace) -> int:
             f"no finished run found in {', '.join(map(str, ns.runs))}; pass run folders written by `needlepoint eval`"
         )
     incomplete = [r for r in runs if progress_mark(r)]
-    boards = build_boards(runs, with_published=ns.with_published)
+    boards = build_boards(runs, with_published=ns.with_published, usage=bool(getattr(ns, "usage", False)))
     print_boards(boards)
     paths = write_leaderboard(boards, ns.out or DEFAULT_OUT)
     for run in incomplete:
