@@ -152,7 +152,8 @@ class BatchClient:
             if not isinstance(entry, dict) or not isinstance(entry.get("custom_id"), str):
                 continue
             cid = entry["custom_id"]
-            response = entry.get("response") if isinstance(entry.get("response"), dict) else {}
+            got = entry.get("response")
+            response: dict[str, Any] = got if isinstance(got, dict) else {}
             if response.get("status_code") == 200 and isinstance(response.get("body"), dict):
                 outcome.answers[cid] = response["body"]
             else:
