@@ -174,6 +174,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "redact",
                 "shard",
                 "status",
+                "structured",
                 "text",
             )
         ),
@@ -189,11 +190,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 ".base",
                 ".boards",
                 ".boxes",
+                ".boxschema",
                 ".coverage",
                 ".declaration",
             )
         )
-        + ("needlepoint.build",),
+        + ("needlepoint.build", "needlepoint.usage"),
     ),
     ("solver protocol", ("needlepoint.solvers",)),
     ("benchmark packages", ("needlepoint.benchmarks.",)),
