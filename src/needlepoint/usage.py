@@ -221,7 +221,8 @@ class Budget:
     request. The next request is refused once the used amount plus the mean cost of an answered
     request times the requests in flight and the next one would pass a limit: the run then stops
     taking samples (`stop_reason`), and what was refused is a transient failure, retried by a
-    rerun with a larger budget."""
+    rerun with a larger budget. Until a first answer says what a request uses, nothing is refused:
+    the first requests in flight (at most --concurrency) may pass a budget smaller than they are."""
 
     def __init__(self, max_cost: float | None, max_tokens: int | None, prices: Prices) -> None:
         if max_cost is not None and not prices:
@@ -241,10 +242,12 @@ class Budget:
         return self.max_cost is not None or self.max_tokens is not None
 
     def add_records(self, records: Iterable[Record]) -> None:
-        """Count what stored records already used (a resumed run spends from the same budget)."""
+        """Count what stored records already used (a resumed run spends from the same budget): each
+        sample's latest record, whose turns answered from the call cache (`reused`) stand for the
+        earlier record's that paid for them."""
         for record in records:
             for turn in record.get("turns") or []:
-                if turn.get("role") != "tool" and not turn.get("reused") and turn.get("usage"):
+                if turn.get("role") != "tool" and turn.get("usage"):
                     self.charge(turn.get("model"), turn.get("usage"))
 
     def refusal(self) -> str | None:
