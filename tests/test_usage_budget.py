@@ -197,3 +197,8 @@ def test_report_page_and_leaderboard_show_the_usage(serve: Any, tmp_path: Path) 
     assert rows[1].split(",")[7] == f"{total['cost']:.4f}"
     rc, err = run_quiet(["report", str(out), "--out", str(tmp_path / "plain")])
     assert rc == 0 and not (tmp_path / "plain" / "leaderboard_ref_adv_s_usage.csv").exists()  # opt-in
+
+
+def test_a_refused_request_is_no_request() -> None:
+    refused: Any = {"id": "a", "turns": [{"role": "model", "model": "m", "error": "budget spent", "attempts": 0}]}
+    assert summarize([refused])["roles"] == {}

@@ -149,6 +149,8 @@ def summarize(records: Iterable[Record], prices: Prices | None = None) -> dict[s
     unpriced: dict[str, bool] = {}
     for record in records:
         for turn in record.get("turns") or []:
+            if turn.get("error") and turn.get("attempts") == 0:
+                continue  # never sent (a spent budget refused it)
             role = _role(turn)
             row = roles.setdefault(role, _empty())
             row["requests"] += 1
