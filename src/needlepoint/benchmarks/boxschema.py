@@ -16,8 +16,9 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
 
 
 def ref_adv_schema() -> dict[str, Any]:
-    """Ref-Adv-s: `{"bboxes": [[x1, y1, x2, y2], ...]}`, the shape its repair turn names."""
-    return _object({"bboxes": {"type": "array", "items": BOX}})
+    """Ref-Adv-s: `{"bboxes": [[x1, y1, x2, y2], ...]}`, the shape its repair turn names, with at
+    least one box (every expression refers to an object; an empty list is scored as no box)."""
+    return _object({"bboxes": {"type": "array", "items": BOX, "minItems": 1}})
 
 
 def boxes_object(item: dict[str, Any]) -> dict[str, Any]:
