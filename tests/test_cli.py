@@ -272,6 +272,7 @@ def test_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads((run / "run.json").read_text())["hash"] == DEMO_REF_ADV_HASH
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics.pop("intervals")["metrics"]["acc@0.5"]["estimate"] == 23 / 30  # the intervals: docs/statistics.md
+    assert metrics.pop("usage")["roles"]["model"]["requests"] == 36  # 30 samples, 6 repair turns
     assert metrics == DEMO_REF_ADV_METRICS
 
 

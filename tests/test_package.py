@@ -174,6 +174,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "redact",
                 "shard",
                 "status",
+                "structured",
                 "text",
             )
         ),
@@ -189,12 +190,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 ".base",
                 ".boards",
                 ".boxes",
+                ".boxschema",
                 ".coverage",
                 ".declaration",
                 ".published",
             )
         )
-        + ("needlepoint.build",),
+        + ("needlepoint.build", "needlepoint.usage"),
     ),
     ("solver protocol", ("needlepoint.solvers",)),
     ("benchmark packages", ("needlepoint.benchmarks.",)),

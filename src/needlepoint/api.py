@@ -27,6 +27,8 @@ from needlepoint.store import METRICS, RECORDS, RunStore, read_records
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotation is never evaluated
     from typing_extensions import Unpack
 
+    from needlepoint.usage import Prices
+
 
 @dataclass
 class RunResult:
@@ -38,6 +40,8 @@ class RunResult:
     failed: list[str]
     exports: list[Path]
     notes: list[str] = field(default_factory=list)  # end-of-run advice (outcome.summary_lines)
+    stopped: str | None = None  # why the run stopped taking samples early (a spent budget), if it did
+    usage_line: str | None = None  # tokens, requests, time and cost in one line (usage.summary_line)
 
 
 def _generation(bench: Benchmark, overrides: dict[str, Any], neutral: bool = False) -> Generation:
@@ -134,6 +138,11 @@ class EvaluateSettings(TypedDict, total=False):
     shard: str | None
     ci: CiSettings
     serve: Any
+    price: str | None
+    prices: Path | None
+    max_cost: float | None
+    max_tokens_total: int | None
+    structured_output: bool
 
 
 def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSettings]) -> RunResult:
@@ -174,6 +183,13 @@ def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSett
     if not samples:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")
     generation = _generation(bench, config.generation, config.neutral_sampling)
+    if config.structured_output:
+        from needlepoint.structured import answer_schema, with_schema
+
+        generation = with_schema(generation, *answer_schema(bench, solver, config.benchmark))
+    from needlepoint.usage import load_prices
+
+    load_prices(config.prices, config.price)  # a bad price is refused before a run folder exists
     ident = identity(
         config, {**bench.identity(), **samples.identity}, generation, dataset_fingerprint(samples), solver.identity()
     )
@@ -260,6 +276,11 @@ def _run(
     requested, never what a finished run's outputs cover."""
     from needlepoint.outcome import summary_lines
     from needlepoint.runner import RunOptions, run
+    from needlepoint.usage import Budget, load_prices, summary_line
+
+    started = time.monotonic()
+    prices = load_prices(config.prices, config.price)
+    budget = Budget(config.max_cost, config.max_tokens_total, prices)
 
     store.update_header(
         status="running",
@@ -270,6 +291,9 @@ def _run(
     model = given if given is not None else _model(config)
     owned = [*([] if given is not None else [model]), *solver.models().values()]
     options = RunOptions(concurrency=config.concurrency, retry_failed=config.retry_failed, show_progress=config.show_progress)
+    if budget.active:  # what the stored records used counts against the same budget
+        budget.add_records(store.records().values())
+        options.gate = budget
     requested = samples[: config.limit] if config.limit else samples
     drafter = None
     if config.report:  # the report's thumbnails are drawn while the run answers
@@ -298,16 +322,24 @@ def _run(
     if drafter is not None:
         drafter.flush()
     records = store.records()
-    result = finish(bench, samples, records, store.dir, solver.label(config.model), config.ci)
+    result = finish(bench, samples, records, store.dir, solver.label(config.model), config.ci, prices)
     result.notes = summary_lines([records[s.id] for s in samples if s.id in records])
+    wall_s = round(float(store.header.get("wall_s") or 0.0) + time.monotonic() - started, 3)  # over every resume
+    result.usage_line = summary_line(result.metrics["usage"], wall_s)
+    result.stopped = options.stopped or budget.stop_reason()
+    if result.stopped:
+        result.notes.append(f"the run stopped early: {result.stopped}")
     # "complete": every requested sample answered (a --limit run is complete at its limit, so that a
     # changed configuration starts a new folder); metrics.json's run block still says how many of the
     # dataset's samples have answers, and `needlepoint report` marks the run from it.
-    complete = all(s.id in records for s in requested) and not result.failed
+    complete = all(s.id in records for s in requested) and not result.failed and not result.stopped
     stats = [m.endpoint_stats() for m in (model, *solver.models().values()) if isinstance(m, CountsEndpoints)]
     endpoints = add_stats(store.header.get("endpoints"), *stats)  # every model's, the solver's too
     store.update_header(
-        status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), endpoints=endpoints
+        status="complete" if complete else "incomplete",
+        finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        endpoints=endpoints,
+        wall_s=wall_s,
     )
     if config.report:
         answered = samples.subset(records)  # every finished record, not only this call's
@@ -325,17 +357,20 @@ def finish(
     run_dir: Path,
     model: str,
     ci: CiSettings | None = None,
+    prices: Prices | None = None,
 ) -> RunResult:
     """Score the stored records, write metrics.json and the authors' formats.
 
     The headline metrics cover the answered samples only: a failed request (status.FAILED) is no
     wrong answer, so it is left out of `bench.score` and counted in the `run` block instead
     (`answered` of `requested`). A run with nothing answered has no metrics: metrics.json then holds
-    only the `run` block. The authors' formats (`bench.export`) keep their own rules and get every
+    only the `run` block (and `usage`: tokens, requests, time and cost per role, usage.summarize,
+    priced by `prices`). The authors' formats (`bench.export`) keep their own rules and get every
     record, failed ones too (docs/benchmarks.md says what each includes). `ci` sets the bootstrap
     intervals of the headline numbers, kept in their own `intervals` block (docs/statistics.md)."""
     from needlepoint.outcome import run_counts
     from needlepoint.stats import interval_block, resampler_of
+    from needlepoint.usage import summarize
 
     ordered = [records[s.id] for s in samples if s.id in records]
     answered = [r for r in ordered if r.get("status") not in status.FAILED]
@@ -354,6 +389,7 @@ def finish(
         "failed_ids": failed[:1000],
         "skipped": [{"id": i, "reason": r} for i, r in samples.skipped],
     }
+    metrics["usage"] = summarize(ordered, prices)
     write_json(run_dir / METRICS, metrics)
     exports = bench.export(run_dir, samples, ordered, model, metrics)
     return RunResult(run_dir=run_dir, metrics=metrics, benchmark=bench, failed=failed, exports=list(exports))

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint import __version__, build, dryrun, runs_list
+from needlepoint import __version__, build, dryrun, runs_list, usage
 from needlepoint.benchmarks import declarations, names
 from needlepoint.compare import cli as compare_cli
 from needlepoint.errors import EXIT_INTERRUPTED, DataError, InternalFault
@@ -178,6 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a setting of the solver (VALUE read as JSON when it parses, else as text); repeat for several",
     )
+    ev.add_argument(
+        "--structured-output",
+        action="store_true",
+        help="send the answer's JSON schema as response_format (a protocol of its own on the leaderboard: + schema)",
+    )
+    usage.add_arguments(ev)
     _bench_options(ev)
     _solver_flags(ev)
     serve_flags.add_arguments(ev)
@@ -217,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="only the published rows whose model matches this glob, e.g. 'Qwen2.5-VL-*' (implies --with-published; repeatable)",
     )
     add_ci_flags(rp, resamples=False)
+    rp.add_argument(
+        "--usage", action="store_true", help="add a board per benchmark of each run's tokens, requests, time and cost"
+    )
 
     mg = sub.add_parser("merge", help="merge the shard runs of one evaluation (--shard I/N) into one run folder")
     mg.add_argument("runs", nargs="+", type=Path, help="the shards' run folders")
@@ -360,6 +369,8 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         shard=ns.shard,
         ci=ci_settings(ns),
         serve=plan,
+        structured_output=ns.structured_output,
+        **usage.config_values(ns),
     )
     if ns.dry_run:
         return dryrun.run_cli(ns, config)
@@ -387,9 +398,11 @@ def cmd_eval(ns: argparse.Namespace) -> int:
             f"{len(skipped)} row(s) skipped as invalid, not sent (e.g. {first['id']}: {first['reason']}); listed in metrics.json under run.skipped",
             file=err,
         )
+    if result.usage_line:
+        print(result.usage_line, file=err)
     for line in result.notes:  # failures by kind, what --retry-failed would ask again, context overflows
         print(line, file=err)
-    return EXIT_FAILED_SAMPLES if result.failed else EXIT_OK
+    return EXIT_FAILED_SAMPLES if result.failed or result.stopped else EXIT_OK
 
 
 def cmd_score(ns: argparse.Namespace) -> int:

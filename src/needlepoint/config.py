@@ -56,6 +56,11 @@ class RunConfig:
     shard: str | None = None  # "I/N": answer only shard I of N (see shard.py)
     ci: CiSettings = field(default_factory=CiSettings)  # the intervals of metrics.json (--resamples, --ci-level, --no-ci)
     serve: Any = field(default=None, repr=False)  # a serve.ServePlan: the servers evaluate starts (--serve), not identity
+    price: str | None = None  # --price IN,OUT: per million prompt/completion tokens (usage.py)
+    prices: Path | None = None  # --prices FILE: a TOML price entry per model (usage.py)
+    max_cost: float | None = None  # --max-cost: stop before the next requests would pass it
+    max_tokens_total: int | None = None  # --max-tokens-total: the same for prompt + completion tokens
+    structured_output: bool = False  # --structured-output: send the benchmark's answer schema (response_format)
 
     def __post_init__(self) -> None:
         """Check the numbers and URLs a user typed, each in one sentence."""
@@ -88,6 +93,11 @@ class RunConfig:
             ),
             (self.generation.get("timeout_s") is None or self.generation["timeout_s"] > 0, "--timeout must be positive"),
             (self.generation.get("max_tokens") is None or self.generation["max_tokens"] > 0, "--max-tokens must be positive"),
+            (self.max_cost is None or self.max_cost > 0, "--max-cost must be a positive amount"),
+            (
+                self.max_tokens_total is None or self.max_tokens_total > 0,
+                "--max-tokens-total must be a positive number of tokens",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -122,11 +132,22 @@ class RunConfig:
             "neutral_sampling": self.neutral_sampling,
             **({"shard": self.shard} if self.shard else {}),
             **({"serve": self.serve.public()} if self.serve is not None else {}),
+            **{k: v for k, v in self._usage_settings().items() if v is not None},
             **(
                 {"solver": self.solver, "solver_options": public_solver_options(self.solver_options)}
                 if self.solver != "default"
                 else {}
             ),
+        }
+
+    def _usage_settings(self) -> dict[str, Any]:
+        """The cost, budget and schema settings as run.json keeps them (absent when not given)."""
+        return {
+            "price": self.price,
+            "prices": str(self.prices) if self.prices is not None else None,
+            "max_cost": self.max_cost,
+            "max_tokens_total": self.max_tokens_total,
+            "structured_output": True if self.structured_output else None,
         }
 
 
@@ -165,6 +186,8 @@ def identity(
     noted: dict[str, Any] = (
         {"neutral_sampling": True} if config.neutral_sampling else {}
     )  # absent when off: older runs keep their hash
+    if config.structured_output:  # a protocol of its own (the answer schema is sent); absent when off
+        noted["structured_output"] = True
     if config.solver != "default":
         noted["solver"] = config.solver
         noted.update({f"solver.{k}": v for k, v in sorted((solver_identity or {}).items())})

@@ -28,8 +28,8 @@ def run_counts(records: Sequence[Record]) -> dict[str, Any]:
 
 def has_metrics(metrics: dict[str, Any]) -> bool:
     """Whether metrics.json holds headline metrics: False for a run with nothing answered, whose
-    metrics.json holds only the `run` block (api.finish)."""
-    return any(key != "run" for key in metrics)
+    metrics.json holds only the `run` and `usage` blocks (api.finish)."""
+    return any(key not in ("run", "usage") for key in metrics)
 
 
 def _prompt_size(record: Record) -> tuple[int, int]:

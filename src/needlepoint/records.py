@@ -70,6 +70,7 @@ class RunHeader(TypedDict, total=False):
     sampling_sent: list[dict[str, Any]]  # the distinct sampling parameters the requests carried
     endpoints: list[dict[str, Any]]  # requests and errors per endpoint (endpoints.add_stats)
     merged_from: list[dict[str, Any]]  # a merge's shards: {shard, run, hash}
+    wall_s: float  # seconds `evaluate` spent on the run, summed over its resumes (usage.py)
 
 
 def scores(record: Record) -> dict[str, Any]:

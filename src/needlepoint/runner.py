@@ -25,7 +25,7 @@ from needlepoint.errors import DataError, InternalFault
 from needlepoint.progress import make_progress
 from needlepoint.records import Record
 from needlepoint.redact import scrub
-from needlepoint.solvers.base import SolveContext, Solver, ToolError
+from needlepoint.solvers.base import RequestGate, SolveContext, Solver, ToolError
 from needlepoint.solvers.calls import forget
 from needlepoint.store import RunStore
 
@@ -39,6 +39,8 @@ class RunOptions:
     show_progress: bool = True
     progress_every_s: float = 5.0  # without a terminal: one plain progress line this often
     on_record: Callable[[Any, Record], None] | None = None  # called with each stored record
+    gate: RequestGate | None = None  # consulted before each model request (usage.Budget); a refusal stops the run
+    stopped: str | None = None  # set by `run`: why it stopped taking samples (the gate's sentence)
 
 
 def pending(samples: Sequence[Any], done: Mapping[str, Record], retry_failed: bool) -> list[Any]:
@@ -52,7 +54,13 @@ def pending(samples: Sequence[Any], done: Mapping[str, Record], retry_failed: bo
 
 
 async def solve(
-    benchmark: Benchmark, solver: Solver, models: Mapping[str, Model], sample: Any, base: Generation, run_dir: Path | None = None
+    benchmark: Benchmark,
+    solver: Solver,
+    models: Mapping[str, Model],
+    sample: Any,
+    base: Generation,
+    run_dir: Path | None = None,
+    gate: RequestGate | None = None,
 ) -> Record:
     """One sample from solver to record. Never raises for model, input or solver faults: a request
     or tool call that fails is recorded under its `status` kind; an input that cannot be sent (a
@@ -63,7 +71,7 @@ async def solve(
     record: Record = {"id": sample.id, "status": status.DONE, "turns": [], "repair_used": False}
     ctx: SolveContext | None = None
     try:
-        ctx = SolveContext(benchmark, sample, models, base, run_dir)
+        ctx = SolveContext(benchmark, sample, models, base, run_dir, gate)
         record["turns"] = ctx.turns
         try:
             parsed = await solver.solve(sample, ctx)
@@ -150,7 +158,10 @@ async def run(
 
     async def worker() -> None:
         for sample in queue:
-            record = await solve(benchmark, solver, models, sample, base, store.dir)
+            if options.gate is not None and options.gate.stop_reason() is not None:
+                options.stopped = options.gate.stop_reason()
+                break  # the samples not taken stay unrequested: a rerun continues with them
+            record = await solve(benchmark, solver, models, sample, base, store.dir, options.gate)
             store.append(record)
             if record["status"] not in status.RETRYABLE:  # never requested again: its answered calls can go
                 forget(store.dir, sample.id)

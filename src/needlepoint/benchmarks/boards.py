@@ -62,8 +62,10 @@ class Run:
     def model(self) -> str:
         """The model name as a leaderboard shows it: the solver's label of the run (e.g.
         `gpt-4o + grounding-dino-base (agentic)`), else the model as the run was asked for it
-        ("?" when the header has none)."""
-        return str(self.header.get("model_label") or self.config.get("model") or self.identity.get("model") or "?")
+        ("?" when the header has none); " + schema" when the answers were constrained by the answer's
+        JSON schema (`--structured-output`, a protocol of its own, never one row with free-form runs)."""
+        name = str(self.header.get("model_label") or self.config.get("model") or self.identity.get("model") or "?")
+        return name + " + schema" if self.identity.get("structured_output") else name
 
     @property
     def label(self) -> str:

@@ -465,6 +465,11 @@ class SimulatedServer:
         message["content"] = text
         words = len((text or "").split())
         prompt_words = sum(len(_first_user([m])[0].split()) for m in messages if m.get("role") == "user")
+        usage: dict[str, Any] = {"prompt_tokens": prompt_words, "completion_tokens": words, "total_tokens": prompt_words + words}
+        if not isinstance(reply, str) and reply.get("reasoning") is not None:  # counted as OpenAI does: within completion
+            thought = len(str(reply["reasoning"]).split())
+            usage.update(completion_tokens=words + thought, total_tokens=prompt_words + words + thought)
+            usage["completion_tokens_details"] = {"reasoning_tokens": thought}
         return web.Response(
             text=json.dumps(
                 {
@@ -472,7 +477,7 @@ class SimulatedServer:
                     "object": "chat.completion",
                     "model": SIMULATED_MODEL_NAME,
                     "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": prompt_words, "completion_tokens": words, "total_tokens": prompt_words + words},
+                    "usage": usage,
                 }
             ),
             content_type="application/json",

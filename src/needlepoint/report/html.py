@@ -384,8 +384,17 @@ def _config_section(header: Mapping[str, Any], metrics: dict[str, Any]) -> str:
         + "".join(cells)
         + "</dl>\n"
         + _endpoints_table(head)
+        + _usage_html(metrics, head.get("wall_s"))
         + f'<details><summary>run identity (what must match for a run to resume)</summary><pre class="json">{esc(ident)}</pre></details>'
     )
+
+
+def _usage_html(metrics: dict[str, Any], wall_s: Any) -> str:
+    """The tokens, time and cost of the run (metrics.json's usage block, usage.usage_table)."""
+    from needlepoint.usage import usage_table
+
+    table = usage_table(metrics.get("usage"), wall_s)
+    return table_html(table) + "\n" if table is not None else ""
 
 
 def own_options(benchmark: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from needlepoint.report.formats import rank_rows, render, select_rows
 from needlepoint.report.html import esc, page, write_atomic
 from needlepoint.report.published import published_notes, published_rows
 from needlepoint.store import HEADER, METRICS
+from needlepoint.usage import usage_board
 
 __all__ = [
     "Board",
@@ -228,9 +229,10 @@ def _label_configurations(board: Board, notes: dict[Path, list[str]]) -> None:
             row.labels = [f"{row.labels[0]} [{', '.join(extra)}]", *row.labels[1:]]
 
 
-def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Board]:
+def build_boards(runs: Sequence[Run], with_published: bool = False, usage: bool = False) -> list[Board]:
     """The leaderboards of these runs, in registry order, in each benchmark's declared layout
-    (MM-NIAH: by range and by task), each with every published row of the benchmark added when `with_published`."""
+    (MM-NIAH: by range and by task), each with every published row of the benchmark added when `with_published`;
+    with `usage`, a board per benchmark of what each run used (tokens, requests, time, cost: usage.usage_board)."""
     boards: list[Board] = []
     for benchmark in names():
         mine = [r for r in runs if r.benchmark == benchmark]
@@ -247,6 +249,10 @@ def build_boards(runs: Sequence[Run], with_published: bool = False) -> list[Boar
             rank_rows(board)  # published rows among the runs, by the headline column
             boards.append(board)
         boards += human_boards(benchmark, mine, with_published)  # annotators, their agreement (human/agreement.py)
+        used = usage_board(benchmark, mine) if usage else None  # a board of its own, never columns of the scores
+        if used is not None:
+            _label_configurations(used, notes)
+            boards.append(used)
     return boards
 
 
@@ -389,7 +395,7 @@ def main(ns: Namespace) -> int:
     incomplete = [r for r in runs if progress_mark(r)]
     _keep_intervals(runs, getattr(ns, "ci_level", 0.95), getattr(ns, "no_ci", False))
     patterns = getattr(ns, "rows", None) or []
-    boards = build_boards(runs, with_published=ns.with_published or bool(patterns))
+    boards = build_boards(runs, with_published=ns.with_published or bool(patterns), usage=bool(getattr(ns, "usage", False)))
     for board in boards:
         select_rows(board, patterns)
     fmt = getattr(ns, "format", None)

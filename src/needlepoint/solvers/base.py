@@ -23,12 +23,28 @@ from needlepoint.conversation import MAIN, Conversation, Generation, Model, Repl
 from needlepoint.records import Turn
 from needlepoint.solvers.calls import CallCache, calls_path, conversation_key
 from needlepoint.solvers.sent import sent_messages
+from needlepoint.structured import without_schema
 
-__all__ = ["MAIN", "SolveContext", "Solver", "ToolError", "reply_from_turn", "reply_turn"]
+__all__ = ["MAIN", "RequestGate", "SolveContext", "Solver", "ToolError", "reply_from_turn", "reply_turn"]
 
 T = TypeVar("T")
 
 ToolError = errors.RequestError  # the one failure type of a request (models/http.py), under its old name
+
+
+class RequestGate(Protocol):
+    """What a model request consults before it is sent and tells when it is answered (usage.Budget):
+    `refusal()` is None when the request may go (it is then in flight until `release()`), else the
+    sentence why not; `charge(model, usage)` counts an answer's usage; `stop_reason()` is the
+    sentence of a refusal once there was one (the runner then takes no more samples)."""
+
+    def refusal(self) -> str | None: ...
+
+    def stop_reason(self) -> str | None: ...
+
+    def release(self) -> None: ...
+
+    def charge(self, model: Any, usage: Mapping[str, Any] | None) -> None: ...
 
 
 class Solver(Protocol):
@@ -117,7 +133,13 @@ class SolveContext:
     """
 
     def __init__(
-        self, benchmark: Benchmark, sample: Any, models: Mapping[str, Model], base: Generation, run_dir: Path | None = None
+        self,
+        benchmark: Benchmark,
+        sample: Any,
+        models: Mapping[str, Model],
+        base: Generation,
+        run_dir: Path | None = None,
+        gate: RequestGate | None = None,
     ) -> None:
         self.benchmark = benchmark
         self.sample = sample
@@ -130,6 +152,7 @@ class SolveContext:
         self.repair_used = False
         self.calls = CallCache(calls_path(run_dir, sample.id)) if run_dir is not None else None
         self.reused_calls = 0  # calls answered from the cache (a resumed sample)
+        self.gate = gate  # the run's budget (usage.Budget), consulted before each model request
 
     def model(self, role: str = MAIN) -> Model:
         """The model serving `role`; KeyError names the roles there are."""
@@ -161,7 +184,8 @@ class SolveContext:
         (JSON-ready) says what the call was for, e.g. the phrase a localizer was asked to box;
         it is kept in the turn under "about" and shown in the report."""
         model = self.model(role)
-        generation = generation or self.generation
+        if generation is None:  # the answer schema (--structured-output) is the main model's answer's only
+            generation = self.generation if role == MAIN else without_schema(self.generation)
         key = conversation_key(role, model.name, conversation, generation)
         stored = self.calls.take(key) if self.calls is not None else None
         reencode = bool(getattr(model, "reencode_images", False))
@@ -170,9 +194,19 @@ class SolveContext:
             sent = await sent_messages(conversation, reencode)  # not in the cache: the same request, described again
             self.turns.append({**stored["turn"], "sent": sent, "reused": True})
             return reply_from_turn(stored["turn"])
+        refused = self.gate.refusal() if self.gate is not None else None
         sending = asyncio.ensure_future(sent_messages(conversation, reencode))
         try:
-            reply = await model.complete(conversation, generation)
+            if refused is not None:  # not sent: a transient failure, requested again by a rerun with a larger budget
+                reply = Reply(error=refused, error_kind=status.BACKEND_ERROR, attempts=0)
+            else:
+                try:
+                    reply = await model.complete(conversation, generation)
+                finally:
+                    if self.gate is not None:
+                        self.gate.release()
+                if self.gate is not None and not reply.error:
+                    self.gate.charge(model.name, reply.usage)
         except BaseException:
             sending.cancel()
             await asyncio.gather(sending, return_exceptions=True)

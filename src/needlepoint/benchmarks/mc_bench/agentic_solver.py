@@ -233,6 +233,12 @@ class AgenticSolver:
     def label(self, model: str) -> str:
         return f"{model} + {localizer_tail(self.ref)} (agentic)"
 
+    def answer_schema(self) -> dict[str, Any]:
+        """The JSON schema of the reasoner's answer (`--structured-output`): phrases per image."""
+        from needlepoint.benchmarks.boxschema import PHRASE_ITEM, image_lists
+
+        return image_lists(PHRASE_ITEM)
+
     def models(self) -> Mapping[str, Any]:
         if self.localizer_model is not None:
             return {LOCALIZER_ROLE: self.localizer_model}

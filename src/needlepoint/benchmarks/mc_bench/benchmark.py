@@ -228,6 +228,15 @@ class McBench(BaseBenchmark):
     def parse(self, sample: McSample, text: str) -> Parsed:
         return parse_answer(text, sample.geometry, require_box_format(self.box_format, self.name), self.input_mode == "merged")
 
+    def answer_schema(self) -> dict[str, Any] | None:
+        """The JSON schema of the answer (`--structured-output`): the input mode's prompt's shape;
+        None with a --prompt-file (its answer's shape is the file's to say)."""
+        from needlepoint.benchmarks.boxschema import MC_BOX_ITEM, boxes_object, image_lists
+
+        if self.template not in (MERGED_PROMPT, SEQUENCE_PROMPT):
+            return None
+        return boxes_object(MC_BOX_ITEM) if self.input_mode == "merged" else image_lists(MC_BOX_ITEM)
+
     def followup(self, sample: McSample, parsed: Parsed, finish_reason: str | None) -> str | None:
         return REPAIR_TEXT
 

@@ -109,6 +109,12 @@ class RefAdv(BaseBenchmark):
     def parse(self, sample: RefAdvSample, text: str) -> Parsed:
         return parse_reply(sample, text, require_box_format(self.box_format, self.name), self.max_image_side, self.frame)
 
+    def answer_schema(self) -> dict[str, Any]:
+        """The JSON schema of the answer (`--structured-output`): the boxes of the repair turn's shape."""
+        from needlepoint.benchmarks.boxschema import ref_adv_schema
+
+        return ref_adv_schema()
+
     def followup(self, sample: RefAdvSample, parsed: Parsed, finish_reason: str | None) -> str | None:
         if self.repair_on_length_only and finish_reason != "length":
             return None
