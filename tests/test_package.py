@@ -189,6 +189,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 ".base",
                 ".boards",
                 ".boxes",
+                ".grounding",
                 ".coverage",
                 ".declaration",
             )

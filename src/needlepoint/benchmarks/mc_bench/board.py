@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from needlepoint.benchmarks.boards import Board, BoardRow, Run, at, obj, pct
+from needlepoint.benchmarks.boards import Board, BoardRow, Run, answer_label, at, obj, pct
 from needlepoint.benchmarks.mc_bench.tables import STYLE_KEYS, TABLE2_COLUMNS
 
 __all__ = ["boards", "mc_values"]
@@ -37,7 +37,7 @@ def boards(runs: Sequence[Run]) -> list[Board]:
         m = run.metrics
         official, corrected = obj(m.get("official")), obj(m.get("corrected"))
         corrected_styles = corrected.get("by_style") or at(m, "analyses", "by_style")
-        setting = str(run.option("input_mode") or "")
+        setting = answer_label(str(run.option("input_mode") or ""), run)
         board.rows.append(BoardRow([run.label, setting, "official"], mc_values(official, official.get("by_style")), str(run.dir)))
         board.rows.append(BoardRow([run.label, setting, "corrected"], mc_values(corrected, corrected_styles), str(run.dir)))
     return [board]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from needlepoint.benchmarks.boards import Board, BoardRow, Run, at, count, pct
+from needlepoint.benchmarks.boards import Board, BoardRow, Run, answer_label, at, count, pct
 from needlepoint.benchmarks.ref_adv.scoring import BINS
 
 __all__ = ["boards"]
@@ -30,5 +30,5 @@ def boards(runs: Sequence[Run]) -> list[Board]:
             *(pct(at(m, "bins", b, "acc@0.5")) for b in REF_BINS),
             count(m.get("parse_fail")),
         ]
-        board.rows.append(BoardRow([run.label, str(run.option("prompt_mode") or "")], values, str(run.dir)))
+        board.rows.append(BoardRow([run.label, answer_label(str(run.option("prompt_mode") or ""), run)], values, str(run.dir)))
     return [board]
