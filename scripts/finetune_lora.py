@@ -44,8 +44,10 @@ def encode(sample: dict, tokenizer, image_processor, merge: int) -> dict:  # typ
         prompt += IMAGE.replace("<|image_pad|>", "<|image_pad|>" * n) + piece
     prompt_ids = tokenizer.encode(SYSTEM + "<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n").ids
     answer_ids = tokenizer.encode(answer + "<|im_end|>").ids
+    pad = tokenizer.token_to_id("<|image_pad|>")
     return {
         "input_ids": prompt_ids + answer_ids,
+        "mm_token_type_ids": [1 if t == pad else 0 for t in prompt_ids + answer_ids],  # M-RoPE: which tokens are image
         "labels": [-100] * len(prompt_ids) + answer_ids,
         "pixel_values": vision["pixel_values"],
         "image_grid_thw": vision["image_grid_thw"],
@@ -71,7 +73,9 @@ def main(argv: list[str]) -> int:
     model = Qwen2VLForConditionalGeneration.from_pretrained(model_dir, torch_dtype=torch.float32)
     targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]  # lora_target: all (the LLM)
     lora = LoraConfig(r=int(cfg["lora_rank"]), lora_alpha=int(cfg["lora_alpha"]), target_modules=targets, lora_dropout=0.0)
-    lora.target_modules = rf".*language_model.*\.({'|'.join(targets)})"  # vision tower frozen, as freeze_vision_tower
+    extra = [m.strip() for m in str(cfg.get("additional_target") or "").split(",") if m.strip()]  # e.g. lm_head
+    # the language model's linear layers (the vision tower frozen, as freeze_vision_tower), and any additional_target
+    lora.target_modules = rf"(.*language_model.*\.({'|'.join(targets)}))" + "".join(f"|({m})" for m in extra)
     model = get_peft_model(model, lora)
     merge = int(image_processor.merge_size)
     encoded = [encode(s, tokenizer, image_processor, merge) for s in samples]
@@ -94,6 +98,7 @@ def main(argv: list[str]) -> int:
             result = model(
                 input_ids=torch.tensor([e["input_ids"]]),
                 labels=torch.tensor([e["labels"]]),
+                mm_token_type_ids=torch.tensor([e["mm_token_type_ids"]]),
                 pixel_values=e["pixel_values"],
                 image_grid_thw=e["image_grid_thw"],
             )
