@@ -40,6 +40,7 @@ def _vllm() -> Any:
     spec = importlib.util.spec_from_file_location("vllm_suite_conftest", REPO / "tests" / "vllm" / "conftest.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
