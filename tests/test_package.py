@@ -191,6 +191,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 ".boards",
                 ".boxes",
                 ".boxschema",
+                ".grounding",
                 ".coverage",
                 ".declaration",
                 ".published",

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ABS_FRAME", "BOX_FORMAT", "MAX_IMAGE_SIDE", "Option", "add_options", "given"]
+__all__ = ["ABS_FRAME", "ANSWER_FORMAT", "BOX_FORMAT", "MAX_IMAGE_SIDE", "Option", "add_options", "given"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,11 @@ def given(ns: argparse.Namespace, options: Iterable[Option]) -> dict[str, Any]:
 
 # Flags several benchmarks declare (each benchmark lists those it takes).
 BOX_FORMAT = Option("--box-format", "the model family's box convention: abs_xyxy, norm_1000_xyxy, norm_1_xyxy")
+ANSWER_FORMAT = Option(
+    "--answer-format",
+    "json (default) or grounding-tokens: Qwen2-VL's <|box_start|>(x1,y1),(x2,y2)<|box_end|>, 0-1000 (implies norm_1000_xyxy)",
+    choices=("json", "grounding-tokens"),
+)
 MAX_IMAGE_SIDE = Option("--max-image-side", "downscale images so no side exceeds this many pixels", type=int)
 ABS_FRAME: tuple[Option, ...] = (
     Option(

@@ -32,4 +32,17 @@ NO_BBOX_FOUND = "no_bbox_found"  # no box in the reply (benchmarks/boxes.py: Ref
 NO_JSON_FOUND = "no_json_found"  # MC-Bench: no JSON in the reply
 BAD_SCHEMA = "bad_schema"  # MC-Bench: JSON, but not the asked-for shape
 IMAGE_NOT_GIVEN = "image_not_given"  # MC-Bench: a box without the image it belongs to
-PARSE_ERRORS = (NO_CONTENT, EMPTY_RESPONSE, NO_BBOX_FOUND, NO_JSON_FOUND, BAD_SCHEMA, IMAGE_NOT_GIVEN)
+# --answer-format grounding-tokens (benchmarks/grounding.py): no box and no "none" in the reply; a
+# <|box_start|> without two coordinate pairs (or a group number no answer can have).
+NO_GROUNDING_FOUND = "no_grounding_found"
+BAD_GROUNDING = "bad_grounding"
+PARSE_ERRORS = (
+    NO_CONTENT,
+    EMPTY_RESPONSE,
+    NO_BBOX_FOUND,
+    NO_JSON_FOUND,
+    BAD_SCHEMA,
+    IMAGE_NOT_GIVEN,
+    NO_GROUNDING_FOUND,
+    BAD_GROUNDING,
+)

@@ -17,7 +17,21 @@ from typing import Any
 from needlepoint.numeric import is_finite
 from needlepoint.text import writable
 
-__all__ = ["CORRUPT", "Board", "BoardRow", "Cell", "Corrupt", "PublishedRow", "Run", "at", "count", "obj", "pct", "progress_mark"]
+__all__ = [
+    "CORRUPT",
+    "Board",
+    "BoardRow",
+    "Cell",
+    "Corrupt",
+    "PublishedRow",
+    "Run",
+    "answer_label",
+    "at",
+    "count",
+    "obj",
+    "pct",
+    "progress_mark",
+]
 
 
 @dataclass(frozen=True)
@@ -79,6 +93,15 @@ class Run:
         if f"option.{name}" in ident:
             return ident[f"option.{name}"]
         return self.options.get(name)
+
+
+def answer_label(setting: str, run: Run) -> str:
+    """A row's setting label with the run's answer format when it is not JSON (e.g. "sequence,
+    grounding-tokens"): runs that differ only in it must not share a label."""
+    answer_format = run.option("answer_format")
+    if not answer_format or answer_format == "json":
+        return setting
+    return f"{setting}, {answer_format}" if setting else str(answer_format)
 
 
 def progress_mark(run: Run) -> str:

@@ -9,7 +9,7 @@ This module is the declaration only, cheap to import.
 from __future__ import annotations
 
 from needlepoint.benchmarks.declaration import Builder, Declaration, PublishedTable
-from needlepoint.options import ABS_FRAME, BOX_FORMAT, MAX_IMAGE_SIDE, Option
+from needlepoint.options import ABS_FRAME, ANSWER_FORMAT, BOX_FORMAT, MAX_IMAGE_SIDE, Option
 
 __all__ = ["BENCHMARK"]
 
@@ -19,8 +19,15 @@ BENCHMARK = Declaration(
     benchmark="needlepoint.benchmarks.mc_bench.benchmark:McBench",
     options=(
         BOX_FORMAT,
+        ANSWER_FORMAT,
         Option("--input-mode", "sequence or merged"),
         Option("--prompt-file", "a prompt template file replacing the default"),
+        Option(
+            "--prompt-wording",
+            "needlepoint (default: the instruction states the answer format) or finetuned-baseline "
+            '(the paper\'s finetuned baseline: "Output the bounding boxes of <description>")',
+            choices=("needlepoint", "finetuned-baseline"),
+        ),
         Option("--styles", "comma-separated prompt styles: Referring,Comparison,Reasoning"),
         MAX_IMAGE_SIDE,
         *ABS_FRAME,

@@ -26,8 +26,9 @@ from needlepoint.benchmarks.base import (
     report_parse_error,
     request_failures,
 )
+from needlepoint.benchmarks.grounding import check_answer_format
 from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth, load_groundtruth
-from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer
+from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer, parse_grounding_answer
 from needlepoint.conversation import Conversation, ImageRef, Message, Part
 from needlepoint.files import write_atomic
 from needlepoint.geometry import check_abs_frame, check_box_format, iou_matrix, require_box_format, xywh_to_xyxy, xyxy_to_xywh
@@ -59,6 +60,27 @@ REPAIR_TEXT = (
     "Your previous answer did not contain a valid JSON answer. Reply with ONLY one JSON code block in the schema "
     "asked for, with an empty list for an image with no match, and no other text."
 )
+# --answer-format grounding-tokens: Qwen2-VL's native syntax (benchmarks/grounding.py), 0-1000.
+GROUNDING_SEQUENCE_PROMPT = """Description: "{text}"
+Find every object in Image 1 and Image 2 that the description refers to. It may refer to objects in one image, in both, or in neither. When it asks for several kinds of object (for example pairs of the same colour), number the kinds as groups 1, 2, 3, ...; otherwise put every box in group 1.
+Answer with one line per image: each group's label, then its boxes as <|box_start|>(x1,y1),(x2,y2)<|box_end|> with each coordinate normalised to 0-1000 over the width and height of its own image, and none for an image with no match:
+Image 1: <|object_ref_start|>group 1<|object_ref_end|><|box_start|>(x1,y1),(x2,y2)<|box_end|>
+Image 2: none"""
+GROUNDING_MERGED_PROMPT = """The picture shows two images side by side with a white band between them: Image 1 on the left, Image 2 on the right.
+Description: "{text}"
+Find every object in the two images that the description refers to. It may refer to objects in one image, in both, or in neither. When it asks for several kinds of object (for example pairs of the same colour), number the kinds as groups 1, 2, 3, ...; otherwise put every box in group 1.
+Answer with each group's label, then its boxes as <|box_start|>(x1,y1),(x2,y2)<|box_end|> with each coordinate normalised to 0-1000 over the width and height of the whole picture, or none when nothing matches:
+<|object_ref_start|>group 1<|object_ref_end|><|box_start|>(x1,y1),(x2,y2)<|box_end|>"""
+GROUNDING_REPAIR_TEXT = (
+    "Your previous answer did not give the boxes in the asked-for form. Reply with ONLY one line per image, "
+    "each group's label and then its boxes as <|box_start|>(x1,y1),(x2,y2)<|box_end|> with coordinates 0-1000, "
+    "and none for an image with no match, for example:\n"
+    "Image 1: <|object_ref_start|>group 1<|object_ref_end|><|box_start|>(x1,y1),(x2,y2)<|box_end|>\nImage 2: none"
+)
+# --prompt-wording finetuned-baseline: the instruction MC-Bench's finetuned baseline (Qwen2-VL-7B +
+# LoRA) was prompted with (the paper's appendix): no format is stated; the model learnt it.
+FINETUNED_PROMPT = "Output the bounding boxes of {text}"
+PROMPT_WORDINGS = ("needlepoint", "finetuned-baseline")
 
 
 @dataclass
@@ -139,13 +161,26 @@ class McBench(BaseBenchmark):
         abs_frame_factor: int | None = None,
         abs_frame_min_pixels: int | None = None,
         abs_frame_max_pixels: int | None = None,
+        answer_format: str | None = None,
+        prompt_wording: str | None = None,
     ) -> None:
-        self.box_format = check_box_format(box_format)
+        self.answer_format, self.box_format = check_answer_format(answer_format, check_box_format(box_format))
         self.frame = check_abs_frame(abs_frame, self.box_format, abs_frame_factor, abs_frame_min_pixels, abs_frame_max_pixels)
         if input_mode not in ("sequence", "merged"):
             raise DataError(f"--input-mode must be sequence or merged, not {input_mode!r}")
         self.input_mode = input_mode
-        self.template = MERGED_PROMPT if input_mode == "merged" else SEQUENCE_PROMPT
+        self.grounding = self.answer_format == "grounding-tokens"
+        if self.grounding:
+            self.template = GROUNDING_MERGED_PROMPT if input_mode == "merged" else GROUNDING_SEQUENCE_PROMPT
+        else:
+            self.template = MERGED_PROMPT if input_mode == "merged" else SEQUENCE_PROMPT
+        self.prompt_wording = prompt_wording or "needlepoint"
+        if self.prompt_wording not in PROMPT_WORDINGS:
+            raise DataError(f"--prompt-wording {prompt_wording!r} is unknown; use needlepoint or finetuned-baseline")
+        if self.prompt_wording == "finetuned-baseline":
+            if prompt_file is not None:
+                raise DataError("--prompt-wording finetuned-baseline and --prompt-file both set the prompt; give one")
+            self.template = FINETUNED_PROMPT
         if prompt_file is not None:
             try:
                 self.template = Path(prompt_file).expanduser().read_text(encoding="utf-8")
@@ -164,6 +199,8 @@ class McBench(BaseBenchmark):
             "styles": self.styles,
             "max_image_side": self.max_image_side,
             **self.frame.identity(),
+            # Only when not the default, so that the runs of older versions keep their identity.
+            **({"answer_format": self.answer_format} if self.grounding else {}),
         }
 
     def _ground_truth(self, data: Path) -> tuple[GroundTruth, list[str] | None]:
@@ -226,6 +263,8 @@ class McBench(BaseBenchmark):
         return Conversation([Message("user", parts)])
 
     def parse(self, sample: McSample, text: str) -> Parsed:
+        if self.grounding:
+            return parse_grounding_answer(text, sample.geometry, self.input_mode == "merged")
         return parse_answer(text, sample.geometry, require_box_format(self.box_format, self.name), self.input_mode == "merged")
 
     def answer_schema(self) -> dict[str, Any] | None:
@@ -238,7 +277,7 @@ class McBench(BaseBenchmark):
         return boxes_object(MC_BOX_ITEM) if self.input_mode == "merged" else image_lists(MC_BOX_ITEM)
 
     def followup(self, sample: McSample, parsed: Parsed, finish_reason: str | None) -> str | None:
-        return REPAIR_TEXT
+        return GROUNDING_REPAIR_TEXT if self.grounding else REPAIR_TEXT
 
     def judge(self, sample: McSample, parsed: Parsed) -> dict[str, Any]:
         boxes = parsed.answer or []

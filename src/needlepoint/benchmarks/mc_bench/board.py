@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from needlepoint.benchmarks.boards import Board, BoardRow, Run, at, obj, pct
+from needlepoint.benchmarks.boards import Board, BoardRow, Run, answer_label, at, obj, pct
 from needlepoint.benchmarks.mc_bench.tables import STYLE_KEYS, TABLE2_COLUMNS
 from needlepoint.stats.tables import plus_minus
 
@@ -49,7 +49,7 @@ def boards(runs: Sequence[Run]) -> list[Board]:
         m = run.metrics
         official, corrected = obj(m.get("official")), obj(m.get("corrected"))
         corrected_styles = corrected.get("by_style") or at(m, "analyses", "by_style")
-        setting = str(run.option("input_mode") or "")
+        setting = answer_label(str(run.option("input_mode") or ""), run)
         for protocol, block, styles, at_style in (
             ("official", official, official.get("by_style"), "official/by_style"),
             ("corrected", corrected, corrected_styles, "analyses/by_style"),

@@ -4,6 +4,8 @@ Accepted shapes (specs/mc-bench.md): `{"image_1": [...], "image_2": [...]}` (key
 "Image 1", "image1", "img1"); a flat list of `{"image": 1|2, "group": g, "bbox_2d"|"bbox": [...]}`;
 items that are bare boxes or lack a group (group 1). In `merged` mode boxes are in canvas
 coordinates and belong to the image that holds their centre, whatever key they came under.
+`--answer-format grounding-tokens` reads Qwen2-VL's grounding tokens instead
+(`parse_grounding_answer`, the syntax in benchmarks/grounding.py) into the same answer.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 
 from needlepoint import status
 from needlepoint.benchmarks.base import Parsed
+from needlepoint.benchmarks.grounding import BOX_FORMAT as GROUNDING_FORMAT
+from needlepoint.benchmarks.grounding import MalformedBox, find_boxes
 from needlepoint.geometry import AbsFrame, BoxFormat, model_frame, to_absolute
 from needlepoint.jsonfind import find_json
 from needlepoint.numeric import is_finite, whole_number
@@ -171,6 +175,37 @@ def parse_answer(text: str, geometry: PairGeometry, box_format: BoxFormat, merge
     items = _collect(value)
     if items is None:
         return Parsed(error=status.BAD_SCHEMA)
+    return _place(items, geometry, box_format, merged)
+
+
+def parse_grounding_answer(text: str, geometry: PairGeometry, merged: bool) -> Parsed:
+    """A reply in Qwen2-VL's grounding tokens (benchmarks/grounding.py: `Image N:` lines, `group N`
+    labels, 0-1000 boxes) into the same answer as `parse_answer`, so that the same boxes score
+    the same in either syntax; or `empty_response`, `no_grounding_found`, `bad_grounding`,
+    `image_not_given`. Boxes on a line of an image the pair lacks (`Image 3:`) are dropped, as
+    JSON's `image_3` key is."""
+    if not text or not text.strip():
+        return Parsed(error=status.EMPTY_RESPONSE)
+    try:
+        found = find_boxes(text)
+    except MalformedBox:
+        return Parsed(error=status.BAD_GROUNDING)
+    if not found.boxes and not found.says_none:
+        return Parsed(error=status.NO_GROUNDING_FOUND)
+    items: list[Item] = []
+    for b in found.boxes:
+        if b.group is not None and b.group > GROUP_MAX:
+            return Parsed(error=status.BAD_GROUNDING)
+        if b.image is not None and b.image not in (1, 2):
+            continue
+        group = b.group if b.group is not None and b.group >= 1 else 1
+        items.append((None if b.image is None else b.image - 1, group, list(b.box), 1.0))
+    return _place(items, geometry, GROUNDING_FORMAT, merged)
+
+
+def _place(items: list[Item], geometry: PairGeometry, box_format: BoxFormat, merged: bool) -> Parsed:
+    """Answer items in each image's absolute pixels (merged: each box to the image holding its
+    centre); `image_not_given` for a sequence-mode box without its image."""
     out = []
     for image, group, raw, score in items:
         if merged:

@@ -14,7 +14,7 @@ import importlib
 from typing import Any
 
 from needlepoint.benchmarks.declaration import Declaration, PublishedTable
-from needlepoint.options import ABS_FRAME, BOX_FORMAT, MAX_IMAGE_SIDE, Option
+from needlepoint.options import ABS_FRAME, ANSWER_FORMAT, BOX_FORMAT, MAX_IMAGE_SIDE, Option
 
 __all__ = ["BENCHMARK"]
 
@@ -24,7 +24,8 @@ BENCHMARK = Declaration(
     benchmark="needlepoint.benchmarks.ref_adv.benchmark:RefAdv",
     options=(
         BOX_FORMAT,
-        Option("--prompt-mode", "direct or cot"),
+        ANSWER_FORMAT,
+        Option("--prompt-mode", 'direct, cot, or finetuned-baseline ("Output the bounding boxes of <expression>")'),
         Option("--images", "images folder for a JSONL data file"),
         MAX_IMAGE_SIDE,
         Option("--repair-on-length-only", "repair turn only after finish_reason=length", switch=True),

@@ -26,9 +26,10 @@ from needlepoint.benchmarks.base import (
     report_parse_error,
 )
 from needlepoint.benchmarks.boxes import parse_boxes
+from needlepoint.benchmarks.grounding import check_answer_format
 from needlepoint.benchmarks.ref_adv.data import REQUIRED, RefAdvSample, distractor_count, load_jsonl, load_parquet, load_samples
 from needlepoint.benchmarks.ref_adv.export import AUTHORS_FIELDS, PREDICTIONS, write_predictions
-from needlepoint.benchmarks.ref_adv.parse import PROMPTS, REPAIR_TEXT, parse_reply
+from needlepoint.benchmarks.ref_adv.parse import GROUNDING_PROMPTS, GROUNDING_REPAIR_TEXT, PROMPTS, REPAIR_TEXT, parse_reply
 from needlepoint.benchmarks.ref_adv.scoring import (
     BINS,
     THRESHOLDS,
@@ -75,8 +76,10 @@ class RefAdv(BaseBenchmark):
         abs_frame_factor: int | None = None,
         abs_frame_min_pixels: int | None = None,
         abs_frame_max_pixels: int | None = None,
+        answer_format: str | None = None,
     ) -> None:
-        self.box_format = check_box_format(box_format)
+        self.answer_format, self.box_format = check_answer_format(answer_format, check_box_format(box_format))
+        self.grounding = self.answer_format == "grounding-tokens"
         self.frame = check_abs_frame(abs_frame, self.box_format, abs_frame_factor, abs_frame_min_pixels, abs_frame_max_pixels)
         if prompt_mode not in PROMPTS:
             raise DataError(f"--prompt-mode must be one of {', '.join(PROMPTS)}, not {prompt_mode!r}")
@@ -92,6 +95,7 @@ class RefAdv(BaseBenchmark):
             "repair_on_length_only": self.repair_on_length_only,
             "max_image_side": self.max_image_side,
             **self.frame.identity(),
+            **({"answer_format": self.answer_format} if self.grounding else {}),  # older runs keep their identity
         }
 
     def load(self, data: Path) -> Dataset[RefAdvSample]:
@@ -103,11 +107,13 @@ class RefAdv(BaseBenchmark):
         return Dataset(samples)
 
     def prompt(self, sample: RefAdvSample) -> Conversation:
-        text = PROMPTS[self.prompt_mode].format(ref_sentence=sample.caption)
+        text = (GROUNDING_PROMPTS if self.grounding else PROMPTS)[self.prompt_mode].format(ref_sentence=sample.caption)
         return Conversation([Message("user", [text, sample.image])])
 
     def parse(self, sample: RefAdvSample, text: str) -> Parsed:
-        return parse_reply(sample, text, require_box_format(self.box_format, self.name), self.max_image_side, self.frame)
+        return parse_reply(
+            sample, text, require_box_format(self.box_format, self.name), self.max_image_side, self.frame, self.grounding
+        )
 
     def answer_schema(self) -> dict[str, Any]:
         """The JSON schema of the answer (`--structured-output`): the boxes of the repair turn's shape."""
@@ -118,7 +124,7 @@ class RefAdv(BaseBenchmark):
     def followup(self, sample: RefAdvSample, parsed: Parsed, finish_reason: str | None) -> str | None:
         if self.repair_on_length_only and finish_reason != "length":
             return None
-        return REPAIR_TEXT
+        return GROUNDING_REPAIR_TEXT if self.grounding else REPAIR_TEXT
 
     def judge(self, sample: RefAdvSample, parsed: Parsed) -> dict[str, Any]:
         value = iou(parsed.answer[0], sample.gt) if parsed.answer else 0.0

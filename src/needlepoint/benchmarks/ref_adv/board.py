@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from needlepoint.benchmarks.boards import Board, BoardRow, Run, at, count, pct
+from needlepoint.benchmarks.boards import Board, BoardRow, Run, answer_label, at, count, pct
 from needlepoint.benchmarks.ref_adv.scoring import BINS
 from needlepoint.stats.tables import plus_minus
 
@@ -34,5 +34,7 @@ def boards(runs: Sequence[Run]) -> list[Board]:
         ]
         names = [None, *(f"acc@{t}" for t in ("0.5", "0.75", "0.9")), *(f"bins/{b}/acc@0.5" for b in REF_BINS), None]
         spreads = [plus_minus(m, n) if n else None for n in names]
-        board.rows.append(BoardRow([run.label, str(run.option("prompt_mode") or "")], values, str(run.dir), spreads=spreads))
+        board.rows.append(
+            BoardRow([run.label, answer_label(str(run.option("prompt_mode") or ""), run)], values, str(run.dir), spreads=spreads)
+        )
     return [board]

@@ -1,10 +1,13 @@
 """Ref-Adv-s prompts and replies: the authors' two prompts, their repair turn, and the reply's
-boxes parsed as the authors' runner does (first box scored), in the image's own pixels."""
+boxes parsed as the authors' runner does (first box scored), in the image's own pixels. With
+`--answer-format grounding-tokens`, the same prompts asking for Qwen2-VL's grounding tokens
+(benchmarks/grounding.py), a repair turn in that syntax, and its reader."""
 
 from __future__ import annotations
 
 from needlepoint.benchmarks.base import Parsed
 from needlepoint.benchmarks.boxes import parse_boxes
+from needlepoint.benchmarks.grounding import parse_grounded_boxes
 from needlepoint.benchmarks.ref_adv.data import RefAdvSample
 from needlepoint.geometry import AbsFrame, BoxFormat, model_frame
 
@@ -22,7 +25,31 @@ REPAIR_TEXT = (
 )
 
 
-def parse_reply(sample: RefAdvSample, text: str, box_format: BoxFormat, max_image_side: int | None, frame: AbsFrame) -> Parsed:
-    """The reply's boxes in the sample's pixels, allowing for the size the image was sent at."""
+# --prompt-mode finetuned-baseline: MC-Bench's finetuned-baseline wording (no format stated).
+FINETUNED_PROMPT = "<image>\nOutput the bounding boxes of {ref_sentence}"
+PROMPTS["finetuned-baseline"] = FINETUNED_PROMPT
+_GROUNDING_FORMAT = (
+    "Report each box as <|box_start|>(x1,y1),(x2,y2)<|box_end|> with each coordinate normalised to 0-1000 over "
+    "the width and height of the image."
+)
+GROUNDING_PROMPTS = {
+    "direct": '<image>\nLocate every object that matches the description "{ref_sentence}" in the image. ' + _GROUNDING_FORMAT,
+    "cot": '<image>\nLocate every object that matches the description "{ref_sentence}" in the image.\n'
+    "Think first, then answer.\nFinally " + _GROUNDING_FORMAT[0].lower() + _GROUNDING_FORMAT[1:],
+    "finetuned-baseline": FINETUNED_PROMPT,
+}
+GROUNDING_REPAIR_TEXT = (
+    "Your previous answer did not end with a valid box.\nNow output ONLY the boxes, each as "
+    "<|box_start|>(x1,y1),(x2,y2)<|box_end|> with coordinates 0-1000.\nDo not output any extra text."
+)
+
+
+def parse_reply(
+    sample: RefAdvSample, text: str, box_format: BoxFormat, max_image_side: int | None, frame: AbsFrame, grounding: bool = False
+) -> Parsed:
+    """The reply's boxes in the sample's pixels, allowing for the size the image was sent at;
+    `grounding`: read Qwen2-VL's grounding tokens (0-1000) instead of JSON."""
     seen = model_frame(sample.width, sample.height, max_image_side, frame)
+    if grounding:
+        return parse_grounded_boxes(text, sample.width, sample.height, seen)
     return parse_boxes(text, box_format, sample.width, sample.height, seen)

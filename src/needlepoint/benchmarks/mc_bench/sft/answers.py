@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from needlepoint.benchmarks.grounding import BOX_FORMAT as GROUNDING_FORMAT
+from needlepoint.benchmarks.grounding import format_image_line
 from needlepoint.benchmarks.mc_bench.sft.draw import AnswerBox
 from needlepoint.geometry import BoxFormat, from_absolute
 
@@ -40,14 +42,14 @@ def json_answer(
 
 
 def grounding_answer(boxes: tuple[Sequence[AnswerBox], Sequence[AnswerBox]], sizes: Sequence[Sequence[float]]) -> str:
-    """The answer in Qwen2-VL's grounding tokens (0-1000), one line per image, boxes by group."""
+    """The answer in Qwen2-VL's grounding tokens (0-1000), one line per image, boxes by group,
+    written by `benchmarks.grounding`, whose reader `--answer-format grounding-tokens` uses."""
     lines = []
     for k, image_boxes in enumerate(boxes):
         w, h = sizes[k]
-        parts = []
-        for group in sorted({b.group for b in image_boxes}):
-            coords = [convert(b.box, "norm_1000_xyxy", w, h) for b in image_boxes if b.group == group]
-            tokens = "".join(f"<|box_start|>({x1},{y1}),({x2},{y2})<|box_end|>" for x1, y1, x2, y2 in coords)
-            parts.append(f"<|object_ref_start|>group {group}<|object_ref_end|>{tokens}")
-        lines.append(f"Image {k + 1}: " + ("".join(parts) if parts else "none"))
+        groups = [
+            (group, [convert(b.box, GROUNDING_FORMAT, w, h) for b in image_boxes if b.group == group])
+            for group in sorted({b.group for b in image_boxes})
+        ]
+        lines.append(format_image_line(k + 1, groups))
     return "\n".join(lines)

@@ -67,6 +67,7 @@ class BuildOptions:
     shares: dict[str, float | None] = field(default_factory=dict)  # kind -> share given by a flag
     grounding_tokens: bool = False
     prompt_file: Path | None = None
+    prompt_wording: str | None = None  # eval's --prompt-wording (finetuned-baseline: the paper's instruction)
 
 
 def resolve_shares(given: dict[str, float | None], have_refs: bool) -> dict[str, float]:
@@ -225,7 +226,15 @@ def build(opts: BuildOptions, progress: Progress | None = None) -> dict[str, Any
     if opts.mix is not None:
         sum(1 for _ in read_mix(opts.mix))  # checked before the long part
     shares = resolve_shares(opts.shares, opts.refs is not None)
-    bench = McBench(box_format=box_format, input_mode="sequence", prompt_file=opts.prompt_file)
+    # The eval prompt of the answer format trained: `eval --answer-format grounding-tokens` asks in
+    # the tokens' syntax, so the instruction the model is trained on is the one it is scored with.
+    bench = McBench(
+        box_format=box_format,
+        input_mode="sequence",
+        prompt_file=opts.prompt_file,
+        answer_format="grounding-tokens" if opts.grounding_tokens else "json",
+        prompt_wording=opts.prompt_wording,
+    )
     with staged(opts.out, MANIFEST, "mc_bench_sft", _leftover, lambda text: print(text, file=sys.stderr)) as work:
         return _build(opts, work, box_format, shares, bench, progress)
 
@@ -369,6 +378,7 @@ def _build(
         "format": opts.format,
         "box_format": box_format,
         "grounding_tokens": opts.grounding_tokens,
+        "prompt_wording": bench.prompt_wording,
         "input_mode": "sequence",
         "shares": shares,
         "counts": {k: counts[k] for k in KINDS},

@@ -31,6 +31,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="answers in Qwen2-VL's <|box_start|>(x1,y1),(x2,y2)<|box_end|> tokens, 0-1000",
     )
     p.add_argument("--prompt-file", type=Path, help="the eval prompt template used with `eval --prompt-file`, if any")
+    p.add_argument(
+        "--prompt-wording",
+        choices=("needlepoint", "finetuned-baseline"),
+        help="the eval prompt's wording, as `eval --prompt-wording` (finetuned-baseline: \"Output the bounding boxes of "
+        '<description>"); default needlepoint',
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     g = p.add_argument_group("shares of the sample kinds (defaults in docs/training-data.md; normalised to sum to 1)")
     for kind in KINDS:
@@ -54,6 +60,7 @@ def run(ns: argparse.Namespace) -> int:
         mix=ns.mix,
         grounding_tokens=ns.grounding_tokens,
         prompt_file=ns.prompt_file,
+        prompt_wording=ns.prompt_wording,
         shares={k: getattr(ns, f"share_{k}") for k in KINDS},
     )
     m = build(opts, Progress(quiet=ns.no_progress))
