@@ -177,10 +177,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "structured",
                 "text",
             )
-        ),
+        )
+        + ("needlepoint.stats.settings",),  # the interval settings a run's config holds
     ),
     ("run settings and folder", ("needlepoint.config", "needlepoint.store")),
-    ("models", ("needlepoint.models",)),
+    ("models", ("needlepoint.models", "needlepoint.serve")),  # serve: starts the servers the models talk to
     (
         "benchmark contracts",
         tuple(
@@ -199,6 +200,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         )
         + ("needlepoint.build", "needlepoint.usage"),
     ),
+    ("statistics", ("needlepoint.stats",)),  # the bootstrap: benchmark packages bring their resamplers
     ("solver protocol", ("needlepoint.solvers",)),
     ("benchmark packages", ("needlepoint.benchmarks.",)),
     ("runner", ("needlepoint.runfolder", "needlepoint.runner")),
@@ -215,8 +217,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "needlepoint.predictions_run",
             "needlepoint.repeats",
             "needlepoint.human",
+            "needlepoint.compare",
+            "needlepoint.dryrun",
         ),
-    ),  # human: a run's writer, as api
+    ),  # human: a run's writer, as api; compare and the dry run: commands over runs and requests
     ("cli", ("needlepoint.cli",)),
 ]
 PUBLIC_SURFACE = "needlepoint"
@@ -271,6 +275,7 @@ def test_the_layer_check_finds_an_import_that_runs_up_and_a_sibling_benchmark() 
             "needlepoint.store",
             "needlepoint.models.replay",
             "needlepoint.benchmarks.boards",
+            "needlepoint.stats.bootstrap",
             "needlepoint.solvers.base",
             "needlepoint.benchmarks.mc_bench.agentic",
             "needlepoint.runner",

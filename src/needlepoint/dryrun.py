@@ -22,7 +22,7 @@ from typing import Any
 
 from needlepoint.conversation import Conversation, Generation, ImageRef
 from needlepoint.errors import DataError
-from needlepoint.files import json_text
+from needlepoint.files import json_text, write_lines
 
 CHARS_PER_TOKEN = 4  # the approximation without a tokenizer: English text, about 4 characters a token
 IMAGE_REF_SCHEME = "needlepoint-image://"  # how the written request bodies name an image instead of its bytes
@@ -291,7 +291,7 @@ def dry_run(
         max_context=max_context,
     )
     facts: dict[tuple[str, int | None], ImageFacts] = {}
-    handle = write.open("w", encoding="utf-8") if write is not None and write_count > 0 else None
+    bodies: list[dict[str, Any]] | None = [] if write is not None and write_count > 0 else None
     try:
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             for start in range(0, len(samples), CHUNK):  # a chunk's conversations at a time: memory stays flat
@@ -300,14 +300,14 @@ def dry_run(
                 facts.update(zip(new, pool.map(lambda r: _image_facts(r, reencode_images), new.values())))
                 for sample, conv, gen in built:
                     summary.requests.append(_request_facts(bench, model, sample, conv, gen, facts, count_text, rule))
-                    if handle is not None and summary.written_count < write_count:
-                        handle.write(json_text({"sample": sample.id, "body": referenced_body(model, conv, gen)}) + "\n")
+                    if bodies is not None and summary.written_count < write_count:
+                        bodies.append({"sample": sample.id, "body": referenced_body(model, conv, gen)})
                         summary.written_count += 1
     finally:
-        if handle is not None:
-            handle.close()
+        if bodies is not None and write is not None:  # the first K bodies (images as references), written whole
+            write_lines(write, bodies)
     summary.distinct_images = len(facts)
-    summary.written = write if handle is not None else None
+    summary.written = write if bodies is not None else None
     return summary
 
 
