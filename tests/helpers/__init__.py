@@ -13,7 +13,7 @@ from helpers.releases import (
     small_niah,
     write_jsonl_release,
 )
-from helpers.runs import records, report_blob
+from helpers.runs import records, report_blob, untimed
 from helpers.servers import TEST_MODELS, CountingServer
 
 __all__ = [
@@ -38,5 +38,6 @@ __all__ = [
     "run_quiet",
     "scripted_ref_release",
     "small_niah",
+    "untimed",
     "write_jsonl_release",
 ]
