@@ -16,7 +16,6 @@ examples/pooling/embed/vision_embedding_online.py):
 - Token counts, one text per request: `POST {root}/tokenize` with
   `{"model": M, "prompt": "...", "add_special_tokens": false}`, answered `{"count": n, ...}`;
   `root` is the base URL without its trailing `/v1`. The empty string counts 0 without a request,
-  a text counted before (by any sample of the process) is not asked again (tokencount.CountCache),
   and with the model's own tokenizer given (`tokenizer`, its tokenizer.json) no text is asked at
   all: `check()` compares its counts with the server's on a few probes first.
 
@@ -51,7 +50,7 @@ from needlepoint.endpoints import pasted_route_advice
 from needlepoint.errors import DataError, RequestError
 from needlepoint.images import base64_jpeg
 from needlepoint.models.http import InvalidAnswer, RetryPolicy, Transport, Unreachable, endpoint, head, load_json
-from needlepoint.models.tokencount import CountCache, LocalTokenizer
+from needlepoint.models.tokencount import LocalTokenizer
 
 T = TypeVar("T")
 
@@ -224,7 +223,6 @@ class ServedEmbedder:
         self._dim_from = "the first answer"
         self._zero_warned = False
         self.tokenizer = tokenizer  # the model's own, when given: counts without requests
-        self.counts = CountCache()
 
     @property
     def retry(self) -> RetryPolicy:
@@ -393,26 +391,17 @@ class ServedEmbedder:
     async def _count(self, text: str) -> int:
         payload = {"model": self.name, "prompt": text, "add_special_tokens": False}
         count: int = await self._post(tokenize_url, TOKENIZE, payload, lambda d: token_count(d, text))
-        self.counts.put(text, count)
         return count
 
     def known_counts(self, texts: Sequence[str]) -> dict[str, int]:
-        """The counts of `texts` that need no request: the empty text, texts counted before, and
-        every text when the model's tokenizer is loaded here."""
+        """The counts of `texts` that need no request: the empty text's, and every text's when the
+        model's tokenizer is loaded here. (Counts are not shared between samples otherwise: a
+        sample's paid counts live in its own call cache, so a run killed and resumed never asks a
+        text it was answered for again.)"""
         known: dict[str, int] = {"": 0}
-        missing: list[str] = []
-        for t in dict.fromkeys(texts):
-            if t in known:
-                continue
-            got = self.counts.get(t)
-            if got is None:
-                missing.append(t)
-            else:
-                known[t] = got
+        missing = [t for t in dict.fromkeys(texts) if t]
         if self.tokenizer is not None and missing:
-            for t, n in zip(missing, self.tokenizer.count(missing)):
-                self.counts.put(t, n)
-                known[t] = n
+            known.update(zip(missing, self.tokenizer.count(missing)))
         return known
 
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:

@@ -1,26 +1,21 @@
-"""Token counts without a request: a model's own tokenizer read from its `tokenizer.json`, and a
-count cache shared by every sample of a process.
+"""Token counts without a request: a model's own tokenizer read from its `tokenizer.json`.
 
 vLLM's `/tokenize` counts one prompt per request, and MM-NIAH's RAG baseline needs the count of
 every text piece of a long document (about 1,500 pieces for 30k tokens). The server tokenizes with
 the model's Hugging Face tokenizer, whose fast form is the `tokenizers` package reading
 `tokenizer.json`, so loading that file here gives the same counts with no request at all; the
-served embedder compares the two on a probe before it trusts the local one. Pieces repeat across
-samples (MM-NIAH's haystacks reuse OBELICS text), so counts are also remembered by the piece's
-digest, whichever way they were obtained.
+served embedder compares the two on a probe before it trusts the local one.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from needlepoint.errors import DataError
 
-__all__ = ["CountCache", "LocalTokenizer", "load_tokenizer"]
+__all__ = ["LocalTokenizer", "load_tokenizer"]
 
 
 def _tokenizer_file(path_or_id: str) -> Path:
@@ -75,34 +70,3 @@ class LocalTokenizer:
 def load_tokenizer(path_or_id: str | None) -> LocalTokenizer | None:
     """The tokenizer a flag names, or None when none was given."""
     return LocalTokenizer(path_or_id) if path_or_id else None
-
-
-class CountCache:
-    """Token counts by the text's digest, at most `limit` of them (least recently used dropped):
-    32 bytes of key and a small int per piece, whatever the piece's length."""
-
-    def __init__(self, limit: int = 1_000_000) -> None:
-        self.limit = limit
-        self._counts: OrderedDict[bytes, int] = OrderedDict()
-        self.hits = 0
-
-    @staticmethod
-    def _key(text: str) -> bytes:
-        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-    def get(self, text: str) -> int | None:
-        """The remembered count of `text`, or None."""
-        key = self._key(text)
-        got = self._counts.get(key)
-        if got is not None:
-            self._counts.move_to_end(key)
-            self.hits += 1
-        return got
-
-    def put(self, text: str, count: int) -> None:
-        """Remember `text`'s count."""
-        key = self._key(text)
-        self._counts[key] = count
-        self._counts.move_to_end(key)
-        if len(self._counts) > self.limit:
-            self._counts.popitem(last=False)
