@@ -24,10 +24,10 @@ from needlepoint.compare.mcnemar import McNemar, mcnemar
 from needlepoint.compare.runs import Pairing
 from needlepoint.errors import DataError
 from needlepoint.stats import DEFAULT_LEVEL, DEFAULT_RESAMPLES, CiSettings, Resampler, draw, resampler_of
+from needlepoint.stats.bootstrap import resampled
 
 __all__ = ["Comparison", "Contrast", "MetricDiff", "compare_runs", "is_share_metric"]
 
-CHUNK_CELLS = 4_000_000  # drawn positions scored per batch: bounds memory on large runs
 NOT_A_SHARE = re.compile(r"^ap")  # the last part of a metric name that is no share of samples (AP50, AP per group)
 
 
@@ -119,16 +119,6 @@ def _resampler(pairing: Pairing, k: int) -> Resampler:
     return found.restrict(pairing.ids)
 
 
-def _scored(resampler: Resampler, idx: np.ndarray) -> dict[str, np.ndarray]:
-    """metrics_batch over every row of `idx`, a bounded number of rows at a time."""
-    rows = max(1, CHUNK_CELLS // max(1, idx.shape[1]))
-    parts: dict[str, list[np.ndarray]] = {}
-    for start in range(0, len(idx), rows):
-        for name, v in resampler.metrics_batch(idx[start : start + rows]).items():
-            parts.setdefault(name, []).append(np.asarray(v, dtype=np.float64))
-    return {name: np.concatenate(v) for name, v in parts.items()}
-
-
 def is_share_metric(name: str, whole: float | None, per_sample: np.ndarray) -> bool:
     """Whether a metric is a share of samples right: each sample alone scores 0 or 1 (or has no
     value: not counted by this metric), the metric on all samples is their mean, and it is no AP."""
@@ -203,9 +193,9 @@ def compare_runs(pairing: Pairing, resamples: int = DEFAULT_RESAMPLES, level: fl
     n = len(pairing.ids)
     everything = np.arange(n, dtype=np.int64)
     values = [s.metrics(everything) for s in samplers]
-    singles = [_scored(s, everything[:, None]) for s in samplers]  # each sample alone: its 0/1 where a share
+    singles = [resampled(s, everything[:, None]) for s in samplers]  # each sample alone: its 0/1 where a share
     idx = draw(n, resamples, seed, samplers[0].strata)
-    drawn = [_scored(s, idx) for s in samplers]
+    drawn = [resampled(s, idx) for s in samplers]
     names = list(values[0])
     shares = {
         name

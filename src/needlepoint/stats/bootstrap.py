@@ -10,7 +10,7 @@ import numpy as np
 from needlepoint.stats.resampler import Resampler
 from needlepoint.stats.settings import DEFAULT_LEVEL, DEFAULT_RESAMPLES, CiSettings
 
-__all__ = ["Interval", "Intervals", "bootstrap_interval", "draw"]
+__all__ = ["Interval", "Intervals", "bootstrap_interval", "draw", "resampled"]
 
 _CHUNK_CELLS = 4_000_000  # positions per batch of resamples: bounds memory for large runs
 
@@ -94,7 +94,7 @@ def bootstrap_interval(
             out[name] = None
             out.reasons[name] = reason
         return out
-    values = _resampled(resampler, draw(n, resamples, seed, resampler.strata))
+    values = resampled(resampler, draw(n, resamples, seed, resampler.strata))
     q = (1.0 - level) / 2.0
     for name, estimate in whole.items():
         v = values.get(name)
@@ -112,8 +112,9 @@ def bootstrap_interval(
     return out
 
 
-def _resampled(resampler: Resampler, idx: np.ndarray) -> dict[str, np.ndarray]:
-    """metrics_batch over all rows of `idx`, a few rows at a time."""
+def resampled(resampler: Resampler, idx: np.ndarray) -> dict[str, np.ndarray]:
+    """metrics_batch over all rows of `idx` (draws x positions), a few rows at a time (the intervals' and
+    compare's paired draws)."""
     rows = max(1, _CHUNK_CELLS // max(1, idx.shape[1]))
     parts: dict[str, list[np.ndarray]] = {}
     for start in range(0, len(idx), rows):
