@@ -20,7 +20,7 @@ from needlepoint.compare.page_assets import CSS as COMPARE_CSS
 from needlepoint.compare.page_assets import JS
 from needlepoint.compare.paired import Comparison
 from needlepoint.compare.tables import comparison_tables, letter, pairing_lines
-from needlepoint.report.html import _natural, bench_title, esc, overlay_boxes, page, table_html, write_atomic
+from needlepoint.report.html import bench_title, esc, filter_options, overlay_boxes, page, table_html, write_atomic
 from needlepoint.report.thumbs import GT_COLOUR, Thumbnails, file_name, thumb_key
 
 __all__ = ["RUN_STYLES", "write_page"]
@@ -126,7 +126,7 @@ def sample_blob(comparison: Comparison, out: Path) -> dict[str, Any]:
         ],
         "gt_colour": GT_COLOUR,
         "items": rows,
-        "filters": [{"key": k, "values": [[v, c[v]] for v in _natural(list(c))]} for k, c in counts.items() if len(c) > 1],
+        "filters": filter_options(counts),
         "prompt_label": prompt_label,
         "page_size": PAGE_SIZE,
     }

@@ -96,18 +96,10 @@ pre.json { background: var(--panel); padding: 8px; overflow: auto; max-height: 3
 
 # The sample browser. Reads the JSON blob in #np-data; builds everything with createElement and
 # textContent. Counts are exposed on #np-count (data-count, data-total) for people and tests.
-JS = r"""
-(function () {
-  "use strict";
-  var blob = document.getElementById("np-data");
-  if (!blob) { return; }
-  var data = JSON.parse(blob.textContent);
-  var items = data.items;
-  var PAGE = data.page_size || 50;
-  var hay = items.map(function (it) { return (it.id + "\n" + it.p + "\n" + it.a).toLowerCase(); });
-  var state = { wrong: false, errors: false, failed: false, q: "", sort: "run", sel: {}, page: 0 };
-  var shown = [];
-
+# The card list both sample pages share (the run report's and the compare page's): DOM helpers,
+# filter selects, the boxes over an image, and the paging, counting and search of the cards. Each
+# page's script is this text followed by its own, inside one function (`cards_script`).
+CARDS = r"""
   function el(tag, cls, text) {
     var e = document.createElement(tag);
     if (cls) { e.className = cls; }
@@ -116,24 +108,162 @@ JS = r"""
   }
   function byId(id) { return document.getElementById(id); }
 
-  // Filter selects, one per filter key.
-  var selects = byId("np-selects");
-  data.filters.forEach(function (f) {
-    var lab = el("label", null, f.key + " ");
-    var s = el("select");
-    s.setAttribute("data-filter", f.key);
-    var all = el("option", null, "all");
-    all.value = "";
-    s.appendChild(all);
-    f.values.forEach(function (v) {
-      var o = el("option", null, v[0] + " (" + v[1] + ")");
-      o.value = v[0];
-      s.appendChild(o);
+  // One select per filter key; a choice sets state.sel[key] and shows the first page.
+  function filterSelects(filters, state, update) {
+    var selects = byId("np-selects");
+    filters.forEach(function (f) {
+      var lab = el("label", null, f.key + " ");
+      var s = el("select");
+      s.setAttribute("data-filter", f.key);
+      var all = el("option", null, "all");
+      all.value = "";
+      s.appendChild(all);
+      f.values.forEach(function (v) {
+        var o = el("option", null, v[0] + " (" + v[1] + ")");
+        o.value = v[0];
+        s.appendChild(o);
+      });
+      s.addEventListener("change", function () { state.sel[f.key] = s.value; state.page = 0; update(); });
+      lab.appendChild(s);
+      selects.appendChild(lab);
     });
-    s.addEventListener("change", function () { state.sel[f.key] = s.value; state.page = 0; update(); });
-    lab.appendChild(s);
-    selects.appendChild(lab);
-  });
+  }
+  function selected(it, state) {
+    for (var k in state.sel) {
+      if (state.sel[k] && (it.k[k] === undefined || it.k[k] !== state.sel[k])) { return false; }
+    }
+    return true;
+  }
+
+  // The boxes over an image: an SVG in the image's own pixels, stretched over the thumbnail;
+  // `paint(rect, box)` gives each rectangle its stroke.
+  function overlay(width, height, boxes, paint) {
+    var NS = "http://www.w3.org/2000/svg";
+    var svg = document.createElementNS(NS, "svg");
+    svg.setAttribute("viewBox", "0 0 " + width + " " + height);
+    svg.setAttribute("preserveAspectRatio", "none");
+    svg.setAttribute("aria-hidden", "true");
+    boxes.forEach(function (b) {
+      var r = document.createElementNS(NS, "rect");
+      r.setAttribute("x", b[0]);
+      r.setAttribute("y", b[1]);
+      r.setAttribute("width", b[2] - b[0]);
+      r.setAttribute("height", b[3] - b[1]);
+      paint(r, b);
+      svg.appendChild(r);
+    });
+    return svg;
+  }
+
+  // A card's images ([src, width, height, name, boxes]), each with its boxes over it.
+  function imageStrip(images, paint) {
+    var imgs = el("div", images.length > 4 ? "imgs many" : "imgs");
+    images.forEach(function (t) {
+      var fig = el("figure");
+      if (t[0]) {
+        var frame = el("div", "frame");
+        var img = el("img");
+        img.loading = "lazy";
+        img.decoding = "async";
+        img.width = t[1];
+        img.height = t[2];
+        img.alt = t[3];
+        img.src = t[0];
+        frame.appendChild(img);
+        frame.appendChild(overlay(t[1], t[2], t[4], paint));
+        fig.appendChild(frame);
+      } else {
+        fig.appendChild(el("div", "note", "image unavailable"));
+      }
+      if (images.length > 1) { fig.appendChild(el("figcaption", null, t[3])); }
+      imgs.appendChild(fig);
+    });
+    return imgs;
+  }
+
+  // A table of [name, value] pairs, `perRow` pairs a row.
+  function fieldsTable(pairs, perRow) {
+    var t = el("table", "fields");
+    var row = el("tr");
+    pairs.forEach(function (kv, n) {
+      if (n && n % perRow === 0) { t.appendChild(row); row = el("tr"); }
+      row.appendChild(el("td", null, kv[0]));
+      row.appendChild(el("td", null, kv[1]));
+    });
+    t.appendChild(row);
+    return t;
+  }
+
+  // The cards of the samples `matches(i)` keeps, in `order(list)`, `page` at a time: the count
+  // line, the pagers (first, previous, next, last) and the search box. Returns `update`, which the
+  // page's own controls call after changing `state`.
+  function cardList(items, hay, state, page, noun, matches, order, card) {
+    var shown = [];
+    function pages() { return Math.max(1, Math.ceil(shown.length / page)); }
+    function render() {
+      var box = byId("np-cards");
+      while (box.firstChild) { box.removeChild(box.firstChild); }
+      if (state.page >= pages()) { state.page = pages() - 1; }
+      var start = state.page * page;
+      var frag = document.createDocumentFragment();
+      shown.slice(start, start + page).forEach(function (i) { frag.appendChild(card(items[i])); });
+      box.appendChild(frag);
+      ["np-pageinfo", "np-pageinfo2"].forEach(function (id) {
+        var info = byId(id);
+        if (info) { info.textContent = "page " + (state.page + 1) + " of " + pages(); }
+      });
+      document.querySelectorAll("button[data-page]").forEach(function (b) {
+        var d = b.getAttribute("data-page");
+        b.disabled = (d === "prev" || d === "first") ? state.page === 0 : state.page >= pages() - 1;
+      });
+    }
+    function update() {
+      var list = [];
+      for (var i = 0; i < items.length; i++) {
+        if (matches(items[i]) && (!state.q || hay[i].indexOf(state.q) >= 0)) { list.push(i); }
+      }
+      shown = order(list);
+      var count = byId("np-count");
+      count.textContent = shown.length + " of " + items.length + " " + noun;
+      count.setAttribute("data-count", String(shown.length));
+      count.setAttribute("data-total", String(items.length));
+      render();
+    }
+    var timer = null;
+    byId("np-search").addEventListener("input", function (e) {
+      clearTimeout(timer);
+      var v = e.target.value;
+      timer = setTimeout(function () { state.q = v.trim().toLowerCase(); state.page = 0; update(); }, 120);
+    });
+    document.querySelectorAll("button[data-page]").forEach(function (b) {
+      b.addEventListener("click", function () {
+        var d = b.getAttribute("data-page");
+        state.page = d === "first" ? 0 : d === "last" ? pages() - 1 : d === "prev" ? Math.max(0, state.page - 1)
+          : Math.min(pages() - 1, state.page + 1);
+        render();
+        if (b.getAttribute("data-scroll")) { byId("samples").scrollIntoView(); }
+      });
+    });
+    return update;
+  }
+"""
+
+
+def cards_script(own: str) -> str:
+    """A sample page's script: the shared card list (CARDS) and the page's `own` code, which reads
+    the page's JSON blob as `data`, in one strict function."""
+    return (
+        '\n(function () {\n  "use strict";\n  var blob = document.getElementById("np-data");\n  if (!blob) { return; }\n'
+        "  var data = JSON.parse(blob.textContent);\n" + CARDS + own + '  document.body.setAttribute("data-ready", "1");\n})();\n'
+    )
+
+
+JS = cards_script(
+    r"""
+  var items = data.items;
+  var hay = items.map(function (it) { return (it.id + "\n" + it.p + "\n" + it.a).toLowerCase(); });
+  var state = { wrong: false, errors: false, failed: false, q: "", sort: "run", sel: {}, page: 0 };
+
   var sortSel = byId("np-sort");
   if (data.sort_label) {
     [["up", data.sort_label + " low to high"], ["down", data.sort_label + " high to low"]].forEach(function (o) {
@@ -143,16 +273,11 @@ JS = r"""
     });
   }
 
-  function matches(i) {
-    var it = items[i];
+  function matches(it) {
     if (state.wrong && (it.c !== false || it.st)) { return false; }
     if (state.failed && !it.st) { return false; }
     if (state.errors && !it.e) { return false; }
-    for (var k in state.sel) {
-      if (state.sel[k] && (it.k[k] === undefined || it.k[k] !== state.sel[k])) { return false; }
-    }
-    if (state.q && hay[i].indexOf(state.q) < 0) { return false; }
-    return true;
+    return selected(it, state);
   }
 
   function order(list) {
@@ -167,24 +292,10 @@ JS = r"""
     });
   }
 
-  // The boxes over an image: an SVG in the image's own pixels, stretched over the thumbnail.
-  function overlay(width, height, boxes) {
-    var NS = "http://www.w3.org/2000/svg";
-    var svg = document.createElementNS(NS, "svg");
-    svg.setAttribute("viewBox", "0 0 " + width + " " + height);
-    svg.setAttribute("preserveAspectRatio", "none");
-    svg.setAttribute("aria-hidden", "true");
-    boxes.forEach(function (b) {
-      var r = document.createElementNS(NS, "rect");
-      r.setAttribute("x", b[0]);
-      r.setAttribute("y", b[1]);
-      r.setAttribute("width", b[2] - b[0]);
-      r.setAttribute("height", b[3] - b[1]);
-      r.setAttribute("stroke", b[4]);
-      if (b[5]) { r.setAttribute("class", "pred"); }
-      svg.appendChild(r);
-    });
-    return svg;
+  // Ground truth and predictions: the colour the box carries, predictions dashed.
+  function paint(r, b) {
+    r.setAttribute("stroke", b[4]);
+    if (b[5]) { r.setAttribute("class", "pred"); }
   }
 
   function badge(it) {
@@ -234,30 +345,7 @@ JS = r"""
   function card(it) {
     var c = el("article", "card");
     c.setAttribute("data-id", it.id);
-    if (it.im.length) {
-      var imgs = el("div", it.im.length > 4 ? "imgs many" : "imgs");
-      it.im.forEach(function (t) {
-        var fig = el("figure");
-        if (t[0]) {
-          var frame = el("div", "frame");
-          var img = el("img");
-          img.loading = "lazy";
-          img.decoding = "async";
-          img.width = t[1];
-          img.height = t[2];
-          img.alt = t[3];
-          img.src = t[0];
-          frame.appendChild(img);
-          frame.appendChild(overlay(t[1], t[2], t[4]));
-          fig.appendChild(frame);
-        } else {
-          fig.appendChild(el("div", "note", "image unavailable"));
-        }
-        if (it.im.length > 1) { fig.appendChild(el("figcaption", null, t[3])); }
-        imgs.appendChild(fig);
-      });
-      c.appendChild(imgs);
-    }
+    if (it.im.length) { c.appendChild(imageStrip(it.im, paint)); }
     var body = el("div", "body");
     var head = el("div", "head");
     head.appendChild(el("span", "sid", "#" + it.id));
@@ -292,74 +380,20 @@ JS = r"""
       think.appendChild(el("pre", "answer", it.r));
       body.appendChild(think);
     }
-    if (it.f.length) {
-      var t = el("table", "fields");
-      var row = el("tr");
-      it.f.forEach(function (kv, n) {
-        if (n && n % 4 === 0) { t.appendChild(row); row = el("tr"); }
-        row.appendChild(el("td", null, kv[0]));
-        row.appendChild(el("td", null, kv[1]));
-      });
-      t.appendChild(row);
-      body.appendChild(t);
-    }
+    if (it.f.length) { body.appendChild(fieldsTable(it.f, 4)); }
     c.appendChild(body);
     return c;
   }
 
-  function render() {
-    var box = byId("np-cards");
-    while (box.firstChild) { box.removeChild(box.firstChild); }
-    var pages = Math.max(1, Math.ceil(shown.length / PAGE));
-    if (state.page >= pages) { state.page = pages - 1; }
-    var start = state.page * PAGE;
-    var frag = document.createDocumentFragment();
-    shown.slice(start, start + PAGE).forEach(function (i) { frag.appendChild(card(items[i])); });
-    box.appendChild(frag);
-    ["np-pageinfo", "np-pageinfo2"].forEach(function (id) {
-      byId(id).textContent = "page " + (state.page + 1) + " of " + pages;
-    });
-    document.querySelectorAll("button[data-page]").forEach(function (b) {
-      var d = b.getAttribute("data-page");
-      b.disabled = (d === "prev" || d === "first") ? state.page === 0 : state.page >= pages - 1;
-    });
-  }
-
-  function update() {
-    var list = [];
-    for (var i = 0; i < items.length; i++) { if (matches(i)) { list.push(i); } }
-    shown = order(list);
-    var count = byId("np-count");
-    count.textContent = shown.length + " of " + items.length + " samples";
-    count.setAttribute("data-count", String(shown.length));
-    count.setAttribute("data-total", String(items.length));
-    render();
-  }
-
+  var update = cardList(items, hay, state, data.page_size || 50, "samples", matches, order, card);
+  filterSelects(data.filters, state, update);
   byId("np-wrong").addEventListener("change", function (e) { state.wrong = e.target.checked; state.page = 0; update(); });
   byId("np-errors").addEventListener("change", function (e) { state.errors = e.target.checked; state.page = 0; update(); });
   byId("np-failed").addEventListener("change", function (e) { state.failed = e.target.checked; state.page = 0; update(); });
   sortSel.addEventListener("change", function () { state.sort = sortSel.value; state.page = 0; update(); });
-  var timer = null;
-  byId("np-search").addEventListener("input", function (e) {
-    clearTimeout(timer);
-    var v = e.target.value;
-    timer = setTimeout(function () { state.q = v.trim().toLowerCase(); state.page = 0; update(); }, 120);
-  });
-  document.querySelectorAll("button[data-page]").forEach(function (b) {
-    b.addEventListener("click", function () {
-      var d = b.getAttribute("data-page");
-      var pages = Math.max(1, Math.ceil(shown.length / PAGE));
-      state.page = d === "first" ? 0 : d === "last" ? pages - 1 : d === "prev" ? Math.max(0, state.page - 1)
-        : Math.min(pages - 1, state.page + 1);
-      render();
-      if (b.getAttribute("data-scroll")) { byId("samples").scrollIntoView(); }
-    });
-  });
   update();
-  document.body.setAttribute("data-ready", "1");
-})();
 """
+)
 
 # Click a leaderboard column header to sort by it (numbers descending, text ascending).
 BOARD_JS = r"""

@@ -176,6 +176,12 @@ def _natural(values: Sequence[str]) -> list[str]:
     return sorted(values, key=key) if all(re.search(r"\d", v) for v in values) else sorted(values)
 
 
+def filter_options(counts: Mapping[str, Mapping[str, int]]) -> list[dict[str, Any]]:
+    """The sample pages' filter selects: per key with more than one value, each value (in natural
+    order: "2-3" before "10") with its count."""
+    return [{"key": k, "values": [[v, c[v]] for v in _natural(list(c))]} for k, c in counts.items() if len(c) > 1]
+
+
 def _sort_value(value: Any) -> float | None:
     if not _is_number(value) or value != value or value in (float("inf"), float("-inf")):
         return None
@@ -303,7 +309,7 @@ def sample_blob(
     return {
         "items": rows,
         "failed": sum("st" in r for r in rows),
-        "filters": [{"key": k, "values": [[v, c[v]] for v in _natural(list(c))]} for k, c in counts.items() if len(c) > 1],
+        "filters": filter_options(counts),
         "sort_label": declared.sort_label if has_sort else None,
         "prompt_label": declared.prompt_label,
         "page_size": PAGE_SIZE,
