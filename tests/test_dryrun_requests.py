@@ -71,11 +71,26 @@ def test_the_command_sends_nothing_and_exits_0(
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in options.items()]
     server = serve()
     out = tmp_path / "bodies.jsonl"
-    argv = ["eval", name, "--data", str(data), "--model", "sim-model", *flags, "--dry-run", "--dry-run-file", str(out)]
+    run = tmp_path / "run"
+    argv = [
+        "eval",
+        name,
+        "--data",
+        str(data),
+        "--model",
+        "sim-model",
+        *flags,
+        "--out",
+        str(run),
+        "--dry-run",
+        "--dry-run-file",
+        str(out),
+    ]
     assert main([*argv, "--api-url", server.url, "--max-context", "50", "--dry-run-requests", "1"]) == 0
     printed = capsys.readouterr().out
     assert "nothing was sent" in printed and "over --max-context 50:" in printed and "image tokens: unknown" in printed
     assert server.requests == [] and len(out.read_text().splitlines()) == 1
+    assert [p.name for p in run.iterdir()] == ["dry-run.json"]  # the estimate, in the folder the run will write
     assert main([*argv, "--json"]) == 0  # no endpoint at all
     counts = json.loads(capsys.readouterr().out)
     assert counts["requests"] > 0 and counts["prompt_tokens"] is None and counts["image_rule"].startswith("unknown")
@@ -112,3 +127,45 @@ def test_a_bad_tokenizer_and_another_solver_are_one_sentence(ref_release: Any, t
     assert rc == 2 and "has no tokenizer.json" in one_sentence(err)
     rc, err = run_quiet([*base, "--max-context", "0"])
     assert rc == 2 and "--max-context must be a positive" in one_sentence(err)
+
+
+def test_the_run_shows_the_dry_runs_estimate_beside_its_first_turns(
+    ref_release: Any, serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dry run, then the same command without --dry-run (no --out: the run's own folder under
+    the runs root): the run's usage holds the estimate and what its first turns used, and the end
+    of the run prints both."""
+    folder, rows = ref_release
+    server = serve()
+    argv = [
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(folder),
+        "--model",
+        "sim-model",
+        "--api-url",
+        server.url,
+        "--limit",
+        "5",
+        "--box-format",
+        "abs_xyxy",
+    ]
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--dry-run", "--dry-run-requests", "0"]) == 0
+    estimates = list(tmp_path.glob("runs/ref_adv_s/*/*/dry-run.json"))
+    assert len(estimates) == 1 and server.requests == []
+    estimate = json.loads(estimates[0].read_text())
+    capsys.readouterr()
+    assert main([*argv, "--no-progress", "--no-report"]) == 0
+    err = capsys.readouterr().err
+    metrics = json.loads((estimates[0].parent / "metrics.json").read_text())
+    block = metrics["usage"]["dry_run"]
+    assert block["estimate"] == estimate and estimate["requests"] == 5
+    sent = [
+        turn
+        for line in (estimates[0].parent / "records.jsonl").read_text().splitlines()
+        for turn in json.loads(line)["turns"][:1]
+    ]
+    assert block["first_turns"] == {"requests": 5, "prompt_tokens": sum(t["usage"]["prompt_tokens"] for t in sent)}
+    assert f"the dry run estimated 5 and {estimate['text_tokens']:,} text tokens" in err

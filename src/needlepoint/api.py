@@ -182,20 +182,11 @@ def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSett
     samples = bench.load(config.data)
     if not samples:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")
-    generation = _generation(bench, config.generation, config.neutral_sampling)
-    if config.structured_output:
-        from needlepoint.structured import answer_schema, with_schema
-
-        generation = with_schema(generation, *answer_schema(bench, solver, config.benchmark))
+    generation = _main_generation(config, bench, solver)
     from needlepoint.usage import load_prices
 
     load_prices(config.prices, config.price)  # a bad price is refused before a run folder exists
-    ident = identity(
-        config, {**bench.identity(), **samples.identity}, generation, dataset_fingerprint(samples), solver.identity()
-    )
-    if config.shard:  # the shard's part of the whole dataset (whatever --limit requests of it)
-        samples = samples.with_samples(select(samples, parse_shard(config.shard), sample_cost(bench)))
-        ident["shard"] = config.shard  # the unsharded identity plus I/N (merge checks the rest)
+    ident, samples = _identify(config, bench, solver, samples, generation)
     run_hash = hash_identity(ident)
     run_dir = resolve_run_dir(config, run_hash, solver.label(config.model))
     requested = samples[: config.limit] if config.limit else samples
@@ -228,6 +219,43 @@ def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSett
         raise
     finally:
         store.close()
+
+
+def _main_generation(config: RunConfig, bench: Benchmark, solver: Solver) -> Generation:
+    """The main model's sampling: the benchmark's defaults, the run's settings, and the answer
+    schema under --structured-output."""
+    generation = _generation(bench, config.generation, config.neutral_sampling)
+    if config.structured_output:
+        from needlepoint.structured import answer_schema, with_schema
+
+        generation = with_schema(generation, *answer_schema(bench, solver, config.benchmark))
+    return generation
+
+
+def _identify(
+    config: RunConfig, bench: Benchmark, solver: Solver, samples: Dataset, generation: Generation
+) -> tuple[dict[str, Any], Dataset]:
+    """The run identity of `config` over the whole dataset `samples`, and the samples the run
+    holds (a shard's part of them under --shard)."""
+    ident = identity(
+        config, {**bench.identity(), **samples.identity}, generation, dataset_fingerprint(samples), solver.identity()
+    )
+    if config.shard:  # the shard's part of the whole dataset (whatever --limit requests of it)
+        samples = samples.with_samples(select(samples, parse_shard(config.shard), sample_cost(bench)))
+        ident["shard"] = config.shard  # the unsharded identity plus I/N (merge checks the rest)
+    return ident, samples
+
+
+def run_folder(config: RunConfig, bench: Benchmark, samples: Dataset) -> Path:
+    """The folder `evaluate(config)` writes for the whole dataset `samples`, found without asking
+    a server and without --fresh moving a run aside: the dry run keeps its estimate there."""
+    from dataclasses import replace
+
+    from needlepoint.solvers import make_solver
+
+    solver = make_solver(config.solver, bench, client_settings(config), **config.solver_options)
+    ident, _ = _identify(config, bench, solver, samples, _main_generation(config, bench, solver))
+    return resolve_run_dir(replace(config, fresh=False, retry_failed=False), hash_identity(ident), solver.label(config.model))
 
 
 def max_images(bench: Benchmark, samples: Sequence[Any]) -> int:
@@ -368,6 +396,7 @@ def finish(
     priced by `prices`). The authors' formats (`bench.export`) keep their own rules and get every
     record, failed ones too (docs/benchmarks.md says what each includes). `ci` sets the bootstrap
     intervals of the headline numbers, kept in their own `intervals` block (docs/statistics.md)."""
+    from needlepoint.dryrun import read_estimate
     from needlepoint.outcome import run_counts
     from needlepoint.stats import interval_block, resampler_of
     from needlepoint.usage import summarize
@@ -389,7 +418,7 @@ def finish(
         "failed_ids": failed[:1000],
         "skipped": [{"id": i, "reason": r} for i, r in samples.skipped],
     }
-    metrics["usage"] = summarize(ordered, prices)
+    metrics["usage"] = summarize(ordered, prices, read_estimate(run_dir))
     write_json(run_dir / METRICS, metrics)
     exports = bench.export(run_dir, samples, ordered, model, metrics)
     return RunResult(run_dir=run_dir, metrics=metrics, benchmark=bench, failed=failed, exports=list(exports))

@@ -7,6 +7,8 @@ that would travel), and counts requests, images, bytes and prompt tokens. Text t
 the model's own tokenizer (`--tokenizer`, a tokenizer.json read offline by the `tokenizers`
 package) or else from a stated approximation; image tokens from the model family's rule where
 needlepoint knows it (Qwen2-VL and Qwen2.5-VL), else they are marked unknown. No endpoint is needed.
+The estimate is kept in the folder the run will write (`dry-run.json`, nothing else is written
+there), and the run's usage shows it beside what its first turns used.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from typing import Any
 
 from needlepoint.conversation import Conversation, Generation, ImageRef
 from needlepoint.errors import DataError
-from needlepoint.files import json_text, write_lines
+from needlepoint.files import json_text, write_json, write_lines
 
 CHARS_PER_TOKEN = 4  # the approximation without a tokenizer: English text, about 4 characters a token
+ESTIMATE = "dry-run.json"  # in the run folder: the run shows it beside the first turns' usage
 IMAGE_REF_SCHEME = "needlepoint-image://"  # how the written request bodies name an image instead of its bytes
 
 
@@ -142,6 +145,7 @@ class DryRunSummary:
     max_context: int | None = None
     written: Path | None = None
     written_count: int = 0
+    run_dir: Path | None = None  # the run's folder, where the estimate is kept (ESTIMATE)
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as JSON-ready counts."""
@@ -321,7 +325,7 @@ def dry_run_config(
 ) -> DryRunSummary:
     """The dry run of a RunConfig: its benchmark, data, --limit and --shard, and generation
     settings, as `evaluate` would load them; only the default solver's requests are built."""
-    from needlepoint.api import _generation
+    from needlepoint.api import _generation, run_folder
     from needlepoint.benchmarks import make
     from needlepoint.shard import parse_shard, sample_cost, select
 
@@ -337,6 +341,7 @@ def dry_run_config(
     samples = bench.load(config.data)
     if not samples:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")
+    run_dir = run_folder(config, bench, samples)  # before --shard: the identity is the whole dataset's
     if config.shard:
         samples = samples.with_samples(select(samples, parse_shard(config.shard), sample_cost(bench)))
     requested = samples[: config.limit] if config.limit else samples
@@ -353,6 +358,7 @@ def dry_run_config(
         reencode_images=config.reencode_images,
     )
     summary.benchmark = config.benchmark
+    summary.run_dir = run_dir
     return summary
 
 
@@ -376,8 +382,27 @@ def add_arguments(p: Any) -> None:
     )
 
 
+def estimate(summary: DryRunSummary) -> dict[str, Any]:
+    """What the run's usage shows beside its own counts (ESTIMATE): the first turns' requests and
+    tokens, and the rules they were counted by."""
+    d = summary.to_dict()
+    keys = ("samples", "requests", "text_tokens", "image_tokens", "prompt_tokens", "text_rule", "image_rule")
+    return {k: d[k] for k in keys}
+
+
+def read_estimate(run_dir: Path) -> dict[str, Any] | None:
+    """The estimate a dry run left in `run_dir`, if any (None for a missing or unreadable file:
+    the estimate is a note, never a reason to fail a run)."""
+    try:
+        value = json.loads((run_dir / ESTIMATE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def run_cli(ns: Any, config: Any) -> int:
-    """`needlepoint eval ... --dry-run`: print the counts (JSON with --json); exit code 0."""
+    """`needlepoint eval ... --dry-run`: print the counts (JSON with --json) and keep the estimate
+    in the run's folder, where the run shows it beside what it used; exit code 0."""
     summary = dry_run_config(
         config,
         tokenizer=ns.tokenizer.expanduser() if ns.tokenizer else None,
@@ -385,6 +410,8 @@ def run_cli(ns: Any, config: Any) -> int:
         write=ns.dry_run_file.expanduser(),
         write_count=ns.dry_run_requests,
     )
+    if summary.run_dir is not None:
+        write_json(summary.run_dir / ESTIMATE, estimate(summary))
     if ns.json:
         print(json_text(summary.to_dict(), indent=2))
     else:

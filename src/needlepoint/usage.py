@@ -138,17 +138,25 @@ def _empty() -> dict[str, Any]:
     }
 
 
-def summarize(records: Iterable[Record], prices: Prices | None = None) -> dict[str, Any]:
+def summarize(
+    records: Iterable[Record], prices: Prices | None = None, estimate: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The `usage` block of metrics.json: per role (and in `total`) the requests (tool calls for a
     tool's role), those that failed, prompt/completion/reasoning tokens, the seconds the requests
     took (`request_s`, summed: requests overlap), the models seen, and `cost` where every model of
     the role has a price (null where one has none). The same records give the same block (the
-    run's wall time is run.json's `wall_s`)."""
+    run's wall time is run.json's `wall_s`). With a dry run's `estimate` of the first turns
+    (dryrun.read_estimate), `dry_run` holds it beside what the main model's first turns used."""
     roles: dict[str, dict[str, Any]] = {}
     models: dict[str, set[str]] = {}
     unpriced: dict[str, bool] = {}
+    first = {"requests": 0, "prompt_tokens": 0}  # the main model's first turns, as the dry run counts them
     for record in records:
-        for turn in record.get("turns") or []:
+        turns = record.get("turns") or []
+        if turns and _role(turns[0]) == "model" and turns[0].get("usage"):
+            first["requests"] += 1
+            first["prompt_tokens"] += tokens_of(turns[0].get("usage"))[0]
+        for turn in turns:
             if turn.get("error") and turn.get("attempts") == 0:
                 continue  # never sent (a spent budget refused it)
             role = _role(turn)
@@ -187,7 +195,10 @@ def summarize(records: Iterable[Record], prices: Prices | None = None) -> dict[s
     if prices:
         costs = [row["cost"] for row in roles.values() if "cost" in row]
         total["cost"] = None if any(c is None for c in costs) else round(sum(costs), 10)
-    return {"roles": dict(sorted(roles.items())), "total": total}
+    block: dict[str, Any] = {"roles": dict(sorted(roles.items())), "total": total}
+    if estimate:
+        block["dry_run"] = {"estimate": dict(estimate), "first_turns": first}
+    return block
 
 
 def summary_line(usage: Mapping[str, Any], wall_s: float | None = None) -> str | None:
@@ -215,6 +226,25 @@ def summary_line(usage: Mapping[str, Any], wall_s: float | None = None) -> str |
     line = "usage: " + "; ".join(parts)
     if wall_s is not None:
         line += f"; wall time {wall_s:.0f} s"
+    compared = estimate_line(usage)
+    return f"{line}\n{compared}" if compared else line
+
+
+def estimate_line(usage: Mapping[str, Any]) -> str | None:
+    """The dry run's estimate of the first turns beside what they used, e.g. "first turns: 36
+    requests, 1,146 prompt tokens; the dry run estimated 36 and 1,100 (-4.0%)"; None without one."""
+    block = usage.get("dry_run")
+    if not isinstance(block, Mapping):
+        return None
+    est, got = block.get("estimate") or {}, block.get("first_turns") or {}
+    tokens = est.get("prompt_tokens")
+    said = f"{tokens:,}" if isinstance(tokens, int) else f"{est.get('text_tokens', 0):,} text tokens (images unknown)"
+    line = (
+        f"first turns: {got.get('requests', 0)} requests, {got.get('prompt_tokens', 0):,} prompt tokens; "
+        f"the dry run estimated {est.get('requests')} and {said}"
+    )
+    if isinstance(tokens, int) and tokens and got.get("prompt_tokens"):
+        line += f" ({(got['prompt_tokens'] - tokens) / tokens:+.1%} off)"
     return line
 
 
@@ -335,6 +365,11 @@ def usage_table(usage: Any, wall_s: Any = None) -> Any:
     total = usage.get("total")
     if isinstance(total, dict) and len(table.rows) > 1:
         table.rows.append(["total", None, *_cells(total)])
+    block = usage.get("dry_run")
+    if isinstance(block, dict):  # the first turns beside the dry run's estimate of them
+        est, got = block.get("estimate") or {}, block.get("first_turns") or {}
+        table.rows.append(["model, first turns", None, got.get("requests"), None, got.get("prompt_tokens"), *[None] * 4])
+        table.rows.append(["dry-run estimate", None, est.get("requests"), None, est.get("prompt_tokens"), *[None] * 4])
     return table
 
 
