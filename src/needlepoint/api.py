@@ -396,10 +396,9 @@ def finish(
     priced by `prices`). The authors' formats (`bench.export`) keep their own rules and get every
     record, failed ones too (docs/benchmarks.md says what each includes). `ci` sets the bootstrap
     intervals of the headline numbers, kept in their own `intervals` block (docs/statistics.md)."""
-    from needlepoint.dryrun import read_estimate
     from needlepoint.outcome import run_counts
     from needlepoint.stats import interval_block, resampler_of
-    from needlepoint.usage import summarize
+    from needlepoint.usage import read_estimate, summarize
 
     ordered = [records[s.id] for s in samples if s.id in records]
     answered = [r for r in ordered if r.get("status") not in status.FAILED]

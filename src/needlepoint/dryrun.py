@@ -25,9 +25,9 @@ from typing import Any
 from needlepoint.conversation import Conversation, Generation, ImageRef
 from needlepoint.errors import DataError
 from needlepoint.files import json_text, write_json, write_lines
+from needlepoint.usage import ESTIMATE
 
 CHARS_PER_TOKEN = 4  # the approximation without a tokenizer: English text, about 4 characters a token
-ESTIMATE = "dry-run.json"  # in the run folder: the run shows it beside the first turns' usage
 IMAGE_REF_SCHEME = "needlepoint-image://"  # how the written request bodies name an image instead of its bytes
 
 
@@ -388,16 +388,6 @@ def estimate(summary: DryRunSummary) -> dict[str, Any]:
     d = summary.to_dict()
     keys = ("samples", "requests", "text_tokens", "image_tokens", "prompt_tokens", "text_rule", "image_rule")
     return {k: d[k] for k in keys}
-
-
-def read_estimate(run_dir: Path) -> dict[str, Any] | None:
-    """The estimate a dry run left in `run_dir`, if any (None for a missing or unreadable file:
-    the estimate is a note, never a reason to fail a run)."""
-    try:
-        value = json.loads((run_dir / ESTIMATE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def run_cli(ns: Any, config: Any) -> int:

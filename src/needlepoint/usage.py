@@ -14,6 +14,7 @@ resumed run honours the same budget.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -136,6 +137,19 @@ def _empty() -> dict[str, Any]:
         "reasoning_tokens": 0,
         "request_s": 0.0,
     }
+
+
+ESTIMATE = "dry-run.json"  # a dry run's estimate, in the folder of the run it counted (dryrun.py)
+
+
+def read_estimate(run_dir: Path) -> dict[str, Any] | None:
+    """The estimate a dry run left in `run_dir`, if any (None for a missing or unreadable file:
+    the estimate is a note, never a reason to fail a run)."""
+    try:
+        value = json.loads((run_dir / ESTIMATE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def summarize(
