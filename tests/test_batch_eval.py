@@ -32,7 +32,8 @@ def batch_server() -> Iterator[Any]:
         server = BatchServer(script=script, models=TEST_MODELS, keep_requests=True)
         for name, value in settings.items():
             setattr(server, name, value)
-        started.append(server.start())
+        server.start()
+        started.append(server)
         return server
 
     yield start

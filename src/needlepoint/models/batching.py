@@ -33,7 +33,7 @@ from needlepoint.models.batch import BatchClient, BatchOutcome
 from needlepoint.models.http import InvalidAnswer
 from needlepoint.models.openai_compat import OpenAICompatModel, chat_reply
 
-__all__ = ["BATCH_STATE", "MAX_BATCH_BYTES", "MAX_BATCH_REQUESTS", "BatchingModel", "batch_line"]
+__all__ = ["BATCH_STATE", "MAX_BATCH_BYTES", "MAX_BATCH_REQUESTS", "BatchingModel", "batch_progress", "custom_id_of"]
 
 BATCH_STATE = "batches.jsonl"  # in the run folder
 MAX_BATCH_REQUESTS = 50_000  # OpenAI's limit of requests per batch (also the samples --batch keeps in flight)
@@ -48,7 +48,7 @@ class _Call:
     settled: bool = False
 
 
-def batch_line(body: bytes) -> str:
+def custom_id_of(body: bytes) -> str:
     """The custom id of a request body: a digest of it, the same in every run."""
     return "np-" + hashlib.sha256(body).hexdigest()[:32]
 
@@ -82,7 +82,7 @@ class BatchingModel:
         state: Path,
         api_key: str | None = None,
         poll_s: float = 30.0,
-        quiet_s: float = 5.0,
+        quiet_s: float = 30.0,
         progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.inner = inner
@@ -140,7 +140,9 @@ class BatchingModel:
         problems and requests over the byte budget raise DataError, as the HTTP client's do."""
         body = await self.inner.body(conversation, generation)
         loop = asyncio.get_running_loop()
-        call = _Call(batch_line(body), body, loop.create_future())
+        size = len(body)
+        call = _Call(custom_id_of(body), body, loop.create_future())
+        del body  # the call holds it until it is uploaded, no longer
         self._queue.append(call)
         self._waiting += 1
         self._start()
@@ -151,13 +153,13 @@ class BatchingModel:
             if not call.settled:  # cancelled while waiting
                 self._settle(call, None)
         if isinstance(got, Reply):
-            got.request_bytes = len(body)
+            got.request_bytes = size
             return got
         try:
             reply = chat_reply(json.dumps(got).encode("utf-8"))
         except InvalidAnswer as exc:
-            return Reply(error=str(exc), error_kind=status.BACKEND_ERROR, request_bytes=len(body), endpoint=self.label)
-        reply.request_bytes = len(body)
+            return Reply(error=str(exc), error_kind=status.BACKEND_ERROR, request_bytes=size, endpoint=self.label)
+        reply.request_bytes = size
         reply.endpoint = self.label
         return reply
 
@@ -251,12 +253,14 @@ class BatchingModel:
 
     async def _new(self, calls: list[_Call]) -> None:
         """Send `calls` as one new batch and resolve each from its outcome."""
-        lines = _unique(calls)
+        ids = _ids(calls)
         try:
-            batch_id = await self.client.submit(lines)
+            batch_id = await self.client.submit(_unique(calls))
+            for call in calls:
+                call.body = b""  # uploaded: a long wait holds no request bodies
             assert self._known is not None
-            self._known.update({cid: batch_id for cid, _ in lines})
-            outcome = await self.client.wait(batch_id, [cid for cid, _ in lines], self.progress)
+            self._known.update(dict.fromkeys(ids, batch_id))
+            outcome = await self.client.wait(batch_id, ids, self.progress)
         except RequestError as exc:
             for call in calls:
                 self._settle(call, Reply(error=str(exc), error_kind=exc.kind, endpoint=self.label))
