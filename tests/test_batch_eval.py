@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -150,3 +151,45 @@ def test_refused_combinations(tmp_path: Path, extra: list[str], words: str) -> N
     assert rc == 2
     assert words in one_sentence(err)
     assert not (tmp_path / "run").exists()
+
+
+def test_answers_lost_locally_come_from_the_paid_batch_and_a_forgotten_batch_is_sent_again(
+    tmp_path: Path, batch_server: Any
+) -> None:
+    data, _, _, script = scripted_ref_release(tmp_path, N)
+    server = batch_server(script)
+    out = tmp_path / "run"
+    rc, err = run_quiet(_args(data, server.url, out))
+    assert rc == 0, err
+    first = read_records(out / "records.jsonl")
+
+    def lose_answers() -> None:
+        (out / "records.jsonl").unlink()
+        shutil.rmtree(out / "cache", ignore_errors=True)
+
+    lose_answers()
+    rc, err = run_quiet(_args(data, server.url, out))
+    assert rc == 0, err
+    assert server.created == 2  # both batches' answers read again, none paid again
+    assert {i: r["answer"] for i, r in read_records(out / "records.jsonl").items()} == {i: r["answer"] for i, r in first.items()}
+
+    lose_answers()
+    server.batches.clear()  # the provider no longer knows them: the requests go out again
+    rc, err = run_quiet(_args(data, server.url, out))
+    assert rc == 0, err
+    assert server.created == 4 and len(read_records(out / "records.jsonl")) == N
+
+
+def test_refused_with_serve_and_with_solvers_that_ask_other_models(tmp_path: Path) -> None:
+    from needlepoint.batchrun import refusal
+    from needlepoint.config import RunConfig
+
+    def config(**kw: Any) -> RunConfig:
+        settings: dict[str, Any] = {"batch": True, **kw}
+        return RunConfig(benchmark="ref_adv_s", data=tmp_path, model="m", api_urls=["http://127.0.0.1:9/v1"], **settings)
+
+    assert refusal(config(), {}) is None
+    assert refusal(config(batch=False, max_cost=1.0), {}) is None
+    assert "--serve" in str(refusal(config(serve=object()), {}))
+    why = str(refusal(config(solver="agentic"), {"localizer": object()}))
+    assert "--solver agentic also asks localizer" in why
