@@ -143,6 +143,8 @@ class EvaluateSettings(TypedDict, total=False):
     max_cost: float | None
     max_tokens_total: int | None
     structured_output: bool
+    batch: bool
+    batch_poll_s: float
 
 
 def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSettings]) -> RunResult:
@@ -179,6 +181,10 @@ def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSett
         raise DataError("no --api-url given; pass the base URL of an OpenAI-compatible server, e.g. http://localhost:8000/v1")
     bench = make(config.benchmark, **config.options)
     solver = make_solver(config.solver, bench, client_settings(config), **config.solver_options)
+    if config.batch:
+        from needlepoint.batchrun import check
+
+        check(config, solver.models(), model)
     samples = bench.load(config.data)
     if not samples:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")
@@ -334,6 +340,13 @@ def _run(
             expected=len(requested),
         )
         options.on_record = drafter.add
+
+    if config.batch:  # --batch: the requests go out as batches (batchrun.py)
+        from needlepoint.batchrun import wrap
+        from needlepoint.runner import pending
+
+        model = wrap(model, config, store.dir, pending(requested, store.records(), config.retry_failed), options)
+        owned[0] = model
 
     async def go() -> None:
         try:

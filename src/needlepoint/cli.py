@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint import __version__, build, dryrun, runs_list, usage
+from needlepoint import __version__, batchrun, build, dryrun, runs_list, usage
 from needlepoint.benchmarks import declarations, names
 from needlepoint.compare import cli as compare_cli
 from needlepoint.errors import EXIT_INTERRUPTED, DataError, InternalFault
@@ -184,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="send the answer's JSON schema as response_format (a protocol of its own on the leaderboard: + schema)",
     )
     usage.add_arguments(ev)
+    batchrun.add_arguments(ev)
     _bench_options(ev)
     _solver_flags(ev)
     serve_flags.add_arguments(ev)
@@ -371,6 +372,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         serve=plan,
         structured_output=ns.structured_output,
         **usage.config_values(ns),
+        **batchrun.config_values(ns),
     )
     if ns.dry_run:
         return dryrun.run_cli(ns, config)

@@ -61,6 +61,8 @@ class RunConfig:
     max_cost: float | None = None  # --max-cost: stop before the next requests would pass it
     max_tokens_total: int | None = None  # --max-tokens-total: the same for prompt + completion tokens
     structured_output: bool = False  # --structured-output: send the benchmark's answer schema (response_format)
+    batch: bool = False  # --batch: the requests go out as OpenAI batches (batchrun.py); recorded, not identity
+    batch_poll_s: float = 30.0  # --batch-poll: seconds between batch status requests
 
     def __post_init__(self) -> None:
         """Check the numbers and URLs a user typed, each in one sentence."""
@@ -133,6 +135,7 @@ class RunConfig:
             **({"shard": self.shard} if self.shard else {}),
             **({"serve": self.serve.public()} if self.serve is not None else {}),
             **{k: v for k, v in self._usage_settings().items() if v is not None},
+            **({"batch": True, "batch_poll_s": self.batch_poll_s} if self.batch else {}),
             **(
                 {"solver": self.solver, "solver_options": public_solver_options(self.solver_options)}
                 if self.solver != "default"

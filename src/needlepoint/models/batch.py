@@ -9,7 +9,9 @@ id is appended to a state file (`<run>/batches.jsonl`) right after the batch is 
 before any wait, keyed by a digest of the custom ids it holds, so that a needlepoint killed while
 waiting resumes the same batch instead of paying for it twice.
 
-Not yet wired into `needlepoint eval` (docs/cost.md says how `--batch` will use it).
+`needlepoint eval --batch` sends its requests through `submit` and `wait` (models/batching.py):
+there the state entries list their custom ids, so that a rerun waits for the batch that holds a
+request whatever else it held (`known_ids`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,48 +100,95 @@ class BatchClient:
         except ValueError:
             raise RequestError("backend_error", f"{self.label} {path}: the answer is not JSON") from None
 
+    def known_ids(self) -> dict[str, str]:
+        """Custom id -> the batch that was last created for it (state entries that list their
+        ids; `submit` writes them), so that a rerun waits for a batch it already paid for."""
+        found: dict[str, str] = {}
+        try:
+            lines = self.state.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return found
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a torn last line
+            if isinstance(entry, dict) and isinstance(entry.get("batch"), str) and isinstance(entry.get("ids"), list):
+                for cid in entry["ids"]:
+                    found[str(cid)] = entry["batch"]
+        return found
+
+    async def submit(self, lines: Sequence[tuple[str, bytes]], session: aiohttp.ClientSession | None = None) -> str:
+        """Upload `lines` (custom id, the JSON body of a chat request) as a JSONL file, create their
+        batch and append its id to the state file before returning: a kill from then on resumes it."""
+        if session is None:
+            async with aiohttp.ClientSession() as own:
+                return await self.submit(lines, own)
+        ids = [cid for cid, _ in lines]
+        data = b"".join(
+            b'{"custom_id":'
+            + json.dumps(cid).encode("utf-8")
+            + b',"method":"POST","url":"'
+            + CHAT_PATH.encode()
+            + b'","body":'
+            + body
+            + b"}\n"
+            for cid, body in lines
+        )
+        form = aiohttp.FormData()
+        form.add_field("purpose", "batch")
+        form.add_field("file", data, filename="requests.jsonl", content_type="application/jsonl")
+        uploaded = await self._json(session, "POST", "files", data=form)
+        created = await self._json(
+            session,
+            "POST",
+            "batches",
+            json={"input_file_id": uploaded["id"], "endpoint": CHAT_PATH, "completion_window": "24h"},
+        )
+        batch_id = str(created["id"])
+        log = AppendLog(self.state)  # on disk before the first wait: a kill from here on resumes this batch
+        log.append({"key": batch_key(ids), "batch": batch_id, "input_file": uploaded["id"], "requests": len(ids), "ids": ids})
+        log.close()
+        return batch_id
+
+    async def wait(
+        self,
+        batch_id: str,
+        ids: Sequence[str],
+        progress: Callable[[dict[str, Any]], None] | None = None,
+        session: aiohttp.ClientSession | None = None,
+    ) -> BatchOutcome:
+        """Poll a batch until it changes no more (calling `progress` with each status), then read its
+        output and error files; `ids` are the requests the caller waits for (the rest unanswered)."""
+        if session is None:
+            async with aiohttp.ClientSession() as own:
+                return await self.wait(batch_id, ids, progress, own)
+        while True:
+            batch = await self._json(session, "GET", f"batches/{batch_id}")
+            if progress is not None:
+                progress(batch)
+            if batch.get("status") in FINISHED:
+                break
+            await asyncio.sleep(self.poll_s)
+        outcome = BatchOutcome(batch_id, str(batch["status"]))
+        for name in ("output_file_id", "error_file_id"):
+            file_id = batch.get(name)
+            if file_id:
+                self._read_lines(await self._json(session, "GET", f"files/{file_id}/content"), outcome)
+        outcome.unanswered = [i for i in ids if i not in outcome.answers and i not in outcome.errors]
+        return outcome
+
     async def run(
         self, requests: Mapping[str, dict[str, Any]], progress: Callable[[dict[str, Any]], None] | None = None
     ) -> BatchOutcome:
         """Send `requests` (custom id -> chat request body) as one batch, or resume the batch the
         state file holds for them; wait for it to finish and return what it answered."""
         ids = list(requests)
-        key = batch_key(ids)
         async with aiohttp.ClientSession() as session:
-            batch_id = self._known(key)
+            batch_id = self._known(batch_key(ids))
             if batch_id is None:
-                lines = b"".join(
-                    json.dumps({"custom_id": i, "method": "POST", "url": CHAT_PATH, "body": requests[i]}).encode("utf-8") + b"\n"
-                    for i in ids
-                )
-                form = aiohttp.FormData()
-                form.add_field("purpose", "batch")
-                form.add_field("file", lines, filename="requests.jsonl", content_type="application/jsonl")
-                uploaded = await self._json(session, "POST", "files", data=form)
-                created = await self._json(
-                    session,
-                    "POST",
-                    "batches",
-                    json={"input_file_id": uploaded["id"], "endpoint": CHAT_PATH, "completion_window": "24h"},
-                )
-                batch_id = str(created["id"])
-                log = AppendLog(self.state)  # on disk before the first wait: a kill from here on resumes this batch
-                log.append({"key": key, "batch": batch_id, "input_file": uploaded["id"], "requests": len(ids)})
-                log.close()
-            while True:
-                batch = await self._json(session, "GET", f"batches/{batch_id}")
-                if progress is not None:
-                    progress(batch)
-                if batch.get("status") in FINISHED:
-                    break
-                await asyncio.sleep(self.poll_s)
-            outcome = BatchOutcome(batch_id, str(batch["status"]))
-            for name in ("output_file_id", "error_file_id"):
-                file_id = batch.get(name)
-                if file_id:
-                    self._read_lines(await self._json(session, "GET", f"files/{file_id}/content"), outcome)
-        outcome.unanswered = [i for i in ids if i not in outcome.answers and i not in outcome.errors]
-        return outcome
+                batch_id = await self.submit([(i, json.dumps(requests[i]).encode("utf-8")) for i in ids], session)
+            return await self.wait(batch_id, ids, progress, session)
 
     @staticmethod
     def _read_lines(raw: bytes, outcome: BatchOutcome) -> None:

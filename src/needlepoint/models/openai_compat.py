@@ -391,6 +391,17 @@ class OpenAICompatModel:
 
     # --- requests ------------------------------------------------------------------------------
 
+    async def body(self, conversation: Conversation, generation: Generation) -> bytes:
+        """The JSON body of the chat request for `conversation`, images encoded (also what a batch
+        line holds, models/batching.py); DataError for a request over the byte budget."""
+        body = request_body(self.name, conversation, generation, await self._encode_images(conversation))
+        if self.max_request_bytes is not None and len(body) > self.max_request_bytes:
+            raise DataError(
+                f"request_too_large: {len(body)} bytes exceed --max-request-bytes {self.max_request_bytes}; "
+                "not sent: downscale with --max-image-side or raise the budget"
+            )
+        return body
+
     async def complete(self, conversation: Conversation, generation: Generation) -> Reply:
         """Send one conversation under the retry policy; errors come back in Reply.error (scrubbed
         of credentials) with their `status` kind in Reply.error_kind. At most `max_in_flight`
@@ -399,12 +410,7 @@ class OpenAICompatModel:
 
         Image problems and requests over the byte budget raise DataError: input faults, not sent.
         """
-        body = request_body(self.name, conversation, generation, await self._encode_images(conversation))
-        if self.max_request_bytes is not None and len(body) > self.max_request_bytes:
-            raise DataError(
-                f"request_too_large: {len(body)} bytes exceed --max-request-bytes {self.max_request_bytes}; "
-                "not sent: downscale with --max-image-side or raise the budget"
-            )
+        body = await self.body(conversation, generation)
         start = time.perf_counter()
         try:
             got = await self.transport.post(_chat_url, body, chat_reply, CHAT, generation.timeout_s)

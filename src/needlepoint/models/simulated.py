@@ -286,11 +286,15 @@ class SimulatedServer:
         app.router.add_post("/v1/embeddings", self._embeddings)
         if self.tokenize:
             app.router.add_post("/tokenize", self._tokenize)
+        self._add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # _server is set once start() has returned
+
+    def _add_routes(self, app: Any) -> None:
+        """More routes for a subclass to serve (a test's Batch API, tests/helpers/batch_server.py)."""
 
     async def _observe_request(self, request: Any, handler: Any) -> Any:
         """Count the request while it is answered and, with `keep_requests`, keep it."""

@@ -1,0 +1,127 @@
+"""The simulated model with OpenAI's Batch API: `/v1/files`, `/v1/files/{id}/content`,
+`/v1/batches`, `/v1/batches/{id}`, on 127.0.0.1 in a background thread, for `eval --batch`.
+
+Each line of a batch is answered by POSTing its body to the server's own `/v1/chat/completions`,
+so a batch answers exactly as the live path does (the same script, the same usage). Counters say
+what a client did: `uploads`, `created` (batches created) and `polls`; `inputs` keeps each
+uploaded file's custom ids.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from needlepoint.models.simulated import SimulatedServer
+
+
+class BatchServer(SimulatedServer):
+    """Batches on top of SimulatedServer. A batch takes `polls_to_finish` status requests to
+    finish, and never while `hold` is set. The first `partial_batches` batches created answer their
+    odd lines with an error-file line each; the first `expire_batches` end `expired` with only the
+    first half of their lines answered."""
+
+    polls_to_finish: int = 2
+    hold: bool = False
+    partial_batches: int = 0
+    expire_batches: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.inputs: list[list[str]] = []
+        self.uploads = 0
+        self.created = 0
+        self.polls = 0
+
+    def _add_routes(self, app: Any) -> None:
+        app.router.add_post("/v1/files", self._upload)
+        app.router.add_get("/v1/files/{id}/content", self._content)
+        app.router.add_post("/v1/batches", self._create)
+        app.router.add_get("/v1/batches/{id}", self._batch)
+
+    async def _observe_request(self, request: Any, handler: Any) -> Any:
+        if request.path.startswith(("/v1/files", "/v1/batches")):
+            return await handler(request)  # an upload's form is read once, by its handler
+        return await super()._observe_request(request, handler)
+
+    async def _upload(self, request: Any) -> Any:
+        from aiohttp import web
+
+        form = await request.post()
+        assert form["purpose"] == "batch"
+        self.uploads += 1
+        file_id = f"file-{len(self.files)}"
+        self.files[file_id] = form["file"].file.read()
+        self.inputs.append([json.loads(line)["custom_id"] for line in self.files[file_id].splitlines()])
+        return web.json_response({"id": file_id, "object": "file", "purpose": "batch"})
+
+    async def _content(self, request: Any) -> Any:
+        from aiohttp import web
+
+        file_id = request.match_info["id"]
+        if file_id not in self.files:
+            return web.json_response({"error": {"message": "no such file"}}, status=404)
+        return web.Response(body=self.files[file_id], content_type="application/jsonl")
+
+    async def _create(self, request: Any) -> Any:
+        from aiohttp import web
+
+        body = await request.json()
+        assert body["endpoint"] == "/v1/chat/completions" and body["completion_window"] == "24h"
+        self.created += 1
+        batch_id = f"batch-{self.created}"
+        total = len(self.files[body["input_file_id"]].splitlines())
+        self.batches[batch_id] = {
+            "id": batch_id,
+            "object": "batch",
+            "status": "in_progress",
+            "input_file_id": body["input_file_id"],
+            "request_counts": {"total": total, "completed": 0, "failed": 0},
+            "polls": 0,
+            "partial": self.created <= self.partial_batches,
+            "expire": self.created <= self.expire_batches,
+        }
+        return web.json_response(self._shown(self.batches[batch_id]))
+
+    @staticmethod
+    def _shown(batch: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in batch.items() if k not in ("polls", "partial", "expire")}
+
+    async def _batch(self, request: Any) -> Any:
+        from aiohttp import web
+
+        batch = self.batches[request.match_info["id"]]
+        self.polls += 1
+        batch["polls"] += 1
+        if batch["status"] == "in_progress" and not self.hold and batch["polls"] >= self.polls_to_finish:
+            await self._finish(batch)
+        return web.json_response(self._shown(batch))
+
+    async def _finish(self, batch: dict[str, Any]) -> None:
+        """Answer the batch's lines through the live chat route, then write its output and error files."""
+        import aiohttp
+
+        lines = [json.loads(x) for x in self.files[batch["input_file_id"]].splitlines()]
+        out: list[dict[str, Any]] = []
+        err: list[dict[str, Any]] = []
+        async with aiohttp.ClientSession() as session:
+            for k, line in enumerate(lines):
+                cid = line["custom_id"]
+                if batch["expire"] and k >= len(lines) // 2:
+                    continue
+                if batch["partial"] and k % 2:
+                    err.append({"custom_id": cid, "response": None, "error": {"code": "server_error", "message": "simulated"}})
+                    continue
+                async with session.post(f"{self.url}/chat/completions", json=line["body"]) as resp:
+                    answer = await resp.json(content_type=None)
+                    code = resp.status
+                out.append({"custom_id": cid, "response": {"status_code": code, "body": answer}, "error": None})
+        batch["status"] = "expired" if batch["expire"] else "completed"
+        batch["request_counts"].update(completed=len(out), failed=len(err))
+        for name, rows in (("output_file_id", out), ("error_file_id", err)):
+            if rows:
+                file_id = f"file-{len(self.files)}"
+                self.files[file_id] = b"".join(json.dumps(r).encode() + b"\n" for r in rows)
+                batch[name] = file_id
