@@ -13,7 +13,7 @@ Every answer schema is bounded (boxschema.py), so a reply that follows it has at
 with --max-tokens at least that, the grammar always closes the JSON before the token limit. That
 holds only without free whitespace, which JSON grammars allow between any two tokens by default:
 vLLM turns it off per server, not per request (`--structured-outputs-config
-{"disable_any_whitespace": true}`, read by its xgrammar and guidance backends; the request's own
+{"backend": "xgrammar", "disable_any_whitespace": true}`; the request's own
 `structured_outputs.disable_any_whitespace` is ignored by 0.32), so `--serve vllm` starts vLLM with
 it (`COMPACT_JSON_FLAGS`) and a server started by hand needs it too.
 """
@@ -41,8 +41,9 @@ __all__ = [
 
 RESPONSE_FORMAT = "response_format"
 LABEL = " + schema"  # the leaderboard's mark of a run whose answers were constrained by the schema
-# vLLM's server flag that drops free whitespace from JSON grammars (xgrammar and guidance backends)
-COMPACT_JSON_FLAGS = ("--structured-outputs-config", json.dumps({"disable_any_whitespace": True}))
+# vLLM's server flag that drops free whitespace from JSON grammars; vLLM refuses it with its default
+# backend "auto", so the backend is named: xgrammar, whose bounds FRACTION_DIGITS describes
+COMPACT_JSON_FLAGS = ("--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}))
 # the fraction digits xgrammar (vLLM's default backend) allows a `number` with a minimum and a maximum
 FRACTION_DIGITS = 6
 _LITERALS = {"boolean": len("false"), "null": len("null")}
