@@ -1,6 +1,7 @@
 """`--structured-output` through a real vLLM: the answer schema goes out as `response_format`
 json_schema (never the old guided_json keys), vLLM constrains decoding to it, and every reply of
-the tiny random Qwen2.5-VL then parses as the benchmark's answer, with --max-tokens at the schema's
+the tiny random Qwen2.5-VL (as the model, and as the agentic solver's reasoner) then parses as the
+answer, with --max-tokens at the schema's
 length bound (`structured.longest_reply`). The schemas are bounded (boxschema.py) and the session's
 open server runs without free JSON whitespace, as `--serve vllm --structured-output` starts vLLM,
 so a model that writes at random must still close its JSON before the token limit."""
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from needlepoint.benchmarks.boxschema import image_lists, phrase_item
 from needlepoint.benchmarks.mc_bench import demo as mc_bench
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.ref_adv import demo as ref_adv
@@ -73,3 +75,30 @@ def test_every_reply_parses_under_the_schema(
         "json_schema": {"name": benchmark, "schema": schema, "strict": True},
     }
     assert not any(k.startswith("guided_") for k in sent), sent
+
+
+def test_the_agentic_reasoner_replies_parse_under_the_phrase_schema(
+    releases: dict[str, tuple[Path, list[str], dict]], servers: Servers, tmp_path: Path
+) -> None:
+    """The agentic solver's reasoner under its phrase schema (at most --max-phrases 2 an image), the
+    same server as its `vlm:` localizer, whose requests go without the schema."""
+    data = releases["mc_bench"][0]
+    schema = image_lists(phrase_item(), 2)
+    bound = longest_reply(schema)
+    out = tmp_path / "run"
+    args = ["eval", "mc_bench", "--data", str(data), "--model", MODEL_NAME, "--api-url", servers.open.url]
+    args += ["--solver", "agentic", "--localizer", f"vlm:{MODEL_NAME}", "--localizer-url", servers.open.url]
+    args += ["--max-phrases", "2", "--box-format", "abs_xyxy", "--limit", "2", "--max-tokens", str(bound)]
+    args += ["--temperature", "1", "--seed", "7", "--out", str(out), "--no-progress", "--no-report", "--structured-output"]
+    proc = needlepoint(args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = read_records(out)
+    assert len(records) == 2
+    for rec in records:
+        reasoner = [t for t in rec["turns"] if t["role"] == "model"]
+        assert len(reasoner) == 1, rec  # no repair turn: the first reply parsed
+        assert reasoner[0]["finish_reason"] == "stop" and reasoner[0]["usage"]["completion_tokens"] <= bound, reasoner
+        assert set(json.loads(reasoner[0]["reply"])) == {"image_1", "image_2"}
+        assert rec["parse_error"] is None, rec
+    header = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert header["sampling_sent"][0]["response_format"]["json_schema"]["schema"] == schema
