@@ -1,8 +1,8 @@
 """`--structured-output` through a real vLLM: the answer schema goes out as `response_format`
 json_schema (never the old guided_json keys), vLLM constrains decoding to it, and every reply of
 the tiny random Qwen2.5-VL (as the model, and as the agentic solver's reasoner) then parses as the
-answer, with --max-tokens at the schema's
-length bound (`structured.longest_reply`). The schemas are bounded (boxschema.py) and the session's
+answer, with --max-tokens at the schema's length bound (`structured.longest_reply`). The schemas
+are bounded (boxschema.py) and the session's
 open server runs without free JSON whitespace, as `--serve vllm --structured-output` starts vLLM,
 so a model that writes at random must still close its JSON before the token limit."""
 
