@@ -12,7 +12,8 @@ from typing import Any
 from helpers import one_sentence, ref_eval_args, run_quiet, scripted_ref_release, small_niah
 from helpers.agentic import FMT, agentic_args, scripts
 
-from needlepoint.benchmarks.boxschema import MC_BOX_ITEM, PHRASE_ITEM, image_lists, ref_adv_schema
+from needlepoint.benchmarks.boxschema import image_lists, mc_box_item, phrase_item, ref_adv_schema
+from needlepoint.benchmarks.mc_bench.agentic_solver import DEFAULT_MAX_PHRASES
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.report.leaderboard import build_boards, read_run
@@ -33,12 +34,12 @@ def test_request_bodies_carry_the_answer_schema(serve: Any, tmp_path: Path) -> N
     for body in bodies:  # the repair turns too: the same question, the same shape
         assert body["response_format"] == {
             "type": "json_schema",
-            "json_schema": {"name": "ref_adv_s", "schema": ref_adv_schema(), "strict": True},
+            "json_schema": {"name": "ref_adv_s", "schema": ref_adv_schema("abs_xyxy"), "strict": True},
         }
         assert not any(k.startswith("guided_") or k == "structured_outputs" for k in body)
     header = _header(out)
     assert header["identity"]["structured_output"] is True and header["config"]["structured_output"] is True
-    assert header["sampling_sent"][0]["response_format"]["json_schema"]["schema"] == ref_adv_schema()
+    assert header["sampling_sent"][0]["response_format"]["json_schema"]["schema"] == ref_adv_schema("abs_xyxy")
 
     plain = tmp_path / "plain"
     rc, err = run_quiet(ref_eval_args(data, server.url, plain, "--no-report", model="sim-model"))
@@ -52,7 +53,7 @@ def test_request_bodies_carry_the_answer_schema(serve: Any, tmp_path: Path) -> N
 
 
 def test_mc_bench_schema_follows_the_input_mode(tmp_path: Path) -> None:
-    assert McBench(box_format="norm_1000_xyxy").answer_schema() == image_lists(MC_BOX_ITEM)
+    assert McBench(box_format="norm_1000_xyxy").answer_schema() == image_lists(mc_box_item("norm_1000_xyxy"))
     merged = McBench(box_format="norm_1000_xyxy", input_mode="merged").answer_schema()
     assert merged is not None and list(merged["properties"]) == ["boxes"]
     prompt = tmp_path / "prompt.txt"
@@ -72,7 +73,7 @@ def test_agentic_reasoner_gets_the_phrase_schema_and_the_localizer_none(serve: A
     assert rc == 0, err
     assert reasoner.bodies() and localizer.bodies()
     for body in reasoner.bodies():
-        assert body["response_format"]["json_schema"]["schema"] == image_lists(PHRASE_ITEM)
+        assert body["response_format"]["json_schema"]["schema"] == image_lists(phrase_item(), DEFAULT_MAX_PHRASES)
     assert all("response_format" not in body for body in localizer.bodies())
 
 

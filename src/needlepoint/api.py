@@ -200,7 +200,7 @@ def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSett
         if config.serve is not None:  # --serve: the servers start now, their logs in the run folder
             from needlepoint.serve import SERVE_DIR
 
-            config.serve.start(run_dir / SERVE_DIR, max_images(bench, requested))
+            config.serve.start(run_dir / SERVE_DIR, max_images(bench, requested), config.structured_output)
         if model is None:
             check_endpoints(config)
         _check_solver_models(solver)

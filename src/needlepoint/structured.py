@@ -7,20 +7,77 @@ boxes, MC-Bench's image/group/box object), or a solver's when its main model ans
 (the agentic reasoner's phrases). It travels in the Generation's extra body keys, so it is part of
 the run identity and of run.json's `sampling_sent`; `identity` also marks the run with
 `structured_output`, which the leaderboard shows as its own protocol ("+ schema").
+
+Every answer schema is bounded (boxschema.py), so a reply that follows it has at most
+`longest_reply(schema)` bytes, and a byte-level tokenizer's tokens are never more than its bytes:
+with --max-tokens at least that, the grammar always closes the JSON before the token limit. That
+holds only without free whitespace, which JSON grammars allow between any two tokens by default:
+vLLM turns it off per server, not per request (`--structured-outputs-config
+{"backend": "xgrammar", "disable_any_whitespace": true}`; the request's own
+`structured_outputs.disable_any_whitespace` is ignored by 0.32), so `--serve vllm` starts vLLM with
+it (`COMPACT_JSON_FLAGS`) and a server started by hand needs it too.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
 from needlepoint.conversation import Generation
 from needlepoint.errors import DataError
 
-__all__ = ["LABEL", "RESPONSE_FORMAT", "answer_schema", "response_format", "with_schema", "without_schema"]
+__all__ = [
+    "COMPACT_JSON_FLAGS",
+    "FRACTION_DIGITS",
+    "LABEL",
+    "RESPONSE_FORMAT",
+    "answer_schema",
+    "longest_reply",
+    "response_format",
+    "with_schema",
+    "without_schema",
+]
 
 RESPONSE_FORMAT = "response_format"
 LABEL = " + schema"  # the leaderboard's mark of a run whose answers were constrained by the schema
+# vLLM's server flag that drops free whitespace from JSON grammars; vLLM refuses it with its default
+# backend "auto", so the backend is named: xgrammar, whose bounds FRACTION_DIGITS describes
+COMPACT_JSON_FLAGS = ("--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}))
+# the fraction digits xgrammar (vLLM's default backend) allows a `number` with a minimum and a maximum
+FRACTION_DIGITS = 6
+_LITERALS = {"boolean": len("false"), "null": len("null")}
+
+
+def longest_reply(schema: dict[str, Any]) -> int:
+    """The most bytes of compact JSON (no whitespace) that follows `schema`: an upper bound on the
+    tokens of a constrained reply. ValueError names the first unbounded part (an array without
+    maxItems, a number without minimum and maximum, a string without maxLength): such a schema
+    lets a constrained model write forever."""
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties", {})
+        if schema.get("additionalProperties", True) is not False:
+            raise ValueError("an object that allows additional properties is unbounded")
+        # every property present: keys quoted, a colon each, commas between, braces around
+        return 2 + max(len(props) - 1, 0) + sum(len(json.dumps(k)) + 1 + longest_reply(v) for k, v in props.items())
+    if kind == "array":
+        if "maxItems" not in schema:
+            raise ValueError("an array without maxItems is unbounded")
+        n = int(schema["maxItems"])
+        return 2 + max(n - 1, 0) + n * longest_reply(schema.get("items", {}))
+    if kind in ("integer", "number"):
+        if "minimum" not in schema or "maximum" not in schema:
+            raise ValueError(f"a {kind} without minimum and maximum is unbounded")
+        whole = max(len(str(int(schema["minimum"]))), len(str(int(schema["maximum"]))))
+        return whole if kind == "integer" else whole + 1 + FRACTION_DIGITS
+    if kind == "string":
+        if "maxLength" not in schema:
+            raise ValueError("a string without maxLength is unbounded")
+        return 2 + 6 * int(schema["maxLength"])  # quotes, and at most 6 bytes a character (a \\uXXXX escape)
+    if kind in _LITERALS:
+        return _LITERALS[kind]
+    raise ValueError(f"no length bound for a schema of type {kind!r}")
 
 
 def response_format(schema: dict[str, Any], name: str) -> dict[str, Any]:

@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from needlepoint.structured import COMPACT_JSON_FLAGS
+
 REPO = Path(__file__).resolve().parents[2]
 VLLM_VENV = Path(os.environ.get("NEEDLEPOINT_VLLM_VENV", REPO / ".venv-vllm"))
 VLLM_PYTHON = VLLM_VENV / "bin" / "python"
@@ -210,7 +212,8 @@ class Servers:
 def servers(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     logs = tmp_path_factory.mktemp("vllm-logs")
     pair = Servers(
-        open=VllmServer(tiny_model, logs / "server-a.log"),
+        # without free JSON whitespace, as `--serve vllm --structured-output` starts vLLM (test_structured_output.py)
+        open=VllmServer(tiny_model, logs / "server-a.log", extra_args=list(COMPACT_JSON_FLAGS)),
         keyed=VllmServer(tiny_model, logs / "server-b.log", api_key=API_KEY),
     )
     start_servers([pair.open, pair.keyed])

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from needlepoint.errors import DataError
+from needlepoint.structured import COMPACT_JSON_FLAGS
 
 HOST = "127.0.0.1"
 
@@ -125,8 +126,12 @@ def _runs(executable: str) -> bool:
         return False
 
 
-def server_command(spec: ServeSpec, start: Sequence[str], port: int, max_images: int | None = None) -> list[str]:
-    """The full command of one server of `spec`, after `start` (see `launcher`)."""
+def server_command(
+    spec: ServeSpec, start: Sequence[str], port: int, max_images: int | None = None, compact_json: bool = False
+) -> list[str]:
+    """The full command of one server of `spec`, after `start` (see `launcher`); `compact_json`
+    (--structured-output) drops free whitespace from vLLM's JSON grammars, so that a constrained
+    reply has a bounded length (structured.py)."""
     engine = ENGINES[spec.engine]
     module_form = "-m" in start
     args = list(spec.args)
@@ -144,6 +149,8 @@ def server_command(spec: ServeSpec, start: Sequence[str], port: int, max_images:
         if max_images and not spec.pooling and not has_flag(args, "--limit-mm-per-prompt"):
             # no video: a benchmark sends images only, and vLLM then profiles no video inputs at start
             cmd += ["--limit-mm-per-prompt", json.dumps({"image": max_images, "video": 0})]
+        if compact_json and not has_flag(args, COMPACT_JSON_FLAGS[0]):
+            cmd += list(COMPACT_JSON_FLAGS)
     elif engine.name == "sglang" and spec.pooling and not has_flag(args, "--is-embedding"):
         cmd += ["--is-embedding"]
     return cmd + args

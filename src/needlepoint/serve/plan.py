@@ -65,14 +65,15 @@ class ServePlan:
         """The model name a role's servers answer to."""
         return next((s.name for s in self.specs if s.role == role), None)
 
-    def start(self, folder: Path, max_images: int | None = None) -> None:
-        """Start every server (logs in `folder`) and wait until each answers /v1/models."""
+    def start(self, folder: Path, max_images: int | None = None, compact_json: bool = False) -> None:
+        """Start every server (logs in `folder`) and wait until each answers /v1/models; with
+        `compact_json` (--structured-output) the main model's without free JSON whitespace."""
         if self.started:
             return
         self.started = True
         atexit.register(self.stop)
         for spec, start, process in self.servers:
-            process.command = server_command(spec, start, process.port, max_images)
+            process.command = server_command(spec, start, process.port, max_images, compact_json and spec.role == "model")
             process.log = folder / process.log.name
             process.start()
         try:

@@ -234,10 +234,11 @@ class AgenticSolver:
         return f"{model} + {localizer_tail(self.ref)} (agentic)"
 
     def answer_schema(self) -> dict[str, Any]:
-        """The JSON schema of the reasoner's answer (`--structured-output`): phrases per image."""
-        from needlepoint.benchmarks.boxschema import PHRASE_ITEM, image_lists
+        """The JSON schema of the reasoner's answer (`--structured-output`): phrases per image, at
+        most --max-phrases each (a reply naming more in all is refused anyway)."""
+        from needlepoint.benchmarks.boxschema import image_lists, phrase_item
 
-        return image_lists(PHRASE_ITEM)
+        return image_lists(phrase_item(), self.max_phrases)
 
     def models(self) -> Mapping[str, Any]:
         if self.localizer_model is not None:

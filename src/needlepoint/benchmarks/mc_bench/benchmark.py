@@ -270,11 +270,12 @@ class McBench(BaseBenchmark):
     def answer_schema(self) -> dict[str, Any] | None:
         """The JSON schema of the answer (`--structured-output`): the input mode's prompt's shape;
         None with a --prompt-file (its answer's shape is the file's to say)."""
-        from needlepoint.benchmarks.boxschema import MC_BOX_ITEM, boxes_object, image_lists
+        from needlepoint.benchmarks.boxschema import boxes_object, image_lists, mc_box_item
 
         if self.template not in (MERGED_PROMPT, SEQUENCE_PROMPT):
             return None
-        return boxes_object(MC_BOX_ITEM) if self.input_mode == "merged" else image_lists(MC_BOX_ITEM)
+        item = mc_box_item(self.box_format)
+        return boxes_object(item) if self.input_mode == "merged" else image_lists(item)
 
     def followup(self, sample: McSample, parsed: Parsed, finish_reason: str | None) -> str | None:
         return GROUNDING_REPAIR_TEXT if self.grounding else REPAIR_TEXT

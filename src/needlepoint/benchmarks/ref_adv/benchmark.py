@@ -115,11 +115,12 @@ class RefAdv(BaseBenchmark):
             sample, text, require_box_format(self.box_format, self.name), self.max_image_side, self.frame, self.grounding
         )
 
-    def answer_schema(self) -> dict[str, Any]:
-        """The JSON schema of the answer (`--structured-output`): the boxes of the repair turn's shape."""
+    def answer_schema(self) -> dict[str, Any] | None:
+        """The JSON schema of the answer (`--structured-output`): the boxes of the repair turn's shape,
+        in the run's box format; None for grounding answers (special tokens, not JSON)."""
         from needlepoint.benchmarks.boxschema import ref_adv_schema
 
-        return ref_adv_schema()
+        return None if self.grounding else ref_adv_schema(self.box_format)
 
     def followup(self, sample: RefAdvSample, parsed: Parsed, finish_reason: str | None) -> str | None:
         if self.repair_on_length_only and finish_reason != "length":
