@@ -219,8 +219,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "needlepoint.human",
             "needlepoint.compare",
             "needlepoint.dryrun",
+            "needlepoint.batchrun",
         ),
-    ),  # human: a run's writer, as api; compare and the dry run: commands over runs and requests
+    ),  # human: a run's writer, as api; compare and the dry run: commands over runs and requests; batchrun: eval's --batch
     ("cli", ("needlepoint.cli",)),
 ]
 PUBLIC_SURFACE = "needlepoint"
