@@ -90,9 +90,9 @@ def _text(rng: random.Random, chars: int) -> list[str]:
     return sentences
 
 
-def _row(i: int, n: int, rng: random.Random, images_per_doc: int, tokens: int) -> tuple[str, dict[str, Any]]:
+def _row(i: int, n: int, rng: random.Random, images_per_doc: int, tokens: int, docs: int = 200) -> tuple[str, dict[str, Any]]:
     task = TASKS[i % len(TASKS)]
-    doc = i % 200  # documents past 200 reuse the images of an earlier one (the pool holds 200 docs)
+    doc = i % docs  # documents past `docs` reuse the images of an earlier one (the pool holds `docs` docs)
     # Lengths spread evenly over [2k, 58k] tokens of text (mean `tokens` when tokens=30000), shuffled.
     spread = (i * 7919) % n / max(1, n - 1)
     text_tokens = int(tokens - 28000 + 56000 * spread) if tokens >= 28000 else int(tokens * (0.1 + 1.8 * spread))
@@ -139,7 +139,7 @@ def write_images(pool: Path, images_per_doc: int, docs: int = 200) -> tuple[int,
     return len(sizes), sum(sizes)
 
 
-def write_release(root: Path, n: int, pool: Path, images_per_doc: int, tokens: int) -> dict[str, float]:
+def write_release(root: Path, n: int, pool: Path, images_per_doc: int, tokens: int, docs: int = 200) -> dict[str, float]:
     """`root/mm_niah_val/` with n rows over the six tasks; images/ links to the shared pool."""
     folder = root / "mm_niah_val"
     (folder / "annotations").mkdir(parents=True, exist_ok=True)
@@ -151,7 +151,7 @@ def write_release(root: Path, n: int, pool: Path, images_per_doc: int, tokens: i
     lengths, chars = [], 0
     try:
         for i in range(n):
-            task, row = _row(i, n, rng, images_per_doc, tokens)
+            task, row = _row(i, n, rng, images_per_doc, tokens, docs)
             files[task].write(json.dumps(row) + "\n")
             lengths.append(row["meta"]["context_length_text"])
             chars += len(row["context"])
@@ -330,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=30000, help="mean tokens of text per document (default 30000)")
     parser.add_argument("--images-per-doc", type=int, default=20)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--docs", type=int, default=200, help="documents of distinct images in the pool; samples past it reuse them (default 200)"
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/np-bench-mm-niah"), help="data and run folders")
     parser.add_argument("--profile", action="store_true", help="tracemalloc the loading of the largest set")
     parser.add_argument("--json", type=Path, help="also write the results here as JSON")
@@ -341,12 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     work = ns.work
     pool = work / f"images-{ns.images_per_doc}"
     t = time.perf_counter()
-    count, total = write_images(pool, ns.images_per_doc)
+    count, total = write_images(pool, ns.images_per_doc, ns.docs)
     print(f"images: {count} files, mean {total / count / 1024:.0f} KB ({time.perf_counter() - t:.0f} s)", file=sys.stderr)
     sets = {}
     for n in sizes:
-        root = work / f"data-{n}-{ns.tokens}-{ns.images_per_doc}"
-        sets[n] = (root, write_release(root, n, pool, ns.images_per_doc, ns.tokens))
+        root = work / f"data-{n}-{ns.tokens}-{ns.images_per_doc}-{ns.docs}"
+        sets[n] = (root, write_release(root, n, pool, ns.images_per_doc, ns.tokens, ns.docs))
 
     server = StatsServer(work, ns.delay_ms)
     try:

@@ -35,12 +35,20 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=1600)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--delay-ms", type=int, default=100)
+    parser.add_argument("--data", type=Path, help="keep the synthetic release in this folder and reuse it (one per --samples)")
     parser.add_argument("--old-src", type=Path, help="another tree's src/ (e.g. an export of an earlier commit)")
     ns = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-report-"))
     server = Server(ns.delay_ms, tmp)
     try:
-        data, _ = make_release_in_child(tmp / "data", ns.samples, 0, ROW_GROUP)
+        if ns.data is not None:  # the release of an earlier run of this script (same --samples), or made there
+            marker = ns.data / f".made-{ns.samples}"
+            if not marker.exists():
+                make_release_in_child(ns.data, ns.samples, 0, ROW_GROUP)
+                marker.write_text("ok\n")
+            data = ns.data
+        else:
+            data, _ = make_release_in_child(tmp / "data", ns.samples, 0, ROW_GROUP)
         server.start()
         here = str(HERE.parent / "src")
         variants = [("report (default)", here, []), ("--no-report", here, ["--no-report"])]
