@@ -1,6 +1,7 @@
 """MC-Bench's agentic solver: per-stage latency and samples per second against 100 ms servers.
 
-    PYTHONPATH=src python perf/bench_agentic.py [--pairs 96] [--concurrency 16] [--delay-ms 100] [--detector]
+    PYTHONPATH=src python perf/bench_agentic.py [--pairs 96] [--concurrency 16] [--delay-ms 100]
+                                                [--localizer-concurrency N] [--detector]
 
 The demo's MC-Bench set (--pairs image pairs, about 3 target instances each) is answered with
 `--solver agentic`: the reasoner and the `vlm:` localizer are perf/serve_simulated.py processes
@@ -11,8 +12,12 @@ is C / (2 x delay) samples per second, and one after another would be C / ((1 + 
 
 Measured, from the run's records: per stage, the median and 90th percentile latency of a call
 (reasoner turn, localizer turn), the localizer stage of a sample (first localizer call sent to
-last answered: about one delay when the phrases go out together), and samples per second of the
-whole run (wall clock of `evaluate`, start-up and scoring included) against the ideal.
+last answered: about one delay when the phrases go out together). From the servers' arrival
+counters (serve_simulated.py --stats): samples per second while serving (first request's arrival
+to the last answer) against the ideal C / (rounds x delay), rounds being a sample's reasoner turns
+plus one localizer round when it names phrases; the samples in flight on average (their elapsed
+times over that window) and the client's CPU in that window (sampled every 20 ms), per request.
+Also samples per second of the whole call (wall clock of `evaluate`, start-up and scoring included).
 
 With --detector, also the `detector:` path with a tiny random Grounding DINO built here on the CPU
 (as the tests build it): the detector's forward passes (phrases per pass, seconds per pass) with
