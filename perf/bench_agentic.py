@@ -1,6 +1,7 @@
 """MC-Bench's agentic solver: per-stage latency and samples per second against 100 ms servers.
 
-    PYTHONPATH=src python perf/bench_agentic.py [--pairs 96] [--concurrency 16] [--delay-ms 100] [--detector]
+    PYTHONPATH=src python perf/bench_agentic.py [--pairs 96] [--concurrency 16] [--delay-ms 100]
+                                                [--localizer-concurrency N] [--detector]
 
 The demo's MC-Bench set (--pairs image pairs, about 3 target instances each) is answered with
 `--solver agentic`: the reasoner and the `vlm:` localizer are perf/serve_simulated.py processes
@@ -11,8 +12,12 @@ is C / (2 x delay) samples per second, and one after another would be C / ((1 + 
 
 Measured, from the run's records: per stage, the median and 90th percentile latency of a call
 (reasoner turn, localizer turn), the localizer stage of a sample (first localizer call sent to
-last answered: about one delay when the phrases go out together), and samples per second of the
-whole run (wall clock of `evaluate`, start-up and scoring included) against the ideal.
+last answered: about one delay when the phrases go out together). From the servers' arrival
+counters (serve_simulated.py --stats): samples per second while serving (first request's arrival
+to the last answer) against the ideal C / (rounds x delay), rounds being a sample's reasoner turns
+plus one localizer round when it names phrases; the samples in flight on average (their elapsed
+times over that window) and the client's CPU in that window (sampled every 20 ms), per request.
+Also samples per second of the whole call (wall clock of `evaluate`, start-up and scoring included).
 
 With --detector, also the `detector:` path with a tiny random Grounding DINO built here on the CPU
 (as the tests build it): the detector's forward passes (phrases per pass, seconds per pass) with
@@ -24,10 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +46,7 @@ class Server:
     """perf/serve_simulated.py in its own process, answering from a script after a delay."""
 
     def __init__(self, script: Path, delay_ms: float, model: str) -> None:
+        self.stats_path = script.with_name(f"stats-{model.replace('/', '_')}.json")
         cmd = [
             sys.executable,
             str(HERE / "serve_simulated.py"),
@@ -48,12 +56,30 @@ class Server:
             str(delay_ms),
             "--model",
             model,
+            "--stats",
+            str(self.stats_path),
         ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env={**os.environ})
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip()
         if not self.url.startswith("http://"):
             raise SystemExit(f"serve_simulated.py did not start: {self.url!r}")
+
+    def stats(self) -> dict[str, Any]:
+        """The chat requests since the previous call, and the first and last arrival (time.time())."""
+        self.stats_path.unlink(missing_ok=True)
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 10
+        while not self.stats_path.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the simulated server did not write its stats")
+            time.sleep(0.01)
+        return json.loads(self.stats_path.read_text())
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of the server process so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -98,9 +124,11 @@ def timed_run(
     solver_options: dict[str, Any],
     options: dict[str, Any],
     vlm_localizer: bool = False,
-) -> tuple[dict[str, dict[str, Any]], float]:
+    localizer_concurrency: int | None = None,
+) -> tuple[dict[str, dict[str, Any]], float, list[dict[str, Any]]]:
     """`needlepoint eval mc_bench --solver agentic` against a simulated reasoner (and, with
-    `vlm_localizer`, a simulated localizer) answering after `delay_ms`: its records and wall time."""
+    `vlm_localizer`, a simulated localizer) answering after `delay_ms`: its records, wall time and
+    each server's request count and first and last arrival."""
     from needlepoint.api import evaluate
     from needlepoint.benchmarks.mc_bench.agentic_demo import LOCALIZER_NAME, agentic_script
     from needlepoint.config import RunConfig
@@ -113,6 +141,8 @@ def timed_run(
     if vlm_localizer:
         servers.append(Server(script_path, delay_ms, LOCALIZER_NAME))
         solver_options = {**solver_options, "localizer_url": [servers[1].url]}
+        if localizer_concurrency is not None:
+            solver_options["localizer_concurrency"] = localizer_concurrency
     try:
         config = RunConfig(
             benchmark="mc_bench",
@@ -127,19 +157,44 @@ def timed_run(
             show_progress=False,
             report=False,
         )
+        for server in servers:
+            server.stats()  # restart the counters
+        cpu0 = [server.cpu_s() for server in servers] + [time.process_time()]
+        trace: list[tuple[float, float]] = []  # (time.time(), this process's CPU seconds), every 20 ms
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(0.02):
+                trace.append((time.time(), time.process_time()))
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
         started = time.perf_counter()
-        result = evaluate(config)
+        try:
+            result = evaluate(config)
+        finally:
+            done.set()
+            watcher.join()
         wall = time.perf_counter() - started
+        stats = [server.stats() for server in servers]
+        cpu1 = [server.cpu_s() for server in servers] + [time.process_time()]
+        for stat, a, b in zip(stats + [{}], cpu0, cpu1):
+            stat["cpu_s"] = b - a
+        stats[0]["client_cpu_s"] = cpu1[-1] - cpu0[-1]
+        first = min(s["first"] for s in stats if s["first"])
+        last = max(s["last"] for s in stats if s["last"]) + delay_ms / 1000
+        inside = [cpu for at, cpu in trace if first <= at <= last]
+        stats[0]["client_serving_cpu_s"] = inside[-1] - inside[0] if len(inside) > 1 else float("nan")
     finally:
         for server in servers:
             server.stop()
-    return read_records(result.run_dir / "records.jsonl"), wall
+    return read_records(result.run_dir / "records.jsonl"), wall, stats
 
 
-def run_vlm(data: Path, workdir: Path, concurrency: int, delay_ms: float) -> list[str]:
+def run_vlm(data: Path, workdir: Path, concurrency: int, delay_ms: float, localizer_concurrency: int | None = None) -> list[str]:
     from needlepoint.benchmarks.mc_bench.agentic_demo import BOX_FORMAT, LOCALIZER_NAME
 
-    records, wall = timed_run(
+    records, wall, stats = timed_run(
         data,
         workdir,
         "vlm",
@@ -148,19 +203,36 @@ def run_vlm(data: Path, workdir: Path, concurrency: int, delay_ms: float) -> lis
         {"localizer": f"vlm:{LOCALIZER_NAME}"},
         {"box_format": BOX_FORMAT},
         vlm_localizer=True,
+        localizer_concurrency=localizer_concurrency,
     )
     n = len(records)
     delay_s = delay_ms / 1000
-    ideal = concurrency / (2 * delay_s)
+    # server rounds a sample waits for: its reasoner turns, and one localizer round when it names phrases
+    rounds = statistics.mean(
+        sum(t["role"] == "model" for t in r["turns"]) + any(t["role"] == "localizer" for t in r["turns"])
+        for r in records.values()
+    )
+    ideal = concurrency / (rounds * delay_s)
     phrases = statistics.mean(sum(t["role"] == "localizer" for t in r["turns"]) for r in records.values())
     sequential = concurrency / ((1 + phrases) * delay_s)
+    # serving: from the first request's arrival at either server to the last one's answer
+    window = max(s["last"] for s in stats if s["last"]) - min(s["first"] for s in stats if s["first"]) + delay_s
+    in_flight = sum(r["elapsed_s"] for r in records.values()) / window
     lines = [
         f"### vlm: localizer, {n} samples, --concurrency {concurrency}, servers answering after {delay_ms:g} ms",
         "",
         *stage_table(records, delay_s),
         "",
-        f"samples/s: {n / wall:.1f} (wall {wall:.2f} s, start-up and scoring included); ideal with phrases together "
-        f"{ideal:.1f} ({n / wall / ideal:.0%} of it); the bound if phrases went one after another {sequential:.1f}",
+        f"server rounds per sample: {rounds:.2f}; ideal {ideal:.1f} samples/s (--concurrency / (rounds x delay))",
+        f"samples/s while serving: {n / window:.1f} ({n / window / ideal:.0%} of the ideal; {window:.2f} s from the "
+        f"first request to the last answer, {sum(s['requests'] for s in stats)} requests); samples in flight on average "
+        f"{in_flight:.1f} of {concurrency}",
+        f"client CPU while serving: {stats[0]['client_serving_cpu_s']:.2f} s ({stats[0]['client_serving_cpu_s'] / window:.0%} "
+        f"of a core, {stats[0]['client_serving_cpu_s'] / sum(s['requests'] for s in stats) * 1000:.2f} ms a request)",
+        f"CPU seconds during the call: client {stats[0]['client_cpu_s']:.2f} (start-up and scoring included), "
+        "servers " + ", ".join(f"{s['cpu_s']:.2f}" for s in stats),
+        f"samples/s of the whole call: {n / wall:.1f} (wall {wall:.2f} s, start-up and scoring included); "
+        f"the bound if phrases went one after another {sequential:.1f}",
     ]
     return lines
 
@@ -233,7 +305,7 @@ def tiny_grounding_dino(folder: Path) -> Path:
 def run_detector(data: Path, workdir: Path, concurrency: int, delay_ms: float) -> list[str]:
     model = tiny_grounding_dino(workdir / "tiny-grounding-dino")
     solver_options = {"localizer": f"detector:{model}", "localizer_device": "cpu"}
-    records, wall = timed_run(data, workdir, "detector", concurrency, delay_ms, solver_options, {})
+    records, wall, _ = timed_run(data, workdir, "detector", concurrency, delay_ms, solver_options, {})
     calls = [t for r in records.values() for t in r["turns"] if t["role"] == "tool"]
     per_pass = [c["result"]["pass_phrases"] for c in calls]
     pass_s = [c["result"]["pass_s"] for c in calls]
@@ -255,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=96, help="image pairs of the generated set (default 96)")
     parser.add_argument("--concurrency", type=int, default=16, help="samples in flight (default 16)")
     parser.add_argument("--delay-ms", type=float, default=100.0, help="each server's answer time (default 100)")
+    parser.add_argument(
+        "--localizer-concurrency", type=int, help="the localizer's requests in flight (default: the solver's own default)"
+    )
     parser.add_argument("--detector", action="store_true", help="also the detector: path (needs the agentic extra)")
     ns = parser.parse_args(argv)
     from needlepoint.benchmarks.mc_bench.demo import write_release
@@ -262,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         data, _ = write_release(workdir / "data", pairs=ns.pairs)
-        lines = run_vlm(data, workdir, ns.concurrency, ns.delay_ms)
+        lines = run_vlm(data, workdir, ns.concurrency, ns.delay_ms, ns.localizer_concurrency)
         if ns.detector:
             lines += ["", *run_detector(data, workdir, ns.concurrency, ns.delay_ms)]
     print("\n".join(lines))

@@ -1,19 +1,23 @@
 """Peak memory of `needlepoint eval mm_niah` on long interleaved documents, by sample count.
 
     python perf/bench_mm_niah_memory.py [--sizes 50,200] [--tokens 30000] [--images-per-doc 20]
-                                              [--concurrency 16] [--work /tmp/np-bench-mm-niah] [--profile]
+                                              [--concurrency 16] [--delay-ms 0] [--report]
+                                              [--work /tmp/np-bench-mm-niah] [--profile]
 
 Writes MM-NIAH release folders of N samples (documents of about --tokens tokens of real text,
 4 characters a token, spread evenly over 2k..58k, with --images-per-doc 448x448 noisy JPEGs of
 50-100 KB each, distinct per document, plus 4 option images on retrieval-image rows), serves the
-simulated model in its own process (one fixed reply, no delay), runs
+simulated model in its own process (perf/serve_simulated.py: one fixed reply after --delay-ms), runs
 
     python -m needlepoint.cli eval mm_niah --data DIR --split val --model bench --api-url URL
         --out RUN --concurrency 16 --no-progress --no-report
 
-as a child process for each N, and prints a Markdown table: peak RSS of that child (wait4
-ru_maxrss), wall time, samples/s, mean request bytes, and the time spent loading, answering and
-finishing (scoring, leaderboard files, heatmaps). Target: peak RSS under 1.5 GB, flat in N.
+(without --no-report when --report) as a child process for each N, and prints a Markdown table:
+peak RSS of that child (wait4 ru_maxrss), wall time, samples/s, the rate at the server while it
+answers (samples / (last arrival - first arrival + delay)) against the ideal
+N / (ceil(N / concurrency) x delay), the child's CPU seconds, mean request bytes, and the time
+spent loading, answering and finishing (scoring, leaderboard files, heatmaps with --report).
+Targets: peak RSS under 1.5 GB, flat in N; at 100 ms, 80% of the ideal rate at --concurrency 64.
 
 --profile additionally loads the largest set in this process under tracemalloc and prints where
 the memory held by the loaded samples is allocated (the part that grows with N).
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import random
@@ -85,9 +90,9 @@ def _text(rng: random.Random, chars: int) -> list[str]:
     return sentences
 
 
-def _row(i: int, n: int, rng: random.Random, images_per_doc: int, tokens: int) -> tuple[str, dict[str, Any]]:
+def _row(i: int, n: int, rng: random.Random, images_per_doc: int, tokens: int, docs: int = 200) -> tuple[str, dict[str, Any]]:
     task = TASKS[i % len(TASKS)]
-    doc = i % 200  # documents past 200 reuse the images of an earlier one (the pool holds 200 docs)
+    doc = i % docs  # documents past `docs` reuse the images of an earlier one (the pool holds `docs` docs)
     # Lengths spread evenly over [2k, 58k] tokens of text (mean `tokens` when tokens=30000), shuffled.
     spread = (i * 7919) % n / max(1, n - 1)
     text_tokens = int(tokens - 28000 + 56000 * spread) if tokens >= 28000 else int(tokens * (0.1 + 1.8 * spread))
@@ -134,7 +139,7 @@ def write_images(pool: Path, images_per_doc: int, docs: int = 200) -> tuple[int,
     return len(sizes), sum(sizes)
 
 
-def write_release(root: Path, n: int, pool: Path, images_per_doc: int, tokens: int) -> dict[str, float]:
+def write_release(root: Path, n: int, pool: Path, images_per_doc: int, tokens: int, docs: int = 200) -> dict[str, float]:
     """`root/mm_niah_val/` with n rows over the six tasks; images/ links to the shared pool."""
     folder = root / "mm_niah_val"
     (folder / "annotations").mkdir(parents=True, exist_ok=True)
@@ -146,7 +151,7 @@ def write_release(root: Path, n: int, pool: Path, images_per_doc: int, tokens: i
     lengths, chars = [], 0
     try:
         for i in range(n):
-            task, row = _row(i, n, rng, images_per_doc, tokens)
+            task, row = _row(i, n, rng, images_per_doc, tokens, docs)
             files[task].write(json.dumps(row) + "\n")
             lengths.append(row["meta"]["context_length_text"])
             chars += len(row["context"])
@@ -154,29 +159,6 @@ def write_release(root: Path, n: int, pool: Path, images_per_doc: int, tokens: i
         for fh in files.values():
             fh.close()
     return {"mean_text_tokens": sum(lengths) / n, "text_mb": chars / 1e6}
-
-
-# --- the server --------------------------------------------------------------------------------------
-
-
-def serve() -> int:
-    """Serve the simulated model (reply 'A' to everything) until SIGTERM; print the URL first."""
-    from needlepoint.models.simulated import SimulatedServer
-
-    class NoLog(list):
-        def append(self, item: object) -> None:
-            pass
-
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    server = SimulatedServer(default="A", models=("bench",))
-    server.log = NoLog()  # the log would keep every document's text
-    server.start()
-    print(server.url, flush=True)
-    while not stop.wait(1):
-        pass
-    server.stop()
-    return 0
 
 
 # --- one measured run --------------------------------------------------------------------------------
@@ -200,8 +182,42 @@ def _lines(path: Path) -> int:
         return 0
 
 
-def measure(data: Path, n: int, url: str, run_dir: Path, concurrency: int) -> dict[str, Any]:
-    """Run the eval as a child process; its peak RSS, phase times, request sizes."""
+class StatsServer:
+    """perf/serve_simulated.py in its own process (reply "A" to everything after --delay-ms), with
+    its arrival counters: `stats()` returns the chat requests since the previous call and the
+    first and last arrival (time.time())."""
+
+    def __init__(self, work: Path, delay_ms: float) -> None:
+        self.stats_path = work / "server-stats.json"
+        cmd = [sys.executable, str(Path(__file__).with_name("serve_simulated.py")), "--delay-ms", str(delay_ms)]
+        cmd += ["--reply", "A", "--model", "bench", "--stats", str(self.stats_path)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        self.url = (self.proc.stdout.readline() if self.proc.stdout else "").strip()
+        if not self.url.startswith("http"):
+            raise SystemExit("the simulated server did not start")
+
+    def stats(self) -> dict[str, Any]:
+        self.stats_path.unlink(missing_ok=True)
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 10
+        while not self.stats_path.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the simulated server did not write its stats")
+            time.sleep(0.01)
+        return dict(json.loads(self.stats_path.read_text()))
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(10)
+
+
+def measure(
+    data: Path, n: int, server: StatsServer, run_dir: Path, concurrency: int, delay_ms: float = 0.0, report: bool = False
+) -> dict[str, Any]:
+    """Run the eval as a child process; its peak RSS, phase times, request sizes, and the rate at
+    the server (requests / (last arrival - first arrival + delay)) against the ideal
+    n / (ceil(n / concurrency) x delay)."""
+    url = server.url
     cmd = [
         sys.executable,
         "-m",
@@ -221,8 +237,9 @@ def measure(data: Path, n: int, url: str, run_dir: Path, concurrency: int) -> di
         "--concurrency",
         str(concurrency),
         "--no-progress",
-        "--no-report",
+        *([] if report else ["--no-report"]),
     ]
+    server.stats()  # restart the counters
     log = run_dir.with_suffix(".log")
     t0 = time.perf_counter()
     with log.open("wb") as fh:
@@ -245,6 +262,7 @@ def measure(data: Path, n: int, url: str, run_dir: Path, concurrency: int) -> di
     watcher.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
+    arrivals = server.stats()
     proc.returncode = os.waitstatus_to_exitcode(status)
     done.set()
     watcher.join()
@@ -271,8 +289,21 @@ def measure(data: Path, n: int, url: str, run_dir: Path, concurrency: int) -> di
         "mean_request_mb": sum(sizes) / len(sizes) / 1e6,
         "max_request_mb": max(sizes) / 1e6,
         "failed": sum(1 for r in records if r.get("status") != "done"),
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "load_average": os.getloadavg()[0],
+        **serving(arrivals, n, concurrency, delay_ms),
         "command": " ".join(cmd),
     }
+
+
+def serving(arrivals: dict[str, Any], n: int, concurrency: int, delay_ms: float) -> dict[str, Any]:
+    """Samples per second at the server while it answers, and the ideal at `delay_ms` (none at 0)."""
+    delay = delay_ms / 1000
+    if not arrivals.get("requests") or arrivals.get("first") is None:
+        return {"serving_rate": float("nan"), "ideal_rate": float("nan"), "requests": 0}
+    window = arrivals["last"] - arrivals["first"] + delay
+    ideal = n / (math.ceil(n / concurrency) * delay) if delay else float("nan")
+    return {"serving_rate": n / window if window > 0 else float("nan"), "ideal_rate": ideal, "requests": arrivals["requests"]}
 
 
 def profile_load(data: Path, top: int = 8) -> None:
@@ -299,57 +330,59 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=30000, help="mean tokens of text per document (default 30000)")
     parser.add_argument("--images-per-doc", type=int, default=20)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--docs", type=int, default=200, help="documents of distinct images in the pool; samples past it reuse them (default 200)"
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/np-bench-mm-niah"), help="data and run folders")
     parser.add_argument("--profile", action="store_true", help="tracemalloc the loading of the largest set")
     parser.add_argument("--json", type=Path, help="also write the results here as JSON")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--delay-ms", type=float, default=0.0, help="the server's answer time (default 0)")
+    parser.add_argument("--report", action="store_true", help="with the report (default --no-report)")
     ns = parser.parse_args(argv)
-    if ns.serve:
-        return serve()
 
     sizes = [int(s) for s in ns.sizes.split(",") if s.strip()]
     work = ns.work
     pool = work / f"images-{ns.images_per_doc}"
     t = time.perf_counter()
-    count, total = write_images(pool, ns.images_per_doc)
+    count, total = write_images(pool, ns.images_per_doc, ns.docs)
     print(f"images: {count} files, mean {total / count / 1024:.0f} KB ({time.perf_counter() - t:.0f} s)", file=sys.stderr)
     sets = {}
     for n in sizes:
-        root = work / f"data-{n}-{ns.tokens}-{ns.images_per_doc}"
-        sets[n] = (root, write_release(root, n, pool, ns.images_per_doc, ns.tokens))
+        root = work / f"data-{n}-{ns.tokens}-{ns.images_per_doc}-{ns.docs}"
+        sets[n] = (root, write_release(root, n, pool, ns.images_per_doc, ns.tokens, ns.docs))
 
-    server = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True)
+    server = StatsServer(work, ns.delay_ms)
     try:
-        url = (server.stdout.readline() if server.stdout else "").strip()
-        if not url.startswith("http"):
-            raise SystemExit("the simulated server did not start")
         results = []
         for n in sizes:
             root, shape = sets[n]
             run_dir = work / "runs" / f"run-{n}-{time.strftime('%H%M%S')}"
             run_dir.parent.mkdir(parents=True, exist_ok=True)
             print(f"running {n} samples ...", file=sys.stderr)
-            res = measure(root, n, url, run_dir, ns.concurrency)
+            res = measure(root, n, server, run_dir, ns.concurrency, ns.delay_ms, ns.report)
             res.update(shape)
             results.append(res)
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(10)
+        server.stop()
 
     print(
         f"\n{time.strftime('%Y-%m-%d')}, {platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{ns.images_per_doc} images of {SIDE}x{SIDE} per document, concurrency {ns.concurrency}\n"
+        f"{ns.images_per_doc} images of {SIDE}x{SIDE} per document, concurrency {ns.concurrency}, "
+        f"server delay {ns.delay_ms:g} ms, {'report on' if ns.report else '--no-report'}\n"
     )
     print(
         "| samples | mean text tokens | document text (MB) | peak RSS (MB) | peak in | RSS after load (MB) | "
-        "wall (s) | samples/s | answering (samples/s) | load / answer / finish (s) | mean request (MB) | failed |"
+        "wall (s) | samples/s | answering (samples/s) | at the server (samples/s, of ideal) | CPU (s) | load average | "
+        "load / answer / finish (s) | mean request (MB) | failed |"
     )
-    print("|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---:|---:|")
+    print("|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     for r in results:
         print(
             f"| {r['samples']} | {r['mean_text_tokens']:.0f} | {r['text_mb']:.0f} | {r['peak_rss_mb']:.0f} | "
             f"{r['peak_phase']} | {r['rss_after_load_mb']:.0f} | "
             f"{r['wall_s']:.1f} | {r['samples_per_s']:.1f} | {r['answer_rate']:.1f} | "
+            f"{r['serving_rate']:.1f} of {r['ideal_rate']:.0f} ({r['serving_rate'] / r['ideal_rate']:.0%}) | "
+            f"{r['cpu_s']:.1f} | {r['load_average']:.1f} | "
             f"{r['load_s']:.1f} / {r['answer_s']:.1f} / {r['finish_s']:.1f} | {r['mean_request_mb']:.2f} | {r['failed']} |"
         )
     print(f"\ncommand: {results[-1]['command']}")

@@ -16,6 +16,7 @@ and the run folder's size, medians over the rounds. On a shared machine the CPU 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import statistics
@@ -34,12 +35,20 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=1600)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--delay-ms", type=int, default=100)
+    parser.add_argument("--data", type=Path, help="keep the synthetic release in this folder and reuse it (one per --samples)")
     parser.add_argument("--old-src", type=Path, help="another tree's src/ (e.g. an export of an earlier commit)")
     ns = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-report-"))
     server = Server(ns.delay_ms, tmp)
     try:
-        data, _ = make_release_in_child(tmp / "data", ns.samples, 0, ROW_GROUP)
+        if ns.data is not None:  # the release of an earlier run of this script (same --samples), or made there
+            marker = ns.data / f".made-{ns.samples}"
+            if not marker.exists():
+                make_release_in_child(ns.data, ns.samples, 0, ROW_GROUP)
+                marker.write_text("ok\n")
+            data = ns.data
+        else:
+            data, _ = make_release_in_child(tmp / "data", ns.samples, 0, ROW_GROUP)
         server.start()
         here = str(HERE.parent / "src")
         variants = [("report (default)", here, []), ("--no-report", here, ["--no-report"])]
@@ -85,7 +94,8 @@ def main() -> int:
                         (run.answering(delay) or 0, run.after_last_answer(delay) or 0, run.wall_s, run.cpu_s, size)
                     )
                     print(
-                        f"round {r} {label}: answering {rows[label][-1][0]:.2f} s, after {rows[label][-1][1]:.2f} s",
+                        f"round {r} {label}: answering {rows[label][-1][0]:.2f} s, after {rows[label][-1][1]:.2f} s, "
+                        f"load average {os.getloadavg()[0]:.1f}",
                         file=sys.stderr,
                     )
     finally:
@@ -95,16 +105,18 @@ def main() -> int:
         f"command: python perf/bench_report_overhead.py --samples {ns.samples} --rounds {ns.rounds} --delay-ms {ns.delay_ms}"
         f"{' --old-src ' + str(ns.old_src) if ns.old_src else ''}; 1-minute load average after: {os.getloadavg()[0]:.1f}\n"
     )
+    ideal = ns.samples / (math.ceil(ns.samples / 64) * delay)
+    print(f"ideal rate while serving: {ideal:.0f} samples/s ({ns.samples} / (ceil({ns.samples} / 64) x {delay:g} s))\n")
     print(
-        "| variant | answering (s) | after the last answer (s) | after / answering | after per sample (ms) | whole command (s) "
+        "| variant | answering (s) | samples/s while serving (of ideal) | after the last answer (s) | after / answering | after per sample (ms) | whole command (s) "
         "| CPU, command + its children (s) | CPU per sample (ms) | run folder (MB) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, values in rows.items():
         ans, after, wall, cpu, size = (statistics.median(v[i] for v in values) for i in range(5))
         lo, hi = min(v[1] for v in values), max(v[1] for v in values)
         print(
-            f"| {label} | {ans:.2f} | {after:.2f} ({lo:.2f}-{hi:.2f}) | {after / ans:.2f} | {1000 * after / ns.samples:.2f} | {wall:.2f} "
+            f"| {label} | {ans:.2f} | {ns.samples / ans:.0f} ({ns.samples / ans / ideal:.0%}) | {after:.2f} ({lo:.2f}-{hi:.2f}) | {after / ans:.2f} | {1000 * after / ns.samples:.2f} | {wall:.2f} "
             f"| {cpu:.2f} | {1000 * cpu / ns.samples:.2f} | {size:.1f} |"
         )
     return 0

@@ -306,15 +306,19 @@ def encode_jpeg(ref: ImageRef, reencode: bool = False, data: bytes | None = None
 class ImageCache:
     """Base64 of images sent more than once (MM-NIAH option images, shared fillers), bounded in
     bytes. An image is kept only from its second use, so a data set that never repeats an image
-    (Ref-Adv-s, MC-Bench) holds nothing here and memory stays flat."""
+    (Ref-Adv-s, MC-Bench) holds nothing here and memory stays flat. `from_first`: kept from its
+    first use, for a client that sends each image several times in a row (the agentic solver's
+    localizer: one request per phrase, the phrases of a sample at once), so it is read and encoded
+    once, not once per request; still bounded by `max_bytes`, oldest out first."""
 
-    def __init__(self, max_bytes: int = 32 << 20, seen_keys: int = 65536) -> None:
+    def __init__(self, max_bytes: int = 32 << 20, seen_keys: int = 65536, from_first: bool = False) -> None:
         self._items: OrderedDict[tuple[str, int | None], bytes] = OrderedDict()
         self._seen: OrderedDict[tuple[str, int | None], None] = OrderedDict()
         self._bytes = 0
         self._max = max_bytes
         self._max_seen = seen_keys
         self._lock = threading.Lock()
+        self._from_first = from_first
 
     def clear(self) -> None:
         """Forget every cached image."""
@@ -336,7 +340,7 @@ class ImageCache:
         """Offer an image's base64; it is kept from the second offer of the same image on."""
         key = (ref.key, ref.max_side)
         with self._lock:
-            if key not in self._seen:
+            if key not in self._seen and not self._from_first:
                 self._seen[key] = None
                 if len(self._seen) > self._max_seen:
                     self._seen.popitem(last=False)

@@ -178,6 +178,7 @@ class AgenticSolver:
                     f"--box-format is required with --localizer {localizer}: the box convention of the localizer's model "
                     "family (abs_xyxy, norm_1000_xyxy or norm_1_xyxy; e.g. Qwen2.5-VL abs_xyxy, Qwen3-VL norm_1000_xyxy)"
                 )
+            from needlepoint.images import ImageCache
             from needlepoint.models.openai_compat import ClientSettings, OpenAICompatModel
 
             key = os.environ.get(LOCALIZER_KEY_ENV) or os.environ.get("OPENAI_API_KEY") or None
@@ -191,6 +192,9 @@ class AgenticSolver:
                 max_request_bytes=client.max_request_bytes,
                 max_in_flight=localizer_concurrency or max(32, 2 * client.concurrency),
             )
+            # a sample's phrases go out together, one request each with its image: read and encode
+            # an image once for all of them (from its first request on), not once a phrase
+            self.localizer_model.images = ImageCache(from_first=True)
             self.threshold: float | None = None
         else:
             for flag, vlm_setting in (("--localizer-url", urls or None), ("--localizer-concurrency", localizer_concurrency)):
