@@ -28,10 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -39,51 +36,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from measure import ServerProcess
+
 HERE = Path(__file__).resolve().parent
 
 
-class Server:
-    """perf/serve_simulated.py in its own process, answering from a script after a delay."""
-
-    def __init__(self, script: Path, delay_ms: float, model: str) -> None:
-        self.stats_path = script.with_name(f"stats-{model.replace('/', '_')}.json")
-        cmd = [
-            sys.executable,
-            str(HERE / "serve_simulated.py"),
-            "--script",
-            str(script),
-            "--delay-ms",
-            str(delay_ms),
-            "--model",
-            model,
-            "--stats",
-            str(self.stats_path),
-        ]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env={**os.environ})
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-        if not self.url.startswith("http://"):
-            raise SystemExit(f"serve_simulated.py did not start: {self.url!r}")
-
-    def stats(self) -> dict[str, Any]:
-        """The chat requests since the previous call, and the first and last arrival (time.time())."""
-        self.stats_path.unlink(missing_ok=True)
-        self.proc.send_signal(signal.SIGUSR1)
-        deadline = time.monotonic() + 10
-        while not self.stats_path.exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError("the simulated server did not write its stats")
-            time.sleep(0.01)
-        return json.loads(self.stats_path.read_text())
-
-    def cpu_s(self) -> float:
-        """User + system CPU seconds of the server process so far."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
+def _server(script: Path, delay_ms: float, model: str) -> ServerProcess:
+    """A simulated server answering from `script` as `model`."""
+    return ServerProcess(delay_ms, script.parent, model, ["--script", str(script)], name=model.replace("/", "_")).start()
 
 
 def pct(values: list[float], q: float) -> float:
@@ -137,9 +97,9 @@ def timed_run(
 
     script_path = workdir / "script.json"
     script_path.write_text(json.dumps(agentic_script(data)), encoding="utf-8")
-    servers = [Server(script_path, delay_ms, SIMULATED_MODEL_NAME)]
+    servers = [_server(script_path, delay_ms, SIMULATED_MODEL_NAME)]
     if vlm_localizer:
-        servers.append(Server(script_path, delay_ms, LOCALIZER_NAME))
+        servers.append(_server(script_path, delay_ms, LOCALIZER_NAME))
         solver_options = {**solver_options, "localizer_url": [servers[1].url]}
         if localizer_concurrency is not None:
             solver_options["localizer_concurrency"] = localizer_concurrency

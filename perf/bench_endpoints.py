@@ -30,14 +30,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_ref_adv_harness import MODEL, Server, machine, make_release, needlepoint_exe
+from bench_ref_adv_harness import MODEL, machine, make_release, needlepoint_exe
+from measure import ServerProcess
 
 HERE = Path(__file__).resolve().parent
 DELAY_MS = 100
 SMALL = 16
 
 
-def one_run(exe: Path, data: Path, servers: list[Server], n: int, concurrency: int, out: Path, delay_s: float) -> dict:
+def one_run(exe: Path, data: Path, servers: list[ServerProcess], n: int, concurrency: int, out: Path, delay_s: float) -> dict:
     """One eval; samples/s at the servers, wall, and the client's CPU share."""
     for s in servers:
         s.stats()  # reset the counters
@@ -99,8 +100,11 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         data, jpeg = make_release(tmp / "release", max(counts) * ns.per_endpoint)
         print(f"machine: {machine()}; {max(counts) * ns.per_endpoint} samples, JPEG mean {jpeg / 1000:.1f} KB", file=sys.stderr)
-        capped = [Server(DELAY_MS, tmp, ns.capacity, f"capped-{i}").start() for i in range(max(counts))]
-        instant = [Server(0, tmp, None, f"instant-{i}").start() for i in range(max(counts))]
+        capped = [
+            ServerProcess(DELAY_MS, tmp, MODEL, ["--capacity", str(ns.capacity)], f"capped-{i}").start()
+            for i in range(max(counts))
+        ]
+        instant = [ServerProcess(0, tmp, MODEL, name=f"instant-{i}").start() for i in range(max(counts))]
         rows = []
         try:
             plans = [(e, capped[:e], DELAY_MS / 1000, 2 * ns.capacity * e, e * ns.capacity / (DELAY_MS / 1000)) for e in counts]

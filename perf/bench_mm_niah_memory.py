@@ -31,7 +31,6 @@ import math
 import os
 import platform
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -39,6 +38,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from measure import ServerProcess
 
 TASKS = ("retrieval-text", "retrieval-image", "counting-text", "counting-image", "reasoning-text", "reasoning-image")
 IMAGE_TOKENS = 256
@@ -182,37 +183,8 @@ def _lines(path: Path) -> int:
         return 0
 
 
-class StatsServer:
-    """perf/serve_simulated.py in its own process (reply "A" to everything after --delay-ms), with
-    its arrival counters: `stats()` returns the chat requests since the previous call and the
-    first and last arrival (time.time())."""
-
-    def __init__(self, work: Path, delay_ms: float) -> None:
-        self.stats_path = work / "server-stats.json"
-        cmd = [sys.executable, str(Path(__file__).with_name("serve_simulated.py")), "--delay-ms", str(delay_ms)]
-        cmd += ["--reply", "A", "--model", "bench", "--stats", str(self.stats_path)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        self.url = (self.proc.stdout.readline() if self.proc.stdout else "").strip()
-        if not self.url.startswith("http"):
-            raise SystemExit("the simulated server did not start")
-
-    def stats(self) -> dict[str, Any]:
-        self.stats_path.unlink(missing_ok=True)
-        self.proc.send_signal(signal.SIGUSR1)
-        deadline = time.monotonic() + 10
-        while not self.stats_path.exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError("the simulated server did not write its stats")
-            time.sleep(0.01)
-        return dict(json.loads(self.stats_path.read_text()))
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(10)
-
-
 def measure(
-    data: Path, n: int, server: StatsServer, run_dir: Path, concurrency: int, delay_ms: float = 0.0, report: bool = False
+    data: Path, n: int, server: ServerProcess, run_dir: Path, concurrency: int, delay_ms: float = 0.0, report: bool = False
 ) -> dict[str, Any]:
     """Run the eval as a child process; its peak RSS, phase times, request sizes, and the rate at
     the server (requests / (last arrival - first arrival + delay)) against the ideal
@@ -351,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         root = work / f"data-{n}-{ns.tokens}-{ns.images_per_doc}-{ns.docs}"
         sets[n] = (root, write_release(root, n, pool, ns.images_per_doc, ns.tokens, ns.docs))
 
-    server = StatsServer(work, ns.delay_ms)
+    server = ServerProcess(ns.delay_ms, work, "bench", ["--reply", "A"]).start()
     try:
         results = []
         for n in sizes:

@@ -33,7 +33,6 @@ import math
 import os
 import platform
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from measure import ServerProcess
 
 HERE = Path(__file__).resolve().parent
 CONCURRENCY = 64
@@ -141,63 +142,6 @@ def make_release_in_child(folder: Path, n: int, seed: int, row_group: int) -> tu
 
 
 # ------------------------------------------------------------------------------------------ servers
-
-
-@dataclass
-class Server:
-    """perf/serve_simulated.py in its own process (`capacity`: its --capacity; `name`: tells the
-    stats files of several servers apart)."""
-
-    delay_ms: int
-    workdir: Path
-    capacity: int | None = None
-    name: str = ""
-    proc: subprocess.Popen | None = None
-    url: str = ""
-
-    @property
-    def stats_path(self) -> Path:
-        return self.workdir / f"server-{self.name or f'{self.delay_ms}ms'}.stats.json"
-
-    def start(self) -> Server:
-        cmd = [
-            sys.executable,
-            str(HERE / "serve_simulated.py"),
-            "--delay-ms",
-            str(self.delay_ms),
-            "--stats",
-            str(self.stats_path),
-            "--model",
-            MODEL,
-            *(["--capacity", str(self.capacity)] if self.capacity else []),
-        ]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-        if not self.url.startswith("http://"):
-            raise RuntimeError(f"serve_simulated.py did not print its URL (got {self.url!r})")
-        return self
-
-    def stats(self) -> dict:
-        """Requests and arrival times since the previous call (the server's counters restart)."""
-        assert self.proc is not None
-        self.stats_path.unlink(missing_ok=True)
-        self.proc.send_signal(signal.SIGUSR1)
-        deadline = time.monotonic() + 10
-        while not self.stats_path.exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError("the simulated server did not write its stats")
-            time.sleep(0.005)
-        return json.loads(self.stats_path.read_text())
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 # ------------------------------------------------------------------------------------------ running
@@ -312,7 +256,7 @@ class Tool:
             "--no-timestamp",
         ]
 
-    def eval(self, data: Path, server: Server, n: int, keep_size: bool = False) -> Run:
+    def eval(self, data: Path, server: ServerProcess, n: int, keep_size: bool = False) -> Run:
         out = self.fresh()
         server.stats()  # restart the server's counters
         run = timed(self.argv(data, server.url, out), out.with_suffix(".log"), env=self.env, cwd=self.workdir)
@@ -408,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-ref-adv-"))
-    servers: list[Server] = []
+    servers: list[ServerProcess] = []
     try:
         return _bench(ns, tmp, servers, argv)
     finally:
@@ -420,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _bench(ns: argparse.Namespace, tmp: Path, servers: list[Server], argv: list[str] | None) -> int:
+def _bench(ns: argparse.Namespace, tmp: Path, servers: list[ServerProcess], argv: list[str] | None) -> int:
     say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     started = time.strftime("%Y-%m-%d %H:%M %Z")
     t0 = time.perf_counter()
@@ -428,9 +372,9 @@ def _bench(ns: argparse.Namespace, tmp: Path, servers: list[Server], argv: list[
     big, jpeg_big = make_release_in_child(tmp / f"ref-adv-s-{ns.big}", ns.big, 1, ns.row_group)
     say(f"data: {ns.samples} and {ns.big} samples, mean JPEG {jpeg_small / 1000:.1f} KB, in {time.perf_counter() - t0:.1f} s")
 
-    fast = Server(0, tmp).start()
+    fast = ServerProcess(0, tmp, MODEL).start()
     servers.append(fast)
-    slow = Server(DELAY_MS, tmp).start()
+    slow = ServerProcess(DELAY_MS, tmp, MODEL).start()
     servers.append(slow)
 
     base_env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}

@@ -27,7 +27,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_ref_adv_harness import MODEL, ROW_GROUP, Server, folder_mb, make_release_in_child, timed  # noqa: E402
+from bench_ref_adv_harness import MODEL, ROW_GROUP, folder_mb, make_release_in_child, timed  # noqa: E402
+from measure import ServerProcess  # noqa: E402
 
 
 def main() -> int:
@@ -39,7 +40,7 @@ def main() -> int:
     parser.add_argument("--old-src", type=Path, help="another tree's src/ (e.g. an export of an earlier commit)")
     ns = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-report-"))
-    server = Server(ns.delay_ms, tmp)
+    server = ServerProcess(ns.delay_ms, tmp, MODEL)
     try:
         if ns.data is not None:  # the release of an earlier run of this script (same --samples), or made there
             marker = ns.data / f".made-{ns.samples}"

@@ -1,13 +1,19 @@
-"""One command run and measured, for the measurement scripts: wall time, CPU and peak RSS."""
+"""What the measurement scripts share: one command run and measured (wall time, CPU, peak RSS),
+and perf/serve_simulated.py started in its own process with its arrival counters."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,3 +31,60 @@ def measured(argv: list[str]) -> tuple[float, float, float]:
         sys.exit(f"command failed: {' '.join(argv)}\n{err}")
     rss_mb = usage.ru_maxrss / (2**20 if platform.system() == "Darwin" else 1024)
     return wall, usage.ru_utime + usage.ru_stime, rss_mb
+
+
+@dataclass
+class ServerProcess:
+    """perf/serve_simulated.py in its own process, answering after `delay_ms` as `model`; `extra`
+    are its other flags (--script, --reply, --capacity); `name` tells several servers' stats files
+    apart. `stats()` gives the chat requests since the previous call and the first and last
+    arrival (time.time()); `cpu_s()` the server's CPU seconds so far."""
+
+    delay_ms: float
+    workdir: Path
+    model: str = "bench-model"
+    extra: Sequence[str] = ()
+    name: str = ""
+    proc: subprocess.Popen[str] | None = field(default=None, repr=False)
+    url: str = ""
+
+    @property
+    def stats_path(self) -> Path:
+        return self.workdir / f"server-{self.name or f'{self.delay_ms:g}ms'}.stats.json"
+
+    def start(self) -> ServerProcess:
+        cmd = [sys.executable, str(REPO / "perf" / "serve_simulated.py"), "--delay-ms", str(self.delay_ms)]
+        cmd += ["--model", self.model, "--stats", str(self.stats_path), *self.extra]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+        if not self.url.startswith("http://"):
+            raise RuntimeError(f"serve_simulated.py did not print its URL (got {self.url!r})")
+        return self
+
+    def stats(self) -> dict[str, Any]:
+        """Requests and arrival times since the previous call (the server's counters restart)."""
+        assert self.proc is not None
+        self.stats_path.unlink(missing_ok=True)
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 10
+        while not self.stats_path.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the simulated server did not write its stats")
+            time.sleep(0.005)
+        return dict(json.loads(self.stats_path.read_text()))
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of the server process so far."""
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
