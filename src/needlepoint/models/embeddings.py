@@ -16,8 +16,9 @@ examples/pooling/embed/vision_embedding_online.py):
 - Token counts, one text per request: `POST {root}/tokenize` with
   `{"model": M, "prompt": "...", "add_special_tokens": false}`, answered `{"count": n, ...}`;
   `root` is the base URL without its trailing `/v1`. The empty string counts 0 without a request,
-  and with the model's own tokenizer given (`tokenizer`, its tokenizer.json) no text is asked at
-  all: `check()` compares its counts with the server's on a few probes first.
+  and with the model's own tokenizer given (`tokenizer`, loaded by transformers as vLLM loads it,
+  else its tokenizer.json) no text is asked at all: `check()` compares its counts with the
+  server's on a few probes first.
 
 Vectors come back L2-normalised (float32), so a dot product is the cosine. Requests go through
 the HTTP layer (models/http.py), under the run's policy: `--timeout` per attempt, retries, the wait
@@ -395,9 +396,9 @@ class ServedEmbedder:
 
     def known_counts(self, texts: Sequence[str]) -> dict[str, int]:
         """The counts of `texts` that need no request: the empty text's, and every text's when the
-        model's tokenizer is loaded here. (Counts are not shared between samples otherwise: a
-        sample's paid counts live in its own call cache, so a run killed and resumed never asks a
-        text it was answered for again.)"""
+        model's tokenizer is loaded here. (Paid counts are shared between samples by the run's
+        store, tokencount.CountStore, which is on disk the moment each is answered, so a run killed
+        and resumed never asks a text it was answered for again.)"""
         known: dict[str, int] = {"": 0}
         missing = [t for t in dict.fromkeys(texts) if t]
         if self.tokenizer is not None and missing:
