@@ -134,12 +134,16 @@ def test_a_tokenizer_that_counts_otherwise_is_one_sentence_before_the_run(
 def test_the_flag_loads_the_tokenizer_as_vllm_does_where_transformers_is_installed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`--embed-tokenizer` (load_tokenizer) loads a folder with transformers' AutoTokenizer when
-    transformers is importable (vLLM's /tokenize counts with it), offline; without transformers,
-    or given the file itself, the `tokenizers` package reads tokenizer.json."""
+    """`--embed-tokenizer` (load_tokenizer) loads a model folder (one with a tokenizer_config.json
+    or config.json) with transformers' AutoTokenizer when transformers is importable (vLLM's
+    /tokenize counts with it), offline; without transformers, or given the file itself, the
+    `tokenizers` package reads tokenizer.json."""
     folder = _word_tokenizer(tmp_path / "tok")
     texts = ["", "one", " The penguin sings loudly at dawn.", *TOKENIZER_PROBES]
     pytest.importorskip("transformers")
+    alone = load_tokenizer(str(folder))  # tokenizer.json alone: transformers would read it as it is
+    assert alone is not None and alone.via == "tokenizers"
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
     tok = load_tokenizer(str(folder))
     assert tok is not None and tok.via == "transformers" and tok.source == str(folder / "tokenizer.json")
     assert tok.count(texts) == [simulated_token_count(t) for t in texts]

@@ -64,19 +64,45 @@ def _auto_tokenizer(path_or_id: str) -> Any:
     """transformers' tokenizer of a model folder (or an id in the local cache), as vLLM loads it,
     without the network; None when transformers is not installed, the name is a file, or it does
     not load (then tokenizer.json is read instead, and checked like any other)."""
-    if Path(path_or_id).expanduser().is_file():
-        return None
+    p = Path(path_or_id).expanduser()
+    if p.is_file() or (p.is_dir() and not any((p / f).is_file() for f in ("tokenizer_config.json", "config.json"))):
+        return None  # a tokenizer.json alone: transformers would read it as it is (and take seconds to import)
     try:
         import transformers
     except ImportError:
         return None
-    p = Path(path_or_id).expanduser()
     try:
         return transformers.AutoTokenizer.from_pretrained(
             str(p) if p.is_dir() else path_or_id, local_files_only=True, trust_remote_code=False
         )
     except Exception:  # any failure to load (no files, remote code, a missing backend): read the file
         return None
+
+
+_BACKEND_PROBES = ("summarize:", " 12,345 penguins (3.5%) at 06:00\n\nnaïve 東京 <image> <|image_pad|> !!", "")
+
+
+def _backend(auto: Any) -> Any:
+    """The Rust tokenizer under a transformers fast tokenizer whose call is only that tokenizer's
+    `encode_batch` (transformers' own TokenizersBackend, no subclass changing the text first), set
+    as that call sets it (no truncation or padding, special tokens as the class treats them) and
+    counting the probes as the call does; None otherwise (then the call itself counts)."""
+    try:
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+    except ImportError:
+        return None
+    kind = type(auto)
+    if not isinstance(auto, TokenizersBackend) or any(
+        getattr(kind, name, None) is not getattr(TokenizersBackend, name, None) for name in ("__call__", "_encode_plus")
+    ):
+        return None
+    try:
+        want = [len(ids) for ids in auto(list(_BACKEND_PROBES), add_special_tokens=False)["input_ids"]]
+        backend = auto.backend_tokenizer  # the call above left it configured as the call uses it
+        got = [len(e.ids) for e in backend.encode_batch_fast(list(_BACKEND_PROBES), add_special_tokens=False)]
+    except Exception:  # an older tokenizers without encode_batch_fast, or any surprise: use the call
+        return None
+    return backend if got == want else None
 
 
 class LocalTokenizer:
@@ -91,6 +117,7 @@ class LocalTokenizer:
         auto = _auto_tokenizer(path_or_id) if transformers else None
         if auto is not None:
             self._auto: Any = auto
+            self._tok: Any = _backend(auto)
             p = Path(path_or_id).expanduser()
             self.source = str(p / "tokenizer.json") if (p / "tokenizer.json").is_file() else str(p if p.is_dir() else path_or_id)
             self.via = "transformers"
@@ -102,7 +129,7 @@ class LocalTokenizer:
             raise DataError("counting tokens locally needs the `tokenizers` package; pip install tokenizers") from None
         file = _tokenizer_file(path_or_id)
         try:
-            self._tok: Any = Tokenizer.from_file(str(file))
+            self._tok = Tokenizer.from_file(str(file))
         except Exception as exc:  # the library raises its own Exception type for a bad file
             raise DataError(f"{file} is not a tokenizer.json the tokenizers package can read ({exc}); check the path") from None
         self.source = str(file)
@@ -112,9 +139,10 @@ class LocalTokenizer:
         """Each text's token count (the empty text counts 0)."""
         if not texts:
             return []
-        if self._auto is not None:
+        if self._tok is None:  # a tokenizer transformers runs in Python
             return [len(ids) for ids in self._auto(list(texts), add_special_tokens=False)["input_ids"]]
-        return [len(e.ids) for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+        encode = getattr(self._tok, "encode_batch_fast", None) or self._tok.encode_batch  # _fast: no offsets (tokenizers 0.20)
+        return [len(e.ids) for e in encode(list(texts), add_special_tokens=False)]
 
 
 def load_tokenizer(path_or_id: str | None) -> LocalTokenizer | None:
