@@ -135,8 +135,9 @@ class RagSolver:
         ),
         Option(
             "--embed-tokenizer",
-            "the served embedding model's own tokenizer (a folder or file with its tokenizer.json, or an id in the local "
-            "Hugging Face cache): token counts without a /tokenize request per piece, checked against the server's first",
+            "the served embedding model's own tokenizer (its folder, loaded offline with transformers as vLLM loads it where "
+            "transformers is installed, else its tokenizer.json; or the file; or an id in the local Hugging Face cache): "
+            "token counts without a /tokenize request per piece, checked against the server's first",
             metavar="PATH_OR_ID",
         ),
         Option("--embed-device", "device of a locally loaded embedding model, e.g. cuda or cuda:1 (default cpu)"),
