@@ -3,14 +3,21 @@ embedding model's own tokenizer loaded locally (`--embed-tokenizer`), at the sam
 
     python perf/bench_rag_counting.py [--samples 24] [--tokens 30000] [--images-per-doc 30]
                                       [--delay-ms 100] [--concurrency 16] [--embed-concurrency 64]
+                                      [--rounds 3] [--plain-server] [--profile DIR]
                                       [--work /tmp/np-bench-rag-count] [--json OUT]
 
 The simulated server (models/simulated.py) in its own process answers chat, `/v1/embeddings` and
 `/tokenize`, each held --delay-ms; its `/tokenize` counts whitespace-separated words, and the
 word-level tokenizer.json this script writes counts the same (the run checks that on its probes).
+A real embedding server computes vectors on its GPU, not on the client's cores, so by default the
+simulated one makes each text's and image's vector (and its JSON) once and joins its answers from
+those strings: the same bytes as the plain server's (checked at the start), at little CPU per
+request (`--plain-server`: the vectors made per request, in Python).
 Both runs are `python -m needlepoint.cli eval mm_niah --solver rag ...` child processes on the
-same documents (perf/bench_mm_niah_memory.py writes them); printed: samples/s, the requests of
-each kind the server saw, and whether the two runs kept the same pieces of every sample.
+same documents (perf/bench_mm_niah_memory.py writes them), `--rounds` pairs interleaved (the order
+swapped each round); printed: samples/s (the whole command, start-up included), the load average
+before and after each run, the requests of each kind the server saw, and whether the two runs kept
+the same pieces of every sample; `--profile DIR` runs each client under cProfile.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -182,12 +190,15 @@ def run(root: Path, out: Path, args: argparse.Namespace, extra: list[str], profi
         "--concurrency", str(args.concurrency), "--out", str(out), "--no-progress", "--no-report", *extra,
     ]  # fmt: skip
     load = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     prefix = [sys.executable, "-m", "cProfile", "-o", str(profile), "-m", *cmd[2:]] if profile else cmd
     proc = subprocess.run(prefix, capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    mid = resource.getrusage(resource.RUSAGE_CHILDREN)  # the client's CPU: the server is not reaped yet
     server.send_signal(signal.SIGTERM)
     got, _ = server.communicate(timeout=60)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"eval failed ({proc.returncode}): {proc.stderr[-2000:]}")
     requests = json.loads(got.strip().splitlines()[-1])
@@ -195,6 +206,8 @@ def run(root: Path, out: Path, args: argparse.Namespace, extra: list[str], profi
         "wall_s": round(wall, 2),
         "samples_per_s": round(args.samples / wall, 3),
         "load_average_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
+        "client_cpu_s": round(mid.ru_utime + mid.ru_stime - before.ru_utime - before.ru_stime, 2),
+        "server_cpu_s": round(after.ru_utime + after.ru_stime - mid.ru_utime - mid.ru_stime, 2),
         "requests": requests,
         "command": " ".join(cmd[2:]),
     }
@@ -246,7 +259,11 @@ def main(argv: list[str] | None = None) -> int:
         got["speedup"] = round(got["local"]["samples_per_s"] / got["served"]["samples_per_s"], 2)
         got["same_selection"] = kept(args.work / f"served-{stamp}") == kept(args.work / f"local-{stamp}")
         rounds.append(got)
-        print(json.dumps({k: (v["samples_per_s"] if isinstance(v, dict) else v) for k, v in got.items()}), flush=True)
+        brief = {
+            k: v if not isinstance(v, dict) else [v["samples_per_s"], v["client_cpu_s"], v["server_cpu_s"]]
+            for k, v in got.items()
+        }
+        print(json.dumps(brief), flush=True)  # samples/s, client and server CPU seconds
     median = statistics.median
     result = {
         "samples": args.samples,
@@ -255,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         "server": "plain" if args.plain_server else "fast (vectors made once per text, answers joined from kept JSON)",
         "rounds": rounds,
         "median_samples_per_s": {k: median(r[k]["samples_per_s"] for r in rounds) for k in ("served", "local")},
+        "median_client_cpu_s_per_sample": {
+            k: round(median(r[k]["client_cpu_s"] for r in rounds) / args.samples, 4) for k in ("served", "local")
+        },
         "median_speedup": median(r["speedup"] for r in rounds),
         "same_selection": all(r["same_selection"] for r in rounds),
     }
