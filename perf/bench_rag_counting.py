@@ -48,15 +48,21 @@ def fast_server_class() -> type:
     import hashlib
     from typing import Any as _Any
 
+    import orjson
     from aiohttp import web
 
     from needlepoint.models.simulated import SimulatedServer, simulated_token_count
 
     class FastServer(SimulatedServer):  # type: ignore[misc]
+        image_table: Path | None = None  # vectors of the documents' images, made before the runs
+
         def __post_init__(self) -> None:
             super().__post_init__()
             self._texts: dict[str, tuple[str, int]] = {}
             self._images: dict[bytes, str] = {}
+            if self.image_table is not None:
+                table = json.loads(self.image_table.read_text())
+                self._images = {bytes.fromhex(k): v for k, v in table.items()}
 
         def text_json(self, text: str) -> tuple[str, int]:
             got = self._texts.get(text)
@@ -81,7 +87,11 @@ def fast_server_class() -> type:
             return f'{{"object": "list", "model": {json.dumps(body["model"])}, "data": [{rows}], "usage": {usage}}}'.encode()
 
         async def _embeddings(self, request: _Any) -> _Any:
-            body, refusal = await self._embedding_body(request)
+            refusal = self._refused(request)
+            if refusal is not None:
+                return refusal
+            body = orjson.loads(await request.read())  # an image request holds ~100 KB of base64
+            refusal = self._unknown_model(body)
             if refusal is not None:
                 return refusal
             if self.embed_delay_s:
@@ -102,6 +112,25 @@ def fast_server_class() -> type:
             return web.Response(body=self.answer_bytes(body, vectors, tokens), content_type="application/json")
 
     return FastServer
+
+
+def image_table(pool: Path, path: Path) -> Path:
+    """The simulated vector (as JSON) of every image of the pool, by the digest of the data URL the
+    client sends for it (its file's bytes, which pass through as they are): made once, before the
+    runs, as a served model's work is not the client's. An image not in it is computed as it comes."""
+    import base64
+    import hashlib
+
+    from needlepoint.models.simulated import simulated_image_embedding
+
+    if not path.exists():
+        table = {}
+        for file in sorted(pool.rglob("*.jpg")):
+            data = file.read_bytes()
+            url = "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii")
+            table[hashlib.sha1(url.encode("ascii")).hexdigest()] = json.dumps(simulated_image_embedding(data))
+        path.write_text(json.dumps(table))
+    return path
 
 
 def same_answer(server_class: type) -> bool:
@@ -134,7 +163,7 @@ def same_answer(server_class: type) -> bool:
         return all(post(plain.url, b) == post(fast.url, b) == post(fast.url, b) for b in bodies)
 
 
-def serve(delay_ms: float, fast: bool) -> int:
+def serve(delay_ms: float, fast: bool, images: Path | None = None) -> int:
     """Chat, embeddings and /tokenize, each delayed; on SIGTERM print the request counts as JSON."""
     from needlepoint.models.simulated import SimulatedServer
 
@@ -152,6 +181,8 @@ def serve(delay_ms: float, fast: bool) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     d = delay_ms / 1000
     cls = fast_server_class() if fast else SimulatedServer
+    if fast:
+        cls.image_table = images
     server = cls(default="A", models=("bench",), delay_s=d, embed_delay_s=d, tokenize_delay_s=d)
     server.log = NoLog()
     server.embed_log = Counting()
@@ -179,7 +210,8 @@ def run(root: Path, out: Path, args: argparse.Namespace, extra: list[str], profi
     """One RAG run against a fresh server; wall time, rate and the server's request counts."""
     from needlepoint.models.simulated import SIMULATED_EMBEDDER_NAME
 
-    serve_cmd = [sys.executable, __file__, "--serve", str(args.delay_ms), *(["--plain-server"] if args.plain_server else [])]
+    serve_cmd = [sys.executable, __file__, "--serve", str(args.delay_ms)]
+    serve_cmd += ["--plain-server"] if args.plain_server else ["--image-table", str(args.image_table)]
     server = subprocess.Popen(serve_cmd, stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None
     url = server.stdout.readline().strip()
@@ -233,9 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", type=Path, help="a folder for each run's cProfile of the client")
     p.add_argument("--json", type=Path)
     p.add_argument("--serve", type=float, help=argparse.SUPPRESS)
+    p.add_argument("--image-table", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.serve is not None:
-        return serve(args.serve, fast=not args.plain_server)
+        return serve(args.serve, fast=not args.plain_server, images=args.image_table)
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     import bench_mm_niah_memory as mem
@@ -247,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     tok = word_tokenizer(args.work / "tokenizer")
     if not args.plain_server:
         assert same_answer(fast_server_class()), "the fast server must answer as the plain one does"
+        args.image_table = image_table(pool, args.work / f"image-vectors-{args.images_per_doc}-{args.samples}.json")
     rounds: list[dict[str, Any]] = []
     for r in range(args.rounds):  # interleaved, the order swapped each round: the machine is shared
         stamp = time.strftime("%H%M%S") + f"-{r}"
