@@ -231,13 +231,12 @@ def test_the_tokenizer_loaded_with_transformers_counts_as_tokenize_and_selects_t
 
     def run(out: Path, *extra: str) -> dict[str, Any]:
         with SimulatedServer(default="3") as chat:
-            proc = needlepoint(
-                [
-                    "eval", "mm_niah", "--data", str(data), "--model", "needlepoint-simulated", "--api-url", chat.url,
-                    "--solver", "rag", "--embed-model", EMBED_NAME, "--embed-url", embed_server.url,
-                    "--rag-max-tokens", "300", "--out", str(out), "--no-progress", "--no-report", *extra,
-                ]  # fmt: skip
-            )
+            args = [
+                "eval", "mm_niah", "--data", str(data), "--model", "needlepoint-simulated", "--api-url", chat.url,
+                "--solver", "rag", "--embed-model", EMBED_NAME, "--embed-url", embed_server.url,
+                "--rag-max-tokens", "300", "--out", str(out), "--no-progress", "--no-report", *extra,
+            ]  # fmt: skip
+            proc = needlepoint(args)
         assert proc.returncode == 0, proc.stderr[-3000:]
         rows = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
         return {r["id"]: r["solver"]["rag"] for r in rows}
