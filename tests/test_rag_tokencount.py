@@ -8,6 +8,7 @@ the `tokenizers` package counts the same, and a character-level one does not.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +129,26 @@ def test_a_tokenizer_that_counts_otherwise_is_one_sentence_before_the_run(
     assert err.startswith(f"needlepoint: error: the tokenizer {tok / 'tokenizer.json'} counts 10 tokens in 'summarize:'")
     assert err.endswith(f"pass {EMBED_MODEL!r}'s own tokenizer to --embed-tokenizer, or drop the flag")
     assert "\n" not in err and not (tmp_path / "run" / "records.jsonl").exists()
+
+
+def test_the_flag_loads_the_tokenizer_as_vllm_does_where_transformers_is_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--embed-tokenizer` (load_tokenizer) loads a model folder (one with a tokenizer_config.json
+    or config.json) with transformers' AutoTokenizer when transformers is importable (vLLM's
+    /tokenize counts with it), offline; without transformers, or given the file itself, the
+    `tokenizers` package reads tokenizer.json."""
+    folder = _word_tokenizer(tmp_path / "tok")
+    texts = ["", "one", " The penguin sings loudly at dawn.", *TOKENIZER_PROBES]
+    pytest.importorskip("transformers")
+    alone = load_tokenizer(str(folder))  # tokenizer.json alone: transformers would read it as it is
+    assert alone is not None and alone.via == "tokenizers"
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
+    tok = load_tokenizer(str(folder))
+    assert tok is not None and tok.via == "transformers" and tok.source == str(folder / "tokenizer.json")
+    assert tok.count(texts) == [simulated_token_count(t) for t in texts]
+    file_only = load_tokenizer(str(folder / "tokenizer.json"))
+    assert file_only is not None and file_only.via == "tokenizers"
+    monkeypatch.setitem(sys.modules, "transformers", None)  # not installed
+    without = load_tokenizer(str(folder))
+    assert without is not None and without.via == "tokenizers" and without.count(texts) == tok.count(texts)

@@ -199,3 +199,50 @@ def test_a_tokenizer_json_that_counts_otherwise_than_tokenize_is_refused(
 
     with pytest.raises(DataError, match=r"counts \d+ tokens in .* where the server's /tokenize counts \d+"):
         _run(_with(ServedEmbedder(EMBED_NAME, embed_server.url, tokenizer=local), checked))
+
+
+def test_the_tokenizer_loaded_with_transformers_counts_as_tokenize_and_selects_the_same(
+    embed_server: VllmServer, tiny_model: Path, tmp_path: Path
+) -> None:
+    """`--embed-tokenizer FOLDER` loads the tiny model's tokenizer with transformers' AutoTokenizer,
+    as vLLM does: its counts equal `/tokenize`'s piece for piece, digits included (where the
+    tokenizer.json alone differs, see the test above), and a run selects what a run counting with
+    `/tokenize` selects, asking `/tokenize` only the start's probes."""
+    from needlepoint.models.tokencount import load_tokenizer
+
+    data = demo_niah.write_release(tmp_path / "niah", per_task=2)
+    pieces = list(dict.fromkeys(p for s in MmNiah(split="val").load(data) for p in document(s).text_pieces))
+    pieces += [
+        "In 2024, 12,345 penguins (3.5%) sang 1000000 times; call 555-0199!",
+        "东京和北京的企鹅在黎明时唱歌。 日本語のテキスト、句読点！",
+        "Look at <image> and <|image_pad|> then <|vision_start|><|vision_end|>.",
+        ' "Quotes" -- dashes... ellipses?! [brackets] {braces} #hash @at $5.00\n\n\ttab',
+        "x" * 50 + " 007 0.0001 1e-9",
+    ]
+    local = load_tokenizer(str(tiny_model))
+    assert local is not None and local.via == "transformers"
+
+    async def served(e: ServedEmbedder) -> list[int]:
+        return await e.count_tokens(pieces)
+
+    counts = _run(_with(ServedEmbedder(EMBED_NAME, embed_server.url), served))
+    assert local.count(pieces) == counts  # piece for piece
+    assert any(c.isdigit() for p in pieces for c in p) and all(n > 0 for p, n in zip(pieces, counts) if p)
+
+    def run(out: Path, *extra: str) -> dict[str, Any]:
+        with SimulatedServer(default="3") as chat:
+            args = [
+                "eval", "mm_niah", "--data", str(data), "--model", "needlepoint-simulated", "--api-url", chat.url,
+                "--solver", "rag", "--embed-model", EMBED_NAME, "--embed-url", embed_server.url,
+                "--rag-max-tokens", "300", "--out", str(out), "--no-progress", "--no-report", *extra,
+            ]  # fmt: skip
+            proc = needlepoint(args)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        rows = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
+        return {r["id"]: r["solver"]["rag"] for r in rows}
+
+    by_tokenize = run(tmp_path / "served")
+    by_tokenizer = run(tmp_path / "local", "--embed-tokenizer", str(tiny_model))
+    assert len(by_tokenize) == 12 and by_tokenizer == by_tokenize
+    assert (tmp_path / "served" / "cache" / "token_counts.jsonl").is_file()
+    assert not (tmp_path / "local" / "cache" / "token_counts.jsonl").exists()  # nothing was paid for

@@ -16,8 +16,9 @@ examples/pooling/embed/vision_embedding_online.py):
 - Token counts, one text per request: `POST {root}/tokenize` with
   `{"model": M, "prompt": "...", "add_special_tokens": false}`, answered `{"count": n, ...}`;
   `root` is the base URL without its trailing `/v1`. The empty string counts 0 without a request,
-  and with the model's own tokenizer given (`tokenizer`, its tokenizer.json) no text is asked at
-  all: `check()` compares its counts with the server's on a few probes first.
+  and with the model's own tokenizer given (`tokenizer`, loaded by transformers as vLLM loads it,
+  else its tokenizer.json) no text is asked at all: `check()` compares its counts with the
+  server's on a few probes first.
 
 Vectors come back L2-normalised (float32), so a dot product is the cosine. Requests go through
 the HTTP layer (models/http.py), under the run's policy: `--timeout` per attempt, retries, the wait
@@ -35,6 +36,7 @@ valid but warned about once (on stderr): it scores 0 against everything.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 import sys
@@ -44,6 +46,7 @@ from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
+import orjson
 
 from needlepoint.conversation import ImageRef
 from needlepoint.endpoints import pasted_route_advice
@@ -191,6 +194,25 @@ def _vector(item: Any, where: str) -> list[float]:
     return vec
 
 
+def _all_vectors(items: list[Any]) -> np.ndarray | None:
+    """Every `embedding` of an answer as one float64 matrix, in one pass, when all are non-empty
+    lists of finite numbers (no booleans) of one length: the common answer, checked without a
+    Python step per vector. None otherwise; then `_vector` checks each and names what is wrong."""
+    try:
+        vecs = [it["embedding"] for it in items]
+    except (TypeError, KeyError):
+        return None
+    if not vecs or not all(type(v) is list and v for v in vecs) or len({len(v) for v in vecs}) != 1:
+        return None
+    if not set(map(type, itertools.chain.from_iterable(vecs))) <= {float, int}:
+        return None
+    try:
+        m = np.array(vecs, dtype=np.float64)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    return m if bool(np.isfinite(m).all()) else None
+
+
 class ServedEmbedder:
     """An embedding model behind vLLM's OpenAI-compatible server (see the module docstring).
 
@@ -247,7 +269,10 @@ class ServedEmbedder:
 
     async def _post(self, route: Callable[[str], str], lane: str, payload: dict[str, Any], parse: Callable[[Any], Any]) -> Any:
         """POST JSON under the policy; `parse(json)` of the answer, or RequestError."""
-        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        try:  # orjson: an image request carries megabytes of base64, which the standard writer scans slowly
+            body = orjson.dumps(payload)
+        except TypeError:  # what orjson does not write (a lone surrogate...): the standard writer decides
+            body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         floats = lane == EMBEDDINGS  # vectors: read fast (load_json)
         got = await self.transport.post(route, body, lambda raw: parse(load_json(raw, floats=floats)), lane, self.timeout_s)
         return got.value
@@ -310,7 +335,7 @@ class ServedEmbedder:
 
     # --- answers -------------------------------------------------------------------------------
 
-    def _vectors(self, data: Any, expected: int, what: str) -> list[list[float]]:
+    def _vectors(self, data: Any, expected: int, what: str) -> np.ndarray:
         """The vectors of an embeddings answer for `expected` inputs, in input order, each checked
         (module docstring); InvalidAnswer naming what is wrong."""
         items = data.get("data") if isinstance(data, dict) else None
@@ -329,8 +354,12 @@ class ServedEmbedder:
             raise InvalidAnswer(
                 f"invalid_response: vector indices {indices[:10]} are not whole numbers", reason="sent bad indices"
             )
-        vectors = [_vector(it, f"vector {k}" if expected > 1 else "the vector") for k, it in enumerate(items)]
-        lengths = sorted({len(v) for v in vectors})
+        matrix = _all_vectors(items)
+        if matrix is None:
+            vectors = [_vector(it, f"vector {k}" if expected > 1 else "the vector") for k, it in enumerate(items)]
+            lengths = sorted({len(v) for v in vectors})
+        else:
+            lengths = [matrix.shape[1]]
         if len(lengths) > 1:
             raise InvalidAnswer(
                 f"invalid_response: ragged vectors of {' and '.join(map(str, lengths))} numbers in one answer",
@@ -342,20 +371,22 @@ class ServedEmbedder:
                 reason="sent vectors of another size",
             )
         self.dim = lengths[0]
-        if not self._zero_warned and any(not any(v) for v in vectors):
+        if matrix is None:
+            matrix = np.array(vectors, dtype=np.float64)  # every vector checked above
+        if not self._zero_warned and bool((~matrix.any(axis=1)).any()):
             self._zero_warned = True
             print(
                 f"needlepoint: warning: the embedding server {self.transport.endpoints[0].label} answered an all-zero vector "
                 f"for {what}; it scores 0 against every question (check the embedding model); said once",
                 file=sys.stderr,
             )
-        return vectors
+        return matrix
 
-    async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+    async def _embed_batch(self, texts: list[str]) -> np.ndarray:
         payload: dict[str, Any] = {"model": self.name, "input": texts, "encoding_format": "float"}
         if self.truncate_prompt_tokens is not None:
             payload["truncate_prompt_tokens"] = self.truncate_prompt_tokens
-        vectors: list[list[float]] = await self._post(
+        vectors: np.ndarray = await self._post(
             _embeddings_url, EMBEDDINGS, payload, lambda d: self._vectors(d, len(texts), "a text")
         )
         return vectors
@@ -368,7 +399,7 @@ class ServedEmbedder:
         by_text = {t: v for batch, vecs in zip(batches, got) for t, v in zip(batch, vecs)}
         return normalise([by_text[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
 
-    async def _embed_image(self, ref: ImageRef) -> list[float]:
+    async def _embed_image(self, ref: ImageRef) -> np.ndarray:
         b64 = await asyncio.get_running_loop().run_in_executor(None, base64_jpeg, ref)
         url = "data:image/jpeg;base64," + b64.decode("ascii")
         payload = {
@@ -376,7 +407,7 @@ class ServedEmbedder:
             "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}],
             "encoding_format": "float",
         }
-        vectors: list[list[float]] = await self._post(
+        vectors: np.ndarray = await self._post(
             _embeddings_url, EMBEDDINGS, payload, lambda d: self._vectors(d, 1, f"image {ref.key}")
         )
         return vectors[0]
@@ -395,9 +426,9 @@ class ServedEmbedder:
 
     def known_counts(self, texts: Sequence[str]) -> dict[str, int]:
         """The counts of `texts` that need no request: the empty text's, and every text's when the
-        model's tokenizer is loaded here. (Counts are not shared between samples otherwise: a
-        sample's paid counts live in its own call cache, so a run killed and resumed never asks a
-        text it was answered for again.)"""
+        model's tokenizer is loaded here. (Paid counts are shared between samples by the run's
+        store, tokencount.CountStore, which is on disk the moment each is answered, so a run killed
+        and resumed never asks a text it was answered for again.)"""
         known: dict[str, int] = {"": 0}
         missing = [t for t in dict.fromkeys(texts) if t]
         if self.tokenizer is not None and missing:

@@ -3,8 +3,10 @@
 Per sample: cut the row into the authors' pieces (rag.py), score them with an embedding model
 (served by vLLM, or loaded here through transformers), keep the best within the token budget in
 document order, and ask the model with the usual prompt over what was kept. Each embedding and
-`/tokenize` request of a served model is in the sample's call cache as soon as it is answered
-(solvers/calls.py), so a run killed mid-document asks only for the rest; the scores and token
+`/tokenize` request of a served model is on disk as soon as it is answered (embeddings in the
+sample's call cache, solvers/calls.py; token counts in the run's `cache/token_counts.jsonl`,
+shared by all samples, so a piece several documents hold is counted once a run), so a run killed
+mid-document asks only for the rest; the scores and token
 counts of a document and question are then cached in `<run>/cache/rag/` (and the call cache's
 vectors dropped), so a resumed or retried run does not embed again. The record keeps, under `solver.rag`, what was kept and the rank of every
 needle piece; the leaderboard names the system `<model>-RAG`, as the authors' leaderboard does.
@@ -33,6 +35,7 @@ from needlepoint.benchmarks.mm_niah.retrieve import EMBED_CALLS, CallCachedEmbed
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 from needlepoint.files import json_text, write_atomic
+from needlepoint.models.tokencount import COUNTS_FILE, CountStore
 from needlepoint.options import Option
 from needlepoint.solvers.base import SolveContext
 from needlepoint.solvers.default import read_reply
@@ -132,8 +135,9 @@ class RagSolver:
         ),
         Option(
             "--embed-tokenizer",
-            "the served embedding model's own tokenizer (a folder or file with its tokenizer.json, or an id in the local "
-            "Hugging Face cache): token counts without a /tokenize request per piece, checked against the server's first",
+            "the served embedding model's own tokenizer (its folder, loaded offline with transformers as vLLM loads it where "
+            "transformers is installed, else its tokenizer.json; or the file; or an id in the local Hugging Face cache): "
+            "token counts without a /tokenize request per piece, checked against the server's first",
             metavar="PATH_OR_ID",
         ),
         Option("--embed-device", "device of a locally loaded embedding model, e.g. cuda or cuda:1 (default cpu)"),
@@ -199,6 +203,8 @@ class RagSolver:
             )
         else:
             self.embedder = _LocalEmbedder(embed_model, embed_device or "cpu")
+        self._counts: CountStore | None = None  # the run's paid token counts (opened with its first sample)
+        self._counts_dir: Path | None = None
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -235,6 +241,16 @@ class RagSolver:
             return None
         return got
 
+    def count_store(self, run_dir: Path | None) -> CountStore:
+        """The store of the run's paid token counts (`<run>/cache/token_counts.jsonl`, read once
+        a run; in memory without a run folder), keyed by the embedding model's name."""
+        if self._counts is None or self._counts_dir != run_dir:
+            if self._counts is not None:
+                self._counts.close()
+            path = run_dir / COUNTS_FILE if run_dir is not None else None
+            self._counts, self._counts_dir = CountStore(path, self.embed_model), run_dir
+        return self._counts
+
     async def solve(self, sample: NiahSample, ctx: SolveContext) -> Parsed:
         doc = document(sample)
         path = self._cache_path(ctx, sample)
@@ -248,7 +264,9 @@ class RagSolver:
             "cached": scores is not None,
         }
         if scores is None:
-            embedder = CallCachedEmbedder(self.embedder, ctx) if self.backend == SERVED else self.embedder
+            embedder = (
+                CallCachedEmbedder(self.embedder, ctx, self.count_store(ctx.run_dir)) if self.backend == SERVED else self.embedder
+            )
             got = await ctx.tool(
                 "embed",
                 lambda: retrieve(sample, embedder, self.max_tokens, self.min_images, doc=doc),

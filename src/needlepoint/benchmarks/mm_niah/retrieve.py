@@ -3,8 +3,10 @@ from any Embedder (served or local), then the authors' selection (rag.py).
 
 Kept apart from rag.py so that the selection rules stay pure and synchronous; this module only
 awaits the embedder it is given and knows nothing about HTTP. `CallCachedEmbedder` puts each of a
-served embedder's requests (a batch of texts, an image, a token count) through the sample's call
-cache (solvers/calls.py), so a resumed run asks only for what never got an answer.
+served embedder's requests (a batch of texts, an image) through the sample's call cache
+(solvers/calls.py), and its token counts through the run's store of paid counts
+(tokencount.CountStore), so a resumed run asks only for what never got an answer, and a piece that
+several documents share is counted once a run.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from needlepoint.solvers.calls import key_of
 
 if TYPE_CHECKING:
     from needlepoint.models.embeddings import Embedder
+    from needlepoint.models.tokencount import CountStore
     from needlepoint.solvers.base import SolveContext
 
 __all__ = ["EMBED_CALLS", "CallCachedEmbedder", "PieceScores", "Retrieved", "retrieve", "score_document"]
@@ -62,11 +65,13 @@ def _counts(data: Any) -> list[int]:
 class CallCachedEmbedder:
     """A served embedder whose requests go through the sample's call cache, one entry per request
     as the embedder sends it: a batch of at most `batch_size` distinct texts, one image, one text's
-    token count. What comes back is what the embedder returns (rows L2-normalised, counts)."""
+    token count (or, given the run's `counts` store, each text's count once a run). What comes back
+    is what the embedder returns (rows L2-normalised, counts)."""
 
-    def __init__(self, embedder: Any, ctx: SolveContext) -> None:
+    def __init__(self, embedder: Any, ctx: SolveContext, counts: CountStore | None = None) -> None:
         self.embedder = embedder
         self.ctx = ctx
+        self.counts = counts
         self.name = str(embedder.name)
         self.batch_size = max(1, int(getattr(embedder, "batch_size", 64)))
 
@@ -104,9 +109,14 @@ class CallCachedEmbedder:
 
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Counts known without a request (ServedEmbedder.known_counts: counted before, or by the
-        model's tokenizer loaded here) cost nothing and skip the call cache; the rest are paid calls."""
+        model's tokenizer loaded here) cost nothing; the rest are paid calls, kept in the run's
+        store when there is one (else in the sample's call cache)."""
         known = self.embedder.known_counts(texts) if hasattr(self.embedder, "known_counts") else {"": 0}
         unique = [t for t in dict.fromkeys(texts) if t not in known]
+        if self.counts is not None:
+            if unique:
+                known.update(await self.counts.counts(unique, self._ask))
+            return [known[t] for t in texts]
 
         def one(text: str) -> Awaitable[list[int]]:
             key = key_of("tokenize", self.name, text)
@@ -114,6 +124,11 @@ class CallCachedEmbedder:
 
         known.update((t, got[0]) for t, got in zip(unique, await gather_all([one(t) for t in unique])))
         return [known[t] for t in texts]
+
+    async def _ask(self, text: str) -> int:
+        """One text's count from the server (a paid request)."""
+        (n,) = await self.embedder.count_tokens([text])
+        return int(n)
 
 
 @dataclass(frozen=True)
