@@ -154,6 +154,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         tuple(
             f"needlepoint.{m}"
             for m in (
+                "aio",
                 "conversation",
                 "drawing",
                 "endpoints",

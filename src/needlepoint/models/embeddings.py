@@ -41,21 +41,20 @@ import json
 import math
 import sys
 import unicodedata
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import orjson
 
+from needlepoint.aio import gather_all
 from needlepoint.conversation import ImageRef
 from needlepoint.endpoints import pasted_route_advice
 from needlepoint.errors import DataError, RequestError
 from needlepoint.images import base64_jpeg
 from needlepoint.models.http import InvalidAnswer, RetryPolicy, Transport, Unreachable, endpoint, head, load_json
 from needlepoint.models.tokencount import LocalTokenizer
-
-T = TypeVar("T")
 
 __all__ = ["EMBEDDINGS", "TOKENIZE", "Embedder", "EmbeddingError", "ServedEmbedder", "normalise", "tokenize_url"]
 
@@ -458,15 +457,3 @@ class ServedEmbedder:
                     f"the tokenizer {tokenizer.source} counts {local} tokens in {probe!r} where the server's /tokenize "
                     f"counts {served}; pass {self.name!r}'s own tokenizer to --embed-tokenizer, or drop the flag"
                 )
-
-
-async def gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:
-    """Await every call; on the first failure cancel the rest (their answers never came) and raise it."""
-    tasks = [asyncio.ensure_future(c) for c in calls]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise

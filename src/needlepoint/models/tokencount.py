@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from needlepoint.aio import gather_all
 from needlepoint.errors import DataError
 from needlepoint.files import AppendLog
 
@@ -191,8 +192,6 @@ class CountStore:
     async def counts(self, texts: Sequence[str], ask: Callable[[str], Awaitable[int]]) -> dict[str, int]:
         """Every distinct text's count: stored, being asked by another sample (awaited), or
         `ask(text)`, stored as soon as it is answered. A failed ask raises (nothing stored)."""
-        from needlepoint.models.embeddings import gather_all
-
         out: dict[str, int] = {}
         mine: list[tuple[str, str]] = []
         waits: list[tuple[str, asyncio.Future[int | None]]] = []

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pybase64
 
+from needlepoint.aio import gather_all
 from needlepoint.benchmarks.mm_niah.data import NiahSample
 from needlepoint.benchmarks.mm_niah.rag import (
     DEFAULT_MAX_TOKENS,
@@ -31,7 +32,6 @@ from needlepoint.benchmarks.mm_niah.rag import (
     select,
 )
 from needlepoint.conversation import ImageRef
-from needlepoint.models.embeddings import gather_all
 from needlepoint.solvers.calls import key_of
 
 if TYPE_CHECKING:
