@@ -39,3 +39,17 @@ def test_the_key_names_what_is_asked_not_how_long_to_wait() -> None:
     assert key != conversation_key(
         "model", "m", Conversation([Message("user", ["Find it", ImageRef("a.jpg", max_side=64)])]), Generation()
     )
+
+
+def test_a_generation_as_json_has_every_field_and_its_own_extra() -> None:
+    """Generation.to_dict is written field by field (for speed): it must stay equal to the
+    dataclass's own deep conversion, so a new field cannot be left out of keys and headers."""
+    import dataclasses
+
+    from needlepoint.conversation import Generation
+
+    generation = Generation(temperature=0.3, seed=None, extra={"response_format": {"schema": {"required": ["a"]}}})
+    as_json = generation.to_dict()
+    assert as_json == dataclasses.asdict(generation)
+    as_json["extra"]["response_format"]["schema"]["required"].append("b")
+    assert generation.extra == {"response_format": {"schema": {"required": ["a"]}}}
