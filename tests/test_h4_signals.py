@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers import REPO, prompt_key, run_cli
+from helpers.cli import ctrl_c_stops
 
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import answers_for, make_rows, write_release
@@ -51,7 +52,9 @@ def test_sigterm_at_random_points_prints_no_traceback(serve: Any, tmp_path: Path
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     rng = random.Random(19)
     for i in range(SIGNALS):
-        ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if i % 2 else None  # a background job of a script
+        ignore = (
+            (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if i % 2 else ctrl_c_stops
+        )  # ignored: a background job of a script
         proc = subprocess.Popen(
             [sys.executable, "-m", "needlepoint.cli", *args],
             cwd=REPO,

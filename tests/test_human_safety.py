@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import pytest
 from helpers.browser import chromium
+from helpers.cli import ctrl_c_stops
 from helpers.human import Person, releases, request, serving
 from helpers.paths import REPO
 
@@ -103,6 +104,7 @@ def _start(args: list[str], cwd: Path) -> tuple[subprocess.Popen[str], str]:
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")},
+        preexec_fn=ctrl_c_stops,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()  # "open http://127.0.0.1:PORT/TOKEN/"
@@ -136,7 +138,10 @@ def test_kill_9_loses_no_submitted_answer_and_a_rerun_resumes(data: dict[str, Pa
         assert json.loads((folder / "metrics.json").read_text())["run"]["answered"] == 2  # rescored on resume
     finally:
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()  # no server left behind when it did not stop
     assert proc.returncode == 0 and "rerun the same command" in err
     assert set(read_records(folder / "records.jsonl")) == set(ids[:2])
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from helpers import REPO, one_sentence, ref_eval_args, report_blob, run_cli, scripted_ref_release, write_jsonl_release
+from helpers.cli import ctrl_c_stops
 
 from needlepoint import numeric, status
 from needlepoint.api import evaluate, score
@@ -63,7 +64,7 @@ def test_exit_codes_answered_failed_and_resumed(serve: Any, tmp_path: Path) -> N
 @pytest.mark.parametrize("sigint", ["default", "ignored"])  # ignored: a background job of a non-interactive shell
 def test_sigterm_exits_130_without_traceback_and_keeps_records(serve: Any, tmp_path: Path, sigint: str) -> None:
     data, _, keys, script = scripted_ref_release(tmp_path, n=6)
-    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint == "ignored" else None
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint == "ignored" else ctrl_c_stops
     server = serve(script=script, default=None, faults={k: ["hang"] for k in keys[2:]})
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}

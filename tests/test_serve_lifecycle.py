@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.cli import one_sentence, run_cli
+from helpers.cli import ctrl_c_stops, one_sentence, run_cli
 from helpers.fake_vllm import all_gone, fake_env, server_pids, write_fake_vllm
 
 
@@ -87,6 +87,7 @@ def test_sigterm_and_ctrl_c_stop_the_servers(fake_vllm: tuple[Path, Path], ref_r
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_stops,
     )
     pids = _wait_for_servers(state, 2, proc)
     proc.send_signal(sig)

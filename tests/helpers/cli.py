@@ -5,11 +5,19 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from helpers.paths import REPO
+
+
+def ctrl_c_stops() -> None:
+    """A child's `preexec_fn` for tests that send it Ctrl-C (SIGINT): the default disposition, so
+    that the test does not depend on how the suite was started (a background job of a
+    non-interactive shell, e.g. a CI script started with `&`, hands its children SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_cli(
