@@ -67,19 +67,27 @@ class BatchClient:
         self._secrets = [api_key]
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
-    def _known(self, key: str) -> str | None:
-        """The batch id the state file holds for a set of requests, if any (the last line wins)."""
-        found = None
+    def _entries(self) -> list[dict[str, Any]]:
+        """The state file's entries, in order (none when it is missing; a torn last line skipped)."""
         try:
             lines = self.state.read_text(encoding="utf-8").splitlines()
         except OSError:
-            return None
+            return []
+        out = []
         for line in lines:
             try:
                 entry = json.loads(line)
             except ValueError:
                 continue  # a torn last line
-            if isinstance(entry, dict) and entry.get("key") == key and isinstance(entry.get("batch"), str):
+            if isinstance(entry, dict):
+                out.append(entry)
+        return out
+
+    def _known(self, key: str) -> str | None:
+        """The batch id the state file holds for a set of requests, if any (the last line wins)."""
+        found = None
+        for entry in self._entries():
+            if entry.get("key") == key and isinstance(entry.get("batch"), str):
                 found = entry["batch"]
         return found
 
@@ -104,16 +112,8 @@ class BatchClient:
         """Custom id -> the batch that was last created for it (state entries that list their
         ids; `submit` writes them), so that a rerun waits for a batch it already paid for."""
         found: dict[str, str] = {}
-        try:
-            lines = self.state.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            return found
-        for line in lines:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a torn last line
-            if isinstance(entry, dict) and isinstance(entry.get("batch"), str) and isinstance(entry.get("ids"), list):
+        for entry in self._entries():
+            if isinstance(entry.get("batch"), str) and isinstance(entry.get("ids"), list):
                 for cid in entry["ids"]:
                     found[str(cid)] = entry["batch"]
         return found
