@@ -1,7 +1,7 @@
 """Peak memory of `needlepoint eval mm_niah` on long interleaved documents, by sample count.
 
     python perf/bench_mm_niah_memory.py [--sizes 50,200] [--tokens 30000] [--images-per-doc 20]
-                                              [--concurrency 16] [--delay-ms 0] [--report]
+                                              [--concurrency 16] [--delay-ms 0] [--report] [--bytes-only]
                                               [--work /tmp/np-bench-mm-niah] [--profile]
 
 Writes MM-NIAH release folders of N samples (documents of about --tokens tokens of real text,
@@ -17,6 +17,8 @@ peak RSS of that child (wait4 ru_maxrss), wall time, samples/s, the rate at the 
 answers (samples / (last arrival - first arrival + delay)) against the ideal
 N / (ceil(N / concurrency) x delay), the child's CPU seconds, mean request bytes, and the time
 spent loading, answering and finishing (scoring, leaderboard files, heatmaps with --report).
+The server's CPU seconds during the run are printed too: a server that parses every 4 MB body
+bounds the rate itself; with --bytes-only it reads bodies without parsing them (serve_simulated.py).
 Targets: peak RSS under 1.5 GB, flat in N; at 100 ms, 80% of the ideal rate at --concurrency 64.
 
 --profile additionally loads the largest set in this process under tracemalloc and prints where
@@ -212,6 +214,7 @@ def measure(
         *([] if report else ["--no-report"]),
     ]
     server.stats()  # restart the counters
+    server_cpu = server.cpu_s()
     log = run_dir.with_suffix(".log")
     t0 = time.perf_counter()
     with log.open("wb") as fh:
@@ -235,6 +238,7 @@ def measure(
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     arrivals = server.stats()
+    server_cpu = server.cpu_s() - server_cpu
     proc.returncode = os.waitstatus_to_exitcode(status)
     done.set()
     watcher.join()
@@ -262,6 +266,7 @@ def measure(
         "max_request_mb": max(sizes) / 1e6,
         "failed": sum(1 for r in records if r.get("status") != "done"),
         "cpu_s": usage.ru_utime + usage.ru_stime,
+        "server_cpu_s": server_cpu,
         "load_average": os.getloadavg()[0],
         **serving(arrivals, n, concurrency, delay_ms),
         "command": " ".join(cmd),
@@ -310,6 +315,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results here as JSON")
     parser.add_argument("--delay-ms", type=float, default=0.0, help="the server's answer time (default 0)")
     parser.add_argument("--report", action="store_true", help="with the report (default --no-report)")
+    parser.add_argument(
+        "--bytes-only",
+        action="store_true",
+        help="the server reads each body without parsing it (serve_simulated.py --bytes-only)",
+    )
     ns = parser.parse_args(argv)
 
     sizes = [int(s) for s in ns.sizes.split(",") if s.strip()]
@@ -323,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         root = work / f"data-{n}-{ns.tokens}-{ns.images_per_doc}-{ns.docs}"
         sets[n] = (root, write_release(root, n, pool, ns.images_per_doc, ns.tokens, ns.docs))
 
-    server = ServerProcess(ns.delay_ms, work, "bench", ["--reply", "A"]).start()
+    server = ServerProcess(ns.delay_ms, work, "bench", ["--reply", "A", *(["--bytes-only"] if ns.bytes_only else [])]).start()
     try:
         results = []
         for n in sizes:
@@ -344,17 +354,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "| samples | mean text tokens | document text (MB) | peak RSS (MB) | peak in | RSS after load (MB) | "
-        "wall (s) | samples/s | answering (samples/s) | at the server (samples/s, of ideal) | CPU (s) | load average | "
+        "wall (s) | samples/s | answering (samples/s) | at the server (samples/s, of ideal) | CPU (s) | server CPU (s) | load average | "
         "load / answer / finish (s) | mean request (MB) | failed |"
     )
-    print("|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+    print("|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     for r in results:
         print(
             f"| {r['samples']} | {r['mean_text_tokens']:.0f} | {r['text_mb']:.0f} | {r['peak_rss_mb']:.0f} | "
             f"{r['peak_phase']} | {r['rss_after_load_mb']:.0f} | "
             f"{r['wall_s']:.1f} | {r['samples_per_s']:.1f} | {r['answer_rate']:.1f} | "
             f"{r['serving_rate']:.1f} of {r['ideal_rate']:.0f} ({r['serving_rate'] / r['ideal_rate']:.0%}) | "
-            f"{r['cpu_s']:.1f} | {r['load_average']:.1f} | "
+            f"{r['cpu_s']:.1f} | {r['server_cpu_s']:.1f} | {r['load_average']:.1f} | "
             f"{r['load_s']:.1f} / {r['answer_s']:.1f} / {r['finish_s']:.1f} | {r['mean_request_mb']:.2f} | {r['failed']} |"
         )
     print(f"\ncommand: {results[-1]['command']}")

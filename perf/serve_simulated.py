@@ -14,6 +14,11 @@ With --script FILE (a JSON object: request key -> answers per turn, see Simulate
 are answered from the script as in the demo, and a request the script does not know gets a 404.
 It stands in for a vLLM server in the Slurm test (tests/test_slurm.py).
 
+With --bytes-only, a chat request's body is read but not parsed, and every request gets --reply:
+a Python server that parses each body (json.loads of a 4 MB MM-NIAH document takes about 17 ms
+here) answers at most a few dozen such requests a second, less than the client it measures; a
+real server parses on its own cores. --script does not go with it.
+
 With --stats FILE, SIGUSR1 writes {"requests": n, "first": t0, "last": t1} to FILE (atomically):
 the number of chat requests received since the previous SIGUSR1 and the arrival times (time.time(),
 taken once the body is read, just before the delay) of the first and the last of them; the counters
@@ -46,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--script", help="JSON file of scripted answers (request key -> list of answers per turn)")
     parser.add_argument("--model", action="append", help="a model name GET /v1/models lists (repeat; default the simulated name)")
     parser.add_argument("--stats", help="file that SIGUSR1 writes the request count and arrival times to")
+    parser.add_argument("--bytes-only", action="store_true", help="read chat bodies without parsing them; one reply for all")
     ns = parser.parse_args(argv)
 
     stop = threading.Event()
@@ -56,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     if ns.script:
         with open(ns.script, encoding="utf-8") as fh:
             script = json.load(fh)
+    if ns.bytes_only and ns.script:
+        parser.error("--bytes-only answers every request with --reply: it does not read a --script")
     cls = SimulatedServer if not ns.capacity else _capped(ns.capacity)
+    cls = _bytes_only(cls, ns.reply) if ns.bytes_only else cls
     if script is not None:
         server = cls(script=script, default=None, delay_s=ns.delay_ms / 1000.0, port=ns.port)
     else:
@@ -90,6 +99,31 @@ def _capped(capacity: int) -> type[SimulatedServer]:
                 return await super()._chat(request)
 
     return Capped
+
+
+def _bytes_only(base: type[SimulatedServer], reply: str) -> type[SimulatedServer]:
+    """`base` answering every chat request with `reply` after reading its body unparsed."""
+    answer = json.dumps(
+        {
+            "id": "sim",
+            "object": "chat.completion",
+            "model": "bench",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+    ).encode()
+
+    class BytesOnly(base):  # type: ignore[valid-type,misc]
+        async def _chat(self, request: Any) -> Any:
+            from aiohttp import web
+
+            await request.read()
+            self.log.append(("", 0))
+            if self.delay_s:
+                await asyncio.sleep(self.delay_s)
+            return web.Response(body=answer, content_type="application/json")
+
+    return BytesOnly
 
 
 class _ArrivalLog(list):

@@ -434,3 +434,53 @@ def test_a_document_s_images_are_read_off_the_event_loop_and_a_pair_s_on_it(
     pair, loop_thread = asyncio.run(encode(refs[:2]))
     assert readers == [loop_thread, loop_thread]
     assert document == [base64.b64encode(r.path.read_bytes()) for r in refs] and pair == document[:2]  # type: ignore[union-attr]
+
+
+def test_a_body_of_megabytes_goes_out_in_pieces_equal_to_the_joined_body(serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request over PIECES_FROM_BYTES is sent as its pieces (never joined): the server gets the
+    same body, under a Content-Length of its size, on the first attempt and on the retry after a
+    503; the request's size is that of the joined body."""
+    import numpy as np
+
+    from needlepoint.images import to_base64
+    from needlepoint.models.openai_compat import PIECES_FROM_BYTES
+
+    rng = np.random.default_rng(3)
+    jpegs = []
+    for _ in range(3):
+        buf = io.BytesIO()
+        Image.fromarray(rng.integers(0, 255, (700, 700, 3), dtype=np.uint8)).save(buf, format="JPEG", quality=95)
+        jpegs.append(buf.getvalue())
+    refs = [ImageRef(f"p{i}.jpg", loader=lambda data=data: data) for i, data in enumerate(jpegs)]
+    conversation = Conversation([Message("user", ["look", refs[0], "and", refs[1], refs[2], "end"])])
+    generation = Generation(timeout_s=5)
+    joined = request_body("m", conversation, generation, [to_base64(j) for j in jpegs])
+    assert len(joined) > PIECES_FROM_BYTES
+    server = serve(script={}, default="ok", faults={"lookandend": ["503"]}, models=("m",))
+    from needlepoint.models import http
+
+    written: list[int] = []
+    real_write = http._PiecesPayload.write_with_length
+
+    async def write(self: Any, writer: Any, content_length: int | None) -> None:
+        written.append(len(self._value.parts))
+        await real_write(self, writer, content_length)
+
+    monkeypatch.setattr(http._PiecesPayload, "write_with_length", write)
+
+    async def go() -> Any:
+        model = OpenAICompatModel("m", [server.url], retry=RetryPolicy(max_retries=2, base_s=0.01))
+        try:
+            return await model.complete(conversation, generation)
+        finally:
+            await model.aclose()
+
+    reply = asyncio.run(go())
+    assert reply.error is None and reply.text == "ok" and reply.attempts == 2
+    assert reply.request_bytes == len(joined)
+    assert written == [7, 7]  # text, image, text, image, text, image, text: one attempt each
+    assert len(server.requests) == 2
+    for headers, body in server.requests:
+        assert headers["Content-Length"] == str(len(joined))
+        assert headers["Content-Type"] == "application/json"
+        assert body == json.loads(joined)

@@ -1,8 +1,8 @@
 """The compare page in a real browser (Debian's Chromium under Playwright, offline): no console
 errors, the outcome filters ("only A right", "only B right", "both wrong") show the counts the
 records give, the filter selects (bin, style, task) narrow the cards, and each card draws the
-ground truth and both runs' boxes in their own styles. Screenshots go to docs/images/compare-*.png
-(the docs show them)."""
+ground truth and both runs' boxes in their own styles. Screenshots go to artifacts/compare-*.png
+(git-ignored; docs/images has copies, which the docs show)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, records, report_blob
-from helpers.browser import Page, chromium
+from helpers import records, report_blob
+from helpers.browser import ARTIFACTS, Page, chromium
 from helpers.compare import has_resampler, make_runs
 
 from needlepoint.cli import main
-
-IMAGES = REPO / "docs" / "images"
 
 
 def write_compare(a: Path, b: Path, out: Path) -> dict[str, Any]:
@@ -74,8 +72,8 @@ def test_ref_adv_page_filters_and_both_runs_boxes(browser: Any, pages: dict[str,
         "stroke-dasharray"
     )
     assert card.locator(".badge.ok").count() == 1 and card.locator(".badge.bad").count() == 1
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    p.page.screenshot(path=str(IMAGES / "compare-ref-adv.png"))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    p.page.screenshot(path=str(ARTIFACTS / "compare-ref-adv.png"))
     assert outcome(p, "only:1") == mc["only_b"]
     assert outcome(p, "none") == sum(not hit_a[i] and not hit_b[i] for i in hit_a)
     assert outcome(p, "all") == sum(hit_a[i] and hit_b[i] for i in hit_a)
@@ -110,7 +108,7 @@ def test_mc_bench_page_draws_both_runs_on_both_images(browser: Any, pages: dict[
         and card.locator("rect.run-1").count() >= 1
     )
     p.page.evaluate("document.getElementById('samples').scrollIntoView()")
-    p.page.screenshot(path=str(IMAGES / "compare-mc-bench.png"))
+    p.page.screenshot(path=str(ARTIFACTS / "compare-mc-bench.png"))
     assert p.errors == []
     p.close()
 
@@ -128,6 +126,6 @@ def test_mm_niah_page_heatmap_and_task_filter(browser: Any, pages: dict[str, Any
     assert p.page.locator("table.heat").count() >= 2
     assert p.page.locator("table.heat td[data-diff]").count() > 0
     p.page.evaluate("document.getElementById('heatmaps').scrollIntoView()")
-    p.page.screenshot(path=str(IMAGES / "compare-mm-niah.png"))
+    p.page.screenshot(path=str(ARTIFACTS / "compare-mm-niah.png"))
     assert p.errors == []
     p.close()

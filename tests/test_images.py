@@ -194,3 +194,33 @@ def test_parquet_release_loads_through_slices(tmp_path: Path) -> None:
     samples = RefAdv(box_format="abs_xyxy").load(path.parent.parent)
     assert [s.image.read_bytes() for s in samples] == blobs
     assert isinstance(samples[0].image.loader, ParquetImage)
+
+
+def test_only_regular_image_files_are_read_whole(tmp_path: Path) -> None:
+    """An image path that is a FIFO, a link to /dev/zero or a folder is refused in one sentence
+    (it would block the open, read without end or fail later); a file is read in one open, and
+    a file over the inline limit is left on disk for its decoder."""
+    import os
+
+    from needlepoint.errors import DataError
+
+    fifo = tmp_path / "fifo.jpg"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.jpg"
+    zero.symlink_to("/dev/zero")
+    folder = tmp_path / "folder.jpg"
+    folder.mkdir()
+    for path in (fifo, zero):
+        with pytest.raises(DataError, match=f"image {path.name} is not a regular file"):
+            images.read_small_image(ImageRef(path.name, path))
+    with pytest.raises(DataError, match=r"image folder.jpg cannot be read \(Is a directory\)"):
+        images.read_small_image(ImageRef("folder.jpg", folder))
+    with pytest.raises(DataError, match="image gone.jpg cannot be read"):
+        images.read_small_image(ImageRef("gone.jpg", tmp_path / "gone.jpg"))
+    small = tmp_path / "small.jpg"
+    small.write_bytes(b"\xff\xd8" + bytes(range(256)) * 40)
+    assert images.read_small_image(ImageRef("small.jpg", small)) == small.read_bytes()
+    big = tmp_path / "big.jpg"
+    with big.open("wb") as fh:
+        fh.truncate(images.INLINE_FILE_BYTES + 1)
+    assert images.read_small_image(ImageRef("big.jpg", big)) is None

@@ -95,6 +95,26 @@ def test_last_record_wins(tmp_path: Path) -> None:
     assert records["7"] == {"id": "7", "status": "done", "iou": 0.9}
 
 
+def test_records_read_as_the_standard_parser_reads_them(tmp_path: Path) -> None:
+    """A record comes back as the standard parser reads it: an integer past 64 bits (a hostile
+    model's count, parsed) stays that integer, not the float a faster parser makes of it; a
+    hand-edited NaN and a lone surrogate are read too."""
+    path = tmp_path / RECORDS
+    lines = [
+        '{"id": "a", "iou": 0.1, "turns": [{"reply": "x\\u00e9"}]}',
+        '{"id": "b", "iou": NaN}',
+        '{"id": "c", "n": 123456789012345678901234}',
+        '{"id": "d", "reply": "\\ud800"}',
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    got = read_records(path)
+    expected = {str(json.loads(line)["id"]): json.loads(line) for line in lines}
+    assert list(got) == ["a", "b", "c", "d"]
+    assert got["b"]["iou"] != got["b"]["iou"]  # NaN
+    assert {k: v for k, v in got.items() if k != "b"} == {k: v for k, v in expected.items() if k != "b"}
+    assert got["c"]["n"] == 123456789012345678901234
+
+
 def test_corrupt_complete_line_is_a_clear_error(tmp_path: Path) -> None:
     run = tmp_path / "run"
     RunStore.open(run, _header()).close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -97,13 +98,17 @@ def read_small_image(ref: ImageRef) -> bytes | None:
     """The bytes of an image file of at most INLINE_FILE_BYTES, else None: a bigger file is left
     on disk, to be read by its decoder under the pixel budget (`encode_jpeg`), so that many big
     files in flight never sit in memory together."""
-    if ref.loader is None and ref.path is not None:
-        try:
-            if ref.path.stat().st_size > INLINE_FILE_BYTES:
-                return None
-        except OSError as exc:
-            raise DataError(f"image {ref.key} cannot be read ({exc.strerror or exc}); check the images folder") from None
-    return read_image(ref)
+    if ref.loader is not None or ref.path is None:
+        return read_image(ref)
+    try:  # one open, its size from the open file: a path lookup per image read, not two
+        fd = os.open(ref.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
+        with open(fd, "rb", buffering=0) as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise DataError(f"image {ref.key} is not a regular file; replace it with the image file")
+            return None if st.st_size > INLINE_FILE_BYTES else fh.readall()
+    except OSError as exc:
+        raise DataError(f"image {ref.key} cannot be read ({exc.strerror or exc}); check the images folder") from None
 
 
 _BARE_MARKERS = frozenset((0x01, *range(0xD0, 0xD8)))  # JPEG markers without a length

@@ -26,6 +26,7 @@ from needlepoint.images import ImageCache, base64_jpeg, passes_through, read_sma
 from needlepoint.models.http import (
     Endpoint,
     InvalidAnswer,
+    Pieces,
     RetryPolicy,
     Transport,
     Unreachable,
@@ -59,6 +60,7 @@ __all__ = [
 ]
 
 CHAT = "chat"  # the lane of chat requests (their bound in flight, the wait note)
+PIECES_FROM_BYTES = 1 << 20  # a body this large goes out as its pieces (models/http.Pieces), never joined
 ON_LOOP_IMAGES = 2  # a request with more images is read and encoded in a worker thread (see _encode_images)
 
 
@@ -219,7 +221,12 @@ def message_payload(conversation: Conversation, url_for: Callable[[ImageRef, int
 
 
 def request_body(model: str, conversation: Conversation, generation: Generation, images_b64: Sequence[bytes]) -> bytes:
-    """The JSON body of one chat-completions request, images given as base64 in order.
+    """The JSON body of one chat-completions request, images given as base64 in order."""
+    return b"".join(request_pieces(model, conversation, generation, images_b64))
+
+
+def request_pieces(model: str, conversation: Conversation, generation: Generation, images_b64: Sequence[bytes]) -> list[bytes]:
+    """`request_body` as its pieces, JSON text and each image's base64 in turn (joined, the body).
 
     The base64 is spliced in as bytes after the rest is serialised: it never needs JSON escaping,
     and scanning megabytes of it in json.dumps would be most of the cost of a request.
@@ -232,8 +239,8 @@ def request_body(model: str, conversation: Conversation, generation: Generation,
     body.update(sampling_params(generation))
     pieces = _SLOT.split(json_line(body))
     for i in range(1, len(pieces), 2):
-        pieces[i] = images_b64[int(pieces[i])]  # the data URL's prefix is in the text before it: one copy, in join
-    return b"".join(pieces)
+        pieces[i] = images_b64[int(pieces[i])]  # the data URL's prefix is in the text before it
+    return pieces
 
 
 def _chat_url(base: str) -> str:
@@ -394,13 +401,16 @@ class OpenAICompatModel:
     async def body(self, conversation: Conversation, generation: Generation) -> bytes:
         """The JSON body of the chat request for `conversation`, images encoded (also what a batch
         line holds, models/batching.py); DataError for a request over the byte budget."""
-        body = request_body(self.name, conversation, generation, await self._encode_images(conversation))
-        if self.max_request_bytes is not None and len(body) > self.max_request_bytes:
+        return b"".join((await self._pieces(conversation, generation)).parts)
+
+    async def _pieces(self, conversation: Conversation, generation: Generation) -> Pieces:
+        pieces = Pieces.of(request_pieces(self.name, conversation, generation, await self._encode_images(conversation)))
+        if self.max_request_bytes is not None and pieces.size > self.max_request_bytes:
             raise DataError(
-                f"request_too_large: {len(body)} bytes exceed --max-request-bytes {self.max_request_bytes}; "
+                f"request_too_large: {pieces.size} bytes exceed --max-request-bytes {self.max_request_bytes}; "
                 "not sent: downscale with --max-image-side or raise the budget"
             )
-        return body
+        return pieces
 
     async def complete(self, conversation: Conversation, generation: Generation) -> Reply:
         """Send one conversation under the retry policy; errors come back in Reply.error (scrubbed
@@ -410,7 +420,9 @@ class OpenAICompatModel:
 
         Image problems and requests over the byte budget raise DataError: input faults, not sent.
         """
-        body = await self.body(conversation, generation)
+        pieces = await self._pieces(conversation, generation)
+        body: bytes | Pieces = pieces if pieces.size >= PIECES_FROM_BYTES else b"".join(pieces.parts)
+        size = pieces.size
         start = time.perf_counter()
         try:
             got = await self.transport.post(_chat_url, body, chat_reply, CHAT, generation.timeout_s)
@@ -420,13 +432,13 @@ class OpenAICompatModel:
                 error_kind=exc.kind,
                 attempts=exc.attempts,
                 latency_s=time.perf_counter() - start,
-                request_bytes=len(body),
+                request_bytes=size,
                 endpoint=exc.endpoint,
             )
         reply = got.value
         reply.latency_s = time.perf_counter() - start
         reply.attempts = got.attempts
-        reply.request_bytes = len(body)
+        reply.request_bytes = size
         reply.endpoint = got.endpoint
         return reply
 
