@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from helpers import prompt_key, ref_run_config, write_jsonl_release
+from helpers.servers import count_piece_writes
 from PIL import Image
 
 from needlepoint.api import evaluate
@@ -457,16 +458,7 @@ def test_a_body_of_megabytes_goes_out_in_pieces_equal_to_the_joined_body(serve: 
     joined = request_body("m", conversation, generation, [to_base64(j) for j in jpegs])
     assert len(joined) > PIECES_FROM_BYTES
     server = serve(script={}, default="ok", faults={"lookandend": ["503"]}, models=("m",))
-    from needlepoint.models import http
-
-    written: list[int] = []
-    real_write = http._PiecesPayload.write_with_length
-
-    async def write(self: Any, writer: Any, content_length: int | None) -> None:
-        written.append(len(self._value.parts))
-        await real_write(self, writer, content_length)
-
-    monkeypatch.setattr(http._PiecesPayload, "write_with_length", write)
+    written = count_piece_writes(monkeypatch)
 
     async def go() -> Any:
         model = OpenAICompatModel("m", [server.url], retry=RetryPolicy(max_retries=2, base_s=0.01))

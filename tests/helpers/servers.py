@@ -36,3 +36,19 @@ class CountingServer(SimulatedServer):
             return await super()._chat(request)
         finally:
             self.active -= 1
+
+
+def count_piece_writes(monkeypatch: Any) -> list[int]:
+    """Spy on bodies sent as `Pieces` (models/http): the returned list gets, per attempt written
+    that way, its number of pieces."""
+    from needlepoint.models import http
+
+    written: list[int] = []
+    real_write = http._PiecesPayload.write_with_length
+
+    async def write(self: Any, writer: Any, content_length: int | None) -> None:
+        written.append(len(self._value.parts))
+        await real_write(self, writer, content_length)
+
+    monkeypatch.setattr(http._PiecesPayload, "write_with_length", write)
+    return written

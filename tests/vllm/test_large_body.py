@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import io
-from typing import Any
 
 import numpy as np
 import pytest
+from helpers.servers import count_piece_writes
 from PIL import Image
 
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Reply
-from needlepoint.models import http, openai_compat
+from needlepoint.models import openai_compat
 from needlepoint.models.openai_compat import PIECES_FROM_BYTES, OpenAICompatModel
 
 from .conftest import MODEL_NAME, Servers
@@ -42,14 +42,7 @@ def test_a_body_sent_in_pieces_is_the_request_vllm_reads_joined(servers: Servers
         finally:
             await model.aclose()
 
-    written: list[int] = []
-    real_write = http._PiecesPayload.write_with_length
-
-    async def write(self: Any, writer: Any, content_length: int | None) -> None:
-        written.append(len(self._value.parts))
-        await real_write(self, writer, content_length)
-
-    monkeypatch.setattr(http._PiecesPayload, "write_with_length", write)
+    written = count_piece_writes(monkeypatch)
     in_pieces = asyncio.run(ask())
     monkeypatch.setattr(openai_compat, "PIECES_FROM_BYTES", 1 << 40)  # the same request, joined
     joined = asyncio.run(ask())
