@@ -135,6 +135,10 @@ def test_mm_niah_and_mc_bench_reports(browser: Any, demo: Path) -> None:
         heat.scroll_into_view_if_needed()
         p.page.wait_for_function("Array.from(document.querySelectorAll('.heatmaps img')).every(i => i.complete)")
         assert heat.evaluate("i => i.naturalWidth") > 0
+        # every heatmap states its size, so its place is kept before it loads (no controls moving under a click)
+        for img in p.page.locator(".heatmaps img").all():
+            natural = img.evaluate("i => [i.naturalWidth, i.naturalHeight]")
+            assert [int(img.get_attribute("width") or 0), int(img.get_attribute("height") or 0)] == natural
         # Pages of 50: the next page shows the next cards.
         p.page.uncheck("#np-wrong")
         first = p.page.locator("#np-cards .card").first.get_attribute("data-id")

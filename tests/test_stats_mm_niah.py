@@ -1,6 +1,6 @@
 """MM-NIAH intervals: the authors' aggregation recomputed on a draw equals aggregate() on the whole
-set (per task and range, per task, overall), draws stay within task and range, and a missing task
-leaves the overall without interval."""
+set (per task and range, per task, overall), draws stay within the cell (task, range, depth bin),
+and a missing task leaves the overall without interval."""
 
 from __future__ import annotations
 
@@ -88,3 +88,18 @@ def test_draws_keep_each_task_and_range_and_overall_needs_all_tasks() -> None:
     assert "overall/overall" not in intervals
     iv = intervals[f"tasks/{TASKS[0]}/overall"]
     assert iv is not None and iv.lo <= iv.estimate <= iv.hi
+
+
+def test_intervals_of_sparse_cells_hold_the_estimate() -> None:
+    """One or two samples a cell (the demo's size): a draw keeps every cell's count, so no cell
+    empties and scores 0 on a draw; every interval holds its estimate. Drawn within task and range
+    only, the overall's interval lay wholly below it."""
+    rows = _rows(360, 11)
+    r = NiahResampler([str(i) for i in range(len(rows))], rows)
+    assert r.strata is not None
+    assert all(label.endswith("<1k") or " depth " in label for label in r.strata)  # a cell is a stratum
+    intervals = bootstrap_interval(r, resamples=300, seed=0)
+    assert "overall/overall" in intervals
+    for name, iv in intervals.items():
+        if iv is not None:
+            assert iv.lo <= iv.estimate <= iv.hi, (name, iv)

@@ -38,6 +38,7 @@ pre.json { background: var(--panel); padding: 8px; overflow: auto; max-height: 3
 .note { color: var(--muted); }
 .heatmaps { display: flex; flex-wrap: wrap; gap: 12px; }
 .heatmaps figure { margin: 0; }
+.heatmaps img { height: auto; }
 .heatmaps figure.main img { max-width: min(100%, 1100px); }
 .heatmaps figure.small { flex: 0 1 calc(50% - 6px); min-width: 420px; }
 .heatmaps figure.small img { width: 100%; }

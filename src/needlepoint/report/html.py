@@ -36,6 +36,7 @@ from needlepoint.files import (  # write_atomic re-exported: the report modules 
     write_atomic,
 )
 from needlepoint.numeric import is_box
+from needlepoint.pngstrips import read_header
 from needlepoint.records import Record
 from needlepoint.redact import is_credential_name, redact_url, scrub
 from needlepoint.report.assets import CSS, JS
@@ -458,9 +459,13 @@ def _heatmap_section(pngs: Sequence[Path], report_dir: Path) -> str:
         cls = "main" if p.stem == "overall" else "small"
         svg = p.with_suffix(".svg")
         link = href(svg if svg.exists() else p, report_dir)
+        with p.open("rb") as fh:
+            head = read_header(fh)
+        # its size reserves its place before it loads: a lazy image must not move the controls below it
+        size = f' width="{head.width}" height="{head.height}"' if head is not None else ""
         figs.append(  # the caption above its plot: it names what the plot below shows
             f'<figure class="{cls}"><figcaption>{esc(p.stem)}</figcaption><a href="{esc(link)}">'
-            f'<img src="{esc(href(p, report_dir))}" alt="heatmap {esc(p.stem)}" loading="lazy"></a></figure>'
+            f'<img src="{esc(href(p, report_dir))}" alt="heatmap {esc(p.stem)}"{size} loading="lazy"></a></figure>'
         )
     return '<h2 id="heatmaps">Heatmaps</h2>\n<p class="note">needle depth by context length; click for the SVG</p>\n' + (
         '<div class="heatmaps">' + "".join(figs) + "</div>"

@@ -156,8 +156,8 @@ class MmNiah(BaseBenchmark):
         return metrics
 
     def resampler(self, dataset: Dataset[NiahSample], records: Sequence[Record]) -> Any:
-        """The scored samples as bootstrap units (stats.Resampler), drawn within task and range;
-        None when no record carries a score (a split without answers)."""
+        """The scored samples as bootstrap units (stats.Resampler), drawn within their cell (task,
+        range, depth bin); None when no record carries a score (a split without answers)."""
         from needlepoint.benchmarks.mm_niah.resample import NiahResampler
 
         by_id = {s.id: s for s in dataset}

@@ -1,5 +1,8 @@
-"""MM-NIAH resampling: a scored sample is the unit, drawn within its task and context range (the
-strata of the authors' aggregation), and the official aggregation recomputed on each draw: cell
+"""MM-NIAH resampling: a scored sample is the unit, drawn within its cell (task, context range and
+depth bin: what the authors' aggregation averages), and the official aggregation recomputed on each
+draw. Drawing within the cell keeps every cell that has samples non-empty on every draw: drawn
+within task and range only, a sparse cell came out empty on many draws and scored 0 by the
+authors' rule, which pulled the whole distribution below the estimate. The aggregation: cell
 means per range and depth bin (0 for an empty cell), each task's per-range score as the mean of its
 depth cells rounded to 6 decimals, its overall, and the overall across the six tasks (only when all
 six are present), with the same roundings. On all samples once the numbers are aggregate()'s to the
@@ -48,7 +51,9 @@ class NiahResampler:
             cell_of.append((x - 1) * DEPTH_BINS + y if x >= 1 else -1)
         t, c = np.asarray(task_of, np.int64), np.asarray(cell_of, np.int64)
         self.strata: list[str] | None = [
-            f"{self._tasks[k]} {CONTEXT_RANGES[cell // DEPTH_BINS] if cell >= 0 else '<1k'}"
+            f"{self._tasks[k]} {CONTEXT_RANGES[cell // DEPTH_BINS]} depth {cell % DEPTH_BINS}"
+            if cell >= 0
+            else f"{self._tasks[k]} <1k"
             for k, cell in zip(t.tolist(), c.tolist(), strict=True)
         ]
         n_bins = len(self._tasks) * _CELLS
