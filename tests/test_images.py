@@ -197,9 +197,10 @@ def test_parquet_release_loads_through_slices(tmp_path: Path) -> None:
 
 
 def test_only_regular_image_files_are_read_whole(tmp_path: Path) -> None:
-    """An image path that is a FIFO, a link to /dev/zero or a folder is refused in one sentence
-    (it would block the open, read without end or fail later); a file is read in one open, and
-    a file over the inline limit is left on disk for its decoder."""
+    """An image path that is a FIFO, a link to /dev/zero or a folder is refused in one sentence by
+    every reader (it would block the open, read without end or fail later: the request's `sent`
+    description reads too, in a thread a run would wait for at exit); a file is read in one open,
+    and a file over the inline limit is left on disk for its decoder."""
     import os
 
     from needlepoint.errors import DataError
@@ -211,8 +212,9 @@ def test_only_regular_image_files_are_read_whole(tmp_path: Path) -> None:
     folder = tmp_path / "folder.jpg"
     folder.mkdir()
     for path in (fifo, zero):
-        with pytest.raises(DataError, match=f"image {path.name} is not a regular file"):
-            images.read_small_image(ImageRef(path.name, path))
+        for read in (images.read_small_image, images.read_image):  # every reader of image files
+            with pytest.raises(DataError, match=f"image {path.name} is not a regular file"):
+                read(ImageRef(path.name, path))
     with pytest.raises(DataError, match=r"image folder.jpg cannot be read \(Is a directory\)"):
         images.read_small_image(ImageRef("folder.jpg", folder))
     with pytest.raises(DataError, match="image gone.jpg cannot be read"):
@@ -224,3 +226,4 @@ def test_only_regular_image_files_are_read_whole(tmp_path: Path) -> None:
     with big.open("wb") as fh:
         fh.truncate(images.INLINE_FILE_BYTES + 1)
     assert images.read_small_image(ImageRef("big.jpg", big)) is None
+    assert len(images.read_image(ImageRef("big.jpg", big))) == images.INLINE_FILE_BYTES + 1

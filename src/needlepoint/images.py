@@ -85,10 +85,9 @@ def _open(data: bytes | Path, key: str) -> PILImage:
 
 def read_image(ref: ImageRef) -> bytes:
     """The image's bytes as stored; DataError when they cannot be read."""
-    try:
-        return ref.read_bytes()
-    except OSError as exc:
-        raise DataError(f"image {ref.key} cannot be read ({exc.strerror or exc}); check the images folder") from None
+    data = _read_stored(ref, None)
+    assert data is not None  # no limit: never left on disk
+    return data
 
 
 INLINE_FILE_BYTES = 4 << 20  # image files up to this size are read whole at once (on the event loop)
@@ -98,15 +97,25 @@ def read_small_image(ref: ImageRef) -> bytes | None:
     """The bytes of an image file of at most INLINE_FILE_BYTES, else None: a bigger file is left
     on disk, to be read by its decoder under the pixel budget (`encode_jpeg`), so that many big
     files in flight never sit in memory together."""
+    return _read_stored(ref, INLINE_FILE_BYTES)
+
+
+def _read_stored(ref: ImageRef, limit: int | None) -> bytes | None:
+    """An image's stored bytes (None for a file over `limit`). A file is read in one open, its size
+    and type taken from the open file; one that is not a regular file (a FIFO, a link to
+    /dev/zero) is refused before it can block the open or be read without end."""
     if ref.loader is not None or ref.path is None:
-        return read_image(ref)
-    try:  # one open, its size from the open file: a path lookup per image read, not two
-        fd = os.open(ref.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
+        try:
+            return ref.read_bytes()
+        except OSError as exc:
+            raise DataError(f"image {ref.key} cannot be read ({exc.strerror or exc}); check the images folder") from None
+    try:
+        fd = os.open(ref.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with open(fd, "rb", buffering=0) as fh:
             st = os.fstat(fh.fileno())
             if not stat.S_ISREG(st.st_mode):
                 raise DataError(f"image {ref.key} is not a regular file; replace it with the image file")
-            return None if st.st_size > INLINE_FILE_BYTES else fh.readall()
+            return None if limit is not None and st.st_size > limit else fh.readall()
     except OSError as exc:
         raise DataError(f"image {ref.key} cannot be read ({exc.strerror or exc}); check the images folder") from None
 

@@ -33,6 +33,7 @@ from needlepoint.errors import DataError
 from needlepoint.files import write_atomic, write_json
 from needlepoint.human.answers import MAX_GROUPS, check_answer
 from needlepoint.human.plan import Plan, load_plan_data, plan_of
+from needlepoint.images import read_image
 from needlepoint.numeric import is_finite
 
 __all__ = [
@@ -118,7 +119,7 @@ def _image_file(out: Path, ref: Any, written: dict[str, str]) -> str:
         return written[ref.key]
     from PIL import Image
 
-    data = ref.read_bytes()
+    data = read_image(ref)
     with Image.open(io.BytesIO(data)) as im:
         fmt = (im.format or "png").lower()
     suffix = {"jpeg": "jpg"}.get(fmt, fmt)

@@ -422,7 +422,6 @@ class OpenAICompatModel:
         """
         pieces = await self._pieces(conversation, generation)
         body: bytes | Pieces = pieces if pieces.size >= PIECES_FROM_BYTES else b"".join(pieces.parts)
-        size = pieces.size
         start = time.perf_counter()
         try:
             got = await self.transport.post(_chat_url, body, chat_reply, CHAT, generation.timeout_s)
@@ -432,13 +431,13 @@ class OpenAICompatModel:
                 error_kind=exc.kind,
                 attempts=exc.attempts,
                 latency_s=time.perf_counter() - start,
-                request_bytes=size,
+                request_bytes=pieces.size,
                 endpoint=exc.endpoint,
             )
         reply = got.value
         reply.latency_s = time.perf_counter() - start
         reply.attempts = got.attempts
-        reply.request_bytes = size
+        reply.request_bytes = pieces.size
         reply.endpoint = got.endpoint
         return reply
 
