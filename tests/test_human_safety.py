@@ -32,7 +32,8 @@ def test_token_paths_and_answers_are_checked(data: dict[str, Path], tmp_path: Pa
         base = server.url
         root = base.rsplit("/", 2)[0]
         assert request(base + "api/state")[0] == 200
-        for url in (root + "/api/state", root + "/", root + "/x" + server.token[1:] + "/api/state", root + "/favicon.ico"):
+        wrong = ("y" if server.token[0] == "x" else "x") + server.token[1:]  # one character off, never the token itself
+        for url in (root + "/api/state", root + "/", root + "/" + wrong + "/api/state", root + "/favicon.ico"):
             assert request(url)[0] == 403, url  # without the token, or with a wrong one
         code, body = request(root + "/api/answer", {"id": "1", "answer": []})
         assert code == 403
