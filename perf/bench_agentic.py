@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -44,6 +45,13 @@ HERE = Path(__file__).resolve().parent
 def _server(script: Path, delay_ms: float, model: str) -> ServerProcess:
     """A simulated server answering from `script` as `model`."""
     return ServerProcess(delay_ms, script.parent, model, ["--script", str(script)], name=model.replace("/", "_")).start()
+
+
+def client_cpu() -> float:
+    """CPU seconds of this process and of its ended children (the --processes workers; the servers
+    are still running when it is read)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def pct(values: list[float], q: float) -> float:
@@ -85,6 +93,7 @@ def timed_run(
     options: dict[str, Any],
     vlm_localizer: bool = False,
     localizer_concurrency: int | None = None,
+    processes: int = 1,
 ) -> tuple[dict[str, dict[str, Any]], float, list[dict[str, Any]]]:
     """`needlepoint eval mc_bench --solver agentic` against a simulated reasoner (and, with
     `vlm_localizer`, a simulated localizer) answering after `delay_ms`: its records, wall time and
@@ -116,10 +125,11 @@ def timed_run(
             concurrency=concurrency,
             show_progress=False,
             report=False,
+            processes=processes,
         )
         for server in servers:
             server.stats()  # restart the counters
-        cpu0 = [server.cpu_s() for server in servers] + [time.process_time()]
+        cpu0 = [server.cpu_s() for server in servers] + [client_cpu()]
         trace: list[tuple[float, float]] = []  # (time.time(), this process's CPU seconds), every 20 ms
         done = threading.Event()
 
@@ -137,7 +147,7 @@ def timed_run(
             watcher.join()
         wall = time.perf_counter() - started
         stats = [server.stats() for server in servers]
-        cpu1 = [server.cpu_s() for server in servers] + [time.process_time()]
+        cpu1 = [server.cpu_s() for server in servers] + [client_cpu()]
         for stat, a, b in zip(stats + [{}], cpu0, cpu1):
             stat["cpu_s"] = b - a
         stats[0]["client_cpu_s"] = cpu1[-1] - cpu0[-1]
@@ -151,7 +161,9 @@ def timed_run(
     return read_records(result.run_dir / "records.jsonl"), wall, stats
 
 
-def run_vlm(data: Path, workdir: Path, concurrency: int, delay_ms: float, localizer_concurrency: int | None = None) -> list[str]:
+def run_vlm(
+    data: Path, workdir: Path, concurrency: int, delay_ms: float, localizer_concurrency: int | None = None, processes: int = 1
+) -> list[str]:
     from needlepoint.benchmarks.mc_bench.agentic_demo import BOX_FORMAT, LOCALIZER_NAME
 
     records, wall, stats = timed_run(
@@ -164,6 +176,7 @@ def run_vlm(data: Path, workdir: Path, concurrency: int, delay_ms: float, locali
         {"box_format": BOX_FORMAT},
         vlm_localizer=True,
         localizer_concurrency=localizer_concurrency,
+        processes=processes,
     )
     n = len(records)
     delay_s = delay_ms / 1000
@@ -179,7 +192,8 @@ def run_vlm(data: Path, workdir: Path, concurrency: int, delay_ms: float, locali
     window = max(s["last"] for s in stats if s["last"]) - min(s["first"] for s in stats if s["first"]) + delay_s
     in_flight = sum(r["elapsed_s"] for r in records.values()) / window
     lines = [
-        f"### vlm: localizer, {n} samples, --concurrency {concurrency}, servers answering after {delay_ms:g} ms",
+        f"### vlm: localizer, {n} samples, --concurrency {concurrency}, --processes {processes}, "
+        f"servers answering after {delay_ms:g} ms",
         "",
         *stage_table(records, delay_s),
         "",
@@ -187,9 +201,14 @@ def run_vlm(data: Path, workdir: Path, concurrency: int, delay_ms: float, locali
         f"samples/s while serving: {n / window:.1f} ({n / window / ideal:.0%} of the ideal; {window:.2f} s from the "
         f"first request to the last answer, {sum(s['requests'] for s in stats)} requests); samples in flight on average "
         f"{in_flight:.1f} of {concurrency}",
-        f"client CPU while serving: {stats[0]['client_serving_cpu_s']:.2f} s ({stats[0]['client_serving_cpu_s'] / window:.0%} "
-        f"of a core, {stats[0]['client_serving_cpu_s'] / sum(s['requests'] for s in stats) * 1000:.2f} ms a request)",
-        f"CPU seconds during the call: client {stats[0]['client_cpu_s']:.2f} (start-up and scoring included), "
+        (
+            f"client CPU while serving: {stats[0]['client_serving_cpu_s']:.2f} s ({stats[0]['client_serving_cpu_s'] / window:.0%} "
+            f"of a core, {stats[0]['client_serving_cpu_s'] / sum(s['requests'] for s in stats) * 1000:.2f} ms a request)"
+            if processes == 1
+            else "client CPU while serving: not sampled (the workers' CPU is known once they end)"
+        ),
+        f"CPU seconds during the call: client {stats[0]['client_cpu_s']:.2f} (start-up and scoring included, "
+        "the workers' too), "
         "servers " + ", ".join(f"{s['cpu_s']:.2f}" for s in stats),
         f"samples/s of the whole call: {n / wall:.1f} (wall {wall:.2f} s, start-up and scoring included); "
         f"the bound if phrases went one after another {sequential:.1f}",
@@ -290,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--localizer-concurrency", type=int, help="the localizer's requests in flight (default: the solver's own default)"
     )
+    parser.add_argument("--processes", type=int, default=1, help="client processes (eval --processes; default 1)")
     parser.add_argument("--detector", action="store_true", help="also the detector: path (needs the agentic extra)")
     ns = parser.parse_args(argv)
     from needlepoint.benchmarks.mc_bench.demo import write_release
@@ -297,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         data, _ = write_release(workdir / "data", pairs=ns.pairs)
-        lines = run_vlm(data, workdir, ns.concurrency, ns.delay_ms, ns.localizer_concurrency)
+        lines = run_vlm(data, workdir, ns.concurrency, ns.delay_ms, ns.localizer_concurrency, ns.processes)
         if ns.detector:
             lines += ["", *run_detector(data, workdir, ns.concurrency, ns.delay_ms)]
     print("\n".join(lines))

@@ -2,6 +2,7 @@
 
     python perf/bench_mm_niah_memory.py [--sizes 50,200] [--tokens 30000] [--images-per-doc 20]
                                               [--concurrency 16] [--delay-ms 0] [--report] [--bytes-only]
+                                              [--processes 1]
                                               [--work /tmp/np-bench-mm-niah] [--profile]
 
 Writes MM-NIAH release folders of N samples (documents of about --tokens tokens of real text,
@@ -186,7 +187,14 @@ def _lines(path: Path) -> int:
 
 
 def measure(
-    data: Path, n: int, server: ServerProcess, run_dir: Path, concurrency: int, delay_ms: float = 0.0, report: bool = False
+    data: Path,
+    n: int,
+    server: ServerProcess,
+    run_dir: Path,
+    concurrency: int,
+    delay_ms: float = 0.0,
+    report: bool = False,
+    processes: int = 1,
 ) -> dict[str, Any]:
     """Run the eval as a child process; its peak RSS, phase times, request sizes, and the rate at
     the server (requests / (last arrival - first arrival + delay)) against the ideal
@@ -212,6 +220,7 @@ def measure(
         str(concurrency),
         "--no-progress",
         *([] if report else ["--no-report"]),
+        *(["--processes", str(processes)] if processes > 1 else []),
     ]
     server.stats()  # restart the counters
     server_cpu = server.cpu_s()
@@ -315,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results here as JSON")
     parser.add_argument("--delay-ms", type=float, default=0.0, help="the server's answer time (default 0)")
     parser.add_argument("--report", action="store_true", help="with the report (default --no-report)")
+    parser.add_argument("--processes", type=int, default=1, help="eval --processes N (default 1)")
     parser.add_argument(
         "--bytes-only",
         action="store_true",
@@ -341,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             run_dir = work / "runs" / f"run-{n}-{time.strftime('%H%M%S')}"
             run_dir.parent.mkdir(parents=True, exist_ok=True)
             print(f"running {n} samples ...", file=sys.stderr)
-            res = measure(root, n, server, run_dir, ns.concurrency, ns.delay_ms, ns.report)
+            res = measure(root, n, server, run_dir, ns.concurrency, ns.delay_ms, ns.report, ns.processes)
             res.update(shape)
             results.append(res)
     finally:

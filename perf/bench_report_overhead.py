@@ -2,12 +2,14 @@
 (optionally) another source tree's command, interleaved on the same data and server.
 
     python perf/bench_report_overhead.py [--samples 1600] [--rounds 3] [--delay-ms 100] [--old-src DIR]
+                                         [--processes N]
 
 Data: bench_ref_adv_harness's synthetic Ref-Adv-s parquet (640x480 JPEGs, row groups of 1,132),
 made in a child process. Server: perf/serve_simulated.py in its own process. Each variant
 runs `python -m needlepoint.cli eval ref_adv_s --data D --model bench-model --api-url URL
 --box-format abs_xyxy --concurrency 64 --out RUN --no-progress` (plus --no-report for that
-variant), PYTHONPATH pointing at the tree. Printed: the answering time (the first request's
+variant), PYTHONPATH pointing at the tree; with --processes N also the default command with
+`--processes N` (docs/scale-out.md). Printed: the answering time (the first request's
 arrival to the last answer, at the server), the time from the last answer to the command's end,
 the whole command's wall time, and its CPU time (user + system, its drawing processes included),
 and the run folder's size, medians over the rounds. On a shared machine the CPU time is the steadier comparison.
@@ -38,6 +40,7 @@ def main() -> int:
     parser.add_argument("--delay-ms", type=int, default=100)
     parser.add_argument("--data", type=Path, help="keep the synthetic release in this folder and reuse it (one per --samples)")
     parser.add_argument("--old-src", type=Path, help="another tree's src/ (e.g. an export of an earlier commit)")
+    parser.add_argument("--processes", type=int, default=1, help="also the default command with --processes N")
     ns = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-report-"))
     server = ServerProcess(ns.delay_ms, tmp, MODEL)
@@ -55,6 +58,8 @@ def main() -> int:
         variants = [("report (default)", here, []), ("--no-report", here, ["--no-report"])]
         if ns.old_src:
             variants.append((f"report, {ns.old_src}", str(ns.old_src.resolve()), []))
+        if ns.processes > 1:
+            variants.append((f"report, --processes {ns.processes}", here, ["--processes", str(ns.processes)]))
         delay = ns.delay_ms / 1000
         rows: dict[str, list[tuple[float, float, float, float]]] = {}
         for r in range(ns.rounds + 1):  # round 0 warms the file cache and is not counted
@@ -104,7 +109,7 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     print(
         f"command: python perf/bench_report_overhead.py --samples {ns.samples} --rounds {ns.rounds} --delay-ms {ns.delay_ms}"
-        f"{' --old-src ' + str(ns.old_src) if ns.old_src else ''}; 1-minute load average after: {os.getloadavg()[0]:.1f}\n"
+        f"{' --old-src ' + str(ns.old_src) if ns.old_src else ''}{f' --processes {ns.processes}' if ns.processes > 1 else ''}; 1-minute load average after: {os.getloadavg()[0]:.1f}\n"
     )
     ideal = ns.samples / (math.ceil(ns.samples / 64) * delay)
     print(f"ideal rate while serving: {ideal:.0f} samples/s ({ns.samples} / (ceil({ns.samples} / 64) x {delay:g} s))\n")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from helpers import TEST_DEVICE as DEVICE
+from helpers import run_quiet
 from helpers.agentic import REASONER, gt_targets, reasoner_reply
 from helpers.detector import BOX_TOL, SCORE_TOL, ForwardLog, write_owl
 
@@ -172,3 +173,17 @@ def test_an_unreadable_image_fails_only_its_own_requests(grounding_dino: Path, s
     assert isinstance(found[1], DataError)
     assert [type(f).__name__ for i, f in enumerate(found) if i != 1] == ["Located"] * 3
     assert batcher.passes == [2, 1]  # three requests in the first pass (one unreadable), the fourth in the next
+
+
+def test_processes_refuse_a_detector_of_this_process(
+    grounding_dino: Path, serve: Any, small_release: Any, tmp_path: Path
+) -> None:  # noqa: F811
+    folder, _, _ = small_release
+    reasoner = serve(script={}, default=None, models=(REASONER,))
+    args = ["eval", "mc_bench", "--data", str(folder), "--model", REASONER, "--api-url", reasoner.url, "--solver", "agentic"]
+    args += ["--localizer", f"detector:{grounding_dino}", "--localizer-device", DEVICE, "--out", str(tmp_path / "run")]
+    rc, err = run_quiet([*args, "--processes", "2"])
+    last = err.strip().splitlines()[-1]  # (transformers' loading bars come first)
+    assert rc == 2 and "Traceback" not in err and last.startswith("needlepoint: error: --processes runs HTTP clients")
+    assert "the solver's detector is a model of this process" in last
+    assert not (tmp_path / "run").exists()  # refused before a run folder was kept

@@ -145,6 +145,7 @@ class EvaluateSettings(TypedDict, total=False):
     structured_output: bool
     batch: bool
     batch_poll_s: float
+    processes: int
 
 
 def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSettings]) -> RunResult:
@@ -329,16 +330,8 @@ def _run(
         budget.add_records(store.records().values())
         options.gate = budget
     requested = samples[: config.limit] if config.limit else samples
-    drafter = None
-    if config.report:  # the report's thumbnails are drawn while the run answers
-        from needlepoint.report.html import REPORT_DIR, THUMBS_DIR
-        from needlepoint.report.thumbs import Drafter
-
-        drafter = Drafter(
-            store.dir / REPORT_DIR / THUMBS_DIR,
-            lambda done, recs: bench.report_items(samples.with_samples(done), recs),
-            expected=len(requested),
-        )
+    drafter = _drafter(config, bench, samples, store.dir, len(requested))
+    if drafter is not None:
         options.on_record = drafter.add
 
     if config.batch:  # --batch: the requests go out as batches (batchrun.py)
@@ -354,8 +347,12 @@ def _run(
         finally:
             await _close(owned)
 
+    workers: list[Any] = []
     try:
-        asyncio.run(go())
+        if config.processes > 1:
+            workers = _answer_in_processes(config, bench, samples, generation, store, solver, given, options)
+        else:
+            asyncio.run(go())
     except BaseException:
         if drafter is not None:
             drafter.thumbnails.close(cancel=True)
@@ -375,6 +372,7 @@ def _run(
     # dataset's samples have answers, and `needlepoint report` marks the run from it.
     complete = all(s.id in records for s in requested) and not result.failed and not result.stopped
     stats = [m.endpoint_stats() for m in (model, *solver.models().values()) if isinstance(m, CountsEndpoints)]
+    stats += [w.endpoints for w in workers]  # --processes: the workers' clients sent the requests
     endpoints = add_stats(store.header.get("endpoints"), *stats)  # every model's, the solver's too
     store.update_header(
         status="complete" if complete else "incomplete",
@@ -389,6 +387,106 @@ def _run(
             write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics, store.header, thumbnails)
         )
     return result
+
+
+def _drafter(config: RunConfig, bench: Benchmark, samples: Dataset[Any], run_dir: Path, expected: int) -> Any:
+    """The report's thumbnails drawn while the run answers (report.thumbs.Drafter), or None under
+    --no-report."""
+    if not config.report:
+        return None
+    from needlepoint.report.html import REPORT_DIR, THUMBS_DIR
+    from needlepoint.report.thumbs import Drafter
+
+    return Drafter(
+        run_dir / REPORT_DIR / THUMBS_DIR,
+        lambda done, recs: bench.report_items(samples.with_samples(done), recs),
+        expected=expected,
+    )
+
+
+def _answer_in_processes(
+    config: RunConfig,
+    bench: Benchmark,
+    samples: Dataset[Any],
+    generation: Generation,
+    store: RunStore,
+    solver: Solver,
+    given: Model | None,
+    options: Any,
+) -> list[Any]:
+    """--processes N: the pending samples answered by forked workers (processes.py), each with its
+    own clients, its share of --concurrency and of the solver's `*_concurrency` bounds, and its own
+    report drafts (drawn from the bytes its requests read; the report finds them in the folder);
+    this process follows the records file for the progress display."""
+    from dataclasses import replace
+
+    from needlepoint.processes import WorkerEnd, answer_in_processes, split
+    from needlepoint.progress import make_progress
+    from needlepoint.runner import RunOptions, pending, run
+    from needlepoint.solvers import make_solver
+
+    if given is not None:
+        raise DataError(
+            "--processes sends requests from several processes, but a model object answers in this one; pass processes=1"
+        )
+    local = [role for role, m in solver.models().items() if not isinstance(m, CountsEndpoints)]
+    if local:
+        raise DataError(
+            f"--processes runs HTTP clients in several processes, but the solver's {local[0]} is a model of this process; "
+            "pass --processes 1 (or use a served one)"
+        )
+    requested = samples[: config.limit] if config.limit else samples
+    done = store.records()
+    todo = pending(requested, done, options.retry_failed)
+    count = min(config.processes, config.concurrency, len(todo)) or 1
+
+    def answer(part: list[Any], index: int) -> WorkerEnd:
+        share = lambda v: split(v, count, index) if isinstance(v, int) and not isinstance(v, bool) else v  # noqa: E731
+        mine = replace(
+            config,
+            concurrency=share(config.concurrency),
+            solver_options={k: share(v) if k.endswith("_concurrency") else v for k, v in config.solver_options.items()},
+            show_progress=False,
+        )
+        own = make_solver(mine.solver, bench, client_settings(mine), **mine.solver_options)
+        model = _model(mine)
+        clients = [model, *own.models().values()]
+        opts = RunOptions(concurrency=mine.concurrency, retry_failed=mine.retry_failed, show_progress=False)
+        drafter = _drafter(mine, bench, samples, store.dir, len(part))
+        if drafter is not None:
+            opts.on_record = drafter.add
+
+        async def go() -> None:
+            try:
+                await run(bench, part, model, store, generation, opts, own)
+            finally:
+                await _close(clients)
+
+        asyncio.run(go())
+        if drafter is not None:  # the drafts under way end on disk before this process does
+            drafter.flush()
+            drafter.thumbnails.end_drafts()
+        stats = [m.endpoint_stats() for m in clients if isinstance(m, CountsEndpoints)]
+        return WorkerEnd(stopped=opts.stopped, endpoints=add_stats(*stats))
+
+    todo_ids = {s.id for s in todo}
+    finished = [done[s.id] for s in requested if s.id in done and s.id not in todo_ids]
+    todo_ids_left = set(todo_ids)
+    progress = make_progress(bench, len(todo), finished, options.show_progress, options.progress_every_s)
+
+    def on_record(record: Record) -> None:
+        if str(record["id"]) not in todo_ids_left:
+            return
+        todo_ids_left.discard(str(record["id"]))
+        finished.append(record)
+        progress.advance(failed=record.get("status") in status.FAILED)
+
+    try:
+        ends = answer_in_processes(count, todo, sample_cost(bench), answer, store.records_path, on_record, progress.tick)
+    finally:
+        progress.close()
+    options.stopped = next((e.stopped for e in ends if e.stopped), None)
+    return ends
 
 
 def finish(

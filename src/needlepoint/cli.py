@@ -115,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=int, help="only the first N samples")
     ev.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
     ev.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="client processes that answer the run, sharing --concurrency (default 1; more where one process's CPU is the bound)",
+    )
+    ev.add_argument(
         "--out",
         type=Path,
         help="run folder (default runs/<benchmark>/<model>/<identity hash>: the same command finds its run again)",
@@ -355,6 +361,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         generation=_generation(ns),
         limit=ns.limit,
         concurrency=ns.concurrency,
+        processes=ns.processes,
         out=ns.out,
         fresh=ns.fresh,
         retry_failed=ns.retry_failed,

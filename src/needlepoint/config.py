@@ -63,6 +63,7 @@ class RunConfig:
     structured_output: bool = False  # --structured-output: send the benchmark's answer schema (response_format)
     batch: bool = False  # --batch: the requests go out as OpenAI batches (batchrun.py); recorded, not identity
     batch_poll_s: float = 30.0  # --batch-poll: seconds between batch status requests
+    processes: int = 1  # --processes: client processes answering the run (processes.py); not identity
 
     def __post_init__(self) -> None:
         """Check the numbers and URLs a user typed, each in one sentence."""
@@ -82,6 +83,12 @@ class RunConfig:
         checks = [
             (self.limit is None or self.limit >= 1, "--limit must be a positive number of samples"),
             (self.concurrency >= 1, "--concurrency must be at least 1"),
+            (self.processes >= 1, "--processes must be at least 1"),
+            (
+                self.processes == 1 or not (self.batch or self.max_cost is not None or self.max_tokens_total is not None),
+                "--processes answers in several processes, while --batch, --max-cost and --max-tokens-total need one "
+                "that sees every request; pass --processes 1 with them",
+            ),
             (
                 not (self.retry_failed and self.fresh),
                 "--retry-failed continues a run and --fresh starts a new one; pass one of them",
@@ -136,6 +143,7 @@ class RunConfig:
             **({"serve": self.serve.public()} if self.serve is not None else {}),
             **{k: v for k, v in self._usage_settings().items() if v is not None},
             **({"batch": True, "batch_poll_s": self.batch_poll_s} if self.batch else {}),
+            **({"processes": self.processes} if self.processes > 1 else {}),
             **(
                 {"solver": self.solver, "solver_options": public_solver_options(self.solver_options)}
                 if self.solver != "default"

@@ -101,6 +101,28 @@ def test_eval_through_vllm(benchmark: str, releases: dict[str, tuple[Path, list[
     assert MODEL_NAME in json.loads((out / "run.json").read_text())["config"]["model"]
 
 
+def test_processes_answer_through_vllm(releases: dict[str, tuple[Path, list[str]]], servers: Servers, tmp_path: Path) -> None:
+    """`--processes 2`: two forked workers send the requests to vLLM; every sample is answered and
+    stored once, and the parent counts the workers' requests as vLLM counted them."""
+    data, options = releases["ref_adv_s"]
+    out = tmp_path / "run"
+    server = servers.open
+    before = vllm_counter(server, "vllm:request_success_total")
+    args = ["eval", "ref_adv_s", "--data", str(data), "--model", MODEL_NAME, "--api-url", server.url, "--limit", "4"]
+    args += ["--max-tokens", "24", "--temperature", "0", "--out", str(out), "--no-progress", "--no-report"]
+    proc = needlepoint([*args, *options, "--processes", "2", "--concurrency", "4"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    records = read_records(out)
+    assert len(records) == len({r["id"] for r in records}) == 4
+    assert all(r["status"] == DONE and r["turns"][0]["usage"]["completion_tokens"] > 0 for r in records)
+    turns = sum(len(r["turns"]) for r in records)
+    assert vllm_counter(server, "vllm:request_success_total") - before == turns
+    header = json.loads((out / "run.json").read_text())
+    assert header["status"] == "complete" and header["config"]["processes"] == 2
+    assert sum(e["requests"] for e in header["endpoints"]) == turns  # the workers' requests, counted once
+
+
 def test_images_reach_the_model(releases: dict[str, tuple[Path, list[str]]], servers: Servers, tmp_path: Path) -> None:
     """An MC-Bench sample costs more prompt tokens than its text alone: vLLM's processor expanded
     both images into their <|image_pad|> tokens (at least 4 each, with the vision markers)."""

@@ -262,11 +262,7 @@ class Thumbnails:
     def __init__(self, folder: Path, workers: int | None = None, processes: bool = False, copy_missing: bool = False) -> None:
         self.folder = Path(folder)
         self._done: dict[str, Size] = {}
-        if self.folder.is_dir():
-            for entry in os.scandir(self.folder):
-                m = _NAME.match(entry.name)
-                if m:
-                    self._done[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+        self._scan()
         self._pending: dict[str, Future[Size | None]] = {}
         self._lock = threading.Lock()
         self._workers = workers or _all_cores()
@@ -274,6 +270,14 @@ class Thumbnails:
         self._copy_missing = copy_missing
         self._pool: Executor | None = None
         self._backlog = 0  # drafts waiting to be drawn, holding their image bytes
+
+    def _scan(self) -> None:
+        """Note the thumbnails the folder holds (an earlier session's, or other processes' drafts)."""
+        if self.folder.is_dir():
+            for entry in os.scandir(self.folder):
+                m = _NAME.match(entry.name)
+                if m:
+                    self._done.setdefault(m.group(1), (int(m.group(2)), int(m.group(3))))
 
     def _executor(self) -> Executor:
         """The pool (started on first use); call with the lock held."""
@@ -364,6 +368,7 @@ class Thumbnails:
         self._settle(drafts)
         with self._lock:
             self._pending.clear()  # a failed draft is tried once more below
+            self._scan()  # with the drafts of --processes workers
             missing = [k for k in wanted if k not in self._done]
         if not self._processes and self._pool is None and len(missing) >= PROCESS_MIN_IMAGES:
             self._processes = True
@@ -392,6 +397,17 @@ class Thumbnails:
                 if (entry.name.endswith(".jpg") or ".jpg.tmp" in entry.name) and entry.name not in keep:  # .tmp: a killed write
                     os.unlink(entry.path)
         return sizes
+
+    def end_drafts(self) -> None:
+        """Let the drafts under way end and drop those still queued (the report's `finish`, in this
+        process or another, makes what is missing), then stop the workers: for a process that
+        drafted while it answered and is about to exit (a --processes worker)."""
+        with self._lock:
+            drafts = dict(self._pending)
+        for future in drafts.values():
+            future.cancel()
+        self._settle(drafts)
+        self.close(cancel=True, wait=False)
 
     def close(self, cancel: bool = False, wait: bool = True) -> None:
         """Stop the workers, after the drawing under way (and what is queued, unless `cancel`);
