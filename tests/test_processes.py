@@ -5,6 +5,7 @@ that need one process end in one sentence with the records kept."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -28,7 +29,7 @@ from needlepoint.errors import DataError
 from needlepoint.models.replay import ReplayModel
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 from needlepoint.processes import split
-from needlepoint.store import read_records
+from needlepoint.store import RunStore, read_records
 
 TIMING = ("latency_s", "elapsed_s", "endpoint")  # what differs between two runs of the same answers
 
@@ -252,3 +253,30 @@ def test_interrupted_runs_keep_their_records_and_resume(demo_sets: Any, tmp_path
         assert len({r["id"] for r in final}) == len(final) > len(kept)  # each sample stored once
         new = [t for r in final if r["id"] not in kept for t in r["turns"] if not t.get("reused")]
         assert len(fast.log) == len(new) > 0  # only what was missing was asked (answered calls came from the cache)
+
+
+def test_a_full_disk_in_a_worker_is_the_commands_sentence(
+    demo_sets: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans, server = demo_sets
+    appended = {"n": 0}
+    real_append = RunStore.append
+
+    def append(self: RunStore, record: Any) -> None:
+        appended["n"] += 1  # in each forked worker, its own count
+        if appended["n"] > 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.records_path))
+        real_append(self, record)
+
+    monkeypatch.setattr(RunStore, "append", append)
+    with pytest.raises(OSError) as raised:
+        evaluate(_config(plans, server, "ref_adv_s", tmp_path / "run", processes=2))
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(tmp_path / "run" / "records.jsonl")
+    assert len(read_records(tmp_path / "run" / "records.jsonl")) == 4  # two from each worker, kept
+
+    monkeypatch.setattr(RunStore, "append", real_append)
+    plans_data, _ = plans["ref_adv_s"]
+    argv = ["eval", "ref_adv_s", "--data", str(plans_data), "--model", SIMULATED_MODEL_NAME, "--api-url", server.url]
+    rc, err = run_quiet([*argv, "--out", str(tmp_path / "run"), "--box-format", "abs_xyxy", "--processes", "2"])
+    assert rc == 0, err  # the rerun completes it
+    assert len(read_records(tmp_path / "run" / "records.jsonl")) == len(_lines(tmp_path / "run"))

@@ -44,7 +44,9 @@ class WorkerEnd:
     stopped: str | None = None
     endpoints: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
-    error_kind: str | None = None  # "DataError", "InternalFault" or another exception's name
+    error_kind: str | None = None  # "DataError", "InternalFault", "OSError" or another exception's name
+    errno: int | None = None  # an OSError's (a full disk), raised again as one in the parent
+    filename: str | None = None
 
 
 def split(total: int, count: int, index: int) -> int:
@@ -74,6 +76,10 @@ def _worker(answer: Callable[[list[Any], int], WorkerEnd], part: list[Any], inde
         code = 130
         end.error_kind = "KeyboardInterrupt"
         end.error = "interrupted"
+    except OSError as exc:  # a full disk, a folder taken away: the command's own sentence for it
+        code = 2
+        end.error_kind, end.error, end.errno = "OSError", exc.strerror or str(exc), exc.errno
+        end.filename = None if exc.filename is None else str(exc.filename)
     except BaseException as exc:  # every end of a worker is reported: the parent raises it
         code = 2 if isinstance(exc, DataError) else 1
         known = isinstance(exc, (DataError, InternalFault))
@@ -124,8 +130,9 @@ def answer_in_processes(
 ) -> list[WorkerEnd]:
     """Answer `todo` in `count` forked workers (`answer(part, index)` in each), following
     `records_path` meanwhile (`on_record` per new record, `tick` about once a second); the
-    workers' ends once all have ended. Raises the first worker error (DataError and InternalFault
-    as themselves), KeyboardInterrupt when interrupted."""
+    workers' ends once all have ended. Raises the first worker error (DataError, InternalFault and
+    OSError as themselves, anything else as an InternalFault with its traceback), KeyboardInterrupt
+    when interrupted or when a worker was."""
     if not hasattr(os, "fork"):
         raise DataError("--processes needs a system with fork (Linux, macOS); pass --processes 1")
     parts = _parts(todo, count, cost)
@@ -169,6 +176,8 @@ def answer_in_processes(
         first = next((e for e in errors if e.error_kind != "KeyboardInterrupt"), errors[0])
         if first.error_kind == "KeyboardInterrupt":  # a worker was stopped (kill -TERM): so is the run
             raise KeyboardInterrupt
+        if first.error_kind == "OSError":
+            raise OSError(first.errno, first.error, first.filename) if first.errno else OSError(first.error)
         kind = {"DataError": DataError, "InternalFault": InternalFault}.get(first.error_kind or "")
         if kind is not None:
             raise kind(first.error)
