@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import TEST_MODELS
+from helpers import TEST_MODELS, small_niah
 from helpers.detector import write_grounding_dino
 
 from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release
@@ -31,6 +31,26 @@ def serve() -> Iterator[Callable[..., SimulatedServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def demo_sets(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[dict[str, tuple[Path, dict[str, Any]]], SimulatedServer]]:
+    """Every demo set on disk (MM-NIAH's at 6 documents a task) with its run options, and one
+    simulated server answering all of them (`helpers.demo_config` makes a run of one)."""
+    from needlepoint.demo import builder, builders
+
+    root = tmp_path_factory.mktemp("demo_sets")
+    plans: dict[str, tuple[Path, dict[str, Any]]] = {}
+    script: dict[str, list[Any]] = {}
+    for name in builders():
+        build = small_niah if name == "mm_niah" else builder(name)
+        data, options, answers = build(root / name)
+        plans[name] = (data, options)
+        script.update(answers)
+    with SimulatedServer(script=script, default=None) as server:
+        yield plans, server
 
 
 @pytest.fixture(scope="session")

@@ -16,61 +16,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, CountingServer, one_sentence, run_quiet, small_niah, untimed
+from helpers import REPO, CountingServer, demo_config, one_sentence, run_quiet, untimed, untimed_record
 from helpers.agentic import FMT, LOCALIZER, REASONER, agentic_args, scripts
 from helpers.cli import ctrl_c_stops
 
 from needlepoint.api import evaluate
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.mc_bench.demo import write_release
-from needlepoint.config import RunConfig
-from needlepoint.demo import builder
 from needlepoint.errors import DataError
 from needlepoint.models.replay import ReplayModel
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 from needlepoint.processes import split
 from needlepoint.store import RunStore, read_records
 
-TIMING = ("latency_s", "elapsed_s", "endpoint")  # what differs between two runs of the same answers
-
-
-def _untimed(record: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in record.items() if k not in TIMING}
-    out["turns"] = [{k: v for k, v in t.items() if k not in TIMING} for t in record.get("turns", [])]
-    return out
-
 
 def _lines(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
-
-
-@pytest.fixture(scope="module")
-def demo_sets(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    root = tmp_path_factory.mktemp("processes_demo")
-    plans: dict[str, tuple[Path, dict[str, Any]]] = {}
-    script: dict[str, list[Any]] = {}
-    for name in ("ref_adv_s", "mc_bench", "mm_niah"):
-        build = small_niah if name == "mm_niah" else builder(name)
-        data, options, answers = build(root / name)
-        plans[name] = (data, options)
-        script.update(answers)
-    with SimulatedServer(script=script, default=None) as server:
-        yield plans, server
-
-
-def _config(plans: dict[str, Any], server: SimulatedServer, name: str, out: Path, **kw: Any) -> RunConfig:
-    data, options = plans[name]
-    kw.setdefault("concurrency", 6)
-    return RunConfig(
-        benchmark=name,
-        data=data,
-        model=SIMULATED_MODEL_NAME,
-        api_urls=[server.url],
-        options=options,
-        out=out,
-        show_progress=False,
-        **kw,
-    )
 
 
 def test_shares_sum_to_the_bound_and_none_is_zero() -> None:
@@ -83,16 +44,18 @@ def test_shares_sum_to_the_bound_and_none_is_zero() -> None:
 def test_processes_give_the_one_process_run(demo_sets: Any, tmp_path: Path, name: str) -> None:
     plans, server = demo_sets
     server.log.clear()
-    one = evaluate(_config(plans, server, name, tmp_path / "one"))
+    one = evaluate(demo_config(plans, server, name, tmp_path / "one"))
     asked_once = len(server.log)
     server.log.clear()
-    three = evaluate(_config(plans, server, name, tmp_path / "three", processes=3))
+    three = evaluate(demo_config(plans, server, name, tmp_path / "three", processes=3))
 
     records = _lines(three.run_dir)
     ids = [r["id"] for r in records]
     assert len(ids) == len(set(ids)) == len(_lines(one.run_dir))  # each sample stored once
     assert len(server.log) == asked_once >= len(ids)  # and requested as often as by one process
-    assert {r["id"]: _untimed(r) for r in records} == {r["id"]: _untimed(r) for r in _lines(one.run_dir)}
+    assert {r["id"]: untimed_record(r, also=("endpoint",)) for r in records} == {
+        r["id"]: untimed_record(r, also=("endpoint",)) for r in _lines(one.run_dir)
+    }
     assert untimed(three.metrics) == untimed(one.metrics)  # to the last digit
     exports = [p.relative_to(one.run_dir) for p in one.exports if p.suffix in (".json", ".jsonl", ".csv")]
     for rel in exports:
@@ -112,14 +75,14 @@ def test_a_resumed_run_requests_only_what_is_missing(demo_sets: Any, tmp_path: P
     asked = {}
     for processes in (1, 2):
         out = tmp_path / f"p{processes}"
-        evaluate(_config(plans, server, "ref_adv_s", out, limit=5))
+        evaluate(demo_config(plans, server, "ref_adv_s", out, limit=5))
         server.log.clear()
-        whole = evaluate(_config(plans, server, "ref_adv_s", out, processes=processes))
+        whole = evaluate(demo_config(plans, server, "ref_adv_s", out, processes=processes))
         ids = [r["id"] for r in _lines(whole.run_dir)]
         assert len(ids) == len(set(ids)) == whole.metrics["run"]["samples"] > 5
         asked[processes] = sorted(map(str, server.log))
         server.log.clear()
-        evaluate(_config(plans, server, "ref_adv_s", out, processes=processes))
+        evaluate(demo_config(plans, server, "ref_adv_s", out, processes=processes))
         assert server.log == []  # a complete run: nothing to do, no worker started
     assert asked[2] == asked[1]  # the five stored answers are not asked again, the rest once
 
@@ -139,7 +102,9 @@ def test_agentic_localizer_bounds_are_shared(serve: Any, tmp_path: Path) -> None
         runs[processes] = (out, len(reasoner.requests), len(localizer.requests))
     (one, r1, l1), (two, r2, l2) = runs[1], runs[2]
     assert (r2, l2) == (r1, l1) and l1 > r1  # the same calls, each phrase once
-    assert {r["id"]: _untimed(r) for r in _lines(two)} == {r["id"]: _untimed(r) for r in _lines(one)}
+    assert {r["id"]: untimed_record(r, also=("endpoint",)) for r in _lines(two)} == {
+        r["id"]: untimed_record(r, also=("endpoint",)) for r in _lines(one)
+    }
     m1, m2 = (json.loads((d / "metrics.json").read_text()) for d in (one, two))
     assert untimed(m2) == untimed(m1)
     endpoints = json.loads((two / "run.json").read_text())["endpoints"]
@@ -270,7 +235,7 @@ def test_a_full_disk_in_a_worker_is_the_commands_sentence(
 
     monkeypatch.setattr(RunStore, "append", append)
     with pytest.raises(OSError) as raised:
-        evaluate(_config(plans, server, "ref_adv_s", tmp_path / "run", processes=2))
+        evaluate(demo_config(plans, server, "ref_adv_s", tmp_path / "run", processes=2))
     assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(tmp_path / "run" / "records.jsonl")
     assert len(read_records(tmp_path / "run" / "records.jsonl")) == 4  # two from each worker, kept
 

@@ -9,56 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_cli, small_niah, untimed
+from helpers import demo_config, run_cli, untimed, untimed_record
 
 from needlepoint.api import evaluate
 from needlepoint.benchmarks import make
 from needlepoint.cli import main
 from needlepoint.config import RunConfig
-from needlepoint.demo import builder, builders
 from needlepoint.errors import DataError
 from needlepoint.merge import merge
-from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
+from needlepoint.models.simulated import SIMULATED_MODEL_NAME
 from needlepoint.shard import Shard, assign, parse_shard, select
 from needlepoint.store import read_records
-
-TIMING = ("latency_s", "elapsed_s")
-
-
-def _untimed(record: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in record.items() if k not in TIMING}
-    out["turns"] = [{k: v for k, v in t.items() if k not in TIMING} for t in record.get("turns", [])]
-    return out
-
-
-@pytest.fixture(scope="module")
-def demo_sets(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """All three demo sets on disk and one simulated server answering all of them."""
-    root = tmp_path_factory.mktemp("shard_demo")
-    plans: dict[str, tuple[Path, dict[str, Any]]] = {}
-    script: dict[str, list[Any]] = {}
-    for name in builders():
-        build = small_niah if name == "mm_niah" else builder(name)
-        data, options, answers = build(root / name)
-        plans[name] = (data, options)
-        script.update(answers)
-    with SimulatedServer(script=script, default=None) as server:
-        yield plans, server
-
-
-def _config(plans: dict[str, Any], server: SimulatedServer, name: str, out: Path, **kw: Any) -> RunConfig:
-    data, options = plans[name]
-    return RunConfig(
-        benchmark=name,
-        data=data,
-        model=SIMULATED_MODEL_NAME,
-        api_urls=[server.url],
-        options=options,
-        out=out,
-        concurrency=4,
-        show_progress=False,
-        **kw,
-    )
 
 
 def test_assignment_ignores_order_and_balances_cost() -> None:
@@ -98,8 +59,8 @@ def test_bad_shard_is_one_sentence(text: str) -> None:
 @pytest.mark.parametrize("name", ["ref_adv_s", "mc_bench", "mm_niah"])
 def test_merged_shards_equal_the_unsharded_run(demo_sets: Any, tmp_path: Path, name: str) -> None:
     plans, server = demo_sets
-    full = evaluate(_config(plans, server, name, tmp_path / "full"))
-    shards = [evaluate(_config(plans, server, name, tmp_path / f"s{k}", shard=f"{k}/3")).run_dir for k in (3, 1, 2)]
+    full = evaluate(demo_config(plans, server, name, tmp_path / "full"))
+    shards = [evaluate(demo_config(plans, server, name, tmp_path / f"s{k}", shard=f"{k}/3")).run_dir for k in (3, 1, 2)]
     sizes = [json.loads((d / "metrics.json").read_text())["run"]["samples"] for d in shards]
     assert sum(sizes) == full.metrics["run"]["samples"] and min(sizes) > 0
     merged = merge(shards, tmp_path / "merged")
@@ -110,7 +71,7 @@ def test_merged_shards_equal_the_unsharded_run(demo_sets: Any, tmp_path: Path, n
     assert untimed(merged.metrics) == full_untimed
     a = [json.loads(line) for line in (tmp_path / "full" / "records.jsonl").read_text().splitlines()]
     b = [json.loads(line) for line in (tmp_path / "merged" / "records.jsonl").read_text().splitlines()]
-    assert len(b) == len(a) and {r["id"]: _untimed(r) for r in b} == {r["id"]: _untimed(r) for r in a}
+    assert len(b) == len(a) and {r["id"]: untimed_record(r) for r in b} == {r["id"]: untimed_record(r) for r in a}
     data, options = plans[name]
     assert [r["id"] for r in b] == [s.id for s in make(name, **options).load(data)]  # in the data's order
     exports = [p.relative_to(full.run_dir) for p in full.exports if p.suffix in (".json", ".jsonl", ".csv")]
@@ -131,7 +92,7 @@ def test_merged_shards_equal_the_unsharded_run(demo_sets: Any, tmp_path: Path, n
 
     # The unsharded command pointed at the merged folder resumes it and finds nothing to do.
     server.log.clear()
-    again = evaluate(_config(plans, server, name, tmp_path / "merged"))
+    again = evaluate(demo_config(plans, server, name, tmp_path / "merged"))
     assert server.log == [] and untimed(again.metrics) == full_untimed
 
 
@@ -178,7 +139,7 @@ def _one_error(stderr: str) -> str:
 
 def test_missing_and_duplicated_shards_are_named(demo_sets: Any, tmp_path: Path) -> None:
     plans, server = demo_sets
-    dirs = {k: evaluate(_config(plans, server, "ref_adv_s", tmp_path / f"s{k}", shard=f"{k}/4")).run_dir for k in (1, 2)}
+    dirs = {k: evaluate(demo_config(plans, server, "ref_adv_s", tmp_path / f"s{k}", shard=f"{k}/4")).run_dir for k in (1, 2)}
     copy = tmp_path / "s2-again"
     copy.mkdir()
     for f in ("run.json", "records.jsonl"):
@@ -198,14 +159,14 @@ def test_missing_and_duplicated_shards_are_named(demo_sets: Any, tmp_path: Path)
 
 def test_shards_of_different_runs_are_refused(demo_sets: Any, tmp_path: Path) -> None:
     plans, server = demo_sets
-    a = evaluate(_config(plans, server, "ref_adv_s", tmp_path / "a", shard="1/2")).run_dir
-    b = evaluate(_config(plans, server, "ref_adv_s", tmp_path / "b", shard="2/2", generation={"max_tokens": 77})).run_dir
+    a = evaluate(demo_config(plans, server, "ref_adv_s", tmp_path / "a", shard="1/2")).run_dir
+    b = evaluate(demo_config(plans, server, "ref_adv_s", tmp_path / "b", shard="2/2", generation={"max_tokens": 77})).run_dir
     with pytest.raises(DataError, match=r"shards of different runs \(generation differ\)"):
         merge([a, b], tmp_path / "m")
-    c = evaluate(_config(plans, server, "ref_adv_s", tmp_path / "c", shard="2/3")).run_dir
+    c = evaluate(demo_config(plans, server, "ref_adv_s", tmp_path / "c", shard="2/3")).run_dir
     with pytest.raises(DataError, match="one N"):
         merge([a, c], tmp_path / "m")
-    full = evaluate(_config(plans, server, "ref_adv_s", tmp_path / "full")).run_dir
+    full = evaluate(demo_config(plans, server, "ref_adv_s", tmp_path / "full")).run_dir
     with pytest.raises(DataError, match="not a shard run"):
         merge([a, full], tmp_path / "m")
 
@@ -258,7 +219,7 @@ def test_bad_shard_flag_exits_2(tmp_path: Path) -> None:
 
 def test_unanswered_samples_and_foreign_answers_are_refused(demo_sets: Any, tmp_path: Path) -> None:
     plans, server = demo_sets
-    dirs = [evaluate(_config(plans, server, "ref_adv_s", tmp_path / f"s{k}", shard=f"{k}/2")).run_dir for k in (1, 2)]
+    dirs = [evaluate(demo_config(plans, server, "ref_adv_s", tmp_path / f"s{k}", shard=f"{k}/2")).run_dir for k in (1, 2)]
     records = dirs[1] / "records.jsonl"
     lines = records.read_text().splitlines(keepends=True)
     records.write_text("".join(lines[:-2]))  # shard 2's job died before its last two answers
@@ -267,7 +228,7 @@ def test_unanswered_samples_and_foreign_answers_are_refused(demo_sets: Any, tmp_
     partial = merge(dirs, tmp_path / "m", allow_partial=True)
     assert partial.metrics["run"]["answered"] == partial.metrics["run"]["samples"] - 2
     # Rerunning shard 2's command resumes it; merging again into the same folder completes the run.
-    evaluate(_config(plans, server, "ref_adv_s", tmp_path / "s2", shard="2/2"))
+    evaluate(demo_config(plans, server, "ref_adv_s", tmp_path / "s2", shard="2/2"))
     whole = merge(dirs, tmp_path / "m")
     assert whole.metrics["run"]["answered"] == whole.metrics["run"]["samples"]
     assert json.loads((tmp_path / "m" / "run.json").read_text())["status"] == "complete"
@@ -286,8 +247,8 @@ def test_limit_requests_the_first_samples_of_the_shard(demo_sets: Any, tmp_path:
     plans, server = demo_sets
     data, options = plans["ref_adv_s"]
     mine = [s.id for s in select(make("ref_adv_s", **options).load(data), Shard(1, 2), lambda s: 1.0)]
-    first = evaluate(_config(plans, server, "ref_adv_s", tmp_path / "s1", shard="1/2", limit=4))
+    first = evaluate(demo_config(plans, server, "ref_adv_s", tmp_path / "s1", shard="1/2", limit=4))
     assert set(read_records(tmp_path / "s1" / "records.jsonl")) == set(mine[:4])
     assert first.metrics["run"]["samples"] == len(mine)
-    evaluate(_config(plans, server, "ref_adv_s", tmp_path / "s1", shard="1/2"))
+    evaluate(demo_config(plans, server, "ref_adv_s", tmp_path / "s1", shard="1/2"))
     assert set(read_records(tmp_path / "s1" / "records.jsonl")) == set(mine)

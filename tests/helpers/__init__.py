@@ -6,6 +6,7 @@ Fixtures and pytest hooks stay in tests/conftest.py."""
 from helpers.cli import one_sentence, ref_eval_args, run_cli, run_quiet
 from helpers.paths import MC_BENCH_RELEASE, REF_ADV_PREDICTIONS, REPO, TEST_DATA, TEST_DEVICE, extra_module, in_ci, models_extra
 from helpers.releases import (
+    demo_config,
     good_ref_reply,
     prompt_key,
     ref_run_config,
@@ -13,7 +14,7 @@ from helpers.releases import (
     small_niah,
     write_jsonl_release,
 )
-from helpers.runs import records, report_blob, untimed
+from helpers.runs import records, report_blob, untimed, untimed_record
 from helpers.servers import TEST_MODELS, CountingServer
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "TEST_DEVICE",
     "TEST_MODELS",
     "CountingServer",
+    "demo_config",
     "extra_module",
     "good_ref_reply",
     "in_ci",
@@ -39,5 +41,6 @@ __all__ = [
     "scripted_ref_release",
     "small_niah",
     "untimed",
+    "untimed_record",
     "write_jsonl_release",
 ]

@@ -86,3 +86,23 @@ def scripted_ref_release(
     keys = [prompt_key(s) for s in RefAdv(box_format="abs_xyxy").load(data)]
     script = {k: answers_for(r, i) for i, (k, r) in enumerate(zip(keys, rows))}
     return data, rows, keys, script
+
+
+def demo_config(plans: dict[str, Any], server: Any, name: str, out: Path, **kw: Any) -> Any:
+    """The RunConfig of a run of the `demo_sets` fixture's set `name` against its server: 4 samples
+    in flight, no progress line, `kw` for the rest."""
+    from needlepoint.config import RunConfig
+    from needlepoint.models.simulated import SIMULATED_MODEL_NAME
+
+    data, options = plans[name]
+    kw.setdefault("concurrency", 4)
+    return RunConfig(
+        benchmark=name,
+        data=data,
+        model=SIMULATED_MODEL_NAME,
+        api_urls=[server.url],
+        options=options,
+        out=out,
+        show_progress=False,
+        **kw,
+    )

@@ -13,6 +13,18 @@ def records(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+TIMING = ("latency_s", "elapsed_s")
+
+
+def untimed_record(record: dict[str, Any], also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A record without its seconds (and the keys `also` names), on the record and on each turn:
+    for comparing two runs of the same answers."""
+    drop = (*TIMING, *also)
+    out = {k: v for k, v in record.items() if k not in drop}
+    out["turns"] = [{k: v for k, v in t.items() if k not in drop} for t in record.get("turns", [])]
+    return out
+
+
 def report_blob(page: Path) -> dict[str, Any]:
     """The JSON the report page's script renders, read here with plain string handling (the page's
     `\\u003c`-style escapes are JSON escapes)."""
