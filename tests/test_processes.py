@@ -178,6 +178,14 @@ def _workers_of(pid: int) -> list[int]:
     return out
 
 
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie that no one reaped yet does not)."""
+    try:
+        return (Path(f"/proc/{pid}") / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _wait_for_records(path: Path, n: int) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -187,7 +195,7 @@ def _wait_for_records(path: Path, n: int) -> None:
     raise AssertionError(f"fewer than {n} records in {path}")
 
 
-@pytest.mark.parametrize("how", ["ctrl-c", "kill-a-worker"])
+@pytest.mark.parametrize("how", ["ctrl-c", "kill-a-worker", "kill-the-command"])
 def test_interrupted_runs_keep_their_records_and_resume(demo_sets: Any, tmp_path: Path, how: str) -> None:
     plans, shared = demo_sets
     data, _ = plans["ref_adv_s"]
@@ -200,13 +208,23 @@ def test_interrupted_runs_keep_their_records_and_resume(demo_sets: Any, tmp_path
             proc.send_signal(signal.SIGINT)
             _, err = proc.communicate(timeout=60)
             assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
+        elif how == "kill-the-command":  # kill -9: the workers get SIGTERM from Linux and stop
+            proc.kill()
+            proc.wait(timeout=60)  # (not communicate: the workers hold its pipes too)
+            at_kill = len(read_records(tmp_path / "run" / "records.jsonl"))
+            deadline = time.monotonic() + 30
+            while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            # at most the samples in flight were stored after it, not the rest of the workers' parts
+            assert len(read_records(tmp_path / "run" / "records.jsonl")) <= at_kill + 2
+            proc.communicate(timeout=60)
         else:
             os.kill(workers[0], signal.SIGKILL)
             _, err = proc.communicate(timeout=60)
             lines = [line for line in err.splitlines() if line.strip()]
             assert proc.returncode == 4 and len(lines) == 1 and "Traceback" not in err
             assert f"worker process {workers[0]} ended by signal 9" in lines[0] and "rerun the same command" in lines[0]
-        assert not any(Path(f"/proc/{pid}").exists() for pid in workers)  # no worker outlives the command
+        assert not any(_alive(pid) for pid in workers)  # no worker outlives the command
     kept = read_records(tmp_path / "run" / "records.jsonl")
     assert len(kept) >= 2
 

@@ -9,7 +9,8 @@ O_APPEND descriptor, so lines of several processes never interleave, and a resum
 file as always. The parent follows that file and hands each new record to `on_record` (the
 progress display, the report's drafts); once every worker has ended it returns what each said at
 its end. A worker stops on SIGTERM like the command itself (the parent sends it on Ctrl-C or its
-own SIGTERM); a worker that fails ends the others and its sentence is raised in the parent.
+own SIGTERM), and on Linux also when the parent dies (kill -9); a worker that fails ends the
+others and its sentence is raised in the parent.
 
 This module knows no benchmark and no client: `answer(part, index)` does a worker's work.
 """
@@ -63,14 +64,19 @@ def _parts(todo: Sequence[Any], count: int, cost: Callable[[Any], float]) -> lis
     return [p for p in parts if p]
 
 
-def _worker(answer: Callable[[list[Any], int], WorkerEnd], part: list[Any], index: int, out: int) -> None:
+def _worker(answer: Callable[[list[Any], int], WorkerEnd], part: list[Any], index: int, out: int, parent: int) -> None:
     """The forked child: answer `part`, write its WorkerEnd to `out` as one JSON line, never return."""
+    from needlepoint.serve.guard import arm_parent_death_signal
+
     code = 0
     end = WorkerEnd()
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the workers
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # outside the CLI: stop as on Ctrl-C
             signal.signal(signal.SIGTERM, signal.default_int_handler)
+        arm_parent_death_signal()  # a command killed with -9 takes its workers with it (Linux)
+        if os.getppid() != parent:  # it died before that was armed
+            raise KeyboardInterrupt
         end = answer(part, index)
     except KeyboardInterrupt:  # SIGTERM from the parent, or from anyone: the run was stopped
         code = 130
@@ -140,12 +146,13 @@ def answer_in_processes(
     children: dict[int, int] = {}  # pid -> read end of its pipe
     ends: dict[int, WorkerEnd] = {}
     try:
+        parent = os.getpid()
         for index, part in enumerate(parts):
             read_end, write_end = os.pipe()
             pid = os.fork()
             if pid == 0:
                 os.close(read_end)
-                _worker(answer, part, index, write_end)
+                _worker(answer, part, index, write_end, parent)
             os.close(write_end)
             children[pid] = read_end
         last_tick = time.monotonic()
