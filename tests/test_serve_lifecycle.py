@@ -64,6 +64,23 @@ def test_a_run_starts_its_servers_and_stops_them(fake_vllm: tuple[Path, Path], r
     assert len(out.joinpath("records.jsonl").read_text().splitlines()) == len(ref_release[1])
 
 
+def test_workers_of_processes_use_the_servers_the_command_started(
+    fake_vllm: tuple[Path, Path], ref_release: Any, tmp_path: Path
+) -> None:
+    exe, state = fake_vllm
+    out = tmp_path / "run"
+    args = _args(ref_release[0], exe, out, "--serve-replicas", "2", "--processes", "2", "--concurrency", "4")
+    proc = run_cli(args, env=fake_env(state, gpus="3,5"))
+    assert proc.returncode == 0, proc.stderr
+    pids = server_pids(state)
+    assert len(pids) == 4 and all_gone(pids) == []  # started once, by the command, and stopped at its end
+    header = json.loads((out / "run.json").read_text())
+    assert header["status"] == "complete" and header["config"]["processes"] == 2
+    urls = {s["url"] for s in header["config"]["serve"]["servers"]}
+    assert {e["url"] for e in header["endpoints"]} == urls and all(e["requests"] > 0 for e in header["endpoints"])
+    assert len(json.loads((out / "metrics.json").read_text())["run"]["failed_ids"]) == 0
+
+
 def test_a_server_dying_at_start_is_one_sentence_with_its_log(
     fake_vllm: tuple[Path, Path], ref_release: Any, tmp_path: Path
 ) -> None:
