@@ -441,7 +441,9 @@ def _answer_in_processes(
     count = min(config.processes, config.concurrency, len(todo)) or 1
 
     def answer(part: list[Any], index: int) -> WorkerEnd:
-        share = lambda v: split(v, count, index) if isinstance(v, int) and not isinstance(v, bool) else v  # noqa: E731
+        def share(bound: Any) -> Any:  # this worker's part of a number in flight
+            return split(bound, count, index) if isinstance(bound, int) and not isinstance(bound, bool) else bound
+
         mine = replace(
             config,
             concurrency=share(config.concurrency),

@@ -7,8 +7,7 @@ its own exists. Each worker answers a cost-balanced part of the pending samples 
 and appends its records to the run's one records file: a line goes down in one `write` on an
 O_APPEND descriptor, so lines of several processes never interleave, and a resumed run reads one
 file as always. The parent follows that file and hands each new record to `on_record` (the
-progress display, the report's drafts); once every worker has ended it returns what each said at
-its end. A worker stops on SIGTERM like the command itself (the parent sends it on Ctrl-C or its
+progress display); once every worker has ended it returns what each said at its end. A worker stops on SIGTERM like the command itself (the parent sends it on Ctrl-C or its
 own SIGTERM), and on Linux also when the parent dies (kill -9); a worker that fails ends the
 others and its sentence is raised in the parent.
 
