@@ -204,7 +204,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("statistics", ("needlepoint.stats",)),  # the bootstrap: benchmark packages bring their resamplers
     ("solver protocol", ("needlepoint.solvers",)),
     ("benchmark packages", ("needlepoint.benchmarks.",)),
-    ("runner", ("needlepoint.runfolder", "needlepoint.runner")),
+    (
+        "runner",
+        ("needlepoint.runfolder", "needlepoint.runner", "needlepoint.processes"),
+    ),  # processes: the runner in forked workers
     (
         "report",
         ("needlepoint.report", "needlepoint.runs_list", "needlepoint.human.agreement"),
