@@ -1,7 +1,8 @@
 """`eval --processes N`: one run answered by forked client processes, against local HTTP servers.
 The run folder equals one process's to the last digit; every sample is requested once and stored
-once; a resumed run requests only what is missing; Ctrl-C, a killed worker and the combinations
-that need one process end in one sentence with the records kept."""
+once; a resumed run requests only what is missing; Ctrl-C, a killed worker, a kill -9 of the
+command, a full disk and the combinations that need one process end in one sentence (or none) with
+the records kept."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, CountingServer, demo_config, one_sentence, run_quiet, untimed, untimed_record
+from helpers import REPO, CountingServer, demo_config, one_sentence, records, run_quiet, untimed, untimed_record
 from helpers.agentic import FMT, LOCALIZER, REASONER, agentic_args, scripts
 from helpers.cli import ctrl_c_stops
 
@@ -28,10 +29,6 @@ from needlepoint.models.replay import ReplayModel
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 from needlepoint.processes import split
 from needlepoint.store import RunStore, read_records
-
-
-def _lines(run: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
 
 
 def test_shares_sum_to_the_bound_and_none_is_zero() -> None:
@@ -49,12 +46,12 @@ def test_processes_give_the_one_process_run(demo_sets: Any, tmp_path: Path, name
     server.log.clear()
     three = evaluate(demo_config(plans, server, name, tmp_path / "three", processes=3))
 
-    records = _lines(three.run_dir)
-    ids = [r["id"] for r in records]
-    assert len(ids) == len(set(ids)) == len(_lines(one.run_dir))  # each sample stored once
+    stored = records(three.run_dir)
+    ids = [r["id"] for r in stored]
+    assert len(ids) == len(set(ids)) == len(records(one.run_dir))  # each sample stored once
     assert len(server.log) == asked_once >= len(ids)  # and requested as often as by one process
-    assert {r["id"]: untimed_record(r, also=("endpoint",)) for r in records} == {
-        r["id"]: untimed_record(r, also=("endpoint",)) for r in _lines(one.run_dir)
+    assert {r["id"]: untimed_record(r, also=("endpoint",)) for r in stored} == {
+        r["id"]: untimed_record(r, also=("endpoint",)) for r in records(one.run_dir)
     }
     assert untimed(three.metrics) == untimed(one.metrics)  # to the last digit
     exports = [p.relative_to(one.run_dir) for p in one.exports if p.suffix in (".json", ".jsonl", ".csv")]
@@ -78,7 +75,7 @@ def test_a_resumed_run_requests_only_what_is_missing(demo_sets: Any, tmp_path: P
         evaluate(demo_config(plans, server, "ref_adv_s", out, limit=5))
         server.log.clear()
         whole = evaluate(demo_config(plans, server, "ref_adv_s", out, processes=processes))
-        ids = [r["id"] for r in _lines(whole.run_dir)]
+        ids = [r["id"] for r in records(whole.run_dir)]
         assert len(ids) == len(set(ids)) == whole.metrics["run"]["samples"] > 5
         asked[processes] = sorted(map(str, server.log))
         server.log.clear()
@@ -102,8 +99,8 @@ def test_agentic_localizer_bounds_are_shared(serve: Any, tmp_path: Path) -> None
         runs[processes] = (out, len(reasoner.requests), len(localizer.requests))
     (one, r1, l1), (two, r2, l2) = runs[1], runs[2]
     assert (r2, l2) == (r1, l1) and l1 > r1  # the same calls, each phrase once
-    assert {r["id"]: untimed_record(r, also=("endpoint",)) for r in _lines(two)} == {
-        r["id"]: untimed_record(r, also=("endpoint",)) for r in _lines(one)
+    assert {r["id"]: untimed_record(r, also=("endpoint",)) for r in records(two)} == {
+        r["id"]: untimed_record(r, also=("endpoint",)) for r in records(one)
     }
     m1, m2 = (json.loads((d / "metrics.json").read_text()) for d in (one, two))
     assert untimed(m2) == untimed(m1)
@@ -232,7 +229,7 @@ def test_interrupted_runs_keep_their_records_and_resume(demo_sets: Any, tmp_path
         proc = _slow_run(tmp_path, fast, data)
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
-        final = _lines(tmp_path / "run")
+        final = records(tmp_path / "run")
         assert len({r["id"] for r in final}) == len(final) > len(kept)  # each sample stored once
         new = [t for r in final if r["id"] not in kept for t in r["turns"] if not t.get("reused")]
         assert len(fast.log) == len(new) > 0  # only what was missing was asked (answered calls came from the cache)
@@ -262,4 +259,4 @@ def test_a_full_disk_in_a_worker_is_the_commands_sentence(
     argv = ["eval", "ref_adv_s", "--data", str(plans_data), "--model", SIMULATED_MODEL_NAME, "--api-url", server.url]
     rc, err = run_quiet([*argv, "--out", str(tmp_path / "run"), "--box-format", "abs_xyxy", "--processes", "2"])
     assert rc == 0, err  # the rerun completes it
-    assert len(read_records(tmp_path / "run" / "records.jsonl")) == len(_lines(tmp_path / "run"))
+    assert len(read_records(tmp_path / "run" / "records.jsonl")) == len(records(tmp_path / "run"))
