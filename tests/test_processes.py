@@ -24,7 +24,7 @@ from helpers.cli import ctrl_c_stops
 from needlepoint.api import evaluate
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.mc_bench.demo import write_release
-from needlepoint.errors import DataError
+from needlepoint.errors import DataError, InternalFault
 from needlepoint.models.replay import ReplayModel
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 from needlepoint.processes import split
@@ -115,6 +115,11 @@ def test_agentic_localizer_bounds_are_shared(serve: Any, tmp_path: Path) -> None
         bounded = ["--processes", "2", "--concurrency", "4", "--localizer-concurrency", "2"]
         assert main_ok(agentic_args(folder, reasoner.url, localizer.url, tmp_path / "bounded", *bounded))
     assert reasoner.most == 4 and localizer.most == 2
+    with CountingServer(script=localizer_script, default=None, models=(LOCALIZER,), delay_s=0.05) as localizer:
+        reasoner = serve(script=reasoner_script, default=None, models=(REASONER,))
+        one = ["--processes", "2", "--concurrency", "4", "--localizer-concurrency", "1"]  # too few for two
+        assert main_ok(agentic_args(folder, reasoner.url, localizer.url, tmp_path / "one", *one))
+    assert localizer.most == 1
 
 
 def main_ok(argv: list[str]) -> bool:
@@ -260,3 +265,48 @@ def test_a_full_disk_in_a_worker_is_the_commands_sentence(
     rc, err = run_quiet([*argv, "--out", str(tmp_path / "run"), "--box-format", "abs_xyxy", "--processes", "2"])
     assert rc == 0, err  # the rerun completes it
     assert len(read_records(tmp_path / "run" / "records.jsonl")) == len(records(tmp_path / "run"))
+
+
+def test_a_long_error_message_does_not_hang_the_command(demo_sets: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plans, server = demo_sets
+
+    async def fails(*_args: Any) -> None:
+        raise DataError("no " + "\N{GRINNING FACE}" * 30_000)  # about 120 KB in UTF-8, more than a pipe holds
+
+    monkeypatch.setattr("needlepoint.runner.run", fails)
+    signal.alarm(120)  # a hang fails the test instead of the suite
+    try:
+        with pytest.raises(DataError) as raised:
+            evaluate(demo_config(plans, server, "ref_adv_s", tmp_path / "run", processes=2))
+    finally:
+        signal.alarm(0)
+    assert len(str(raised.value).encode()) <= 8000  # the end of the message, cut to the pipe's measure
+
+
+def test_internal_errors_stop_the_run_at_the_runs_limit(demo_sets: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plans, server = demo_sets
+
+    def broken(*_args: Any) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("needlepoint.benchmarks.ref_adv.benchmark.RefAdv.parse", broken)
+    with pytest.raises(InternalFault, match="samples hit a fault in needlepoint itself"):
+        evaluate(demo_config(plans, server, "ref_adv_s", tmp_path / "run", processes=3, concurrency=3))
+    faults = [r for r in records(tmp_path / "run") if r["status"] == "internal_error"]
+    assert 5 <= len(faults) < 5 + 3  # 5 for the whole run (30 samples), not 5 for each worker's part
+
+
+def test_part_files_a_killed_command_left_are_folded_in_once(demo_sets: Any, tmp_path: Path) -> None:
+    plans, server = demo_sets
+    out = tmp_path / "run"
+    evaluate(demo_config(plans, server, "ref_adv_s", out, limit=3))
+    lines = (out / "records.jsonl").read_bytes().splitlines(keepends=True)
+    moved = lines.pop()  # as if a worker had stored it and the command died before copying it
+    (out / "records.jsonl").write_bytes(b"".join(lines))
+    # a part file: a line already copied, the one not copied yet, and a worker's torn last line
+    (out / "records.part-0.jsonl").write_bytes(lines[0] + moved + b'{"id": "9", "status": "do')
+    server.log.clear()
+    evaluate(demo_config(plans, server, "ref_adv_s", out, limit=3, processes=2))
+    assert server.log == []  # the folded record was not asked again
+    assert (out / "records.jsonl").read_bytes().splitlines(keepends=True) == [*lines, moved]  # once each, no fragment
+    assert not list(out.glob("records.part-*"))

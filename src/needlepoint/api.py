@@ -389,9 +389,9 @@ def _run(
     return result
 
 
-def _drafter(config: RunConfig, bench: Benchmark, samples: Dataset[Any], run_dir: Path, expected: int) -> Any:
+def _drafter(config: RunConfig, bench: Benchmark, samples: Dataset[Any], run_dir: Path, expected: int, share: int = 1) -> Any:
     """The report's thumbnails drawn while the run answers (report.thumbs.Drafter), or None under
-    --no-report."""
+    --no-report; `share`: the processes drafting at once (each gets its part of the cores)."""
     if not config.report:
         return None
     from needlepoint.report.html import REPORT_DIR, THUMBS_DIR
@@ -401,6 +401,7 @@ def _drafter(config: RunConfig, bench: Benchmark, samples: Dataset[Any], run_dir
         run_dir / REPORT_DIR / THUMBS_DIR,
         lambda done, recs: bench.report_items(samples.with_samples(done), recs),
         expected=expected,
+        share=share,
     )
 
 
@@ -415,14 +416,16 @@ def _answer_in_processes(
     options: Any,
 ) -> list[Any]:
     """--processes N: the pending samples answered by forked workers (processes.py), each with its
-    own clients, its share of --concurrency and of the solver's `*_concurrency` bounds, and its own
-    report drafts (drawn from the bytes its requests read; the report finds them in the folder);
-    this process follows the records file for the progress display."""
+    own clients, its share of --concurrency and of the solver's `*_concurrency` settings, its own
+    report drafts (drawn from the bytes its requests read; the report finds them in the folder) and
+    its share of the run's limit of internal errors, counted here over all of them; this process
+    copies their records into the records file and drives the progress display."""
     from dataclasses import replace
 
+    from needlepoint.errors import InternalFault
     from needlepoint.processes import WorkerEnd, answer_in_processes, split
-    from needlepoint.progress import make_progress
-    from needlepoint.runner import RunOptions, pending, run
+    from needlepoint.progress import RunProgress, make_progress
+    from needlepoint.runner import RunOptions, internal_error_limit, pending, run
     from needlepoint.solvers import make_solver
 
     if given is not None:
@@ -438,11 +441,13 @@ def _answer_in_processes(
     requested = samples[: config.limit] if config.limit else samples
     done = store.records()
     todo = pending(requested, done, options.retry_failed)
-    count = min(config.processes, config.concurrency, len(todo)) or 1
+    bounds = [v for k, v in config.solver_options.items() if k.endswith("_concurrency") and type(v) is int]
+    count = max(1, min(config.processes, config.concurrency, *bounds, len(todo)))  # at least one in flight each
+    limit = internal_error_limit(len(todo))  # the run's, not a worker's part's
 
     def answer(part: list[Any], index: int) -> WorkerEnd:
         def share(bound: Any) -> Any:  # this worker's part of a number in flight
-            return split(bound, count, index) if isinstance(bound, int) and not isinstance(bound, bool) else bound
+            return split(bound, count, index) if type(bound) is int else bound
 
         mine = replace(
             config,
@@ -451,10 +456,12 @@ def _answer_in_processes(
             show_progress=False,
         )
         own = make_solver(mine.solver, bench, client_settings(mine), **mine.solver_options)
+        _check_solver_models(own)  # e.g. an embedder's probe of its vector length, as the command's own
         model = _model(mine)
         clients = [model, *own.models().values()]
         opts = RunOptions(concurrency=mine.concurrency, retry_failed=mine.retry_failed, show_progress=False)
-        drafter = _drafter(mine, bench, samples, store.dir, len(part))
+        opts.internal_limit = -(-limit // count)  # its share; this process counts them all against `limit`
+        drafter = _drafter(mine, bench, samples, store.dir, len(part), share=count)
         if drafter is not None:
             opts.on_record = drafter.add
 
@@ -473,20 +480,36 @@ def _answer_in_processes(
 
     todo_ids = {s.id for s in todo}
     finished = [done[s.id] for s in requested if s.id in done and s.id not in todo_ids]
-    todo_ids_left = set(todo_ids)
-    progress = make_progress(bench, len(todo), finished, options.show_progress, options.progress_every_s)
+    progress: list[RunProgress] = []  # started once the workers are forked: a display's thread is not forked
+    internal: list[str] = []
 
     def on_record(record: Record) -> None:
-        if str(record["id"]) not in todo_ids_left:
+        if str(record["id"]) not in todo_ids:
             return
-        todo_ids_left.discard(str(record["id"]))
+        todo_ids.discard(str(record["id"]))
         finished.append(record)
-        progress.advance(failed=record.get("status") in status.FAILED)
+        for shown in progress:
+            shown.advance(failed=record.get("status") in status.FAILED)
+        if record.get("status") == status.INTERNAL_ERROR:
+            internal.append(str(record["id"]))
+            if len(internal) >= limit:
+                raise InternalFault(
+                    f"{len(internal)} samples hit a fault in needlepoint itself (e.g. {record['id']}: {record.get('error')}); "
+                    f"the run stops: their tracebacks are in {store.records_path}, please report them"
+                )
+
+    def start() -> None:
+        progress.append(make_progress(bench, len(todo), finished, options.show_progress, options.progress_every_s))
+
+    def tick() -> None:
+        for shown in progress:
+            shown.tick()
 
     try:
-        ends = answer_in_processes(count, todo, sample_cost(bench), answer, store.records_path, on_record, progress.tick)
+        ends = answer_in_processes(count, todo, sample_cost(bench), answer, store, on_record, start, tick)
     finally:
-        progress.close()
+        for shown in progress:
+            shown.close()
     options.stopped = next((e.stopped for e in ends if e.stopped), None)
     return ends
 

@@ -184,13 +184,17 @@ class AppendLog:
 
     def append(self, obj: Any) -> None:
         """Write `obj` as one JSON line (created with its folder on the first line)."""
+        self.append_lines(json_line(obj) + b"\n")
+
+    def append_lines(self, data: bytes) -> None:
+        """Write whole JSON lines as they are (ending in a newline), e.g. copied from another log."""
         if self._fd is None:
             try:  # the folder is made only where it is missing: no system call per log for it
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             except FileNotFoundError:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        view = memoryview(json_line(obj) + b"\n")
+        view = memoryview(data)
         while view:
             view = view[os.write(self._fd, view) :]
 

@@ -3,13 +3,17 @@ bound (many small requests at high concurrency against fast servers: the agentic
 Ref-Adv-s at 64 in flight; docs/performance.md measures it).
 
 The parent forks the workers after the run folder is open and before any event loop or thread of
-its own exists. Each worker answers a cost-balanced part of the pending samples (`shard.assign`)
-and appends its records to the run's one records file: a line goes down in one `write` on an
-O_APPEND descriptor, so lines of several processes never interleave, and a resumed run reads one
-file as always. The parent follows that file and hands each new record to `on_record` (the
-progress display); once every worker has ended it returns what each said at its end. A worker stops on SIGTERM like the command itself (the parent sends it on Ctrl-C or its
-own SIGTERM), and on Linux also when the parent dies (kill -9); a worker that fails ends the
-others and its sentence is raised in the parent.
+its own exists (its progress display starts after the fork, `on_start`). Each worker answers a
+cost-balanced part of the pending samples (`shard.assign`) and appends its records to a part file
+of its own (`RunStore.part_path`); the parent copies each whole line of the part files into the
+run's records file, of which it stays the one writer, and hands the record to `on_record`. A
+worker killed in the middle of a line tears only its own part file; a command killed before its
+copy leaves the part files, which the next `RunStore.open` folds in. Once every worker has ended
+the parent returns what each said at its end, through a pipe read as it arrives.
+
+A worker stops on SIGTERM like the command itself (the parent sends it on Ctrl-C or its own
+SIGTERM; both signals are held while the workers are forked), and on Linux also when the parent
+dies (kill -9); a worker that fails ends the others and its sentence is raised in the parent.
 
 This module knows no benchmark and no client: `answer(part, index)` does a worker's work.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -29,11 +34,12 @@ from typing import Any, cast
 from needlepoint.errors import DataError, InternalFault
 from needlepoint.records import Record
 from needlepoint.shard import assign
+from needlepoint.store import RunStore
 
 __all__ = ["WorkerEnd", "answer_in_processes", "split"]
 
 POLL_S = 0.1  # how often the parent reads the records file's new lines
-_ERROR_CHARS = 8000  # a worker's error message, at most (the pipe carries it)
+_ERROR_BYTES = 8000  # a worker's error message, at most, in UTF-8 bytes
 
 
 @dataclass
@@ -63,17 +69,21 @@ def _parts(todo: Sequence[Any], count: int, cost: Callable[[Any], float]) -> lis
     return [p for p in parts if p]
 
 
-def _worker(answer: Callable[[list[Any], int], WorkerEnd], part: list[Any], index: int, out: int, parent: int) -> None:
-    """The forked child: answer `part`, write its WorkerEnd to `out` as one JSON line, never return."""
-    from needlepoint.serve.guard import arm_parent_death_signal
-
+def _worker(
+    answer: Callable[[list[Any], int], WorkerEnd], part: list[Any], index: int, out: int, parent: int, arm: Callable[[], Any]
+) -> None:
+    """The forked child: answer `part`, write its WorkerEnd to `out` as one JSON line, never return.
+    SIGINT and SIGTERM are held on entry (the parent held them across the fork)."""
     code = 0
     end = WorkerEnd()
     try:
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__  # not a progress display's wrappers
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the workers
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # outside the CLI: stop as on Ctrl-C
-            signal.signal(signal.SIGTERM, signal.default_int_handler)
-        arm_parent_death_signal()  # a command killed with -9 takes its workers with it (Linux)
+        handler = signal.getsignal(signal.SIGTERM)
+        if getattr(handler, "__module__", None) != "needlepoint.cli":  # the command's handler stops a loop cleanly
+            signal.signal(signal.SIGTERM, signal.default_int_handler)  # elsewhere: stop as on Ctrl-C
+        arm()  # a command killed with -9 takes its workers with it (Linux)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
         if os.getppid() != parent:  # it died before that was armed
             raise KeyboardInterrupt
         end = answer(part, index)
@@ -89,22 +99,27 @@ def _worker(answer: Callable[[list[Any], int], WorkerEnd], part: list[Any], inde
         code = 2 if isinstance(exc, DataError) else 1
         known = isinstance(exc, (DataError, InternalFault))
         end.error_kind = type(exc).__name__
-        end.error = (str(exc) if known else "".join(traceback.format_exception(exc)))[-_ERROR_CHARS:]
+        text = str(exc) if known else "".join(traceback.format_exception(exc))
+        end.error = text.encode("utf-8", "replace")[-_ERROR_BYTES:].decode("utf-8", "ignore")
     try:
-        os.write(out, json.dumps(end.__dict__, default=str).encode() + b"\n")
+        os.write(out, json.dumps(end.__dict__, default=str, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
     finally:
         os._exit(code)  # no atexit handler, finaliser or `finally` of the parent's stack runs here
 
 
-class _Tail:
-    """The records appended to a file since `start`, whole lines only."""
+_HELD = {signal.SIGINT, signal.SIGTERM}
 
-    def __init__(self, path: Path, start: int) -> None:
+
+class _Tail:
+    """The whole lines appended to a file since `start`, each with its record ({} when the line is
+    no record: it is copied all the same, and the scorer, which reads strictly, names it)."""
+
+    def __init__(self, path: Path, start: int = 0) -> None:
         self.path = path
         self.offset = start
         self.rest = b""
 
-    def read(self) -> list[Record]:
+    def read(self) -> list[tuple[bytes, Record]]:
         try:
             with self.path.open("rb") as fh:
                 fh.seek(self.offset)
@@ -113,15 +128,47 @@ class _Tail:
             return []
         self.offset += len(data)
         *lines, self.rest = (self.rest + data).split(b"\n")
-        out: list[Record] = []
+        out: list[tuple[bytes, Record]] = []
         for line in lines:
             try:
                 rec = json.loads(line)
             except (ValueError, RecursionError):
-                continue  # the parent only follows the file; the scorer reads it strictly
-            if isinstance(rec, dict) and "id" in rec:
-                out.append(cast(Record, rec))
+                rec = None
+            out.append((line, cast(Record, rec if isinstance(rec, dict) and "id" in rec else {})))
         return out
+
+
+class _Worker:
+    """A forked worker as the parent sees it: its pid, its pipe (read as it arrives, so that a
+    long message never blocks the worker's exit) and its part file."""
+
+    def __init__(self, pid: int, pipe: int, part: Path) -> None:
+        self.pid = pid
+        self.pipe = pipe
+        self.tail = _Tail(part)
+        self.said = b""
+        self.end: WorkerEnd | None = None
+        os.set_blocking(pipe, False)
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.pipe, 1 << 16)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            self.said += chunk
+
+    def poll(self) -> bool:
+        """Whether it has ended (what it said then read)."""
+        if self.end is None:
+            self._drain()
+            ended, wait_status = os.waitpid(self.pid, os.WNOHANG)
+            if ended:
+                self._drain()
+                self.end = _end_of(self.said, self.pid, wait_status)
+        return self.end is not None
 
 
 def answer_in_processes(
@@ -129,55 +176,64 @@ def answer_in_processes(
     todo: Sequence[Any],
     cost: Callable[[Any], float],
     answer: Callable[[list[Any], int], WorkerEnd],
-    records_path: Path,
+    store: RunStore,
     on_record: Callable[[Record], None],
+    on_start: Callable[[], None] = lambda: None,
     tick: Callable[[], None] = lambda: None,
 ) -> list[WorkerEnd]:
-    """Answer `todo` in `count` forked workers (`answer(part, index)` in each), following
-    `records_path` meanwhile (`on_record` per new record, `tick` about once a second); the
-    workers' ends once all have ended. Raises the first worker error (DataError, InternalFault and
-    OSError as themselves, anything else as an InternalFault with its traceback), KeyboardInterrupt
-    when interrupted or when a worker was."""
+    """Answer `todo` in `count` forked workers (`answer(part, index)` in each, its records diverted
+    to `store.part_path(index)`), copying their records into `store` as they come (`on_record` per
+    record, `on_start` once the workers run, `tick` about once a second); the workers' ends once
+    all have ended. Raises the first worker error (DataError, InternalFault and OSError as
+    themselves, anything else as an InternalFault with its traceback), KeyboardInterrupt when
+    interrupted or when a worker was; what `on_record` raises stops the workers too."""
     if not hasattr(os, "fork"):
         raise DataError("--processes needs a system with fork (Linux, macOS); pass --processes 1")
+    from needlepoint.serve.guard import arm_parent_death_signal
+
     parts = _parts(todo, count, cost)
-    tail = _Tail(records_path, records_path.stat().st_size if records_path.exists() else 0)
-    children: dict[int, int] = {}  # pid -> read end of its pipe
-    ends: dict[int, WorkerEnd] = {}
+    workers: list[_Worker] = []
+    parent = os.getpid()
     try:
-        parent = os.getpid()
-        for index, part in enumerate(parts):
-            read_end, write_end = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(read_end)
-                _worker(answer, part, index, write_end, parent)
-            os.close(write_end)
-            children[pid] = read_end
+        signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)  # a Ctrl-C now waits until every worker is known
+        try:
+            for index, part in enumerate(parts):
+                read_end, write_end = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    try:
+                        os.close(read_end)
+                        _worker(_diverted(answer, store), part, index, write_end, parent, arm_parent_death_signal)
+                    finally:
+                        os._exit(1)
+                os.close(write_end)
+                workers.append(_Worker(pid, read_end, store.part_path(index)))
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
+        on_start()
         last_tick = time.monotonic()
-        while len(ends) < len(children):
+        while not all(w.end is not None for w in workers):
             time.sleep(POLL_S)
-            for rec in tail.read():
-                on_record(rec)
+            _copy(workers, store, on_record)
             if time.monotonic() - last_tick >= 1.0:
                 tick()
                 last_tick = time.monotonic()
-            for pid in [p for p in children if p not in ends]:
-                ended, wait_status = os.waitpid(pid, os.WNOHANG)
-                if ended:
-                    ends[pid] = _read_end(children[pid], pid, wait_status)
-                    if ends[pid].error is not None:
-                        _stop([p for p in children if p not in ends])  # one worker's fault ends the run
-        for rec in tail.read():
-            on_record(rec)
+            for w in workers:
+                if w.end is None and w.poll() and w.end is not None and w.end.error is not None:
+                    _stop([x for x in workers if x.end is None])  # one worker's fault ends the run
+        _copy(workers, store, on_record)
     except BaseException:
-        _stop([p for p in children if p not in ends])
-        _reap([p for p in children if p not in ends])
+        _stop([w for w in workers if w.end is None])
+        _reap(workers)
+        _copy(workers, store, lambda _record: None)  # what they stored is kept
         raise
     finally:
-        for fd in children.values():
-            os.close(fd)
-    errors = [e for e in ends.values() if e.error is not None]
+        for w in workers:
+            os.close(w.pipe)
+            if w.end is not None:  # copied: the part file is done with
+                w.tail.path.unlink(missing_ok=True)
+    ends = [w.end for w in workers if w.end is not None]
+    errors = [e for e in ends if e.error is not None]
     if errors:
         first = next((e for e in errors if e.error_kind != "KeyboardInterrupt"), errors[0])
         if first.error_kind == "KeyboardInterrupt":  # a worker was stopped (kill -TERM): so is the run
@@ -190,17 +246,36 @@ def answer_in_processes(
         raise InternalFault(
             first.error if first.error_kind == "Killed" else f"a worker process failed ({first.error_kind}): {first.error}"
         )
-    return list(ends.values())
+    return ends
 
 
-def _read_end(fd: int, pid: int, wait_status: int) -> WorkerEnd:
+def _diverted(answer: Callable[[list[Any], int], WorkerEnd], store: RunStore) -> Callable[[list[Any], int], WorkerEnd]:
+    """`answer` with this process's records going to the worker's part file."""
+
+    def diverted(part: list[Any], index: int) -> WorkerEnd:
+        store.divert(store.part_path(index))
+        return answer(part, index)
+
+    return diverted
+
+
+def _copy(workers: list[_Worker], store: RunStore, on_record: Callable[[Record], None]) -> None:
+    """Copy the new whole lines of the workers' part files into the records file, then hand on
+    their records."""
+    for w in workers:
+        lines = w.tail.read()
+        if lines:
+            store.append_lines(b"".join(line + b"\n" for line, _ in lines))
+            for _, record in lines:
+                if record:
+                    on_record(record)
+
+
+def _end_of(said: bytes, pid: int, wait_status: int) -> WorkerEnd:
     """The WorkerEnd a worker wrote to its pipe; an error when it ended without writing one (a
     kill -9, the out-of-memory killer)."""
-    data = b""
-    while chunk := os.read(fd, 1 << 16):
-        data += chunk
     try:
-        fields = json.loads(data)
+        fields = json.loads(said)
     except ValueError:
         fields = None
     if isinstance(fields, dict):
@@ -216,25 +291,25 @@ def _read_end(fd: int, pid: int, wait_status: int) -> WorkerEnd:
     )
 
 
-def _stop(pids: list[int]) -> None:
-    for pid in pids:
+def _stop(workers: list[_Worker]) -> None:
+    for w in workers:
         try:
-            os.kill(pid, signal.SIGTERM)
+            os.kill(w.pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
 
 
-def _reap(pids: list[int]) -> None:
-    """Wait for stopped workers; a second interrupt while waiting kills them."""
-    for pid in pids:
-        while True:
-            try:
-                os.waitpid(pid, 0)
-                break
-            except KeyboardInterrupt:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    break
-            except ChildProcessError:
-                break
+def _reap(workers: list[_Worker]) -> None:
+    """Wait for stopped workers, reading their pipes meanwhile; a second interrupt kills them."""
+    while True:
+        try:
+            while not all(w.poll() for w in workers):
+                time.sleep(POLL_S / 2)
+            return
+        except KeyboardInterrupt:
+            for w in workers:
+                if w.end is None:
+                    try:
+                        os.kill(w.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass

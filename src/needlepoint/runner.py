@@ -41,6 +41,7 @@ class RunOptions:
     on_record: Callable[[Any, Record], None] | None = None  # called with each stored record
     gate: RequestGate | None = None  # consulted before each model request (usage.Budget); a refusal stops the run
     stopped: str | None = None  # set by `run`: why it stopped taking samples (the gate's sentence)
+    internal_limit: int | None = None  # internal errors that stop it (default: internal_error_limit of its samples)
 
 
 def pending(samples: Sequence[Any], done: Mapping[str, Record], retry_failed: bool) -> list[Any]:
@@ -154,7 +155,7 @@ async def run(
         benchmark, len(todo), finished, options.show_progress, options.progress_every_s, list(models.values())
     )
     queue = iter(todo)
-    limit = internal_error_limit(len(todo))
+    limit = options.internal_limit or internal_error_limit(len(todo))
 
     async def worker() -> None:
         for sample in queue:

@@ -52,6 +52,7 @@ __all__ = [
 
 HEADER = "run.json"
 RECORDS = "records.jsonl"
+RECORD_PARTS = "records.part-*.jsonl"  # the records of --processes workers, on their way into RECORDS
 METRICS = "metrics.json"
 
 
@@ -138,6 +139,7 @@ class RunStore:
         store.header = header.copy() if existing is None else existing
         store.created = existing is None
         store._truncate_torn_tail()
+        store._fold_parts()
         return store
 
     def _lock(self) -> None:
@@ -176,6 +178,44 @@ class RunStore:
                     return
                 pos = start
             fh.truncate(0)
+
+    def _fold_parts(self) -> None:
+        """Copy into the records file the whole lines of the part files a killed --processes command
+        left (those it had not copied yet: a line already there is not written twice), and remove
+        the part files."""
+        parts = sorted(self.dir.glob(RECORD_PARTS))
+        if not parts:
+            return
+        from needlepoint.jsonl import open_regular
+
+        def read(path: Path) -> bytes:
+            if not path.exists():
+                return b""
+            with open_regular(path, "move the run folder aside", None) as fh:
+                return fh.read()
+
+        copied = set(read(self.records_path).split(b"\n"))
+        for part in parts:
+            data = read(part)
+            whole = data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]  # a torn last line is dropped, as in the records file
+            new = [line for line in whole if line not in copied]
+            if new:
+                self.append_lines(b"".join(line + b"\n" for line in new))
+            part.unlink()
+
+    def part_path(self, index: int) -> Path:
+        """The part file of --processes worker `index`: the worker appends its records there and the
+        command copies each whole line into the records file, its one writer (processes.py)."""
+        return self.dir / RECORD_PARTS.replace("*", str(index))
+
+    def divert(self, path: Path) -> None:
+        """From now on `append` writes to `path` (a worker's part file), in this process only."""
+        self._log.close()
+        self._log = AppendLog(path)
+
+    def append_lines(self, data: bytes) -> None:
+        """Append whole record lines as they were written elsewhere (a worker's part file)."""
+        self._log.append_lines(data)
 
     def records(self) -> dict[str, Record]:
         """All records by sample id (the latest per id)."""

@@ -427,7 +427,8 @@ class Drafter:
     finds them drawn (`Thumbnails.finish`). `expected`: the samples the run will answer (from
     PROCESS_MIN_IMAGES on, the drawing runs in processes), one per core: at 100 ms a request the
     client leaves most of a core idle; what is not drafted while the run answers is made after
-    its last answer, a small JPEG copied rather than drawn (docs/performance.md)."""
+    its last answer, a small JPEG copied rather than drawn (docs/performance.md). `share`: how
+    many processes draft at once (--processes), each drawing on its part of the cores."""
 
     def __init__(
         self,
@@ -435,8 +436,10 @@ class Drafter:
         items_of: Callable[[list[Any], list[Record]], list[ReportItem]],
         batch: int = 16,
         expected: int = 0,
+        share: int = 1,
     ) -> None:
-        self.thumbnails = Thumbnails(folder, workers=_all_cores(), processes=expected >= PROCESS_MIN_IMAGES, copy_missing=True)
+        workers = max(1, _all_cores() // share)
+        self.thumbnails = Thumbnails(folder, workers=workers, processes=expected >= PROCESS_MIN_IMAGES, copy_missing=True)
         self._items_of = items_of
         self._batch = batch
         self._samples: list[Any] = []
