@@ -290,10 +290,12 @@ def test_internal_errors_stop_the_run_at_the_runs_limit(demo_sets: Any, tmp_path
         raise RuntimeError("a bug")
 
     monkeypatch.setattr("needlepoint.benchmarks.ref_adv.benchmark.RefAdv.parse", broken)
-    with pytest.raises(InternalFault, match="samples hit a fault in needlepoint itself"):
-        evaluate(demo_config(plans, server, "ref_adv_s", tmp_path / "run", processes=3, concurrency=3))
+    with SimulatedServer(script=server.script, default=None, delay_s=0.1) as slow:  # a fault every 0.1 s a worker
+        with pytest.raises(InternalFault, match="samples hit a fault in needlepoint itself"):
+            evaluate(demo_config(plans, slow, "ref_adv_s", tmp_path / "run", processes=3, concurrency=3))
     faults = [r for r in records(tmp_path / "run") if r["status"] == "internal_error"]
-    assert 5 <= len(faults) < 5 + 3  # 5 for the whole run (30 samples), not 5 for each worker's part
+    # 5 for the whole run of 30 samples, counted over the workers (each alone would stop only at 5)
+    assert 5 <= len(faults) < 11
 
 
 def test_part_files_a_killed_command_left_are_folded_in_once(demo_sets: Any, tmp_path: Path) -> None:
@@ -305,8 +307,31 @@ def test_part_files_a_killed_command_left_are_folded_in_once(demo_sets: Any, tmp
     (out / "records.jsonl").write_bytes(b"".join(lines))
     # a part file: a line already copied, the one not copied yet, and a worker's torn last line
     (out / "records.part-0.jsonl").write_bytes(lines[0] + moved + b'{"id": "9", "status": "do')
+    assert len(read_records(out / "records.jsonl")) == 3  # a reader counts the part file's record already
     server.log.clear()
     evaluate(demo_config(plans, server, "ref_adv_s", out, limit=3, processes=2))
     assert server.log == []  # the folded record was not asked again
     assert (out / "records.jsonl").read_bytes().splitlines(keepends=True) == [*lines, moved]  # once each, no fragment
     assert not list(out.glob("records.part-*"))
+
+
+def test_records_survive_a_copy_that_fails(demo_sets: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plans, server = demo_sets
+    out = tmp_path / "run"
+
+    def full(self: RunStore, data: bytes) -> None:  # the command's copy into records.jsonl (not the workers' writes)
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.records_path))
+
+    monkeypatch.setattr(RunStore, "append_lines", full)
+    with SimulatedServer(script=server.script, default=None, delay_s=0.05) as slow:
+        with pytest.raises(OSError):
+            evaluate(demo_config(plans, slow, "ref_adv_s", out, processes=2))
+    kept = read_records(out / "records.jsonl")  # from the part files the failed copy left
+    assert kept and list(out.glob("records.part-*")) and not (out / "records.jsonl").exists()
+
+    monkeypatch.undo()
+    done = evaluate(demo_config(plans, server, "ref_adv_s", out, processes=2))
+    again = read_records(out / "records.jsonl")
+    assert all(again[i] == kept[i] for i in kept)  # the stored answers were kept, not asked again
+    assert len(again) == done.metrics["run"]["samples"] and not list(out.glob("records.part-*"))
+    assert len(records(out)) == len(again)  # each once in records.jsonl

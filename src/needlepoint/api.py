@@ -418,8 +418,8 @@ def _answer_in_processes(
     """--processes N: the pending samples answered by forked workers (processes.py), each with its
     own clients, its share of --concurrency and of the solver's `*_concurrency` settings, its own
     report drafts (drawn from the bytes its requests read; the report finds them in the folder) and
-    its share of the run's limit of internal errors, counted here over all of them; this process
-    copies their records into the records file and drives the progress display."""
+    the run's limit of internal errors, which this process also counts over all of them; this
+    process copies their records into the records file and drives the progress display."""
     from dataclasses import replace
 
     from needlepoint.errors import InternalFault
@@ -460,7 +460,7 @@ def _answer_in_processes(
         model = _model(mine)
         clients = [model, *own.models().values()]
         opts = RunOptions(concurrency=mine.concurrency, retry_failed=mine.retry_failed, show_progress=False)
-        opts.internal_limit = -(-limit // count)  # its share; this process counts them all against `limit`
+        opts.internal_limit = limit  # the run's: this process counts all the workers' against it
         drafter = _drafter(mine, bench, samples, store.dir, len(part), share=count)
         if drafter is not None:
             opts.on_record = drafter.add

@@ -8,7 +8,8 @@ cost-balanced part of the pending samples (`shard.assign`) and appends its recor
 of its own (`RunStore.part_path`); the parent copies each whole line of the part files into the
 run's records file, of which it stays the one writer, and hands the record to `on_record`. A
 worker killed in the middle of a line tears only its own part file; a command killed before its
-copy leaves the part files, which the next `RunStore.open` folds in. Once every worker has ended
+copy (or interrupted, or failing to write) leaves the part files, which every reader of the
+records counts and the next `RunStore.open` folds in. Once every worker has ended
 the parent returns what each said at its end, through a pipe read as it arrives.
 
 A worker stops on SIGTERM like the command itself (the parent sends it on Ctrl-C or its own
@@ -116,18 +117,20 @@ class _Tail:
 
     def __init__(self, path: Path, start: int = 0) -> None:
         self.path = path
-        self.offset = start
-        self.rest = b""
+        self.offset = start  # what has been copied: `read` does not move it, `done` does
+        self._read_to = start
 
     def read(self) -> list[tuple[bytes, Record]]:
+        """The whole lines after the last `done`."""
         try:
             with self.path.open("rb") as fh:
                 fh.seek(self.offset)
                 data = fh.read()
         except FileNotFoundError:
             return []
-        self.offset += len(data)
-        *lines, self.rest = (self.rest + data).split(b"\n")
+        whole = data[: data.rfind(b"\n") + 1]
+        self._read_to = self.offset + len(whole)
+        lines = whole.split(b"\n")[:-1]
         out: list[tuple[bytes, Record]] = []
         for line in lines:
             try:
@@ -136,6 +139,10 @@ class _Tail:
                 rec = None
             out.append((line, cast(Record, rec if isinstance(rec, dict) and "id" in rec else {})))
         return out
+
+    def done(self) -> None:
+        """What the last `read` gave is copied."""
+        self.offset = self._read_to
 
 
 class _Worker:
@@ -164,7 +171,10 @@ class _Worker:
         """Whether it has ended (what it said then read)."""
         if self.end is None:
             self._drain()
-            ended, wait_status = os.waitpid(self.pid, os.WNOHANG)
+            try:
+                ended, wait_status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped already (an interrupt fell between the wait and this)
+                ended, wait_status = self.pid, 0
             if ended:
                 self._drain()
                 self.end = _end_of(self.said, self.pid, wait_status)
@@ -199,10 +209,16 @@ def answer_in_processes(
         try:
             for index, part in enumerate(parts):
                 read_end, write_end = os.pipe()
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except OSError:
+                    os.close(read_end)
+                    os.close(write_end)
+                    raise
                 if pid == 0:
                     try:
-                        os.close(read_end)
+                        for fd in (read_end, *(w.pipe for w in workers)):  # the other workers' pipes are not its own
+                            os.close(fd)
                         _worker(_diverted(answer, store), part, index, write_end, parent, arm_parent_death_signal)
                     finally:
                         os._exit(1)
@@ -222,16 +238,15 @@ def answer_in_processes(
                 if w.end is None and w.poll() and w.end is not None and w.end.error is not None:
                     _stop([x for x in workers if x.end is None])  # one worker's fault ends the run
         _copy(workers, store, on_record)
-    except BaseException:
+        for w in workers:  # every line copied: the part files are done with
+            w.tail.path.unlink(missing_ok=True)
+    except BaseException:  # the part files stay: the next open folds in what was not copied
         _stop([w for w in workers if w.end is None])
         _reap(workers)
-        _copy(workers, store, lambda _record: None)  # what they stored is kept
         raise
     finally:
         for w in workers:
             os.close(w.pipe)
-            if w.end is not None:  # copied: the part file is done with
-                w.tail.path.unlink(missing_ok=True)
     ends = [w.end for w in workers if w.end is not None]
     errors = [e for e in ends if e.error is not None]
     if errors:
@@ -266,6 +281,7 @@ def _copy(workers: list[_Worker], store: RunStore, on_record: Callable[[Record],
         lines = w.tail.read()
         if lines:
             store.append_lines(b"".join(line + b"\n" for line, _ in lines))
+            w.tail.done()
             for _, record in lines:
                 if record:
                     on_record(record)

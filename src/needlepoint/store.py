@@ -10,9 +10,11 @@ Files are written through files.py (`AtomicFile`, `write_atomic`, `write_json`, 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -57,10 +59,20 @@ METRICS = "metrics.json"
 
 
 def read_records(path: Path) -> dict[str, Record]:
-    """Records by sample id from a records file; the last record of an id wins."""
+    """Records by sample id from a records file; the last record of an id wins. Beside a run's
+    records file, the part files of --processes workers count too, as newer: a command killed
+    before it copied their last lines leaves them there until the next `RunStore.open` folds them in."""
     out: dict[str, Record] = {}
+    _read_into(out, path)
+    if path.name == RECORDS:
+        for part in sorted(path.parent.glob(RECORD_PARTS)):
+            _read_into(out, part)
+    return out
+
+
+def _read_into(out: dict[str, Record], path: Path) -> None:
     if not path.exists():
-        return out
+        return
     from needlepoint.jsonl import open_regular  # a FIFO or /dev/zero in a run folder is refused, not read
 
     with open_regular(path, "move the run folder aside", None) as fh:
@@ -77,7 +89,6 @@ def read_records(path: Path) -> dict[str, Record]:
                     f"delete that line (`sed -i '{lineno}d' {shlex.quote(str(path))}`) and rerun: a sample it held is requested again"
                 )
             out[str(rec["id"])] = cast(Record, rec)  # a JSON object with an id, as written; its fields are read with .get
-    return out
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -188,19 +199,17 @@ class RunStore:
             return
         from needlepoint.jsonl import open_regular
 
-        def read(path: Path) -> bytes:
-            if not path.exists():
-                return b""
-            with open_regular(path, "move the run folder aside", None) as fh:
-                return fh.read()
+        def lines(path: Path) -> Iterator[bytes]:
+            """The whole lines of a file (a torn last one is dropped, as in the records file)."""
+            if path.exists():
+                with open_regular(path, "move the run folder aside", None) as fh:
+                    yield from (line for line in fh if line.endswith(b"\n"))
 
-        copied = set(read(self.records_path).split(b"\n"))
+        copied = {hashlib.blake2b(line, digest_size=16).digest() for line in lines(self.records_path)}
         for part in parts:
-            data = read(part)
-            whole = data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]  # a torn last line is dropped, as in the records file
-            new = [line for line in whole if line not in copied]
+            new = [line for line in lines(part) if hashlib.blake2b(line, digest_size=16).digest() not in copied]
             if new:
-                self.append_lines(b"".join(line + b"\n" for line in new))
+                self.append_lines(b"".join(new))
             part.unlink()
 
     def part_path(self, index: int) -> Path:
