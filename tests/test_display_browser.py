@@ -40,6 +40,7 @@ def test_failed_requests_and_what_the_model_saw_in_a_browser(browser: Any, tmp_p
         seen = p.page.locator("#np-cards .card details.seen").first
         assert seen.locator("summary").text_content() == "What the model saw (1 turn, 3 parts)"
         seen.locator("summary").click()
+        seen.locator("pre.sent").first.wait_for()  # built by the "toggle" event, which comes after the click returns
         texts = seen.locator("pre.sent").all_text_contents()
         assert texts == ["You locate objects.", f"Find the object 0. {HOSTILE}"]  # as text: nothing ran
         assert seen.locator(".role").all_text_contents() == ["system", "user"]
