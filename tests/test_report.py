@@ -14,7 +14,6 @@ import io
 import json
 import re
 import shutil
-import time
 from argparse import Namespace
 from html.parser import HTMLParser
 from importlib.resources import files
@@ -296,41 +295,13 @@ def test_existing_thumbnails_are_reused_without_reading_the_images(tmp_path: Pat
     assert all(it["im"][0][0] for it in again["items"])
 
 
-def test_thumbnails_drafted_during_a_run_are_the_report_thumbnails(tmp_path: Path) -> None:
-    run_dir, bench, samples, recs, header = hostile_run(tmp_path)
-    folder = run_dir / "report" / "thumbs"
-    # Drafts never read: with nothing read from the parquet file yet, they draw nothing...
-    drafter = thumbs.Drafter(folder, bench.report_items, batch=2)
-    for s, r in zip(samples, recs):
-        drafter.add(s, r)
-    drafter.flush()
-    drafter.thumbnails.close()
-    assert not list(folder.glob("*.jpg"))
-    # ...and once the requests have read the images, they draw each one.
-    drafter = thumbs.Drafter(folder, bench.report_items, batch=2)
-    for s, r in zip(samples, recs):
-        assert s.image.read_bytes()  # what building the request does
-        drafter.add(s, r)
-    drafter.flush()
-    drafter.thumbnails.close()
-    drafted = {p.name for p in folder.glob("*.jpg")}
-    assert len(drafted) == len(recs)
-    page = report_html.write_run_report(run_dir, bench, samples, recs, bench.score(samples, recs), header, drafter.thumbnails)
-    assert {it["im"][0][0].split("/")[-1] for it in blob(page)["items"]} == drafted
-
-
 def test_what_a_run_could_not_draft_is_copied_at_its_end(tmp_path: Path) -> None:
     run_dir, bench, samples, recs, header = hostile_run(tmp_path)
     folder = run_dir / "report" / "thumbs"
-    drafter = thumbs.Drafter(folder, bench.report_items, batch=2)
-    for s, r in zip(samples[:2], recs[:2]):
-        assert s.image.read_bytes()
-        drafter.add(s, r)
-    drafter.flush()  # two drafted (drawn small); the others were never read while the run answered
-    deadline = time.monotonic() + 60
-    while len(list(folder.glob("*.jpg"))) < 2 and time.monotonic() < deadline:  # drawn before the "last answer"
-        time.sleep(0.01)
-    page = report_html.write_run_report(run_dir, bench, samples, recs, bench.score(samples, recs), header, drafter.thumbnails)
+    for s in samples[:2]:  # drafted (drawn small) while the run answered (report.drafts); the others not
+        assert thumbs.draw(folder, thumbs.thumb_key(ReportImage(s.image)), s.image) is not None
+    ended = thumbs.Thumbnails(folder, copy_missing=True)  # the run's end
+    page = report_html.write_run_report(run_dir, bench, samples, recs, bench.score(samples, recs), header, ended)
     shown = {it["id"]: it["im"][0][0] for it in blob(page)["items"]}
     for s in samples:
         made = (run_dir / "report" / shown[s.id]).read_bytes()
@@ -340,6 +311,7 @@ def test_what_a_run_could_not_draft_is_copied_at_its_end(tmp_path: Path) -> None
             assert made != original and max(Image.open(io.BytesIO(made)).size) <= thumbs.THUMB_MAX
         else:
             assert made == original
+    assert len(list(folder.iterdir())) == len(samples)
 
 
 def test_thumbnails_drawn_in_processes_equal_those_drawn_on_threads(tmp_path: Path) -> None:

@@ -330,9 +330,6 @@ def _run(
         budget.add_records(store.records().values())
         options.gate = budget
     requested = samples[: config.limit] if config.limit else samples
-    drafter = _drafter(config, bench, samples, store.dir, len(requested))
-    if drafter is not None:
-        options.on_record = drafter.add
 
     if config.batch:  # --batch: the requests go out as batches (batchrun.py)
         from needlepoint.batchrun import wrap
@@ -348,17 +345,15 @@ def _run(
             await _close(owned)
 
     workers: list[Any] = []
+    drafts = _drafts(config, bench, samples, store, len(requested))
     try:
         if config.processes > 1:
             workers = _answer_in_processes(config, bench, samples, generation, store, solver, given, options)
         else:
             asyncio.run(go())
-    except BaseException:
-        if drafter is not None:
-            drafter.thumbnails.close(cancel=True)
-        raise
-    if drafter is not None:
-        drafter.flush()
+    finally:
+        if drafts is not None:
+            drafts.stop()
     records = store.records()
     result = finish(bench, samples, records, store.dir, solver.label(config.model), config.ci, prices)
     result.notes = summary_lines([records[s.id] for s in samples if s.id in records])
@@ -381,28 +376,29 @@ def _run(
         wall_s=wall_s,
     )
     if config.report:
+        from needlepoint.report.html import REPORT_DIR, THUMBS_DIR
+        from needlepoint.report.thumbs import Thumbnails
+
         answered = samples.subset(records)  # every finished record, not only this call's
-        thumbnails = drafter.thumbnails if drafter is not None else None
+        thumbnails = Thumbnails(store.dir / REPORT_DIR / THUMBS_DIR, copy_missing=True)  # the run's end copies, never decodes
         result.exports.extend(
             write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics, store.header, thumbnails)
         )
     return result
 
 
-def _drafter(config: RunConfig, bench: Benchmark, samples: Dataset[Any], run_dir: Path, expected: int, share: int = 1) -> Any:
-    """The report's thumbnails drawn while the run answers (report.thumbs.Drafter), or None under
-    --no-report; `share`: the processes drafting at once (each gets its part of the cores)."""
+def _drafts(config: RunConfig, bench: Benchmark, samples: Dataset[Any], store: RunStore, expected: int) -> Any:
+    """The processes that draw the report's thumbnails while the run answers (report.drafts), or
+    None (--no-report, a small run)."""
     if not config.report:
         return None
+    from needlepoint.report import drafts
     from needlepoint.report.html import REPORT_DIR, THUMBS_DIR
-    from needlepoint.report.thumbs import Drafter
 
-    return Drafter(
-        run_dir / REPORT_DIR / THUMBS_DIR,
-        lambda done, recs: bench.report_items(samples.with_samples(done), recs),
-        expected=expected,
-        share=share,
-    )
+    def items_of(done: list[Any], records: list[Record]) -> list[Any]:
+        return bench.report_items(samples.with_samples(done), records)
+
+    return drafts.start(store.dir / REPORT_DIR / THUMBS_DIR, store.records_path, list(samples), items_of, expected)
 
 
 def _answer_in_processes(
@@ -416,8 +412,7 @@ def _answer_in_processes(
     options: Any,
 ) -> list[Any]:
     """--processes N: the pending samples answered by forked workers (processes.py), each with its
-    own clients, its share of --concurrency and of the solver's `*_concurrency` settings, its own
-    report drafts (drawn from the bytes its requests read; the report finds them in the folder) and
+    own clients, its share of --concurrency and of the solver's `*_concurrency` settings and
     the run's limit of internal errors, which this process also counts over all of them; this
     process copies their records into the records file and drives the progress display."""
     from dataclasses import replace
@@ -461,9 +456,6 @@ def _answer_in_processes(
         clients = [model, *own.models().values()]
         opts = RunOptions(concurrency=mine.concurrency, retry_failed=mine.retry_failed, show_progress=False)
         opts.internal_limit = limit  # the run's: this process counts all the workers' against it
-        drafter = _drafter(mine, bench, samples, store.dir, len(part), share=count)
-        if drafter is not None:
-            opts.on_record = drafter.add
 
         async def go() -> None:
             try:
@@ -472,9 +464,6 @@ def _answer_in_processes(
                 await _close(clients)
 
         asyncio.run(go())
-        if drafter is not None:  # the drafts under way end on disk before this process does
-            drafter.flush()
-            drafter.thumbnails.end_drafts()
         stats = [m.endpoint_stats() for m in clients if isinstance(m, CountsEndpoints)]
         return WorkerEnd(stopped=opts.stopped, endpoints=add_stats(*stats))
 

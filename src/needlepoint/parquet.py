@@ -8,13 +8,17 @@ whatever size the release's row groups and pages are (the Hugging Face writers m
 of about 1,100 rows and 100 MB of images, and put the first 1,024 images of each into one
 dictionary page, which pyarrow would hold whole, twice). The next slice is read ahead, so a run walking
 through the file in order rarely waits, and `ParquetImage.cached` hands over bytes already read
-without a thread hop.
+without a thread hop. A forked process (the report's drafts, `--processes` workers) reads with
+a reader and a file handle of its own: the parent's reader thread is not in it, and the parent's
+handle shares its offset.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -77,6 +81,15 @@ class ParquetTable:
         )
         self._fh: IO[bytes] | None = None  # the file, for the streaming reader (reader thread only)
         self._leaf = _image_leaf(self._file, image_column)
+        _TABLES.add(self)
+
+    def _forked(self) -> None:
+        """In a forked child: forget the parent's reader, its reads and its file handle."""
+        self._lock = threading.Lock()
+        self._reader = None
+        self._slices = OrderedDict()
+        self._cursor = None
+        self._fh = None  # closed in this process only (its offset is shared with the parent's)
 
     def rows(self, columns: list[str]) -> list[dict[str, Any]]:
         """The given columns (those present) as Python dicts, one per row."""
@@ -192,10 +205,22 @@ class ParquetTable:
         return self._bytes(row, future.result(), position)
 
 
+_TABLES: weakref.WeakSet[ParquetTable] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for table in list(_TABLES):
+        table._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 class ParquetImage:
     """The loader of one row's image (`ImageRef.loader`): calling it reads the bytes (and may
-    wait); `cached()` returns them only when already in memory, so a caller on the event loop or
-    a background drafter need not wait or trigger a read."""
+    wait); `cached()` returns them only when already in memory, so a caller on the event loop need
+    not wait or trigger a read."""
 
     __slots__ = ("row", "table")
 

@@ -27,7 +27,8 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -37,7 +38,7 @@ from needlepoint.records import Record
 from needlepoint.shard import assign
 from needlepoint.store import RunStore
 
-__all__ = ["WorkerEnd", "answer_in_processes", "split"]
+__all__ = ["Tail", "WorkerEnd", "answer_in_processes", "enter_child", "fork", "signals_held", "split"]
 
 POLL_S = 0.1  # how often the parent reads the records file's new lines
 _ERROR_BYTES = 8000  # a worker's error message, at most, in UTF-8 bytes
@@ -70,22 +71,17 @@ def _parts(todo: Sequence[Any], count: int, cost: Callable[[Any], float]) -> lis
     return [p for p in parts if p]
 
 
-def _worker(
-    answer: Callable[[list[Any], int], WorkerEnd], part: list[Any], index: int, out: int, parent: int, arm: Callable[[], Any]
-) -> None:
-    """The forked child: answer `part`, write its WorkerEnd to `out` as one JSON line, never return.
-    SIGINT and SIGTERM are held on entry (the parent held them across the fork)."""
+def _worker(answer: Callable[[list[Any], int], WorkerEnd], part: list[Any], index: int, out: int, parent: int) -> int:
+    """The forked child (`fork`): answer `part`, write its WorkerEnd to `out` as one JSON line;
+    its exit code."""
     code = 0
     end = WorkerEnd()
     try:
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__  # not a progress display's wrappers
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the workers
         handler = signal.getsignal(signal.SIGTERM)
         if getattr(handler, "__module__", None) != "needlepoint.cli":  # the command's handler stops a loop cleanly
-            signal.signal(signal.SIGTERM, signal.default_int_handler)  # elsewhere: stop as on Ctrl-C
-        arm()  # a command killed with -9 takes its workers with it (Linux)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
-        if os.getppid() != parent:  # it died before that was armed
+            handler = signal.default_int_handler  # elsewhere: stop as on Ctrl-C
+        if not enter_child(parent, handler):
             raise KeyboardInterrupt
         end = answer(part, index)
     except KeyboardInterrupt:  # SIGTERM from the parent, or from anyone: the run was stopped
@@ -102,16 +98,51 @@ def _worker(
         end.error_kind = type(exc).__name__
         text = str(exc) if known else "".join(traceback.format_exception(exc))
         end.error = text.encode("utf-8", "replace")[-_ERROR_BYTES:].decode("utf-8", "ignore")
-    try:
-        os.write(out, json.dumps(end.__dict__, default=str, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
-    finally:
-        os._exit(code)  # no atexit handler, finaliser or `finally` of the parent's stack runs here
+    os.write(out, json.dumps(end.__dict__, default=str, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
+    return code
 
 
 _HELD = {signal.SIGINT, signal.SIGTERM}
 
 
-class _Tail:
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held (a Ctrl-C waits) while children are forked: a signal between a
+    fork and the child's own handlers would otherwise run the parent's handler in the child."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
+
+
+def fork(child: Callable[[], int]) -> int:
+    """Fork (inside `signals_held`) a process that runs `child()` and exits with its code: no
+    atexit handler, finaliser or `finally` of the parent's stack runs in it. The child's pid."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = child()
+        finally:
+            os._exit(code)
+    return pid
+
+
+def enter_child(parent: int, on_term: Any) -> bool:
+    """In a forked child, first: Ctrl-C left to the parent (which stops its children), SIGTERM to
+    `on_term`, a parent killed with -9 taking the child with it (Linux's parent-death signal), then
+    the held signals taken. Whether the parent is still there."""
+    from needlepoint.serve.guard import arm_parent_death_signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, on_term)
+    arm_parent_death_signal()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
+    return os.getppid() == parent  # else it died before the signal was armed
+
+
+class Tail:
     """The whole lines appended to a file since `start`, each with its record ({} when the line is
     no record: it is copied all the same, and the scorer, which reads strictly, names it)."""
 
@@ -152,7 +183,7 @@ class _Worker:
     def __init__(self, pid: int, pipe: int, part: Path) -> None:
         self.pid = pid
         self.pipe = pipe
-        self.tail = _Tail(part)
+        self.tail = Tail(part)
         self.said = b""
         self.end: WorkerEnd | None = None
         os.set_blocking(pipe, False)
@@ -199,33 +230,30 @@ def answer_in_processes(
     interrupted or when a worker was; what `on_record` raises stops the workers too."""
     if not hasattr(os, "fork"):
         raise DataError("--processes needs a system with fork (Linux, macOS); pass --processes 1")
-    from needlepoint.serve.guard import arm_parent_death_signal
-
     parts = _parts(todo, count, cost)
     workers: list[_Worker] = []
     parent = os.getpid()
+
+    def child(part: list[Any], index: int, read_end: int, write_end: int) -> Callable[[], int]:
+        def run() -> int:
+            for fd in (read_end, *(w.pipe for w in workers)):  # the other workers' pipes are not its own
+                os.close(fd)
+            return _worker(_diverted(answer, store), part, index, write_end, parent)
+
+        return run
+
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)  # a Ctrl-C now waits until every worker is known
-        try:
+        with signals_held():  # a Ctrl-C now waits until every worker is known
             for index, part in enumerate(parts):
                 read_end, write_end = os.pipe()
                 try:
-                    pid = os.fork()
+                    pid = fork(child(part, index, read_end, write_end))
                 except OSError:
                     os.close(read_end)
-                    os.close(write_end)
                     raise
-                if pid == 0:
-                    try:
-                        for fd in (read_end, *(w.pipe for w in workers)):  # the other workers' pipes are not its own
-                            os.close(fd)
-                        _worker(_diverted(answer, store), part, index, write_end, parent, arm_parent_death_signal)
-                    finally:
-                        os._exit(1)
-                os.close(write_end)
+                finally:
+                    os.close(write_end)
                 workers.append(_Worker(pid, read_end, store.part_path(index)))
-        finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
         on_start()
         last_tick = time.monotonic()
         while not all(w.end is not None for w in workers):

@@ -23,7 +23,7 @@ import io
 import json
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,7 +193,8 @@ class SimulatedServer:
     `text_vector` and `image_vector` (of the image's bytes) make the vectors, for a test that sets
     each piece's score by hand; `tokenize_delay_s` delays each `/tokenize` request.
 
-    For the tests: `in_flight` counts the requests being answered now and `peak` the most at once;
+    For the tests: `hold`, when set, is awaited with each chat request's key before it is answered
+    (a test holds a request until something else has happened); `in_flight` counts the requests being answered now and `peak` the most at once;
     with `keep_requests`, `requests` keeps each chat request's (headers, JSON body) and
     `embed_requests` each embedding or tokenize request's (endpoint, JSON body), in arrival order
     (see `bodies`); a body that is not JSON is kept as None.
@@ -219,6 +220,7 @@ class SimulatedServer:
     image_vector: Callable[[bytes], list[float]] = simulated_image_embedding
     tokenize_delay_s: float = 0.0
     keep_requests: bool = False
+    hold: Callable[[str], Awaitable[None]] | None = None
 
     def __post_init__(self) -> None:
         self.requests: list[tuple[dict[str, str], Any]] = []
@@ -451,6 +453,8 @@ class SimulatedServer:
                 return web.Response(status=200, body=b"[" * 5000 + b"]" * 5000, content_type="application/json")
             if fault == "badjson":
                 return web.Response(status=200, text="{not json", content_type="application/json")
+        if self.hold is not None:
+            await self.hold(key)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         answers = self.script.get(key)

@@ -6,16 +6,14 @@ Cheap by construction, because a report of thousands of samples must not outlast
   image only: rescoring, another prediction or a rewritten report reuse it;
 - an image is decoded at reduced size (`images.decode_rgb`: JPEG draft mode, big PNGs in bands);
 - a thumbnail's file name is a hash of the image's key followed by the image's own pixel size (what
-  the boxes refer to), so an existing one (a resumed run, a rewritten report) is reused after one
-  directory listing;
+  the boxes refer to), so an existing one (a resumed run, a rewritten report, a draft) is reused
+  after one directory listing;
 - thumbnails are drawn on every core: in worker processes when there are many (a thread would
-  wait for the interpreter lock that the run's event loop holds), on threads for a few; and
-  `Drafter` starts drawing them while the run is still answering, from the bytes each request
-  has just read. What the run could not draw before its last answer is, for a small JPEG, its
-  own bytes (`COPY_MAX_BYTES`): decoding a JPEG costs over a millisecond however small the
-  thumbnail, and the run's end must not wait on it (docs/performance.md). The drawing processes
-  run at a lower priority (`DRAWING_NICENESS`), so on a busy machine the drafts take what the
-  client and the server leave.
+  wait for the interpreter lock), on threads for a few; while a run answers, forked processes
+  draw them at a lower priority (`report.drafts`), and what they could not draw before the last
+  answer is, for a small JPEG, its own bytes (`COPY_MAX_BYTES`, `copy_missing`): decoding a JPEG
+  costs over a millisecond however small the thumbnail, and the run's end must not wait on it
+  (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -33,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.base import ReportImage, ReportItem
-from needlepoint.records import Record
 
 THUMB_MAX = 320  # the cards show images at most 320 px wide
 THUMB_QUALITY = 82
@@ -45,7 +42,6 @@ GT_COLOUR = "#1fbf4a"
 PRED_COLOUR = "#e0218a"
 GROUP_COLOURS = ("#22c55e", "#2f6fed", "#f59e0b", "#ef4444", "#a855f7", "#06b6d4", "#ec4899")
 PROCESS_MIN_IMAGES = 64  # from this many images on, draw in processes (their start costs about 0.2 s)
-DRAFT_BACKLOG = 256  # drafts holding their image bytes while waiting (about 20 MB of 85 KB JPEGs)
 _NAME = re.compile(r"^([0-9a-f]{20})-(\d+)x(\d+)\.jpg$")
 
 Size = tuple[int, int]
@@ -108,6 +104,35 @@ def copyable(data: bytes) -> Size | None:
     return (head[0], head[1]) if head is not None and head[2] in (1, 3) and max(head[:2]) <= COPY_MAX_SIDE else None
 
 
+def image_source(ref: Any) -> bytes | Path | None:
+    """What a thumbnail of the image `ref` (an ImageRef) is made from: a small image's bytes, a big
+    file's path (read as it is decoded); None when it cannot be read (the page says so)."""
+    from needlepoint.images import read_small_image
+
+    try:
+        return read_small_image(ref) or ref.path
+    except Exception:
+        return None
+
+
+def draw(folder: Path, key: str, ref: Any, copy: bool = False) -> Size | None:
+    """Make and write the thumbnail `key` of the image `ref` here (`copy`: see `make_thumbnail`);
+    the image's size, None when it cannot be read."""
+    data = image_source(ref)
+    return None if data is None else _draw_job(str(folder), key, data, str(ref.key), copy)
+
+
+def existing(folder: Path) -> dict[str, Size]:
+    """The thumbnails a folder holds: key -> the image's size, from one listing of its file names."""
+    found: dict[str, Size] = {}
+    if folder.is_dir():
+        for entry in os.scandir(folder):
+            m = _NAME.match(entry.name)
+            if m:
+                found.setdefault(m.group(1), (int(m.group(2)), int(m.group(3))))
+    return found
+
+
 def _draw_job(folder: str, key: str, data: bytes | Path, image_key: str, copy: bool) -> Size | None:
     """Make and write one thumbnail (in a worker thread or process); the image's size, None when
     the image cannot be read (the page says so)."""
@@ -131,15 +156,9 @@ class DrawingProcesses(Executor):
 
     def __init__(self, workers: int) -> None:
         self._jobs: queue.SimpleQueue[tuple[Future[Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
-        self.grow(workers)
-
-    def grow(self, workers: int) -> None:
-        """Start workers until there are `workers` of them."""
-        while len(self._threads) < workers:
-            thread = threading.Thread(target=self._feed, name="thumbs-feed", daemon=True)
+        self._threads = [threading.Thread(target=self._feed, name="thumbs-feed", daemon=True) for _ in range(workers)]
+        for thread in self._threads:
             thread.start()
-            self._threads.append(thread)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         """Queue `_draw_job(*args)` (the only job these workers run)."""
@@ -221,6 +240,15 @@ def _receive(stream: Any) -> bytes:
     return bytes(payload)
 
 
+def lower_priority() -> None:
+    """Run this process at DRAWING_NICENESS: drawing must never slow the answering (the run's
+    client and a server on the same machine come first)."""
+    try:
+        os.nice(DRAWING_NICENESS)
+    except (AttributeError, OSError):  # no nice() on this platform
+        pass
+
+
 def serve_drawing() -> None:
     """A drawing process (`DrawingProcesses`): `_draw_job` for each job read from stdin, its
     result written to stdout, until stdin closes."""
@@ -229,10 +257,7 @@ def serve_drawing() -> None:
     import sys
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:  # drafting must never slow the answering: the run's client and the server come first
-        os.nice(DRAWING_NICENESS)
-    except (AttributeError, OSError):  # no nice() on this platform
-        pass
+    lower_priority()
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     while True:
         try:
@@ -248,36 +273,27 @@ def _size(future: Future[Size | None]) -> Size | None:
     return future.result()
 
 
-def _all_cores() -> int:
+def all_cores() -> int:
+    """The processes that draw thumbnails: one a core, at most 8."""
     return max(1, min(8, os.cpu_count() or 1))
 
 
 class Thumbnails:
     """The thumbnails folder of one report: those that exist, and the drawing of missing ones on
     workers (threads, or processes for many images: drawing then never waits for the
-    interpreter lock that the run's event loop holds). `submit` starts drawing; `finish` returns
-    every wanted image's size. `copy_missing`: `finish` copies a small JPEG rather than draw it
-    (a run's end, which must not wait on decoding); a report written on its own draws them all."""
+    interpreter lock). `finish` returns every wanted image's size, drawing what is missing.
+    `copy_missing`: `finish` copies a small JPEG rather than draw it (a run's end, which must not
+    wait on decoding); a report written on its own draws them all."""
 
     def __init__(self, folder: Path, workers: int | None = None, processes: bool = False, copy_missing: bool = False) -> None:
         self.folder = Path(folder)
         self._done: dict[str, Size] = {}
-        self._scan()
         self._pending: dict[str, Future[Size | None]] = {}
         self._lock = threading.Lock()
-        self._workers = workers or _all_cores()
+        self._workers = workers or all_cores()
         self._processes = processes
         self._copy_missing = copy_missing
         self._pool: Executor | None = None
-        self._backlog = 0  # drafts waiting to be drawn, holding their image bytes
-
-    def _scan(self) -> None:
-        """Note the thumbnails the folder holds (an earlier session's, or other processes' drafts)."""
-        if self.folder.is_dir():
-            for entry in os.scandir(self.folder):
-                m = _NAME.match(entry.name)
-                if m:
-                    self._done.setdefault(m.group(1), (int(m.group(2)), int(m.group(3))))
 
     def _executor(self) -> Executor:
         """The pool (started on first use); call with the lock held."""
@@ -288,30 +304,17 @@ class Thumbnails:
                 self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="thumbs")
         return self._pool
 
-    def submit(self, image: ReportImage, draft: bool = False, copy: bool = False) -> str:
-        """Start drawing the thumbnail of `image` unless it exists or is under way; its key.
-        The image is read here, in the caller's thread. A draft never makes a loader read: one
-        with a `cached()` method (parquet rows) is asked for bytes already in memory, and a draft
-        whose bytes are gone (or that would hold more than DRAFT_BACKLOG images' bytes waiting) is
-        left to `finish`."""
-        from needlepoint.images import read_small_image
-
+    def _submit(self, image: ReportImage, copy: bool = False) -> str:
+        """Start drawing the thumbnail of `image` unless it exists or is under way; its key. The
+        image is read here, in the caller's thread; with `copy`, a small JPEG is written as it is."""
         key = thumb_key(image)
         with self._lock:
-            if key in self._done or key in self._pending or (draft and self._backlog >= DRAFT_BACKLOG):
+            if key in self._done or key in self._pending:
                 return key
         ref = image.image
-        try:
-            if draft:
-                peek = getattr(ref.loader, "cached", None)
-                data: bytes | Path | None = peek() if peek is not None else read_small_image(ref) or ref.path
-            else:
-                data = read_small_image(ref) or ref.path
-        except Exception:  # an unreadable image is drawn as missing
-            data = None
+        data = image_source(ref)
         if data is None:
-            if not draft:
-                self._fail(key)
+            self._fail(key)
             return key
         args = (str(self.folder), key, data, str(ref.key), copy)
         if copy and isinstance(data, bytes) and copyable(data) is not None:  # no decoding: written here, not sent to a worker
@@ -323,7 +326,6 @@ class Thumbnails:
         with self._lock:
             if key in self._done or key in self._pending:
                 return key
-            self._backlog += 1
             future = self._executor().submit(_draw_job, *args)
             self._pending[key] = future
         future.add_done_callback(lambda f: self._drawn(key, f))
@@ -338,7 +340,6 @@ class Thumbnails:
     def _drawn(self, key: str, future: Future[Size | None]) -> None:
         size = _size(future)
         with self._lock:
-            self._backlog -= 1
             if size is not None:
                 self._done[key] = size
 
@@ -353,36 +354,24 @@ class Thumbnails:
 
     def finish(self, items: Sequence[ReportItem]) -> dict[str, Size | None]:
         """Every thumbnail the items show, made if missing: key -> the image's size (None: unreadable).
-        Drafts under way end first (with `copy_missing`, those not started yet are cancelled and
-        copied instead); the rest is read in item order (parquet is read forward), a bounded number
-        of images at a time. Thumbnails no item shows any more are removed."""
+        The folder is listed again first (the drafts of `report.drafts`); what is missing is read
+        in item order (parquet is read forward), a bounded number of images at a time. Thumbnails
+        no item shows any more are removed."""
         wanted: dict[str, ReportImage] = {}
         for it in items:
             for im in it.images:
                 wanted.setdefault(thumb_key(im), im)
         with self._lock:
-            drafts = dict(self._pending)
-        if self._copy_missing:
-            for future in drafts.values():
-                future.cancel()  # only a draft still queued is cancelled
-        self._settle(drafts)
-        with self._lock:
-            self._pending.clear()  # a failed draft is tried once more below
-            self._scan()  # with the drafts of --processes workers
+            self._done.update(existing(self.folder))  # an earlier session's, and the drafts
             missing = [k for k in wanted if k not in self._done]
-        if not self._processes and self._pool is None and len(missing) >= PROCESS_MIN_IMAGES:
+        if len(missing) >= PROCESS_MIN_IMAGES:
             self._processes = True
-        self._workers = _all_cores()  # the report is all there is now
-        if isinstance(self._pool, DrawingProcesses):
-            self._pool.grow(self._workers)
-        elif self._pool is not None:
-            self.close()  # a thread pool sized for drafting
         window = 4 * self._workers
         running: set[Future[Size | None]] = set()
         for key in missing:
             if len(running) >= window:
                 running = wait(running, return_when=FIRST_COMPLETED).not_done
-            self.submit(wanted[key], copy=self._copy_missing)
+            self._submit(wanted[key], copy=self._copy_missing)
             with self._lock:
                 if key in self._pending:
                     running.add(self._pending[key])
@@ -398,17 +387,6 @@ class Thumbnails:
                     os.unlink(entry.path)
         return sizes
 
-    def end_drafts(self) -> None:
-        """Let the drafts under way end and drop those still queued (the report's `finish`, in this
-        process or another, makes what is missing), then stop the workers: for a process that
-        drafted while it answered and is about to exit (a --processes worker)."""
-        with self._lock:
-            drafts = dict(self._pending)
-        for future in drafts.values():
-            future.cancel()
-        self._settle(drafts)
-        self.close(cancel=True, wait=False)
-
     def close(self, cancel: bool = False, wait: bool = True) -> None:
         """Stop the workers, after the drawing under way (and what is queued, unless `cancel`);
         `wait=False` when nothing is under way: the workers then end on their own."""
@@ -418,49 +396,3 @@ class Thumbnails:
             pool.shutdown(wait=wait, cancel_futures=cancel)
         with self._lock:
             self._pending.clear()
-
-
-class Drafter:
-    """Draws a run's thumbnails while it answers: `add` is called with each stored record (see
-    `runner.RunOptions.on_record`); every few records the benchmark's report items for them are
-    built and their images submitted, with the bytes the request has just read. The report then
-    finds them drawn (`Thumbnails.finish`). `expected`: the samples the run will answer (from
-    PROCESS_MIN_IMAGES on, the drawing runs in processes), one per core: at 100 ms a request the
-    client leaves most of a core idle; what is not drafted while the run answers is made after
-    its last answer, a small JPEG copied rather than drawn (docs/performance.md). `share`: how
-    many processes draft at once (--processes), each drawing on its part of the cores."""
-
-    def __init__(
-        self,
-        folder: Path,
-        items_of: Callable[[list[Any], list[Record]], list[ReportItem]],
-        batch: int = 16,
-        expected: int = 0,
-        share: int = 1,
-    ) -> None:
-        workers = max(1, _all_cores() // share)
-        self.thumbnails = Thumbnails(folder, workers=workers, processes=expected >= PROCESS_MIN_IMAGES, copy_missing=True)
-        self._items_of = items_of
-        self._batch = batch
-        self._samples: list[Any] = []
-        self._records: list[Record] = []
-
-    def add(self, sample: Any, record: Record) -> None:
-        """Queue one finished sample; every `batch` samples, start drawing their thumbnails."""
-        self._samples.append(sample)
-        self._records.append(record)
-        if len(self._samples) >= self._batch:
-            self.flush()
-
-    def flush(self) -> None:
-        """Start drawing the thumbnails of the queued samples."""
-        samples, records = self._samples, self._records
-        self._samples, self._records = [], []
-        if not samples:
-            return
-        try:
-            for it in self._items_of(samples, records):
-                for im in it.images:
-                    self.thumbnails.submit(im, draft=True)
-        except Exception:  # drafts are an optimisation: the report draws what is missing
-            pass

@@ -1,0 +1,119 @@
+"""The report's thumbnails drawn while a run answers, by forked processes that follow its records file.
+
+Drafting must never slow the answering, so the run's client does nothing for it: before the run
+answers, `start` forks one process per core (at most 8), each in the idle scheduling class (it
+runs only on a core nothing else wants). Each holds the run's samples (the fork's copy), reads the records
+the run appends to its records file (`processes.Tail`: whole lines, in order; with `--processes`
+the command copies its workers' records there), builds the report items of those samples
+(`items_of`) and draws the thumbnails of the images whose key falls to it, reading each image
+itself (a parquet release through a handle of its own, see `parquet`). A process that finds more
+than DECODE_MAX new images of its own at one look is behind the run (a fast server: hundreds of
+answers a second) and writes a small JPEG as its own thumbnail, as the run's end would, rather
+than decode it (about ten times the CPU), so that it keeps up. After the last answer
+`Drafts.stop` ends them at once; a thumbnail being written then is left as a temporary file,
+which the report removes, and the report's `Thumbnails.finish` finds the drafts in the folder and
+makes the rest (a small JPEG copied as it is).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from needlepoint.benchmarks.base import ReportItem
+from needlepoint.processes import Tail, enter_child, fork, signals_held
+from needlepoint.records import Record
+from needlepoint.report.thumbs import all_cores, draw, existing, lower_priority, thumb_key
+
+MIN_SAMPLES = 64  # fewer samples to answer: the report draws at the end (a handful of images)
+POLL_S = 0.1  # how often a drafting process looks for new records
+DECODE_MAX = 16  # images a drafting process decodes from one look at the records; more: it copies
+
+ItemsOf = Callable[[list[Any], list[Record]], list[ReportItem]]
+
+
+class Drafts:
+    """The drafting processes of one run: `stop` ends them (and is safe to call twice)."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+
+    def stop(self) -> None:
+        """End the drafting processes and wait for them: nothing is written into the folder after."""
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGKILL)  # a draft half written is a temporary file the report removes
+            except ProcessLookupError:
+                pass
+        for pid in self.pids:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        self.pids = []
+
+
+def start(folder: Path, records: Path, samples: Sequence[Any], items_of: ItemsOf, expected: int) -> Drafts | None:
+    """Fork the drafting processes for a run that will answer `expected` samples into `records`
+    (None: too few to be worth it, or no fork on this system). A fork that fails leaves fewer."""
+    if expected < MIN_SAMPLES or not hasattr(os, "fork"):
+        return None
+    by_id = {str(s.id): s for s in samples}
+    count = all_cores()
+    parent = os.getpid()
+    pids: list[int] = []
+    with signals_held():
+        for index in range(count):
+            try:
+                pids.append(fork(partial(_draft, parent, folder, records, by_id, items_of, index, count)))
+            except OSError:  # drafts are an optimisation: the report makes what is missing
+                break
+    return Drafts(pids)
+
+
+def _idle() -> None:
+    """Run only on a core that nothing else wants (Linux's idle scheduling class), elsewhere at a
+    lower priority: a draft that is not drawn in time costs a copy at the run's end, while the
+    run's client and a server on the same machine must never wait for one."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        lower_priority()
+
+
+def _draft(parent: int, folder: Path, records: Path, by_id: dict[str, Any], items_of: ItemsOf, index: int, count: int) -> int:
+    """A drafting process: draw the thumbnails that fall to `index` (of `count`) of the samples
+    whose records appear, until stopped or the parent is gone."""
+    if not enter_child(parent, signal.SIG_DFL):
+        return 0
+    _idle()
+    done = set(existing(folder))
+    tail = Tail(records)
+    while os.getppid() == parent:
+        lines = tail.read()
+        tail.done()
+        answered = [r for _, r in lines if r and str(r["id"]) in by_id]
+        if not answered:
+            time.sleep(POLL_S)
+            continue
+        try:
+            items = items_of([by_id[str(r["id"])] for r in answered], answered)
+        except Exception:  # a record the report itself will name: no draft for it
+            continue
+        mine = [
+            (key, im.image)
+            for it in items
+            for im in it.images
+            if int(key := thumb_key(im), 16) % count == index and key not in done
+        ]
+        copy = len(mine) > DECODE_MAX  # behind the run: copy what the run's end would copy
+        for key, ref in mine:
+            if key not in done:
+                done.add(key)
+                draw(folder, key, ref, copy)
+    return 0

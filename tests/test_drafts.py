@@ -1,0 +1,158 @@
+"""The report's drafts (`report.drafts`): forked processes that draw the thumbnails of the samples
+whose records a run appends, from their own reads of the release, while the run answers; the run's
+client hands them nothing. The report then finds them in the folder and copies what they did not
+draw."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import records as stored_records
+from helpers import report_blob as blob
+from PIL import Image
+
+from needlepoint.api import evaluate
+from needlepoint.benchmarks.base import ReportImage
+from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.demo import HEIGHT, WIDTH, make_rows, write_release
+from needlepoint.config import RunConfig
+from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
+from needlepoint.report import drafts, thumbs
+
+SAMPLES = drafts.MIN_SAMPLES + 16
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[bytes]]:
+    """A Ref-Adv-s release in the Hugging Face parquet layout, and its images' bytes by row."""
+    rows = make_rows(SAMPLES)
+    data = write_release(tmp_path_factory.mktemp("drafts") / "data", rows)
+    return data, [r["image"]["bytes"] for r in rows]
+
+
+def _record(sample: Any) -> dict[str, Any]:
+    return {"id": sample.id, "status": "done", "turns": [{"reply": "x"}], "answer": [[1.0, 2.0, 30.0, 40.0]], "iou": 0.0}
+
+
+def _wait_for(count: int, folder: Path) -> dict[str, thumbs.Size]:
+    deadline = time.monotonic() + 60
+    while len(found := thumbs.existing(folder)) < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return found
+
+
+def test_drafts_draw_what_the_records_file_names_from_their_own_reads(release: tuple[Path, list[bytes]], tmp_path: Path) -> None:
+    data, originals = release
+    bench = RefAdv(box_format="abs_xyxy")
+    samples = bench.load(data)
+    # The parent has read from the parquet file: its reader thread and its file handle exist
+    # before the fork, and neither may be used by a drafting process.
+    assert samples[0].image.read_bytes() == originals[0]
+    run = tmp_path / "run"
+    run.mkdir()
+    folder, records = run / "report" / "thumbs", run / "records.jsonl"
+    answered = list(samples)[: SAMPLES - 10]
+    before, later = answered[:-5], answered[-5:]
+    records.write_text("".join(json.dumps(_record(s)) + "\n" for s in before) + "not a record\n")
+
+    def items_of(done: list[Any], recs: list[Any]) -> list[Any]:
+        return bench.report_items(samples.with_samples(done), recs)
+
+    started = drafts.start(folder, records, list(samples), items_of, expected=SAMPLES)
+    assert started is not None and len(started.pids) == thumbs.all_cores()
+    pids = list(started.pids)
+    try:
+        # The run reads the release through its own handle meanwhile, undisturbed...
+        assert [s.image.read_bytes() for s in samples] == originals
+        with records.open("a") as fh:  # ...and answers the later samples one at a time
+            for n, s in enumerate(later, 1):
+                fh.write(json.dumps(_record(s)) + "\n")
+                fh.flush()
+                _wait_for(len(before) + n, folder)
+        found = _wait_for(len(answered), folder)
+    finally:
+        started.stop()
+    key = {s.id: thumbs.thumb_key(ReportImage(s.image)) for s in samples}
+    assert set(found) == {key[s.id] for s in answered}  # those answered, no other
+    # What a process found at its first look: copied when that was more than it decodes at once
+    # (it was behind the run), else decoded; the later ones, one at a time, decoded.
+    share = [sum(int(key[s.id], 16) % len(pids) == i for s in before) for i in range(len(pids))]
+    for s in answered:
+        k, original = key[s.id], originals[int(s.id)]
+        assert found[k] == (WIDTH, HEIGHT)  # the image's own size, which the boxes refer to
+        made = (folder / thumbs.file_name(k, found[k])).read_bytes()
+        behind = s in before and share[int(k, 16) % len(pids)] > drafts.DECODE_MAX
+        assert made == (original if behind else thumbs.make_thumbnail(original, k)[0])
+        assert behind or max(Image.open(io.BytesIO(made)).size) <= thumbs.THUMB_MAX
+    for pid in pids:  # ended and reaped
+        assert not Path(f"/proc/{pid}").exists()
+    assert not [p for p in folder.iterdir() if ".tmp" in p.name]
+    started.stop()  # twice: nothing left to stop
+
+
+def test_a_small_run_forks_no_drafts(tmp_path: Path) -> None:
+    assert drafts.start(tmp_path, tmp_path / "records.jsonl", [], lambda d, r: [], expected=drafts.MIN_SAMPLES - 1) is None
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_run_draws_its_thumbnails_while_it_answers(release: tuple[Path, list[bytes]], tmp_path: Path, processes: int) -> None:
+    """The server holds the last sample's request until the drafts of every other sample are in
+    the folder: they can only come from the drafting processes, since the run has not ended (with
+    --processes, they follow the records the command copies from its workers). The report shows
+    them, and the last sample's thumbnail, which the run's end made, as well."""
+    data, originals = release
+    folder = tmp_path / "run" / "report" / "thumbs"
+    last = f"(case {SAMPLES - 1})"
+    held: list[int] = []
+
+    async def hold(key: str) -> None:
+        if last in key:
+            deadline = time.monotonic() + 60
+            while len(thumbs.existing(folder)) < SAMPLES - 1 and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            held.append(len(thumbs.existing(folder)))
+
+    with SimulatedServer(hold=hold) as server:
+        config = RunConfig(
+            benchmark="ref_adv_s",
+            data=data,
+            model=SIMULATED_MODEL_NAME,
+            api_urls=[server.url],
+            options={"box_format": "abs_xyxy"},
+            out=tmp_path / "run",
+            concurrency=4,
+            show_progress=False,
+            processes=processes,
+        )
+        result = evaluate(config)
+    assert held == [SAMPLES - 1]  # every other sample drafted before the last one was answered
+    assert len(stored_records(result.run_dir)) == SAMPLES
+    page = blob(result.run_dir / "report" / "index.html")
+    shown = {it["id"]: it["im"][0][0] for it in page["items"]}
+    assert len(shown) == SAMPLES
+    for sample_id, name in shown.items():
+        made = (result.run_dir / "report" / name).read_bytes()
+        key = name.split("/")[-1].split("-")[0]
+        assert made in (originals[int(sample_id)], thumbs.make_thumbnail(originals[int(sample_id)], key)[0])
+    assert not [c for c in os.listdir("/proc") if c.isdigit() and _parent(int(c)) == os.getpid() and _is_zombie(int(c))]
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
