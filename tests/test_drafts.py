@@ -9,6 +9,7 @@ import asyncio
 import io
 import json
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -41,11 +42,18 @@ def _record(sample: Any) -> dict[str, Any]:
     return {"id": sample.id, "status": "done", "turns": [{"reply": "x"}], "answer": [[1.0, 2.0, 30.0, 40.0]], "iou": 0.0}
 
 
-def _wait_for(count: int, folder: Path) -> dict[str, thumbs.Size]:
-    deadline = time.monotonic() + 60
+def _wait_for(count: int, folder: Path, deadline: float) -> dict[str, thumbs.Size]:
     while len(found := thumbs.existing(folder)) < count and time.monotonic() < deadline:
         time.sleep(0.02)
     return found
+
+
+def _reaped(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # no child of ours any more: ended and waited for
+        return True
+    return False
 
 
 def test_drafts_draw_what_the_records_file_names_from_their_own_reads(release: tuple[Path, list[bytes]], tmp_path: Path) -> None:
@@ -59,42 +67,108 @@ def test_drafts_draw_what_the_records_file_names_from_their_own_reads(release: t
     run.mkdir()
     folder, records = run / "report" / "thumbs", run / "records.jsonl"
     answered = list(samples)[: SAMPLES - 10]
-    before, later = answered[:-5], answered[-5:]
-    records.write_text("".join(json.dumps(_record(s)) + "\n" for s in before) + "not a record\n")
+    before, later, earlier = answered[:-5], answered[-5:], list(samples)[-3:]
+    old = "".join(json.dumps(_record(s)) + "\n" for s in earlier)  # a resumed run's: the report's to make
+    records.write_text(old)
 
     def items_of(done: list[Any], recs: list[Any]) -> list[Any]:
         return bench.report_items(samples.with_samples(done), recs)
 
-    started = drafts.start(folder, records, list(samples), items_of, expected=SAMPLES)
-    assert started is not None and len(started.pids) == thumbs.all_cores()
+    started = drafts.start(folder, records, list(samples), items_of, expected=SAMPLES, processes=2)
+    assert started is not None and len(started.pids) == 2
     pids = list(started.pids)
+    deadline = time.monotonic() + 120
     try:
         # The run reads the release through its own handle meanwhile, undisturbed...
         assert [s.image.read_bytes() for s in samples] == originals
-        with records.open("a") as fh:  # ...and answers the later samples one at a time
+        # ...answers many samples at once (all seen at one look: a new file in one rename)...
+        fresh = tmp_path / "records.new"
+        fresh.write_text(old + "".join(json.dumps(_record(s)) + "\n" for s in before) + "not a record\n")
+        fresh.replace(records)
+        _wait_for(len(before), folder, deadline)
+        with records.open("a") as fh:  # ...then the last ones one at a time
             for n, s in enumerate(later, 1):
                 fh.write(json.dumps(_record(s)) + "\n")
                 fh.flush()
-                _wait_for(len(before) + n, folder)
-        found = _wait_for(len(answered), folder)
+                _wait_for(len(before) + n, folder, deadline)
+        found = _wait_for(len(answered), folder, deadline)
     finally:
         started.stop()
     key = {s.id: thumbs.thumb_key(ReportImage(s.image)) for s in samples}
-    assert set(found) == {key[s.id] for s in answered}  # those answered, no other
-    # What a process found at its first look: copied when that was more than it decodes at once
-    # (it was behind the run), else decoded; the later ones, one at a time, decoded.
-    share = [sum(int(key[s.id], 16) % len(pids) == i for s in before) for i in range(len(pids))]
+    assert set(found) == {key[s.id] for s in answered}  # those answered since the start, no other
+    # What a process found at one look: copied when it was more than it decodes at once (it was
+    # behind the run), else decoded; the later ones, one at a time, decoded.
+    share = [sum(int(key[s.id], 16) % 2 == i for s in before) for i in range(2)]
+    assert all(n > drafts.DECODE_MAX for n in share)
     for s in answered:
         k, original = key[s.id], originals[int(s.id)]
         assert found[k] == (WIDTH, HEIGHT)  # the image's own size, which the boxes refer to
         made = (folder / thumbs.file_name(k, found[k])).read_bytes()
-        behind = s in before and share[int(k, 16) % len(pids)] > drafts.DECODE_MAX
-        assert made == (original if behind else thumbs.make_thumbnail(original, k)[0])
-        assert behind or max(Image.open(io.BytesIO(made)).size) <= thumbs.THUMB_MAX
-    for pid in pids:  # ended and reaped
-        assert not Path(f"/proc/{pid}").exists()
+        assert made == (original if s in before else thumbs.make_thumbnail(original, k)[0])
+        assert s in before or max(Image.open(io.BytesIO(made)).size) <= thumbs.THUMB_MAX
+    assert all(_reaped(pid) for pid in pids)
     assert not [p for p in folder.iterdir() if ".tmp" in p.name]
     started.stop()  # twice: nothing left to stop
+
+
+def test_an_interrupt_while_forking_stops_the_drafts_forked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    forked: list[int] = []
+    real = drafts.fork
+
+    def fork_once(child: Any) -> int:
+        if forked:
+            raise KeyboardInterrupt
+        forked.append(real(child))
+        return forked[-1]
+
+    monkeypatch.setattr(drafts, "fork", fork_once)
+    with pytest.raises(KeyboardInterrupt):
+        drafts.start(tmp_path, tmp_path / "records.jsonl", [], lambda d, r: [], expected=drafts.MIN_SAMPLES, processes=3)
+    assert len(forked) == 1 and _reaped(forked[0])
+
+
+@pytest.fixture
+def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The pids of the drafting processes that the test's runs start."""
+    pids: list[int] = []
+    real = drafts.start
+
+    def start(*args: Any, **kw: Any) -> drafts.Drafts | None:
+        made = real(*args, **kw)
+        pids.extend(made.pids if made is not None else [])
+        return made
+
+    monkeypatch.setattr(drafts, "start", start)
+    return pids
+
+
+def test_an_interrupted_run_stops_its_drafts(release: tuple[Path, list[bytes]], tmp_path: Path, forked: list[int]) -> None:
+    data, _ = release
+    running: list[int] = []
+
+    async def hold(key: str) -> None:
+        if "(case 20)" in key:
+            running.extend(forked)
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of the run
+            await asyncio.sleep(3600)
+
+    with SimulatedServer(hold=hold) as server, pytest.raises(KeyboardInterrupt):
+        evaluate(_config(data, server.url, tmp_path / "run"))
+    assert running and all(_reaped(pid) for pid in running)
+
+
+def _config(data: Path, url: str, out: Path, processes: int = 1) -> RunConfig:
+    return RunConfig(
+        benchmark="ref_adv_s",
+        data=data,
+        model=SIMULATED_MODEL_NAME,
+        api_urls=[url],
+        options={"box_format": "abs_xyxy"},
+        out=out,
+        concurrency=4,
+        show_progress=False,
+        processes=processes,
+    )
 
 
 def test_a_small_run_forks_no_drafts(tmp_path: Path) -> None:
@@ -102,7 +176,9 @@ def test_a_small_run_forks_no_drafts(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("processes", [1, 2])
-def test_a_run_draws_its_thumbnails_while_it_answers(release: tuple[Path, list[bytes]], tmp_path: Path, processes: int) -> None:
+def test_a_run_draws_its_thumbnails_while_it_answers(
+    release: tuple[Path, list[bytes]], tmp_path: Path, processes: int, forked: list[int]
+) -> None:
     """The server holds the last sample's request until the drafts of every other sample are in
     the folder: they can only come from the drafting processes, since the run has not ended (with
     --processes, they follow the records the command copies from its workers). The report shows
@@ -120,18 +196,7 @@ def test_a_run_draws_its_thumbnails_while_it_answers(release: tuple[Path, list[b
             held.append(len(thumbs.existing(folder)))
 
     with SimulatedServer(hold=hold) as server:
-        config = RunConfig(
-            benchmark="ref_adv_s",
-            data=data,
-            model=SIMULATED_MODEL_NAME,
-            api_urls=[server.url],
-            options={"box_format": "abs_xyxy"},
-            out=tmp_path / "run",
-            concurrency=4,
-            show_progress=False,
-            processes=processes,
-        )
-        result = evaluate(config)
+        result = evaluate(_config(data, server.url, tmp_path / "run", processes))
     assert held == [SAMPLES - 1]  # every other sample drafted before the last one was answered
     assert len(stored_records(result.run_dir)) == SAMPLES
     page = blob(result.run_dir / "report" / "index.html")
@@ -141,18 +206,4 @@ def test_a_run_draws_its_thumbnails_while_it_answers(release: tuple[Path, list[b
         made = (result.run_dir / "report" / name).read_bytes()
         key = name.split("/")[-1].split("-")[0]
         assert made in (originals[int(sample_id)], thumbs.make_thumbnail(originals[int(sample_id)], key)[0])
-    assert not [c for c in os.listdir("/proc") if c.isdigit() and _parent(int(c)) == os.getpid() and _is_zombie(int(c))]
-
-
-def _parent(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return -1
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
+    assert forked and all(_reaped(pid) for pid in forked)

@@ -345,8 +345,9 @@ def _run(
             await _close(owned)
 
     workers: list[Any] = []
-    drafts = _drafts(config, bench, samples, store, len(requested))
+    drafts = None
     try:
+        drafts = _drafts(config, bench, samples, store, requested, options.retry_failed)
         if config.processes > 1:
             workers = _answer_in_processes(config, bench, samples, generation, store, solver, given, options)
         else:
@@ -376,24 +377,25 @@ def _run(
         wall_s=wall_s,
     )
     if config.report:
-        from needlepoint.report.html import REPORT_DIR, THUMBS_DIR
-        from needlepoint.report.thumbs import Thumbnails
-
         answered = samples.subset(records)  # every finished record, not only this call's
-        thumbnails = Thumbnails(store.dir / REPORT_DIR / THUMBS_DIR, copy_missing=True)  # the run's end copies, never decodes
-        result.exports.extend(
-            write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics, store.header, thumbnails)
+        result.exports.extend(  # the run's end copies a missing small JPEG rather than decode it
+            write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics, store.header, True)
         )
     return result
 
 
-def _drafts(config: RunConfig, bench: Benchmark, samples: Dataset[Any], store: RunStore, expected: int) -> Any:
+def _drafts(
+    config: RunConfig, bench: Benchmark, samples: Dataset[Any], store: RunStore, requested: Dataset[Any], retry_failed: bool
+) -> Any:
     """The processes that draw the report's thumbnails while the run answers (report.drafts), or
-    None (--no-report, a small run)."""
+    None (--no-report, little to answer)."""
     if not config.report:
         return None
     from needlepoint.report import drafts
     from needlepoint.report.html import REPORT_DIR, THUMBS_DIR
+    from needlepoint.runner import pending
+
+    expected = len(pending(requested, store.records(), retry_failed))
 
     def items_of(done: list[Any], records: list[Record]) -> list[Any]:
         return bench.report_items(samples.with_samples(done), records)
@@ -555,16 +557,16 @@ def write_report(
     records: list[Record],
     metrics: dict[str, Any],
     header: RunHeader,
-    thumbnails: Any = None,
+    copy_missing: bool = False,
 ) -> list[Path]:
     """The HTML report of a run (`<run>/report/index.html`) with its header (run.json, as the open
     RunStore holds it) and the benchmark's figures (`DrawsFigures`, drawn first: the page shows
-    them); `thumbnails` (a report.thumbs.Thumbnails) brings those drawn during the run."""
+    them); `copy_missing`: see `report.html.write_run_report`."""
     from needlepoint.benchmarks.base import DrawsFigures
     from needlepoint.report.html import write_run_report
 
     figures = bench.figures(run_dir, metrics) if isinstance(bench, DrawsFigures) else []
-    return [*figures, write_run_report(run_dir, bench, samples, records, metrics, header, thumbnails)]
+    return [*figures, write_run_report(run_dir, bench, samples, records, metrics, header, copy_missing)]
 
 
 def score(

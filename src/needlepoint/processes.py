@@ -35,6 +35,7 @@ from typing import Any, cast
 
 from needlepoint.errors import DataError, InternalFault
 from needlepoint.records import Record
+from needlepoint.serve.guard import arm_parent_death_signal  # imported here, not in a child: no import lock after a fork
 from needlepoint.shard import assign
 from needlepoint.store import RunStore
 
@@ -133,8 +134,6 @@ def enter_child(parent: int, on_term: Any) -> bool:
     """In a forked child, first: Ctrl-C left to the parent (which stops its children), SIGTERM to
     `on_term`, a parent killed with -9 taking the child with it (Linux's parent-death signal), then
     the held signals taken. Whether the parent is still there."""
-    from needlepoint.serve.guard import arm_parent_death_signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, on_term)
     arm_parent_death_signal()

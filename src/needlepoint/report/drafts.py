@@ -1,11 +1,11 @@
 """The report's thumbnails drawn while a run answers, by forked processes that follow its records file.
 
 Drafting must never slow the answering, so the run's client does nothing for it: before the run
-answers, `start` forks one process per core (at most 8), each in the idle scheduling class (it
-runs only on a core nothing else wants). Each holds the run's samples (the fork's copy), reads the records
-the run appends to its records file (`processes.Tail`: whole lines, in order; with `--processes`
-the command copies its workers' records there), builds the report items of those samples
-(`items_of`) and draws the thumbnails of the images whose key falls to it, reading each image
+answers, `start` forks one process per core (at most 8), each in the idle scheduling class (a
+core only when no other program wants it). Each holds the run's samples (the fork's copy),
+reads the records the run appends to its records file from then on (`processes.Tail`: whole
+lines, in order; with `--processes` the command copies its workers' records there), builds the
+report items of those samples (`items_of`) and draws the thumbnails of the images whose key falls to it, reading each image
 itself (a parquet release through a handle of its own, see `parquet`). A process that finds more
 than DECODE_MAX new images of its own at one look is behind the run (a fast server: hundreds of
 answers a second) and writes a small JPEG as its own thumbnail, as the run's end would, rather
@@ -17,9 +17,11 @@ makes the rest (a small JPEG copied as it is).
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -40,8 +42,8 @@ ItemsOf = Callable[[list[Any], list[Record]], list[ReportItem]]
 class Drafts:
     """The drafting processes of one run: `stop` ends them (and is safe to call twice)."""
 
-    def __init__(self, pids: list[int]) -> None:
-        self.pids = pids
+    def __init__(self) -> None:
+        self.pids: list[int] = []
 
     def stop(self) -> None:
         """End the drafting processes and wait for them: nothing is written into the folder after."""
@@ -58,42 +60,63 @@ class Drafts:
         self.pids = []
 
 
-def start(folder: Path, records: Path, samples: Sequence[Any], items_of: ItemsOf, expected: int) -> Drafts | None:
-    """Fork the drafting processes for a run that will answer `expected` samples into `records`
-    (None: too few to be worth it, or no fork on this system). A fork that fails leaves fewer."""
+def start(
+    folder: Path, records: Path, samples: Sequence[Any], items_of: ItemsOf, expected: int, processes: int | None = None
+) -> Drafts | None:
+    """Fork `processes` (default: one a core, `thumbs.all_cores`) drafting processes for a run
+    that will answer `expected` samples, appending their records to `records` from now on (None:
+    too few to be worth it, or no fork on this system). A fork that fails leaves fewer; an
+    interrupt while forking stops those forked."""
     if expected < MIN_SAMPLES or not hasattr(os, "fork"):
         return None
     by_id = {str(s.id): s for s in samples}
-    count = all_cores()
+    count = processes or all_cores()
     parent = os.getpid()
-    pids: list[int] = []
-    with signals_held():
-        for index in range(count):
-            try:
-                pids.append(fork(partial(_draft, parent, folder, records, by_id, items_of, index, count)))
-            except OSError:  # drafts are an optimisation: the report makes what is missing
-                break
-    return Drafts(pids)
+    try:
+        since = records.stat().st_size  # what a resumed run answered before is the report's to make
+    except FileNotFoundError:
+        since = 0
+    drafts = Drafts()
+    gc.freeze()  # the collector in a child leaves the parent's objects alone: their pages stay shared
+    try:
+        with signals_held():
+            for index in range(count):
+                draft = partial(_draft, parent, folder, Tail(records, since), by_id, items_of, index, count)
+                try:
+                    drafts.pids.append(fork(draft))
+                except OSError:  # drafts are an optimisation: the report makes what is missing
+                    break
+    except BaseException:  # Ctrl-C, held until the forks were done
+        drafts.stop()
+        raise
+    finally:
+        gc.unfreeze()
+    return drafts
 
 
 def _idle() -> None:
-    """Run only on a core that nothing else wants (Linux's idle scheduling class), elsewhere at a
-    lower priority: a draft that is not drawn in time costs a copy at the run's end, while the
-    run's client and a server on the same machine must never wait for one."""
+    """Run in Linux's idle scheduling class (a core only when no other program wants it, bar a
+    sliver: weight 3 against a normal program's 1,024), elsewhere at a lower priority: a draft
+    not drawn in time costs a copy at the run's end, while the run's client and a server on the
+    same machine must not wait for one."""
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):
         lower_priority()
 
 
-def _draft(parent: int, folder: Path, records: Path, by_id: dict[str, Any], items_of: ItemsOf, index: int, count: int) -> int:
+def _draft(parent: int, folder: Path, tail: Tail, by_id: dict[str, Any], items_of: ItemsOf, index: int, count: int) -> int:
     """A drafting process: draw the thumbnails that fall to `index` (of `count`) of the samples
-    whose records appear, until stopped or the parent is gone."""
+    whose records `tail` finds, until stopped or the parent is gone. It writes nothing to the
+    terminal (a library's warning would land in the run's progress line)."""
     if not enter_child(parent, signal.SIG_DFL):
         return 0
     _idle()
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, 1)
+    os.dup2(quiet, 2)
+    warnings.simplefilter("ignore")
     done = set(existing(folder))
-    tail = Tail(records)
     while os.getppid() == parent:
         lines = tail.read()
         tail.done()

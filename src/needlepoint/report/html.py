@@ -503,26 +503,25 @@ def write_run_report(
     records: Sequence[Record],
     metrics: dict[str, Any],
     header: Mapping[str, Any],
-    thumbnails: Thumbnails | None = None,
+    copy_missing: bool = False,
 ) -> Path:
     """Write `<run>/report/index.html` (with thumbs/ and heatmaps/ beside it); return its path.
 
     What the page shows comes from the run: the benchmark's `report_items` (of the answered
     samples, `samples`, and their `records`) and `tables`, its declared title and labels, and the
-    heatmaps when the run folder has any; so one page layout serves every benchmark.
-    `thumbnails` may bring thumbnails already drawn (or under way) during the run."""
+    heatmaps when the run folder has any; so one page layout serves every benchmark. The
+    thumbnails already in the folder (an earlier page's, the run's drafts) are kept; with
+    `copy_missing` (a run's end) a missing small JPEG is copied rather than drawn."""
     run_dir = Path(run_dir)
     report_dir = run_dir / REPORT_DIR
     report_dir.mkdir(parents=True, exist_ok=True)
     target = report_dir / "index.html"
     content = report_digest(bench.name, records, metrics, header)
     if is_current(target, with_files(content, run_dir)):  # a finished run rerun: the page already shows these answers
-        if thumbnails is not None:
-            thumbnails.close(cancel=True)
         return target
     items = bench.report_items(samples, records)
     is_grouped = grouped(items)
-    thumbs = (thumbnails or Thumbnails(report_dir / THUMBS_DIR)).finish(items)
+    thumbs = Thumbnails(report_dir / THUMBS_DIR, copy_missing=copy_missing).finish(items)
     thinking = {str(r.get("id")): text for r in records if (text := reasoning_text(r))}
     blob = sample_blob(bench.name, items, thumbs, is_grouped, thinking, records)
 
@@ -582,7 +581,7 @@ def with_files(content: str, run_dir: Path) -> str:
     for folder in (run_dir / HEATMAPS_DIR, run_dir / REPORT_DIR / THUMBS_DIR):
         if folder.is_dir():
             for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-                if ".tmp" in entry.name:  # a thumbnail being written (drafts run beside the report)
+                if ".tmp" in entry.name:  # a thumbnail being written, or one a stopped draft left
                     continue
                 try:
                     st = entry.stat()

@@ -288,15 +288,13 @@ class Thumbnails:
     def __init__(self, folder: Path, workers: int | None = None, processes: bool = False, copy_missing: bool = False) -> None:
         self.folder = Path(folder)
         self._done: dict[str, Size] = {}
-        self._pending: dict[str, Future[Size | None]] = {}
-        self._lock = threading.Lock()
         self._workers = workers or all_cores()
         self._processes = processes
         self._copy_missing = copy_missing
         self._pool: Executor | None = None
 
     def _executor(self) -> Executor:
-        """The pool (started on first use); call with the lock held."""
+        """The pool (started on first use)."""
         if self._pool is None:
             if self._processes:
                 self._pool = DrawingProcesses(self._workers)
@@ -304,80 +302,45 @@ class Thumbnails:
                 self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="thumbs")
         return self._pool
 
-    def _submit(self, image: ReportImage, copy: bool = False) -> str:
-        """Start drawing the thumbnail of `image` unless it exists or is under way; its key. The
-        image is read here, in the caller's thread; with `copy`, a small JPEG is written as it is."""
-        key = thumb_key(image)
-        with self._lock:
-            if key in self._done or key in self._pending:
-                return key
-        ref = image.image
+    def _submit(self, key: str, ref: Any) -> Future[Size | None] | None:
+        """Start making the thumbnail `key` of the image `ref` (read here) on the workers; None when
+        it was made here (a small JPEG copied, with `copy_missing`) or cannot be read."""
         data = image_source(ref)
         if data is None:
-            self._fail(key)
-            return key
-        args = (str(self.folder), key, data, str(ref.key), copy)
-        if copy and isinstance(data, bytes) and copyable(data) is not None:  # no decoding: written here, not sent to a worker
-            size = _draw_job(*args)
-            with self._lock:
-                if size is not None:
-                    self._done[key] = size
-            return key
-        with self._lock:
-            if key in self._done or key in self._pending:
-                return key
-            future = self._executor().submit(_draw_job, *args)
-            self._pending[key] = future
-        future.add_done_callback(lambda f: self._drawn(key, f))
-        return key
-
-    def _fail(self, key: str) -> None:
-        future: Future[Size | None] = Future()
-        future.set_result(None)
-        with self._lock:
-            self._pending[key] = future
-
-    def _drawn(self, key: str, future: Future[Size | None]) -> None:
-        size = _size(future)
-        with self._lock:
-            if size is not None:
+            return None
+        args = (str(self.folder), key, data, str(ref.key), self._copy_missing)
+        if self._copy_missing and isinstance(data, bytes) and copyable(data) is not None:  # no decoding: written here
+            if (size := _draw_job(*args)) is not None:
                 self._done[key] = size
-
-    def _settle(self, jobs: dict[str, Future[Size | None]]) -> None:
-        """Wait for `jobs` and note their sizes (their callbacks may not have run yet)."""
-        wait(jobs.values())
-        with self._lock:
-            for key, future in jobs.items():
-                size = _size(future)
-                if size is not None:
-                    self._done[key] = size
+            return None
+        return self._executor().submit(_draw_job, *args)
 
     def finish(self, items: Sequence[ReportItem]) -> dict[str, Size | None]:
         """Every thumbnail the items show, made if missing: key -> the image's size (None: unreadable).
-        The folder is listed again first (the drafts of `report.drafts`); what is missing is read
-        in item order (parquet is read forward), a bounded number of images at a time. Thumbnails
-        no item shows any more are removed."""
+        The folder is listed first (an earlier page's thumbnails, the drafts of `report.drafts`);
+        what is missing is read in item order (parquet is read forward), a bounded number of
+        images at a time. Thumbnails no item shows any more are removed."""
         wanted: dict[str, ReportImage] = {}
         for it in items:
             for im in it.images:
                 wanted.setdefault(thumb_key(im), im)
-        with self._lock:
-            self._done.update(existing(self.folder))  # an earlier session's, and the drafts
-            missing = [k for k in wanted if k not in self._done]
+        self._done.update(existing(self.folder))
+        missing = [k for k in wanted if k not in self._done]
         if len(missing) >= PROCESS_MIN_IMAGES:
             self._processes = True
         window = 4 * self._workers
+        jobs: dict[str, Future[Size | None]] = {}
         running: set[Future[Size | None]] = set()
         for key in missing:
             if len(running) >= window:
                 running = wait(running, return_when=FIRST_COMPLETED).not_done
-            self._submit(wanted[key], copy=self._copy_missing)
-            with self._lock:
-                if key in self._pending:
-                    running.add(self._pending[key])
-        with self._lock:
-            jobs = dict(self._pending)
-        self._settle(jobs)
+            if (future := self._submit(key, wanted[key].image)) is not None:
+                jobs[key] = future
+                running.add(future)
+        wait(jobs.values())
+        for key, future in jobs.items():
+            if (size := _size(future)) is not None:
+                self._done[key] = size
         self.close(cancel=True, wait=False)  # every job has ended; a worker process's exit is not waited for
         sizes: dict[str, Size | None] = {k: self._done.get(k) for k in wanted}
         keep = {file_name(k, s) for k, s in sizes.items() if s is not None}
@@ -390,9 +353,6 @@ class Thumbnails:
     def close(self, cancel: bool = False, wait: bool = True) -> None:
         """Stop the workers, after the drawing under way (and what is queued, unless `cancel`);
         `wait=False` when nothing is under way: the workers then end on their own."""
-        with self._lock:
-            pool, self._pool = self._pool, None
+        pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=wait, cancel_futures=cancel)
-        with self._lock:
-            self._pending.clear()
