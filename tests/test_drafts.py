@@ -152,7 +152,7 @@ def test_an_interrupted_run_stops_its_drafts(release: tuple[Path, list[bytes]], 
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of the run
             await asyncio.sleep(3600)
 
-    with SimulatedServer(hold=hold) as server, pytest.raises(KeyboardInterrupt):
+    with SimulatedServer(before_answer=hold) as server, pytest.raises(KeyboardInterrupt):
         evaluate(_config(data, server.url, tmp_path / "run"))
     assert running and all(_reaped(pid) for pid in running)
 
@@ -195,7 +195,7 @@ def test_a_run_draws_its_thumbnails_while_it_answers(
                 await asyncio.sleep(0.02)
             held.append(len(thumbs.existing(folder)))
 
-    with SimulatedServer(hold=hold) as server:
+    with SimulatedServer(before_answer=hold) as server:
         result = evaluate(_config(data, server.url, tmp_path / "run", processes))
     assert held == [SAMPLES - 1]  # every other sample drafted before the last one was answered
     assert len(stored_records(result.run_dir)) == SAMPLES

@@ -193,9 +193,9 @@ class SimulatedServer:
     `text_vector` and `image_vector` (of the image's bytes) make the vectors, for a test that sets
     each piece's score by hand; `tokenize_delay_s` delays each `/tokenize` request.
 
-    For the tests: `hold`, when set, is awaited with each chat request's key before it is answered
-    (a test holds a request until something else has happened); `in_flight` counts the requests being answered now and `peak` the most at once;
-    with `keep_requests`, `requests` keeps each chat request's (headers, JSON body) and
+    For the tests: `before_answer`, when set, is awaited with each chat request's key before it
+    is answered (a test holds a request until something else has happened); `in_flight` counts
+    the requests being answered now and `peak` the most at once; with `keep_requests`, `requests` keeps each chat request's (headers, JSON body) and
     `embed_requests` each embedding or tokenize request's (endpoint, JSON body), in arrival order
     (see `bodies`); a body that is not JSON is kept as None.
     """
@@ -220,7 +220,7 @@ class SimulatedServer:
     image_vector: Callable[[bytes], list[float]] = simulated_image_embedding
     tokenize_delay_s: float = 0.0
     keep_requests: bool = False
-    hold: Callable[[str], Awaitable[None]] | None = None
+    before_answer: Callable[[str], Awaitable[None]] | None = None
 
     def __post_init__(self) -> None:
         self.requests: list[tuple[dict[str, str], Any]] = []
@@ -453,8 +453,8 @@ class SimulatedServer:
                 return web.Response(status=200, body=b"[" * 5000 + b"]" * 5000, content_type="application/json")
             if fault == "badjson":
                 return web.Response(status=200, text="{not json", content_type="application/json")
-        if self.hold is not None:
-            await self.hold(key)
+        if self.before_answer is not None:
+            await self.before_answer(key)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         answers = self.script.get(key)
