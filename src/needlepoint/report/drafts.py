@@ -107,15 +107,11 @@ def _idle() -> None:
 
 def _draft(parent: int, folder: Path, tail: Tail, by_id: dict[str, Any], items_of: ItemsOf, index: int, count: int) -> int:
     """A drafting process: draw the thumbnails that fall to `index` (of `count`) of the samples
-    whose records `tail` finds, until stopped or the parent is gone. It writes nothing to the
-    terminal (a library's warning would land in the run's progress line)."""
+    whose records `tail` finds, until stopped or the parent is gone."""
     if not enter_child(parent, signal.SIG_DFL):
         return 0
     _idle()
-    quiet = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(quiet, 1)
-    os.dup2(quiet, 2)
-    warnings.simplefilter("ignore")
+    warnings.simplefilter("ignore")  # e.g. Pillow's on a big image: the run's progress line is the terminal's
     done = set(existing(folder))
     while os.getppid() == parent:
         lines = tail.read()
