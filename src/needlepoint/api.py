@@ -310,7 +310,7 @@ def _run(
     score, export and report every finished record of the folder: `--limit` bounds what is
     requested, never what a finished run's outputs cover."""
     from needlepoint.outcome import summary_lines
-    from needlepoint.runner import RunOptions, run
+    from needlepoint.runner import RunOptions, pending, run
     from needlepoint.usage import Budget, load_prices, summary_line
 
     started = time.monotonic()
@@ -326,16 +326,17 @@ def _run(
     model = given if given is not None else _model(config)
     owned = [*([] if given is not None else [model]), *solver.models().values()]
     options = RunOptions(concurrency=config.concurrency, retry_failed=config.retry_failed, show_progress=config.show_progress)
+    done = store.records()
     if budget.active:  # what the stored records used counts against the same budget
-        budget.add_records(store.records().values())
+        budget.add_records(done.values())
         options.gate = budget
     requested = samples[: config.limit] if config.limit else samples
+    todo = pending(requested, done, config.retry_failed)
 
     if config.batch:  # --batch: the requests go out as batches (batchrun.py)
         from needlepoint.batchrun import wrap
-        from needlepoint.runner import pending
 
-        model = wrap(model, config, store.dir, pending(requested, store.records(), config.retry_failed), options)
+        model = wrap(model, config, store.dir, todo, options)
         owned[0] = model
 
     async def go() -> None:
@@ -347,7 +348,7 @@ def _run(
     workers: list[Any] = []
     drafts = None
     try:
-        drafts = _drafts(config, bench, samples, store, requested, options.retry_failed)
+        drafts = _drafts(config, bench, samples, store, len(todo))
         if config.processes > 1:
             workers = _answer_in_processes(config, bench, samples, generation, store, solver, given, options)
         else:
@@ -384,18 +385,13 @@ def _run(
     return result
 
 
-def _drafts(
-    config: RunConfig, bench: Benchmark, samples: Dataset[Any], store: RunStore, requested: Dataset[Any], retry_failed: bool
-) -> Any:
-    """The processes that draw the report's thumbnails while the run answers (report.drafts), or
-    None (--no-report, little to answer)."""
+def _drafts(config: RunConfig, bench: Benchmark, samples: Dataset[Any], store: RunStore, expected: int) -> Any:
+    """The processes that draw the report's thumbnails while the run answers `expected` samples
+    (report.drafts), or None (--no-report, little to answer)."""
     if not config.report:
         return None
     from needlepoint.report import drafts
     from needlepoint.report.html import REPORT_DIR, THUMBS_DIR
-    from needlepoint.runner import pending
-
-    expected = len(pending(requested, store.records(), retry_failed))
 
     def items_of(done: list[Any], records: list[Record]) -> list[Any]:
         return bench.report_items(samples.with_samples(done), records)
