@@ -2,7 +2,7 @@
 
     python perf/bench_mm_niah_memory.py [--sizes 50,200] [--tokens 30000] [--images-per-doc 20]
                                               [--concurrency 16] [--delay-ms 0] [--report] [--bytes-only]
-                                              [--processes 1]
+                                              [--processes 1] [--local-images]
                                               [--work /tmp/np-bench-mm-niah] [--profile]
 
 Writes MM-NIAH release folders of N samples (documents of about --tokens tokens of real text,
@@ -20,6 +20,7 @@ N / (ceil(N / concurrency) x delay), the child's CPU seconds, mean request bytes
 spent loading, answering and finishing (scoring, leaderboard files, heatmaps with --report).
 The server's CPU seconds during the run are printed too: a server that parses every 4 MB body
 bounds the rate itself; with --bytes-only it reads bodies without parsing them (serve_simulated.py).
+--local-images runs the eval with it: the images go as file:// URLs and the server reads the files.
 Targets: peak RSS under 1.5 GB, flat in N; at 100 ms, 80% of the ideal rate at --concurrency 64.
 
 --profile additionally loads the largest set in this process under tracemalloc and prints where
@@ -195,6 +196,7 @@ def measure(
     delay_ms: float = 0.0,
     report: bool = False,
     processes: int = 1,
+    local_images: bool = False,
 ) -> dict[str, Any]:
     """Run the eval as a child process; its peak RSS, phase times, request sizes, and the rate at
     the server (requests / (last arrival - first arrival + delay)) against the ideal
@@ -221,6 +223,7 @@ def measure(
         "--no-progress",
         *([] if report else ["--no-report"]),
         *(["--processes", str(processes)] if processes > 1 else []),
+        *(["--local-images"] if local_images else []),
     ]
     server.stats()  # restart the counters
     server_cpu = server.cpu_s()
@@ -325,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay-ms", type=float, default=0.0, help="the server's answer time (default 0)")
     parser.add_argument("--report", action="store_true", help="with the report (default --no-report)")
     parser.add_argument("--processes", type=int, default=1, help="eval --processes N (default 1)")
+    parser.add_argument("--local-images", action="store_true", help="eval --local-images: the server reads the files")
     parser.add_argument(
         "--bytes-only",
         action="store_true",
@@ -351,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
             run_dir = work / "runs" / f"run-{n}-{time.strftime('%H%M%S')}"
             run_dir.parent.mkdir(parents=True, exist_ok=True)
             print(f"running {n} samples ...", file=sys.stderr)
-            res = measure(root, n, server, run_dir, ns.concurrency, ns.delay_ms, ns.report, ns.processes)
+            res = measure(root, n, server, run_dir, ns.concurrency, ns.delay_ms, ns.report, ns.processes, ns.local_images)
             res.update(shape)
             results.append(res)
     finally:

@@ -17,7 +17,8 @@ It stands in for a vLLM server in the Slurm test (tests/test_slurm.py).
 With --bytes-only, a chat request's body is read but not parsed, and every request gets --reply:
 a Python server that parses each body (json.loads of a 4 MB MM-NIAH document takes about 17 ms
 here) answers at most a few dozen such requests a second, less than the client it measures; a
-real server parses on its own cores. --script does not go with it.
+real server parses on its own cores. --script does not go with it. An image given by its file://
+URL (`eval --local-images`) is read from disk, as a server that reads the files itself does.
 
 With --stats FILE, SIGUSR1 writes {"requests": n, "first": t0, "last": t1} to FILE (atomically):
 the number of chat requests received since the previous SIGUSR1 and the arrival times (time.time(),
@@ -31,14 +32,17 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 import threading
 import time
 from typing import Any
+from urllib.request import url2pathname
 
 from needlepoint.models.simulated import SimulatedServer
 
+_FILE_URL = re.compile(rb'"file://([^"]+)"')
 DEFAULT_REPLY = '```json\n{"bboxes": [[100, 100, 300, 260]]}\n```'
 
 
@@ -117,7 +121,12 @@ def _bytes_only(base: type[SimulatedServer], reply: str) -> type[SimulatedServer
         async def _chat(self, request: Any) -> Any:
             from aiohttp import web
 
-            await request.read()
+            body = await request.read()
+            first = body.find(b'"url":"')  # the first image's URL (orjson's spacing); a file URL: --local-images
+            if first >= 0 and body.startswith(b"file://", first + 7):  # the server reads the files
+                for found in _FILE_URL.finditer(body):
+                    with open(url2pathname(found.group(1).decode()), "rb") as fh:
+                        fh.read()
             self.log.append(("", 0))
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)

@@ -4,6 +4,7 @@ on each benchmark's demo data."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from needlepoint.cli import main
 from needlepoint.config import RunConfig
 from needlepoint.conversation import Generation
 from needlepoint.dryrun import IMAGE_REF_SCHEME, QwenVLRule, dry_run_config, image_rule, text_counter
-from needlepoint.images import base64_jpeg
+from needlepoint.images import base64_jpeg, file_url
 from needlepoint.models.openai_compat import request_body
 
 DEMOS = [d for d in declarations() if d.demo]
@@ -39,16 +40,18 @@ def test_counts_are_those_of_the_requests_the_client_sends(demo: tuple[str, Path
     bench = make(name, **options)
     samples = bench.load(data)
     generation = bench.generation_defaults
-    sizes, images = [], 0
-    for s in samples:  # the bodies as the client builds them, images base64 and all
+    sizes, local_sizes, images = [], [], 0
+    for s in samples:  # the bodies as the client builds them, images base64 and all (or by URL)
         conv = bench.prompt(s)
+        gen = bench.generation(s, Generation(**generation))
         refs = [im for m in conv.messages for im in m.images]
         images += len(refs)
-        sizes.append(
-            len(request_body(config.model, conv, bench.generation(s, Generation(**generation)), [base64_jpeg(r) for r in refs]))
-        )
+        sizes.append(len(request_body(config.model, conv, gen, [base64_jpeg(r) for r in refs])))
+        local_sizes.append(len(request_body(config.model, conv, gen, [file_url(r) or base64_jpeg(r) for r in refs])))
     assert summary["samples"] == summary["requests"] == len(samples)
     assert summary["images"] == images and summary["bytes"] == sum(sizes)
+    assert dry_run_config(replace(config, local_images=True)).to_dict()["bytes"] == sum(local_sizes)
+    assert (sum(local_sizes) < sum(sizes)) == (name != "ref_adv_s")  # Ref-Adv-s: images inside parquet files
     assert summary["largest_request"]["bytes"] == max(sizes)
     assert summary["image_tokens"] is not None  # Qwen2.5-VL's rule, from the model's name
     lines = [json.loads(line) for line in out.read_text().splitlines()]

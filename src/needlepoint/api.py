@@ -77,7 +77,7 @@ def client_settings(config: RunConfig) -> Any:
     retry = RetryPolicy(
         max_retries=config.max_retries, base_s=config.backoff_base_s, max_wait_s=config.max_wait_s, timeout_s=timeout_s
     )
-    return ClientSettings(retry, config.reencode_images, config.max_request_bytes, config.concurrency)
+    return ClientSettings(retry, config.reencode_images, config.max_request_bytes, config.concurrency, config.local_images)
 
 
 def _model(config: RunConfig) -> Any:
@@ -92,6 +92,7 @@ def _model(config: RunConfig) -> Any:
         reencode_images=client.reencode_images,
         max_request_bytes=client.max_request_bytes,
         max_in_flight=config.concurrency,
+        local_images=client.local_images,
     )
 
 
@@ -128,6 +129,7 @@ class EvaluateSettings(TypedDict, total=False):
     max_retries: int
     backoff_base_s: float
     reencode_images: bool
+    local_images: bool
     max_request_bytes: int | None
     max_wait_s: float
     neutral_sampling: bool
@@ -201,10 +203,13 @@ def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSett
         if config.serve is not None:  # --serve: the servers start now, their logs in the run folder
             from needlepoint.serve import SERVE_DIR
 
-            config.serve.start(run_dir / SERVE_DIR, max_images(bench, requested), config.structured_output)
+            local_media = config.data if config.local_images else None
+            config.serve.start(run_dir / SERVE_DIR, max_images(bench, requested), config.structured_output, local_media)
         if model is None:
             check_endpoints(config)
         _check_solver_models(solver)
+        if config.local_images:
+            check_local_images(config, bench, requested, solver, model)
     header: RunHeader = {
         "needlepoint": __version__,
         "hash": run_hash,
@@ -284,6 +289,31 @@ def _check_solver_models(solver: Solver) -> None:
                     await _close([m])  # its connections belong to this event loop; the run opens new ones
 
         asyncio.run(go())
+
+
+PROBED_SAMPLES = 100  # --local-images: the first samples searched for an image file to send by its URL
+
+
+def check_local_images(config: RunConfig, bench: Benchmark, samples: Sequence[Any], solver: Solver, model: Model | None) -> None:
+    """--local-images: every chat client of the run that sends image files by their URL gets one
+    such request answered (OpenAICompatModel.check_local_images), before a run folder exists.
+    Nothing is asked when the first samples have no image file that goes as it is stored."""
+    from needlepoint.images import file_url
+
+    images = (r for s in samples[:PROBED_SAMPLES] for m in bench.prompt(s).messages for r in m.images)
+    ref = next((r for r in images if file_url(r, config.reencode_images) is not None), None)
+    if ref is None:
+        return
+    clients: list[Any] = [m for m in solver.models().values() if getattr(m, "local_images", False)]
+
+    async def go() -> None:
+        for m in ([_model(config)] if model is None else []) + clients:
+            try:
+                await m.check_local_images(ref, config.data.absolute())
+            finally:
+                await m.aclose()  # its connections belong to this event loop; the run opens new ones
+
+    asyncio.run(go())
 
 
 def _check_of(model: ChecksEndpoints | Checks) -> Callable[[], Awaitable[None]]:

@@ -163,6 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-request-bytes", type=int, help="report requests larger than this instead of sending them")
     ev.add_argument("--reencode-images", action="store_true", help="re-encode JPEG sources too (JPEG q95 after RGB)")
     ev.add_argument(
+        "--local-images",
+        action="store_true",
+        help="send image files the client would send as they are by their file:// URL, for a server on this machine to "
+        "read itself instead of their base64 (vLLM: --allowed-local-media-path DATA; --serve vllm adds it); "
+        "the model sees the same bytes",
+    )
+    ev.add_argument(
         "--shard",
         metavar="I/N",
         help="answer only shard I of N (a fixed, cost-balanced 1/N of the samples); combine the shards with `needlepoint merge`",
@@ -367,6 +374,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         retry_failed=ns.retry_failed,
         max_retries=ns.max_retries,
         reencode_images=ns.reencode_images,
+        local_images=ns.local_images,
         max_request_bytes=ns.max_request_bytes,
         max_wait_s=ns.max_wait,
         neutral_sampling=ns.neutral_sampling,

@@ -64,6 +64,7 @@ class RunConfig:
     batch: bool = False  # --batch: the requests go out as OpenAI batches (batchrun.py); recorded, not identity
     batch_poll_s: float = 30.0  # --batch-poll: seconds between batch status requests
     processes: int = 1  # --processes: client processes answering the run (processes.py); not identity
+    local_images: bool = False  # --local-images: image files go as file:// URLs (the same bytes); not identity
 
     def __post_init__(self) -> None:
         """Check the numbers and URLs a user typed, each in one sentence."""
@@ -88,6 +89,11 @@ class RunConfig:
                 self.processes == 1 or not (self.batch or self.max_cost is not None or self.max_tokens_total is not None),
                 "--processes answers in several processes, while --batch, --max-cost and --max-tokens-total need one "
                 "that sees every request; pass --processes 1 with them",
+            ),
+            (
+                not (self.local_images and self.batch),
+                "--local-images sends file:// URLs that only a server on this machine can read, while --batch sends "
+                "the requests to a batch API; pass one of them",
             ),
             (
                 not (self.retry_failed and self.fresh),
@@ -144,6 +150,7 @@ class RunConfig:
             **{k: v for k, v in self._usage_settings().items() if v is not None},
             **({"batch": True, "batch_poll_s": self.batch_poll_s} if self.batch else {}),
             **({"processes": self.processes} if self.processes > 1 else {}),
+            **({"local_images": True} if self.local_images else {}),
             **(
                 {"solver": self.solver, "solver_options": public_solver_options(self.solver_options)}
                 if self.solver != "default"

@@ -99,20 +99,22 @@ def text_counter(tokenizer: Path | None) -> tuple[Callable[[str], int], str]:
 
 @dataclass
 class ImageFacts:
-    """What a request carries of one image: its base64 length and the sent JPEG's size in pixels."""
+    """What a request carries of one image: its base64 length (or its file URL, --local-images)
+    and the sent JPEG's size in pixels."""
 
     b64_bytes: int
     width: int
     height: int
+    url: bytes | None = None
 
 
-def _image_facts(ref: ImageRef, reencode: bool) -> ImageFacts:
-    from needlepoint.images import encode_jpeg, jpeg_header
+def _image_facts(ref: ImageRef, reencode: bool, local: bool = False) -> ImageFacts:
+    from needlepoint.images import encode_jpeg, file_url, jpeg_header
 
     data = encode_jpeg(ref, reencode)
     head = jpeg_header(data)
     width, height = (head[0], head[1]) if head else (0, 0)
-    return ImageFacts(4 * math.ceil(len(data) / 3), width, height)
+    return ImageFacts(4 * math.ceil(len(data) / 3), width, height, file_url(ref, reencode) if local else None)
 
 
 @dataclass
@@ -259,12 +261,12 @@ def _request_facts(
 
     refs = _refs(conv)
     image_facts = [facts[(r.key, r.max_side)] for r in refs]
-    body = request_body(model, conv, gen, [b""] * len(refs))  # the images' base64 added below
+    body = request_body(model, conv, gen, [f.url or b"" for f in image_facts])  # the images' base64 added below
     text_tokens = sum(count_text(m.text) for m in conv.messages)
     image_tokens = sum(rule.tokens(f.width, f.height) for f in image_facts) if rule else (0 if not refs else None)
     repair = bench.followup(sample, Parsed(error="dry run"), "length")
     repair_tokens = (gen.max_tokens or 0) + count_text(repair) if repair else 0
-    size = len(body) + sum(f.b64_bytes for f in image_facts)
+    size = len(body) + sum(f.b64_bytes for f in image_facts if f.url is None)
     return RequestFacts(sample.id, size, len(refs), text_tokens, image_tokens, repair_tokens)
 
 
@@ -279,6 +281,7 @@ def dry_run(
     write: Path | None = None,
     write_count: int = 0,
     reencode_images: bool = False,
+    local_images: bool = False,
     workers: int = 4,
 ) -> DryRunSummary:
     """Build every first-turn request of `samples` (the default solver's: `bench.prompt` with
@@ -301,7 +304,7 @@ def dry_run(
             for start in range(0, len(samples), CHUNK):  # a chunk's conversations at a time: memory stays flat
                 built = [(s, bench.prompt(s), bench.generation(s, generation)) for s in samples[start : start + CHUNK]]
                 new = {(r.key, r.max_side): r for _, conv, _ in built for r in _refs(conv) if (r.key, r.max_side) not in facts}
-                facts.update(zip(new, pool.map(lambda r: _image_facts(r, reencode_images), new.values())))
+                facts.update(zip(new, pool.map(lambda r: _image_facts(r, reencode_images, local_images), new.values())))
                 for sample, conv, gen in built:
                     summary.requests.append(_request_facts(bench, model, sample, conv, gen, facts, count_text, rule))
                     if bodies is not None and summary.written_count < write_count:
@@ -356,6 +359,7 @@ def dry_run_config(
         write=write,
         write_count=write_count,
         reencode_images=config.reencode_images,
+        local_images=config.local_images,
     )
     summary.benchmark = config.benchmark
     summary.run_dir = run_dir

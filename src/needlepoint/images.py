@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
 
 JPEG_QUALITY = 95
+# A request with more images (an MM-NIAH document) has them read, encoded and described in one
+# worker thread, so the event loop keeps answering; fewer (Ref-Adv-s, MC-Bench) are read on the
+# loop, where a thread hop would cost more than the read.
+ON_LOOP_IMAGES = 2
 
 
 def stays_inside(relative: str) -> bool:
@@ -100,10 +104,11 @@ def read_small_image(ref: ImageRef) -> bytes | None:
     return _read_stored(ref, INLINE_FILE_BYTES)
 
 
-def _read_stored(ref: ImageRef, limit: int | None) -> bytes | None:
-    """An image's stored bytes (None for a file over `limit`). A file is read in one open, its size
-    and type taken from the open file; one that is not a regular file (a FIFO, a link to
-    /dev/zero) is refused before it can block the open or be read without end."""
+def _read_stored(ref: ImageRef, limit: int | None, head: int | None = None) -> bytes | None:
+    """An image's stored bytes (None for a file over `limit`; only its first `head` bytes when
+    given). A file is read in one open, its size and type taken from the open file; one that is not
+    a regular file (a FIFO, a link to /dev/zero) is refused before it can block the open or be
+    read without end."""
     if ref.loader is not None or ref.path is None:
         try:
             return ref.read_bytes()
@@ -115,6 +120,8 @@ def _read_stored(ref: ImageRef, limit: int | None) -> bytes | None:
             st = os.fstat(fh.fileno())
             if not stat.S_ISREG(st.st_mode):
                 raise DataError(f"image {ref.key} is not a regular file; replace it with the image file")
+            if head is not None:
+                return fh.read(head)
             return None if limit is not None and st.st_size > limit else fh.readall()
     except OSError as exc:
         raise DataError(f"image {ref.key} cannot be read ({exc.strerror or exc}); check the images folder") from None
@@ -153,6 +160,12 @@ def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
     return None
 
 
+def _sent_as_is(head: tuple[int, int, int], ref: ImageRef) -> bool:
+    """Whether a JPEG of this frame header (width, height, components) goes out as it is stored."""
+    width, height, components = head
+    return components == 3 and (ref.max_side is None or max(width, height) <= ref.max_side)
+
+
 def passes_through(data: bytes, ref: ImageRef, reencode: bool = False) -> bool:
     """True when the stored bytes can be sent as they are: an RGB JPEG within `ref.max_side`.
     Reads only the frame header (without Pillow for a JPEG), so it is cheap enough for the
@@ -161,8 +174,7 @@ def passes_through(data: bytes, ref: ImageRef, reencode: bool = False) -> bool:
         return False
     head = jpeg_header(data)
     if head is not None:
-        width, height, components = head
-        return components == 3 and (ref.max_side is None or max(width, height) <= ref.max_side)
+        return _sent_as_is(head, ref)
     im = _open(data, ref.key)
     too_big = ref.max_side is not None and max(im.size) > ref.max_side
     return im.format == "JPEG" and im.mode == "RGB" and not too_big
@@ -378,6 +390,23 @@ def to_base64(data: bytes) -> bytes:
 def base64_jpeg(ref: ImageRef, reencode: bool = False, data: bytes | None = None) -> bytes:
     """Base64 (ASCII bytes) of the JPEG to send for an image, with no cache (see encode_jpeg)."""
     return to_base64(encode_jpeg(ref, reencode, data))
+
+
+HEADER_BYTES = 64 << 10  # a JPEG's frame header lies within this much of its start (past EXIF and ICC data)
+
+
+def file_url(ref: ImageRef, reencode: bool = False) -> bytes | None:
+    """The `file://` URL (ASCII bytes) of an image file that would be sent as it is stored (an RGB
+    JPEG within `ref.max_side`, as `passes_through` decides from its frame header), for a server
+    on this machine to read instead of its base64 (--local-images); None for anything else (a
+    parquet row, an image to transcode, a frame header past HEADER_BYTES), which goes as base64.
+    A server decodes the same bytes either way. One open; at most HEADER_BYTES read."""
+    if reencode or ref.loader is not None or ref.path is None:
+        return None
+    head = jpeg_header(_read_stored(ref, None, HEADER_BYTES) or b"")
+    if head is None or not _sent_as_is(head, ref):
+        return None
+    return Path(os.path.abspath(ref.path)).as_uri().encode("ascii")
 
 
 def merge_pair(left: bytes, right: bytes, band: int = 20) -> tuple[bytes, int]:

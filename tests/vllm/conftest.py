@@ -195,7 +195,8 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @dataclass
 class Servers:
-    """The session's two servers: `open` needs no key; `keyed` requires API_KEY."""
+    """The session's two servers: `open` needs no key and reads local image files; `keyed` requires
+    API_KEY and reads none."""
 
     open: VllmServer
     keyed: VllmServer
@@ -213,7 +214,12 @@ def servers(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     logs = tmp_path_factory.mktemp("vllm-logs")
     pair = Servers(
         # without free JSON whitespace, as `--serve vllm --structured-output` starts vLLM (test_structured_output.py)
-        open=VllmServer(tiny_model, logs / "server-a.log", extra_args=list(COMPACT_JSON_FLAGS)),
+        # it reads image files under the session's temporary folder by their file:// URLs (--local-images)
+        open=VllmServer(
+            tiny_model,
+            logs / "server-a.log",
+            extra_args=[*COMPACT_JSON_FLAGS, "--allowed-local-media-path", str(tmp_path_factory.getbasetemp())],
+        ),
         keyed=VllmServer(tiny_model, logs / "server-b.log", api_key=API_KEY),
     )
     start_servers([pair.open, pair.keyed])

@@ -15,7 +15,7 @@ from needlepoint.benchmarks.mm_niah import demo as mm_niah
 from needlepoint.benchmarks.ref_adv import demo as ref_adv
 from needlepoint.status import DONE
 
-from .conftest import MODEL_NAME, Servers, needlepoint, read_records, vllm_counter
+from .conftest import API_KEY, MODEL_NAME, Servers, needlepoint, read_records, vllm_counter
 
 pytestmark = pytest.mark.vllm
 
@@ -162,3 +162,35 @@ def test_images_reach_the_model(releases: dict[str, tuple[Path, list[str]]], ser
     with urllib.request.urlopen(request, timeout=30) as resp:
         text_only = int(json.loads(resp.read())["count"])
     assert rec["turns"][0]["usage"]["prompt_tokens"] >= text_only + 2 * (4 + 2), (rec["turns"][0]["usage"], text_only)
+
+
+def test_local_images_reach_the_model_as_the_same_bytes(
+    releases: dict[str, tuple[Path, list[str]]], servers: Servers, tmp_path: Path
+) -> None:
+    """`--local-images`: vLLM reads MC-Bench's image files by their file:// URLs (server A runs with
+    --allowed-local-media-path), and the prompt tokens and greedy replies equal a base64 run's;
+    server B reads no local files, and the run is refused before a run folder exists."""
+    data, options = releases["mc_bench"]
+    args = ["eval", "mc_bench", "--data", str(data), "--model", MODEL_NAME, "--limit", "2", "--max-tokens", "12"]
+    args += ["--temperature", "0", "--concurrency", "1", "--no-progress", "--no-report", *options]
+    runs = {}
+    for flags in ([], ["--local-images"]):
+        out = tmp_path / ("local" if flags else "base64")
+        proc = needlepoint([*args, "--api-url", servers.open.url, "--out", str(out), *flags])
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[bool(flags)] = {r["id"]: r["turns"][0] for r in read_records(out)}
+    assert runs[True].keys() == runs[False].keys() and len(runs[True]) == 2
+    for key, local in runs[True].items():
+        base = runs[False][key]
+        assert local["error"] is None and local["reply"] == base["reply"], (local, base)
+        assert local["usage"]["prompt_tokens"] == base["usage"]["prompt_tokens"] > 2 * (4 + 2)
+        assert local["request_bytes"] < base["request_bytes"] / 2  # URLs, not the images' base64
+
+    out = tmp_path / "refused"
+    keyed = servers.ensure_keyed()
+    proc = needlepoint([*args, "--api-url", keyed.url, "--api-key", API_KEY, "--out", str(out), "--local-images"])
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "refused an image given by its file:// URL" in lines[0], proc.stderr[-3000:]
+    assert f"--allowed-local-media-path {data}" in lines[0] and "Traceback" not in proc.stderr
+    assert not out.exists()

@@ -129,18 +129,25 @@ _CONTEXT = re.compile(
 _IMAGES = re.compile(r"at most \d+ image|image\(s\) may be provided|limit_mm_per_prompt|too many images", re.I)
 
 
-def classify_rejection(http_status: int, body: str) -> str:
-    """The status kind of a non-retried HTTP answer: the server's error message decides whether the
-    prompt was too long or had too many images; any other 4xx is a rejected request."""
-    message = body
+def error_message(body: str | bytes) -> str:
+    """The server's message in an error answer: OpenAI's and vLLM's `{"error": {"message": ...}}`
+    (or a top-level `message`), else the body as text."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     try:
-        data = json.loads(body)
+        data = json.loads(text)
         if isinstance(data, dict):
             inner = data.get("error")
             err: dict[str, Any] = inner if isinstance(inner, dict) else data
-            message = str(err.get("message") or body)
+            return str(err.get("message") or text)
     except (ValueError, RecursionError):
         pass
+    return text
+
+
+def classify_rejection(http_status: int, body: str) -> str:
+    """The status kind of a non-retried HTTP answer: the server's error message decides whether the
+    prompt was too long or had too many images; any other 4xx is a rejected request."""
+    message = error_message(body)
     if _CONTEXT.search(message):
         return status.CONTEXT_TOO_LONG
     if _IMAGES.search(message):

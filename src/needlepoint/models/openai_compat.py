@@ -15,14 +15,15 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from needlepoint.conversation import Conversation, Generation, ImageRef, Reply
+from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Reply
 from needlepoint.endpoints import pasted_route_advice
 from needlepoint.errors import DataError, RequestError
 from needlepoint.files import json_line
-from needlepoint.images import ImageCache, base64_jpeg, passes_through, read_small_image, to_base64
+from needlepoint.images import ON_LOOP_IMAGES, ImageCache, base64_jpeg, file_url, passes_through, read_small_image, to_base64
 from needlepoint.models.http import (
     Endpoint,
     InvalidAnswer,
@@ -32,6 +33,7 @@ from needlepoint.models.http import (
     Unreachable,
     classify_rejection,
     endpoint,
+    error_message,
     head,
     load_json,
     retry_after_s,
@@ -61,20 +63,22 @@ __all__ = [
 
 CHAT = "chat"  # the lane of chat requests (their bound in flight, the wait note)
 PIECES_FROM_BYTES = 1 << 20  # a body this large goes out as its pieces (models/http.Pieces), never joined
-ON_LOOP_IMAGES = 2  # a request with more images is read and encoded in a worker thread (see _encode_images)
+LOCAL_IMAGES_PROBE = "Describe the image in one word."  # the text of check_local_images' request
 
 
 @dataclass(frozen=True)
 class ClientSettings:
     """The run's settings for every client it makes, a solver's own (a localizer, an embedder)
     as well as the --model one: the timeout, retries and waits (RetryPolicy), image re-encoding,
-    the request byte budget, and the samples in flight (`--concurrency`), which a solver's own
-    clients follow unless told otherwise."""
+    the request byte budget, the samples in flight (`--concurrency`), which a solver's own
+    clients follow unless told otherwise, and `local_images` (--local-images: image files go as
+    `file://` URLs that a server on this machine reads itself)."""
 
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     reencode_images: bool = False
     max_request_bytes: int | None = None
     concurrency: int = 32
+    local_images: bool = False
 
 
 # The request-body keys that the OpenAI chat schema or vLLM's sampling and chat parameters know;
@@ -198,6 +202,7 @@ def with_neutral_sampling(generation: Generation) -> Generation:
 _TOKEN = secrets.token_hex(8)
 _SLOT = re.compile(rb"@@np-image-" + _TOKEN.encode() + rb"-(\d+)@@")
 DATA_URL_PREFIX = b"data:image/jpeg;base64,"
+FILE_URL_PREFIX = b"file:"  # never the start of base64, whose alphabet has no colon
 
 
 def message_payload(conversation: Conversation, url_for: Callable[[ImageRef, int], str]) -> list[dict[str, Any]]:
@@ -220,26 +225,31 @@ def message_payload(conversation: Conversation, url_for: Callable[[ImageRef, int
     return out
 
 
-def request_body(model: str, conversation: Conversation, generation: Generation, images_b64: Sequence[bytes]) -> bytes:
-    """The JSON body of one chat-completions request, images given as base64 in order."""
-    return b"".join(request_pieces(model, conversation, generation, images_b64))
+def request_body(model: str, conversation: Conversation, generation: Generation, images: Sequence[bytes]) -> bytes:
+    """The JSON body of one chat-completions request, images given in order, each as its base64
+    or its `file://` URL (see `request_pieces`)."""
+    return b"".join(request_pieces(model, conversation, generation, images))
 
 
-def request_pieces(model: str, conversation: Conversation, generation: Generation, images_b64: Sequence[bytes]) -> list[bytes]:
-    """`request_body` as its pieces, JSON text and each image's base64 in turn (joined, the body).
+def request_pieces(model: str, conversation: Conversation, generation: Generation, images: Sequence[bytes]) -> list[bytes]:
+    """`request_body` as its pieces, JSON text and each image in turn (joined, the body): an
+    image's base64 goes out as a JPEG data URL, a `file://` URL (--local-images) as it is.
 
-    The base64 is spliced in as bytes after the rest is serialised: it never needs JSON escaping,
-    and scanning megabytes of it in json.dumps would be most of the cost of a request.
+    The images are spliced in as bytes after the rest is serialised: neither needs JSON escaping
+    (base64 and a quoted file URL are ASCII without quotes or backslashes), and scanning megabytes
+    of base64 in json.dumps would be most of the cost of a request.
     """
-    prefix = DATA_URL_PREFIX.decode("ascii")
     body: dict[str, Any] = {
         "model": model,
-        "messages": message_payload(conversation, lambda _, i: f"{prefix}@@np-image-{_TOKEN}-{i}@@"),
+        "messages": message_payload(conversation, lambda _, i: f"@@np-image-{_TOKEN}-{i}@@"),
     }
     body.update(sampling_params(generation))
     pieces = _SLOT.split(json_line(body))
     for i in range(1, len(pieces), 2):
-        pieces[i] = images_b64[int(pieces[i])]  # the data URL's prefix is in the text before it
+        image = images[int(pieces[i])]
+        if not image.startswith(FILE_URL_PREFIX):
+            pieces[i - 1] += DATA_URL_PREFIX  # the text before it ends the URL's opening quote
+        pieces[i] = image
     return pieces
 
 
@@ -265,6 +275,7 @@ class OpenAICompatModel:
         max_request_bytes: int | None = None,
         max_in_flight: int | None = None,
         flag: str = "--api-url",
+        local_images: bool = False,
     ) -> None:
         if api_key and any("@" in urlsplit(u).netloc for u in api_urls):
             raise DataError(f"an {flag} carries user info and --api-key is given too; pass the credential one way only")
@@ -277,6 +288,7 @@ class OpenAICompatModel:
         self.reencode_images = reencode_images
         self.max_request_bytes = max_request_bytes
         self.max_in_flight = max_in_flight
+        self.local_images = local_images
 
     @property
     def endpoints(self) -> list[Endpoint]:
@@ -315,13 +327,18 @@ class OpenAICompatModel:
         await self.transport.aclose()
 
     def _ready(self, ref: ImageRef) -> tuple[bytes | None, bytes | None]:
-        """(base64, stored bytes) of an image where no transcoding is needed: from the cache, or its
-        bytes sent as they are; (None, bytes or None) otherwise. Files are read here (page cache,
-        cheap), and so are loaded bytes already in memory (`cached()`: parquet rows read ahead);
-        other loads (a parquet read, a merged canvas, a big file) wait for `_encode`."""
+        """(what goes in the request, stored bytes) of an image where no transcoding is needed:
+        from the cache, its file URL (--local-images), or its bytes sent as they are as base64;
+        (None, bytes or None) otherwise. Files are read here (page cache, cheap), and so are loaded
+        bytes already in memory (`cached()`: parquet rows read ahead); other loads (a parquet read,
+        a merged canvas, a big file) wait for `_encode`."""
         b64 = self.images.get(ref)
         if b64 is not None:
             return b64, None
+        url = file_url(ref, self.reencode_images) if self.local_images else None
+        if url is not None:
+            self.images.put(ref, url)
+            return url, None
         peek = getattr(ref.loader, "cached", None)
         data = read_small_image(ref) if ref.loader is None else peek() if peek is not None else None
         if data is not None and passes_through(data, ref, self.reencode_images):
@@ -389,6 +406,26 @@ class OpenAICompatModel:
                 raise DataError(
                     f"{ep.label} does not serve model {self.name!r}; it serves {names or 'no model'}: pass one of these with --model"
                 )
+
+    async def check_local_images(self, ref: ImageRef, folder: Path, timeout_s: float = 120.0) -> None:
+        """Under --local-images: raise DataError, in one sentence, unless every endpoint answers a
+        request of the image file `ref` (one of `folder`, the data) given by its file:// URL: vLLM
+        reads none without --allowed-local-media-path over it, a server elsewhere cannot. One
+        request of one token an endpoint, before a run folder exists."""
+        url = file_url(ref, self.reencode_images)
+        if url is None:
+            return
+        probe = Conversation([Message("user", [ref, LOCAL_IMAGES_PROBE])])
+        body = request_body(self.name, probe, Generation(temperature=0.0, max_tokens=1), [url])
+        advice = f"start the server on this machine with --allowed-local-media-path {folder} (vLLM) or drop --local-images"
+        for ep in self.endpoints:
+            try:
+                code, raw = await self.transport.probe(_chat_url, ep, body, timeout_s)
+            except Unreachable as exc:
+                raise DataError(f"{ep.label} did not answer a request with an image file's URL ({exc}); {advice}") from None
+            if code != 200:
+                said = " ".join(error_message(raw).split())[:300]
+                raise DataError(f"{ep.label} refused an image given by its file:// URL (HTTP {code}: {said}); {advice}")
 
     def _not_found(self, ep: Endpoint) -> str:
         """A 404 on `<base>/models` where the base does not end in /v1: the commonest slip."""

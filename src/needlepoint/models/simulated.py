@@ -25,7 +25,10 @@ import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 from needlepoint.conversation import Conversation
 
@@ -153,6 +156,25 @@ def _first_user(messages: list[dict[str, Any]]) -> tuple[str, list[str]]:
     return "", []
 
 
+def _read_local_images(messages: list[dict[str, Any]], root: Path | None) -> str | None:
+    """Each image of `messages` given by a file:// URL replaced by the data URL of the file's bytes,
+    as vLLM reads one under --allowed-local-media-path `root`; vLLM's refusal (its words) otherwise."""
+    for m in messages:
+        content = m.get("content")
+        for part in content if isinstance(content, list) else []:
+            image = part.get("image_url") if part.get("type") == "image_url" else None
+            if not isinstance(image, dict) or not str(image.get("url", "")).startswith("file:"):
+                continue
+            url = str(image["url"])
+            if root is None:
+                return "Cannot load local files without `--allowed-local-media-path`."
+            path = Path(url2pathname(urlsplit(url).path))
+            if root.resolve() not in path.resolve().parents:
+                return f"The file path {path} must be a subpath of `--allowed-local-media-path {root}`."
+            image["url"] = "data:image/jpeg;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+    return None
+
+
 def request_key(messages: list[dict[str, Any]]) -> str:
     """What the server looks answers up by: the first user message's text, and a hash of its images
     (so that cases sharing a prompt text stay apart)."""
@@ -193,6 +215,10 @@ class SimulatedServer:
     `text_vector` and `image_vector` (of the image's bytes) make the vectors, for a test that sets
     each piece's score by hand; `tokenize_delay_s` delays each `/tokenize` request.
 
+    `local_media`, as vLLM's --allowed-local-media-path: a chat request's image given by a file://
+    URL under that folder is read and answered as its base64 would be; any other file URL gets
+    vLLM's 400.
+
     For the tests: `before_answer`, when set, is awaited with each chat request's key before it
     is answered (a test holds a request until something else has happened); `in_flight` counts
     the requests being answered now and `peak` the most at once; with `keep_requests`, `requests` keeps each chat request's (headers, JSON body) and
@@ -221,6 +247,7 @@ class SimulatedServer:
     tokenize_delay_s: float = 0.0
     keep_requests: bool = False
     before_answer: Callable[[str], Awaitable[None]] | None = None
+    local_media: Path | None = None
 
     def __post_init__(self) -> None:
         self.requests: list[tuple[dict[str, str], Any]] = []
@@ -432,6 +459,9 @@ class SimulatedServer:
             return refused
         body = await request.json()
         messages = body.get("messages", [])
+        refusal = _read_local_images(messages, self.local_media)
+        if refusal is not None:
+            return web.json_response({"error": {"message": refusal, "type": "BadRequestError", "code": 400}}, status=400)
         key = request_key(messages)
         if key not in self.script:
             key = _first_user(messages)[0]

@@ -127,11 +127,17 @@ def _runs(executable: str) -> bool:
 
 
 def server_command(
-    spec: ServeSpec, start: Sequence[str], port: int, max_images: int | None = None, compact_json: bool = False
+    spec: ServeSpec,
+    start: Sequence[str],
+    port: int,
+    max_images: int | None = None,
+    compact_json: bool = False,
+    local_media: Path | None = None,
 ) -> list[str]:
     """The full command of one server of `spec`, after `start` (see `launcher`); `compact_json`
     (--structured-output) drops free whitespace from vLLM's JSON grammars, so that a constrained
-    reply has a bounded length (structured.py)."""
+    reply has a bounded length (structured.py); `local_media` (--local-images) lets a vLLM chat
+    server read the image files under that folder by their file:// URLs."""
     engine = ENGINES[spec.engine]
     module_form = "-m" in start
     args = list(spec.args)
@@ -151,6 +157,8 @@ def server_command(
             cmd += ["--limit-mm-per-prompt", json.dumps({"image": max_images, "video": 0})]
         if compact_json and not has_flag(args, COMPACT_JSON_FLAGS[0]):
             cmd += list(COMPACT_JSON_FLAGS)
+        if local_media is not None and not spec.pooling and not has_flag(args, "--allowed-local-media-path"):
+            cmd += ["--allowed-local-media-path", os.path.abspath(local_media)]
     elif engine.name == "sglang" and spec.pooling and not has_flag(args, "--is-embedding"):
         cmd += ["--is-embedding"]
     return cmd + args

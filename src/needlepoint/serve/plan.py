@@ -65,15 +65,19 @@ class ServePlan:
         """The model name a role's servers answer to."""
         return next((s.name for s in self.specs if s.role == role), None)
 
-    def start(self, folder: Path, max_images: int | None = None, compact_json: bool = False) -> None:
+    def start(
+        self, folder: Path, max_images: int | None = None, compact_json: bool = False, local_media: Path | None = None
+    ) -> None:
         """Start every server (logs in `folder`) and wait until each answers /v1/models; with
-        `compact_json` (--structured-output) the main model's without free JSON whitespace."""
+        `compact_json` (--structured-output) the main model's without free JSON whitespace; with
+        `local_media` (--local-images) each chat server reads image files under that folder."""
         if self.started:
             return
         self.started = True
         atexit.register(self.stop)
         for spec, start, process in self.servers:
-            process.command = server_command(spec, start, process.port, max_images, compact_json and spec.role == "model")
+            compact = compact_json and spec.role == "model"
+            process.command = server_command(spec, start, process.port, max_images, compact, local_media)
             process.log = folder / process.log.name
             process.start()
         try:

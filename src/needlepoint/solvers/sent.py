@@ -17,7 +17,7 @@ from typing import Any
 
 from needlepoint.conversation import Conversation, ImageRef
 from needlepoint.errors import DataError
-from needlepoint.images import encode_jpeg, jpeg_header, read_image
+from needlepoint.images import ON_LOOP_IMAGES, encode_jpeg, jpeg_header, read_image
 
 __all__ = ["describe_image", "sent_messages"]
 
@@ -81,6 +81,15 @@ async def sent_messages(conversation: Conversation, reencode: bool = False) -> l
     image description]}], text parts as the client sends them (an all-text message is one text).
     An image that cannot be read is described by its path and the reason."""
     loop = asyncio.get_running_loop()
+    refs = [im for m in conversation.messages for im in m.images]
+    if len(refs) > ON_LOOP_IMAGES:  # a document of many: looked up (a stat each) and described in one thread
+        described = await loop.run_in_executor(None, lambda: [_described(r, reencode) for r in refs])
+    else:
+        described = []
+        for r in refs:
+            got = _cached(_cache_key(r, reencode))
+            described.append(got if got is not None else await loop.run_in_executor(None, _described, r, reencode))
+    images = iter(described)
     out: list[dict[str, Any]] = []
     for m in conversation.messages:
         if not m.images:
@@ -92,12 +101,14 @@ async def sent_messages(conversation: Conversation, reencode: bool = False) -> l
                 if p:
                     content.append({"type": "text", "text": p})
                 continue
-            got = _cached(_cache_key(p, reencode))
-            if got is None:
-                try:
-                    got = await loop.run_in_executor(None, describe_image, p, reencode)
-                except DataError as exc:
-                    got = {"type": "image", "path": p.key, "error": str(exc)}
-            content.append(dict(got))
+            content.append(dict(next(images)))
         out.append({"role": m.role, "content": content})
     return out
+
+
+def _described(ref: ImageRef, reencode: bool) -> dict[str, Any]:
+    """`describe_image`, or the image's path and why it cannot be read (blocking)."""
+    try:
+        return describe_image(ref, reencode)
+    except DataError as exc:
+        return {"type": "image", "path": ref.key, "error": str(exc)}

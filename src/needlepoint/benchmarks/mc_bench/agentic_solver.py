@@ -191,6 +191,7 @@ class AgenticSolver:
                 reencode_images=client.reencode_images,
                 max_request_bytes=client.max_request_bytes,
                 max_in_flight=localizer_concurrency or max(32, 2 * client.concurrency),
+                local_images=client.local_images,
             )
             # a sample's phrases go out together, one request each with its image: read and encode
             # an image once for all of them (from its first request on), not once a phrase

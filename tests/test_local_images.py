@@ -1,0 +1,185 @@
+"""`--local-images`: image files go to a server on this machine as file:// URLs, never their bytes.
+
+A file goes by its URL only where the client would send its stored bytes as they are (an RGB JPEG
+within the size asked for), so the server decodes the same bytes; anything else still goes as
+base64. The simulated server reads file URLs as vLLM does under --allowed-local-media-path, and
+refuses them, in vLLM's words, without it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import demo_config, one_sentence, run_quiet, small_niah
+from PIL import Image
+
+from needlepoint.api import evaluate
+from needlepoint.config import RunConfig, hash_identity, identity
+from needlepoint.conversation import Conversation, Generation, ImageRef, Message
+from needlepoint.demo import builder
+from needlepoint.drawing import render
+from needlepoint.images import HEADER_BYTES, base64_jpeg, file_url
+from needlepoint.models.openai_compat import LOCAL_IMAGES_PROBE, request_body
+from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
+from needlepoint.serve.command import ServeSpec, server_command
+
+
+def _jpeg(path: Path, size: tuple[int, int] = (64, 48), mode: str = "RGB", extra: int = 0) -> Path:
+    """A JPEG file; `extra`: bytes of APP segments (EXIF-like) between SOI and the frame header."""
+    buf = io.BytesIO()
+    Image.new(mode, size, 90).save(buf, "JPEG", quality=90)
+    data = buf.getvalue()
+    segments = b""
+    while extra > 0:
+        n = min(extra, 60000)
+        segments += b"\xff\xe1" + (n + 2).to_bytes(2, "big") + bytes(n)
+        extra -= n
+    path.write_bytes(data[:2] + segments + data[2:])
+    return path
+
+
+def test_a_file_url_only_for_a_jpeg_sent_as_it_is(tmp_path: Path) -> None:
+    rgb = _jpeg(tmp_path / "a b#1.jpg")
+    url = file_url(ImageRef("a b#1.jpg", rgb))
+    assert url is not None and url.startswith(b"file:///")
+    assert Path(os.path.abspath(rgb)).as_uri().encode() == url  # absolute, the space and '#' quoted
+    assert b" " not in url and b"#" not in url
+    # What the client transcodes (or reads from elsewhere) goes as base64: no URL.
+    assert file_url(ImageRef("a", rgb, max_side=32)) is None  # to be downscaled
+    assert file_url(ImageRef("a", rgb, max_side=64)) is not None
+    assert file_url(ImageRef("a", rgb), reencode=True) is None
+    assert file_url(ImageRef("g", _jpeg(tmp_path / "g.jpg", mode="L"))) is None  # grey: converted to RGB
+    png = tmp_path / "p.png"
+    png.write_bytes(render(40, 30, [((2, 2, 20, 20), "red", "square")], fmt="PNG"))
+    assert file_url(ImageRef("p", png)) is None
+    assert file_url(ImageRef("row", loader=lambda: rgb.read_bytes())) is None  # a parquet row
+    # A frame header past what is read: base64, decided by the full rule then.
+    late = _jpeg(tmp_path / "late.jpg", extra=HEADER_BYTES)
+    assert Image.open(late).format == "JPEG"
+    assert file_url(ImageRef("late", late)) is None
+    assert file_url(ImageRef("early", _jpeg(tmp_path / "early.jpg", extra=1000))) is not None
+
+
+def test_a_body_holds_file_urls_and_data_urls_side_by_side(tmp_path: Path) -> None:
+    jpg = _jpeg(tmp_path / "a.jpg")
+    png = tmp_path / "b.png"
+    png.write_bytes(render(40, 30, [((2, 2, 20, 20), "red", "square")], fmt="PNG"))
+    refs = [ImageRef("a", jpg), ImageRef("b", png)]
+    conversation = Conversation([Message("user", ["look", refs[0], "and", refs[1]])])
+    url = file_url(refs[0])
+    assert url is not None
+    body = json.loads(request_body("m", conversation, Generation(max_tokens=3), [url, base64_jpeg(refs[1])]))
+    (message,) = body["messages"]
+    sent = [p["image_url"]["url"] for p in message["content"] if p["type"] == "image_url"]
+    assert sent == [url.decode(), "data:image/jpeg;base64," + base64_jpeg(refs[1]).decode()]
+    assert [p["text"] for p in message["content"] if p["type"] == "text"] == ["look", "and"]
+
+
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], dict[str, list[Any]]]:
+    """MC-Bench's demo set (its images as JPEG files) and MM-NIAH's (6 documents a task), with the
+    simulated model's script, under one folder."""
+    root = tmp_path_factory.mktemp("local_images")
+    plans: dict[str, Any] = {}
+    script: dict[str, list[Any]] = {}
+    for name in ("mc_bench", "mm_niah"):
+        data, options, answers = (small_niah if name == "mm_niah" else builder(name))(root / name)
+        plans[name] = (data, options)
+        script.update(answers)
+    script[LOCAL_IMAGES_PROBE] = ["shapes"]  # the check's request, before a run
+    return root, plans, script
+
+
+def _image_urls(bodies: list[Any]) -> list[str]:
+    return [p["image_url"]["url"] for b in bodies for m in b["messages"] if isinstance(m["content"], list) for p in m["content"] if p["type"] == "image_url"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["mc_bench", "mm_niah"])
+def test_a_run_with_local_images_sends_urls_and_scores_as_one_with_base64(
+    sets: tuple[Path, dict[str, Any], dict[str, list[Any]]], tmp_path: Path, name: str
+) -> None:
+    root, plans, script = sets
+    with SimulatedServer(script=script, default=None, local_media=root, keep_requests=True) as server:
+        base = evaluate(demo_config(plans, server, name, tmp_path / "base64", report=False))
+        sent_b64 = server.bodies()
+        server.requests.clear()
+        local = evaluate(demo_config(plans, server, name, tmp_path / "local", report=False, local_images=True))
+        probe, *sent_local = server.bodies()
+    assert probe["max_tokens"] == 1 and probe["messages"][0]["content"][1]["text"] == LOCAL_IMAGES_PROBE
+    b64_urls, local_urls = _image_urls(sent_b64), _image_urls(sent_local)
+    assert b64_urls and all(u.startswith("data:image/jpeg;base64,") for u in b64_urls)
+    assert len(local_urls) == len(b64_urls) and all(u.startswith("file:///") for u in local_urls)
+    assert all(Path(u.removeprefix("file://")).resolve().is_relative_to(root.resolve()) for u in local_urls)
+    # The same answers (the server keys them by the images' bytes), scores and metrics.
+    assert local.failed == base.failed == []
+    strip = ("run", "usage")
+    assert {k: v for k, v in local.metrics.items() if k not in strip} == {k: v for k, v in base.metrics.items() if k not in strip}
+    records = {
+        p: [json.loads(line) for line in (p / "records.jsonl").read_text().splitlines()] for p in (base.run_dir, local.run_dir)
+    }
+    by_id = [{r["id"]: (r["answer"], r["scores"], r["request"]) for r in records[p]} for p in (base.run_dir, local.run_dir)]
+    assert by_id[0] == by_id[1]  # the records name the same images, by path and digest
+    small = sum(r["turns"][0]["request_bytes"] for r in records[local.run_dir])
+    assert small < sum(r["turns"][0]["request_bytes"] for r in records[base.run_dir]) / 2
+    # Not part of the run's identity (the model sees the same bytes); recorded in run.json.
+    headers = [json.loads((p / "run.json").read_text()) for p in (base.run_dir, local.run_dir)]
+    assert headers[0]["hash"] == headers[1]["hash"] and headers[0]["identity"] == headers[1]["identity"]
+    assert headers[1]["config"]["local_images"] is True and "local_images" not in headers[0]["config"]
+
+
+def test_the_identity_does_not_hold_local_images(tmp_path: Path) -> None:
+    configs = [RunConfig("ref_adv_s", tmp_path, "m", ["http://x/v1"], local_images=flag) for flag in (False, True)]
+    idents = [identity(c, {}, Generation(), "fp") for c in configs]
+    assert hash_identity(idents[0]) == hash_identity(idents[1])
+    assert "local_images" not in configs[0].public() and configs[1].public()["local_images"] is True
+
+
+def test_a_server_that_reads_no_files_is_named_before_a_run_folder_exists(
+    sets: tuple[Path, dict[str, Any], dict[str, list[Any]]], tmp_path: Path
+) -> None:
+    root, plans, script = sets
+    data, options = plans["mc_bench"]
+    out = tmp_path / "run"
+    args = ["eval", "mc_bench", "--data", str(data), "--model", SIMULATED_MODEL_NAME, "--out", str(out), "--no-progress"]
+    args += ["--box-format", options["box_format"], "--input-mode", options["input_mode"], "--local-images"]
+    with SimulatedServer(script=script, default=None, keep_requests=True) as server:  # no local_media: vLLM's refusal
+        rc, err = run_quiet([*args, "--api-url", server.url])
+        (probe,) = server.bodies()  # the check's one request, nothing else
+        assert probe["messages"][0]["content"][1]["text"] == LOCAL_IMAGES_PROBE
+    line = one_sentence(err)
+    assert rc == 2 and "refused an image given by its file:// URL (HTTP 400" in line, line
+    assert "Cannot load local files without `--allowed-local-media-path`" in line
+    assert f"--allowed-local-media-path {data}" in line and "drop --local-images" in line
+    assert not out.exists()
+    with SimulatedServer(script=script, default=None, local_media=tmp_path / "elsewhere") as server:
+        (tmp_path / "elsewhere").mkdir()
+        rc, err = run_quiet([*args, "--api-url", server.url])
+    assert rc == 2 and "must be a subpath of" in one_sentence(err)
+    # Merged pairs are canvases made here: nothing goes by URL, so nothing is probed.
+    with SimulatedServer(script=script, default='{"bboxes": []}') as server:
+        merged = [a if a != "sequence" else "merged" for a in args]
+        rc, err = run_quiet([*merged, "--api-url", server.url, "--limit", "1", "--no-report"])
+        assert rc == 0, err
+        assert all(key != LOCAL_IMAGES_PROBE for key, _ in server.log)
+
+
+def test_local_images_with_a_batch_is_refused(tmp_path: Path) -> None:
+    rc, err = run_quiet(["eval", "ref_adv_s", "--data", str(tmp_path), "--model", "m", "--api-url", "http://127.0.0.1:9/v1", "--local-images", "--batch"])  # fmt: skip
+    assert rc == 2 and "--local-images sends file:// URLs" in one_sentence(err)
+
+
+def test_serve_vllm_lets_the_chat_server_read_the_data_folder(tmp_path: Path) -> None:
+    chat = ServeSpec("model", "vllm", "org/model")
+    command = server_command(chat, ["vllm", "serve"], 8000, local_media=Path("data"))
+    flag = command.index("--allowed-local-media-path")
+    assert command[flag + 1] == os.path.abspath("data")
+    assert "--allowed-local-media-path" not in server_command(chat, ["vllm", "serve"], 8000)
+    given = ServeSpec("model", "vllm", "org/model", args=("--allowed-local-media-path", "/srv"))
+    assert server_command(given, ["vllm", "serve"], 8000, local_media=Path("data")).count("--allowed-local-media-path") == 1
+    embedder = ServeSpec("embed", "vllm", "org/embed", pooling=True)
+    assert "--allowed-local-media-path" not in server_command(embedder, ["vllm", "serve"], 8000, local_media=Path("data"))
