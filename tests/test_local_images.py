@@ -11,14 +11,19 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import demo_config, one_sentence, run_quiet, small_niah
+from helpers.agentic import FMT, LOCALIZER, REASONER, agentic_args, scripts
 from PIL import Image
 
-from needlepoint.api import evaluate
+from needlepoint.api import evaluate, image_folder
+from needlepoint.benchmarks.mc_bench.benchmark import McBench
+from needlepoint.benchmarks.mc_bench.demo import write_release
+from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.config import RunConfig, hash_identity, identity
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message
 from needlepoint.demo import builder
@@ -152,14 +157,19 @@ def test_a_server_that_reads_no_files_is_named_before_a_run_folder_exists(
         (probe,) = server.bodies()  # the check's one request, nothing else
         assert probe["messages"][0]["content"][1]["text"] == LOCAL_IMAGES_PROBE
     line = one_sentence(err)
-    assert rc == 2 and "refused an image given by its file:// URL (HTTP 400" in line, line
+    assert rc == 2 and "did not answer a request with an image given by its file:// URL (HTTP 500" in line, line
     assert "Cannot load local files without `--allowed-local-media-path`" in line
-    assert f"--allowed-local-media-path {data}" in line and "drop --local-images" in line
+    assert f"reads the files under {os.path.realpath(data / 'mc-bench_images' / 'demo')} when allowed" in line
+    assert "--allowed-local-media-path" in line and "drop --local-images" in line
     assert not out.exists()
     with SimulatedServer(script=script, default=None, local_media=tmp_path / "elsewhere") as server:
         (tmp_path / "elsewhere").mkdir()
         rc, err = run_quiet([*args, "--api-url", server.url])
     assert rc == 2 and "must be a subpath of" in one_sentence(err)
+    with SimulatedServer(script=script, default=None, failing=True, local_media=root) as server:  # a 503: not files
+        rc, err = run_quiet([*args, "--api-url", server.url])
+    line = one_sentence(err)
+    assert rc == 2 and "(HTTP 503: simulated 503: the server is failing); run again once it answers" in line, line
     # Merged pairs are canvases made here: nothing goes by URL, so nothing is probed.
     with SimulatedServer(script=script, default='{"bboxes": []}') as server:
         merged = [a if a != "sequence" else "merged" for a in args]
@@ -173,13 +183,72 @@ def test_local_images_with_a_batch_is_refused(tmp_path: Path) -> None:
     assert rc == 2 and "--local-images sends file:// URLs" in one_sentence(err)
 
 
-def test_serve_vllm_lets_the_chat_server_read_the_data_folder(tmp_path: Path) -> None:
+def test_serve_vllm_lets_the_chat_server_read_the_images_folder(tmp_path: Path) -> None:
     chat = ServeSpec("model", "vllm", "org/model")
-    command = server_command(chat, ["vllm", "serve"], 8000, local_media=Path("data"))
-    flag = command.index("--allowed-local-media-path")
-    assert command[flag + 1] == os.path.abspath("data")
+    command = server_command(chat, ["vllm", "serve"], 8000, local_media=tmp_path)
+    assert command[command.index("--allowed-local-media-path") + 1] == str(tmp_path)
     assert "--allowed-local-media-path" not in server_command(chat, ["vllm", "serve"], 8000)
     given = ServeSpec("model", "vllm", "org/model", args=("--allowed-local-media-path", "/srv"))
-    assert server_command(given, ["vllm", "serve"], 8000, local_media=Path("data")).count("--allowed-local-media-path") == 1
+    assert server_command(given, ["vllm", "serve"], 8000, local_media=tmp_path).count("--allowed-local-media-path") == 1
     embedder = ServeSpec("embed", "vllm", "org/embed", pooling=True)
-    assert "--allowed-local-media-path" not in server_command(embedder, ["vllm", "serve"], 8000, local_media=Path("data"))
+    assert "--allowed-local-media-path" not in server_command(embedder, ["vllm", "serve"], 8000, local_media=tmp_path)
+
+
+def test_the_images_folder_is_where_the_files_are_links_resolved(
+    sets: tuple[Path, dict[str, Any], dict[str, list[Any]]], tmp_path: Path
+) -> None:
+    root, plans, _ = sets
+    data, options = plans["mc_bench"]
+    link = tmp_path / "link"
+    link.symlink_to(data, target_is_directory=True)  # --data through a link: vLLM resolves the files' paths
+    bench = McBench(**options)
+    assert image_folder(bench, bench.load(link)) == Path(os.path.realpath(data / "mc-bench_images" / "demo"))
+    niah_data, niah_options = plans["mm_niah"]
+    niah = MmNiah(**niah_options)
+    assert image_folder(niah, niah.load(niah_data)) == Path(os.path.realpath(niah_data / "mm_niah_val" / "images"))
+    merged = McBench(**{**options, "input_mode": "merged"})  # canvases made here: no file to read
+    assert image_folder(merged, merged.load(data)) is None
+
+
+def test_a_request_carries_urls_and_base64_side_by_side(
+    sets: tuple[Path, dict[str, Any], dict[str, list[Any]]], tmp_path: Path
+) -> None:
+    root, plans, _ = sets
+    data, options = plans["mc_bench"]
+    copy = tmp_path / "mc_bench"
+    shutil.copytree(data, copy)
+    second = copy / "mc-bench_images" / "demo" / "pair000_1.jpg"
+    with Image.open(second) as im:  # a PNG under a .jpg name: converted here, so base64
+        buf = io.BytesIO()
+        im.save(buf, "PNG")
+    second.write_bytes(buf.getvalue())
+    with SimulatedServer(default='{"image_1": [], "image_2": []}', local_media=copy, keep_requests=True) as server:
+        config = RunConfig("mc_bench", copy, SIMULATED_MODEL_NAME, [server.url], options=options, limit=1, out=tmp_path / "run")
+        config.show_progress, config.report, config.local_images = False, False, True
+        assert evaluate(config).failed == []
+        _, body = server.bodies()
+    first, other = _image_urls([body])
+    assert first == (copy / "mc-bench_images" / "demo" / "pair000_0.jpg").absolute().as_uri()
+    assert other.startswith("data:image/jpeg;base64,")
+
+
+def test_the_localizer_is_checked_too(serve: Any, tmp_path: Path) -> None:
+    """The agentic solver's `vlm:` localizer sends the same files by URL, and its server is checked
+    as the --model one is: one that reads no files is named before a run folder exists."""
+    folder, _ = write_release(tmp_path / "mc", pairs=2)
+    bench = McBench(box_format=FMT)
+    reasoner_script, localizer_script = scripts(bench, bench.load(folder))
+    probe = {LOCAL_IMAGES_PROBE: ["shapes"]}
+    reasoner = serve(script={**reasoner_script, **probe}, default=None, models=(REASONER,), local_media=folder)
+    blind = serve(script={**localizer_script, **probe}, default=None, models=(LOCALIZER,))
+    out = tmp_path / "run"
+    rc, err = run_quiet(agentic_args(folder, reasoner.url, blind.url, out, "--local-images"))
+    line = one_sentence(err)
+    assert rc == 2 and line.startswith(f"needlepoint: error: {blind.url} did not answer") and "Cannot load local files" in line
+    assert not out.exists()
+    localizer = serve(script={**localizer_script, **probe}, default=None, models=(LOCALIZER,), local_media=folder)
+    rc, err = run_quiet(agentic_args(folder, reasoner.url, localizer.url, out, "--local-images", "--no-report"))
+    assert rc == 0, err
+    probe_body, *phrases = localizer.bodies()
+    urls = _image_urls(phrases)
+    assert len(urls) == len(phrases) > 2 and all(u.startswith("file:///") for u in urls)

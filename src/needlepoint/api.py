@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -200,16 +201,16 @@ def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSett
     run_dir = resolve_run_dir(config, run_hash, solver.label(config.model))
     requested = samples[: config.limit] if config.limit else samples
     if pending(requested, read_records(run_dir / RECORDS), config.retry_failed):
+        media = image_folder(bench, requested) if config.local_images else None
         if config.serve is not None:  # --serve: the servers start now, their logs in the run folder
             from needlepoint.serve import SERVE_DIR
 
-            local_media = config.data if config.local_images else None
-            config.serve.start(run_dir / SERVE_DIR, max_images(bench, requested), config.structured_output, local_media)
+            config.serve.start(run_dir / SERVE_DIR, max_images(bench, requested), config.structured_output, media)
         if model is None:
             check_endpoints(config)
         _check_solver_models(solver)
-        if config.local_images:
-            check_local_images(config, bench, requested, solver, model)
+        if media is not None:
+            check_local_images(config, bench, requested, solver, model, media)
     header: RunHeader = {
         "needlepoint": __version__,
         "hash": run_hash,
@@ -291,13 +292,26 @@ def _check_solver_models(solver: Solver) -> None:
         asyncio.run(go())
 
 
+def image_folder(bench: Benchmark, samples: Sequence[Any]) -> Path | None:
+    """The folder that holds every image file of the first-turn requests of `samples`, links
+    resolved (a server reading them by their URLs, --local-images, must be allowed it: vLLM's
+    --allowed-local-media-path); None when no image is a file."""
+    files = {r.path for s in samples for m in bench.prompt(s).messages for r in m.images if r.loader is None and r.path}
+    if not files:
+        return None
+    return Path(os.path.commonpath([os.path.dirname(os.path.realpath(f)) for f in files]))
+
+
 PROBED_SAMPLES = 100  # --local-images: the first samples searched for an image file to send by its URL
 
 
-def check_local_images(config: RunConfig, bench: Benchmark, samples: Sequence[Any], solver: Solver, model: Model | None) -> None:
+def check_local_images(
+    config: RunConfig, bench: Benchmark, samples: Sequence[Any], solver: Solver, model: Model | None, folder: Path
+) -> None:
     """--local-images: every chat client of the run that sends image files by their URL gets one
-    such request answered (OpenAICompatModel.check_local_images), before a run folder exists.
-    Nothing is asked when the first samples have no image file that goes as it is stored."""
+    such request answered (OpenAICompatModel.check_local_images), before the run's first request;
+    `folder` is the images' (`image_folder`). Nothing is asked when the first PROBED_SAMPLES
+    samples have no image file that goes as it is stored."""
     from needlepoint.images import file_url
 
     images = (r for s in samples[:PROBED_SAMPLES] for m in bench.prompt(s).messages for r in m.images)
@@ -309,9 +323,9 @@ def check_local_images(config: RunConfig, bench: Benchmark, samples: Sequence[An
     async def go() -> None:
         for m in ([_model(config)] if model is None else []) + clients:
             try:
-                await m.check_local_images(ref, config.data.absolute())
+                await m.check_local_images(ref, folder)
             finally:
-                await m.aclose()  # its connections belong to this event loop; the run opens new ones
+                await _close([m])  # its connections belong to this event loop; the run opens new ones
 
     asyncio.run(go())
 

@@ -261,7 +261,7 @@ def _request_facts(
 
     refs = _refs(conv)
     image_facts = [facts[(r.key, r.max_side)] for r in refs]
-    body = request_body(model, conv, gen, [f.url or b"" for f in image_facts])  # the images' base64 added below
+    body = request_body(model, conv, gen, [f.url or b"" for f in image_facts])  # base64 lengths added below
     text_tokens = sum(count_text(m.text) for m in conv.messages)
     image_tokens = sum(rule.tokens(f.width, f.height) for f in image_facts) if rule else (0 if not refs else None)
     repair = bench.followup(sample, Parsed(error="dry run"), "length")

@@ -330,7 +330,8 @@ def encode_jpeg(ref: ImageRef, reencode: bool = False, data: bytes | None = None
 
 
 class ImageCache:
-    """Base64 of images sent more than once (MM-NIAH option images, shared fillers), bounded in
+    """What a request carries of an image sent more than once: its base64, or its file URL
+    (--local-images; see `file_url`) (MM-NIAH option images, shared fillers), bounded in
     bytes. An image is kept only from its second use, so a data set that never repeats an image
     (Ref-Adv-s, MC-Bench) holds nothing here and memory stays flat. `from_first`: kept from its
     first use, for a client that sends each image several times in a row (the agentic solver's
@@ -354,7 +355,7 @@ class ImageCache:
             self._bytes = 0
 
     def get(self, ref: ImageRef) -> bytes | None:
-        """The cached base64 of `ref`, or None."""
+        """The cached base64 (or file URL) of `ref`, or None."""
         key = (ref.key, ref.max_side)
         with self._lock:
             b64 = self._items.get(key)
@@ -363,7 +364,7 @@ class ImageCache:
             return b64
 
     def put(self, ref: ImageRef, b64: bytes) -> None:
-        """Offer an image's base64; it is kept from the second offer of the same image on."""
+        """Offer an image's base64 (or file URL); it is kept from the second offer of the same image on."""
         key = (ref.key, ref.max_side)
         with self._lock:
             if key not in self._seen and not self._from_first:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,7 @@ def test_local_images_reach_the_model_as_the_same_bytes(
     proc = needlepoint([*args, "--api-url", keyed.url, "--api-key", API_KEY, "--out", str(out), "--local-images"])
     assert proc.returncode == 2, proc.stderr[-3000:]
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "refused an image given by its file:// URL" in lines[0], proc.stderr[-3000:]
-    assert f"--allowed-local-media-path {data}" in lines[0] and "Traceback" not in proc.stderr
+    assert len(lines) == 1 and "did not answer a request with an image given by its file:// URL (HTTP" in lines[0], proc.stderr
+    assert f"reads the files under {os.path.realpath(data / 'mc-bench_images' / 'demo')} when allowed" in lines[0]
+    assert "local files" in lines[0] and "--allowed-local-media-path" in lines[0] and "Traceback" not in proc.stderr
     assert not out.exists()

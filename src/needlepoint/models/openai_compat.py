@@ -64,6 +64,8 @@ __all__ = [
 CHAT = "chat"  # the lane of chat requests (their bound in flight, the wait note)
 PIECES_FROM_BYTES = 1 << 20  # a body this large goes out as its pieces (models/http.Pieces), never joined
 LOCAL_IMAGES_PROBE = "Describe the image in one word."  # the text of check_local_images' request
+# A server's refusal of local files, whatever its status (vLLM 0.32 answers 500 without the flag)
+_NAMES_LOCAL_FILES = re.compile(r"local[ _-]?(?:media|files?)|file://|file path", re.I)
 
 
 @dataclass(frozen=True)
@@ -348,7 +350,8 @@ class OpenAICompatModel:
         return None, data
 
     def _encode(self, ref: ImageRef, data: bytes | None = None) -> bytes:
-        """Base64 of an image, transcoded where it must be (blocking: a worker thread's job)."""
+        """What a request carries of an image: its file URL (--local-images) or its base64,
+        transcoded where it must be (blocking: a worker thread's job)."""
         b64, data = self._ready(ref) if data is None else (None, data)
         if b64 is None:
             b64 = base64_jpeg(ref, self.reencode_images, data)
@@ -356,7 +359,7 @@ class OpenAICompatModel:
         return b64
 
     async def _encode_images(self, conversation: Conversation) -> list[bytes]:
-        """Base64 of each image of a conversation, in order. A request of a few images (Ref-Adv-s,
+        """What a request carries of each image of a conversation (`_encode`), in order. A request of a few images (Ref-Adv-s,
         MC-Bench) reads them on the event loop, where a thread hop would cost more than the read,
         and transcodes in a worker thread; a document of many (MM-NIAH) is read and encoded
         whole in one worker thread, so the loop keeps answering (the executor's few workers
@@ -407,25 +410,30 @@ class OpenAICompatModel:
                     f"{ep.label} does not serve model {self.name!r}; it serves {names or 'no model'}: pass one of these with --model"
                 )
 
-    async def check_local_images(self, ref: ImageRef, folder: Path, timeout_s: float = 120.0) -> None:
+    async def check_local_images(self, ref: ImageRef, folder: Path) -> None:
         """Under --local-images: raise DataError, in one sentence, unless every endpoint answers a
-        request of the image file `ref` (one of `folder`, the data) given by its file:// URL: vLLM
-        reads none without --allowed-local-media-path over it, a server elsewhere cannot. One
-        request of one token an endpoint, before a run folder exists."""
+        request of the image file `ref` (under `folder`) given by its file:// URL: vLLM reads none
+        without --allowed-local-media-path over it, a server elsewhere cannot. One request of one
+        token an endpoint, before the run's first request; each attempt under the run's timeout."""
         url = file_url(ref, self.reencode_images)
         if url is None:
             return
         probe = Conversation([Message("user", [ref, LOCAL_IMAGES_PROBE])])
         body = request_body(self.name, probe, Generation(temperature=0.0, max_tokens=1), [url])
-        advice = f"start the server on this machine with --allowed-local-media-path {folder} (vLLM) or drop --local-images"
         for ep in self.endpoints:
+            what = f"{ep.label} did not answer a request with an image given by its file:// URL"
             try:
-                code, raw = await self.transport.probe(_chat_url, ep, body, timeout_s)
+                code, raw = await self.transport.probe(_chat_url, ep, body, self.retry.timeout_s)
             except Unreachable as exc:
-                raise DataError(f"{ep.label} did not answer a request with an image file's URL ({exc}); {advice}") from None
+                raise DataError(f"{what} ({exc}); start it, or drop --local-images") from None
+            said = self.scrub(" ".join(error_message(raw).split())[:300])
+            if code != 200 and (code == 429 or code >= 500) and not _NAMES_LOCAL_FILES.search(said):
+                raise DataError(f"{what} (HTTP {code}: {said}); run again once it answers")  # busy or failing
             if code != 200:
-                said = " ".join(error_message(raw).split())[:300]
-                raise DataError(f"{ep.label} refused an image given by its file:// URL (HTTP {code}: {said}); {advice}")
+                raise DataError(
+                    f"{what} (HTTP {code}: {said}); a server on this machine reads the files under {folder} "
+                    "when allowed (vLLM: --allowed-local-media-path, which --serve vllm passes); start it so, or drop --local-images"
+                )
 
     def _not_found(self, ep: Endpoint) -> str:
         """A 404 on `<base>/models` where the base does not end in /v1: the commonest slip."""

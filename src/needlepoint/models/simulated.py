@@ -156,9 +156,10 @@ def _first_user(messages: list[dict[str, Any]]) -> tuple[str, list[str]]:
     return "", []
 
 
-def _read_local_images(messages: list[dict[str, Any]], root: Path | None) -> str | None:
+def _read_local_images(messages: list[dict[str, Any]], root: Path | None) -> tuple[int, str] | None:
     """Each image of `messages` given by a file:// URL replaced by the data URL of the file's bytes,
-    as vLLM reads one under --allowed-local-media-path `root`; vLLM's refusal (its words) otherwise."""
+    as vLLM reads one under --allowed-local-media-path `root`; vLLM's refusal otherwise (its status
+    and words: vLLM 0.32 answers 500 without the flag, 400 for a file elsewhere)."""
     for m in messages:
         content = m.get("content")
         for part in content if isinstance(content, list) else []:
@@ -167,10 +168,10 @@ def _read_local_images(messages: list[dict[str, Any]], root: Path | None) -> str
                 continue
             url = str(image["url"])
             if root is None:
-                return "Cannot load local files without `--allowed-local-media-path`."
+                return 500, "Cannot load local files without `--allowed-local-media-path`."
             path = Path(url2pathname(urlsplit(url).path))
             if root.resolve() not in path.resolve().parents:
-                return f"The file path {path} must be a subpath of `--allowed-local-media-path {root}`."
+                return 400, f"The file path {path} must be a subpath of `--allowed-local-media-path {root}`."
             image["url"] = "data:image/jpeg;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
     return None
 
@@ -217,7 +218,7 @@ class SimulatedServer:
 
     `local_media`, as vLLM's --allowed-local-media-path: a chat request's image given by a file://
     URL under that folder is read and answered as its base64 would be; any other file URL gets
-    vLLM's 400.
+    vLLM's refusal.
 
     For the tests: `before_answer`, when set, is awaited with each chat request's key before it
     is answered (a test holds a request until something else has happened); `in_flight` counts
@@ -461,7 +462,7 @@ class SimulatedServer:
         messages = body.get("messages", [])
         refusal = _read_local_images(messages, self.local_media)
         if refusal is not None:
-            return web.json_response({"error": {"message": refusal, "type": "BadRequestError", "code": 400}}, status=400)
+            return web.json_response({"error": {"message": refusal[1], "code": refusal[0]}}, status=refusal[0])
         key = request_key(messages)
         if key not in self.script:
             key = _first_user(messages)[0]

@@ -136,8 +136,8 @@ def server_command(
 ) -> list[str]:
     """The full command of one server of `spec`, after `start` (see `launcher`); `compact_json`
     (--structured-output) drops free whitespace from vLLM's JSON grammars, so that a constrained
-    reply has a bounded length (structured.py); `local_media` (--local-images) lets a vLLM chat
-    server read the image files under that folder by their file:// URLs."""
+    reply has a bounded length (structured.py); `local_media` (--local-images: the folder of the
+    run's image files, links resolved) lets a vLLM chat server read them by their file:// URLs."""
     engine = ENGINES[spec.engine]
     module_form = "-m" in start
     args = list(spec.args)
@@ -158,7 +158,7 @@ def server_command(
         if compact_json and not has_flag(args, COMPACT_JSON_FLAGS[0]):
             cmd += list(COMPACT_JSON_FLAGS)
         if local_media is not None and not spec.pooling and not has_flag(args, "--allowed-local-media-path"):
-            cmd += ["--allowed-local-media-path", os.path.abspath(local_media)]
+            cmd += ["--allowed-local-media-path", str(local_media)]
     elif engine.name == "sglang" and spec.pooling and not has_flag(args, "--is-embedding"):
         cmd += ["--is-embedding"]
     return cmd + args
