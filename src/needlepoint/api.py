@@ -201,16 +201,16 @@ def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSett
     run_dir = resolve_run_dir(config, run_hash, solver.label(config.model))
     requested = samples[: config.limit] if config.limit else samples
     if pending(requested, read_records(run_dir / RECORDS), config.retry_failed):
-        media = image_folder(bench, requested) if config.local_images else None
         if config.serve is not None:  # --serve: the servers start now, their logs in the run folder
             from needlepoint.serve import SERVE_DIR
 
+            media = image_folder(bench, requested) if config.local_images else None
             config.serve.start(run_dir / SERVE_DIR, max_images(bench, requested), config.structured_output, media)
         if model is None:
             check_endpoints(config)
         _check_solver_models(solver)
-        if media is not None:
-            check_local_images(config, bench, requested, solver, model, media)
+        if config.local_images:
+            check_local_images(config, bench, requested, solver, model)
     header: RunHeader = {
         "needlepoint": __version__,
         "hash": run_hash,
@@ -305,13 +305,11 @@ def image_folder(bench: Benchmark, samples: Sequence[Any]) -> Path | None:
 PROBED_SAMPLES = 100  # --local-images: the first samples searched for an image file to send by its URL
 
 
-def check_local_images(
-    config: RunConfig, bench: Benchmark, samples: Sequence[Any], solver: Solver, model: Model | None, folder: Path
-) -> None:
+def check_local_images(config: RunConfig, bench: Benchmark, samples: Sequence[Any], solver: Solver, model: Model | None) -> None:
     """--local-images: every chat client of the run that sends image files by their URL gets one
-    such request answered (OpenAICompatModel.check_local_images), before the run's first request;
-    `folder` is the images' (`image_folder`). Nothing is asked when the first PROBED_SAMPLES
-    samples have no image file that goes as it is stored."""
+    such request answered (OpenAICompatModel.check_local_images), before the run's first request.
+    Nothing is asked when the first PROBED_SAMPLES samples have no image file that goes as it is
+    stored. The images' folder (`image_folder`: every sample's prompt) is found only for a refusal."""
     from needlepoint.images import file_url
 
     images = (r for s in samples[:PROBED_SAMPLES] for m in bench.prompt(s).messages for r in m.images)
@@ -323,7 +321,7 @@ def check_local_images(
     async def go() -> None:
         for m in ([_model(config)] if model is None else []) + clients:
             try:
-                await m.check_local_images(ref, folder)
+                await m.check_local_images(ref, lambda: image_folder(bench, samples))
             finally:
                 await _close([m])  # its connections belong to this event loop; the run opens new ones
 

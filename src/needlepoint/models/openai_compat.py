@@ -410,11 +410,12 @@ class OpenAICompatModel:
                     f"{ep.label} does not serve model {self.name!r}; it serves {names or 'no model'}: pass one of these with --model"
                 )
 
-    async def check_local_images(self, ref: ImageRef, folder: Path) -> None:
+    async def check_local_images(self, ref: ImageRef, folder: Callable[[], Path | None]) -> None:
         """Under --local-images: raise DataError, in one sentence, unless every endpoint answers a
-        request of the image file `ref` (under `folder`) given by its file:// URL: vLLM reads none
-        without --allowed-local-media-path over it, a server elsewhere cannot. One request of one
-        token an endpoint, before the run's first request; each attempt under the run's timeout."""
+        request of the image file `ref` given by its file:// URL: vLLM reads none without
+        --allowed-local-media-path over the images' folder (`folder()`, asked for the advice), a
+        server elsewhere cannot. One request of one token an endpoint, before the run's first
+        request; each attempt under the run's timeout."""
         url = file_url(ref, self.reencode_images)
         if url is None:
             return
@@ -431,7 +432,7 @@ class OpenAICompatModel:
                 raise DataError(f"{what} (HTTP {code}: {said}); run again once it answers")  # busy or failing
             if code != 200:
                 raise DataError(
-                    f"{what} (HTTP {code}: {said}); a server on this machine reads the files under {folder} "
+                    f"{what} (HTTP {code}: {said}); a server on this machine reads the files under {folder() or ref.path} "
                     "when allowed (vLLM: --allowed-local-media-path, which --serve vllm passes); start it so, or drop --local-images"
                 )
 
