@@ -33,6 +33,8 @@ from needlepoint.models.openai_compat import LOCAL_IMAGES_PROBE, request_body
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 from needlepoint.serve.command import ServeSpec, server_command
 
+Sets = tuple[Path, dict[str, Any], dict[str, list[Any]]]  # the folder, each set's (data, options), the script
+
 
 def _jpeg(path: Path, size: tuple[int, int] = (64, 48), mode: str = "RGB", extra: int = 0) -> Path:
     """A JPEG file; `extra`: bytes of APP segments (EXIF-like) between SOI and the frame header."""
@@ -86,7 +88,7 @@ def test_a_body_holds_file_urls_and_data_urls_side_by_side(tmp_path: Path) -> No
 
 
 @pytest.fixture(scope="module")
-def sets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], dict[str, list[Any]]]:
+def sets(tmp_path_factory: pytest.TempPathFactory) -> Sets:
     """MC-Bench's demo set (its images as JPEG files) and MM-NIAH's (6 documents a task), with the
     simulated model's script, under one folder."""
     root = tmp_path_factory.mktemp("local_images")
@@ -105,9 +107,7 @@ def _image_urls(bodies: list[Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("name", ["mc_bench", "mm_niah"])
-def test_a_run_with_local_images_sends_urls_and_scores_as_one_with_base64(
-    sets: tuple[Path, dict[str, Any], dict[str, list[Any]]], tmp_path: Path, name: str
-) -> None:
+def test_a_run_with_local_images_sends_urls_and_scores_as_one_with_base64(sets: Sets, tmp_path: Path, name: str) -> None:
     root, plans, script = sets
     with SimulatedServer(script=script, default=None, local_media=root, keep_requests=True) as server:
         base = evaluate(demo_config(plans, server, name, tmp_path / "base64", report=False))
@@ -144,9 +144,7 @@ def test_the_identity_does_not_hold_local_images(tmp_path: Path) -> None:
     assert "local_images" not in configs[0].public() and configs[1].public()["local_images"] is True
 
 
-def test_a_server_that_reads_no_files_is_named_before_a_run_folder_exists(
-    sets: tuple[Path, dict[str, Any], dict[str, list[Any]]], tmp_path: Path
-) -> None:
+def test_a_server_that_reads_no_files_is_named_before_a_run_folder_exists(sets: Sets, tmp_path: Path) -> None:
     root, plans, script = sets
     data, options = plans["mc_bench"]
     out = tmp_path / "run"
@@ -194,9 +192,7 @@ def test_serve_vllm_lets_the_chat_server_read_the_images_folder(tmp_path: Path) 
     assert "--allowed-local-media-path" not in server_command(embedder, ["vllm", "serve"], 8000, local_media=tmp_path)
 
 
-def test_the_images_folder_is_where_the_files_are_links_resolved(
-    sets: tuple[Path, dict[str, Any], dict[str, list[Any]]], tmp_path: Path
-) -> None:
+def test_the_images_folder_is_where_the_files_are_links_resolved(sets: Sets, tmp_path: Path) -> None:
     root, plans, _ = sets
     data, options = plans["mc_bench"]
     link = tmp_path / "link"
@@ -210,9 +206,7 @@ def test_the_images_folder_is_where_the_files_are_links_resolved(
     assert image_folder(merged, merged.load(data)) is None
 
 
-def test_a_request_carries_urls_and_base64_side_by_side(
-    sets: tuple[Path, dict[str, Any], dict[str, list[Any]]], tmp_path: Path
-) -> None:
+def test_a_request_carries_urls_and_base64_side_by_side(sets: Sets, tmp_path: Path) -> None:
     root, plans, _ = sets
     data, options = plans["mc_bench"]
     copy = tmp_path / "mc_bench"
