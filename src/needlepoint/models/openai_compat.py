@@ -428,11 +428,11 @@ class OpenAICompatModel:
             except Unreachable as exc:
                 raise DataError(f"{what} ({exc}); start it, or drop --local-images") from None
             said = self.scrub(" ".join(error_message(raw).split())[:300])
-            if code != 200 and (code == 429 or code >= 500) and not _NAMES_LOCAL_FILES.search(said):
+            if (code == 429 or code >= 500) and not _NAMES_LOCAL_FILES.search(said):
                 raise DataError(f"{what} (HTTP {code}: {said}); run again once it answers")  # busy or failing
             if code != 200:
                 raise DataError(
-                    f"{what} (HTTP {code}: {said}); a server on this machine reads the files under {folder() or ref.path} "
+                    f"{what} (HTTP {code}: {said}); a server on this machine reads the files under {folder()} "
                     "when allowed (vLLM: --allowed-local-media-path, which --serve vllm passes); start it so, or drop --local-images"
                 )
 
