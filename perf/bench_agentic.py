@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from measure import ServerProcess
+from measure import ServerProcess, with_bytecode
 
 HERE = Path(__file__).resolve().parent
 
@@ -312,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=1, help="client processes (eval --processes; default 1)")
     parser.add_argument("--detector", action="store_true", help="also the detector: path (needs the agentic extra)")
     ns = parser.parse_args(argv)
+    with_bytecode()
     from needlepoint.benchmarks.mc_bench.demo import write_release
 
     with tempfile.TemporaryDirectory() as tmp:

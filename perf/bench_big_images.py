@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from measure import with_bytecode
+
 
 def make_png(path: Path, side: int) -> None:
     """A side x side RGB PNG: gradients, a grid of rectangles, light noise in every eighth row."""
@@ -59,6 +61,7 @@ def main() -> int:
     parser.add_argument("--side", type=int, default=12000)
     parser.add_argument("--old-src", type=Path, help="another source tree's src/ to run the same command with")
     ns = parser.parse_args()
+    with_bytecode(Path(__file__).resolve().parents[1] / "src", *([ns.old_src] if ns.old_src else []))
     with tempfile.TemporaryDirectory() as tmp, SizeServer(default='{"bboxes": [[100, 100, 300, 300]]}') as server:
         root = Path(tmp)
         images = root / "images"

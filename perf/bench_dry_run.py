@@ -35,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_mm_niah_memory as niah  # noqa: E402  (the release writer, shared)
+from measure import with_bytecode  # noqa: E402
 
 
 def dry_run(data: Path, out: Path, tokenizer: Path | None) -> dict[str, Any]:
@@ -77,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve-model", help="a model folder for the server start time")
     parser.add_argument("--serve-arg", action="append", default=[], help="more server flags (split like a shell)")
     ns = parser.parse_args(argv)
+    with_bytecode()
 
     pool = ns.work / f"images-{ns.images_per_doc}"
     count, total = niah.write_images(pool, ns.images_per_doc)

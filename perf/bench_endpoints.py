@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from bench_ref_adv_harness import MODEL, machine, make_release, needlepoint_exe
-from measure import ServerProcess
+from measure import ServerProcess, with_bytecode
 
 HERE = Path(__file__).resolve().parent
 DELAY_MS = 100
@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-endpoint", type=int, default=400, help="samples per endpoint in a run (default 400)")
     parser.add_argument("--runs", type=int, default=3)
     ns = parser.parse_args(argv)
+    with_bytecode()
     counts = [int(c) for c in ns.endpoints.split(",")]
     exe = needlepoint_exe()
     with tempfile.TemporaryDirectory(prefix="np-bench-endpoints-") as tmp_name:

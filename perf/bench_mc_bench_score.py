@@ -45,6 +45,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from measure import with_bytecode
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO / "tests" / "data" / "mc-bench"
 REFERENCE = {"perturbed_noswap_result.json": (0.6562401387740078, 0.8585), "dummy_result.json": (0.007176440403952977, 0.1445)}
@@ -194,6 +196,7 @@ def main() -> None:
     if args.authors_child:
         print(json.dumps(authors_official(Path(args.authors_child[0]), Path(args.authors_child[1]))))
         return
+    with_bytecode()
     data = args.data.resolve()
     release, coco, results = data / "mc-bench_v0.2_val.json", data / "MC-Bench_coco_format.json", data / args.results
     for path in (release, coco, results):

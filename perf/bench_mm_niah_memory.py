@@ -43,7 +43,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from measure import ServerProcess
+from measure import ServerProcess, with_bytecode
 
 TASKS = ("retrieval-text", "retrieval-image", "counting-text", "counting-image", "reasoning-text", "reasoning-image")
 IMAGE_TOKENS = 256
@@ -335,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the server reads each body without parsing it (serve_simulated.py --bytes-only)",
     )
     ns = parser.parse_args(argv)
+    with_bytecode()
 
     sizes = [int(s) for s in ns.sizes.split(",") if s.strip()]
     work = ns.work

@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from measure import with_bytecode
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -220,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     if ns.serve is not None:
         return serve(ns.serve)
+    with_bytecode()
     ns.work.mkdir(parents=True, exist_ok=True)
     out: dict[str, Any] = {
         "machine": f"{platform.node()} {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",

@@ -38,6 +38,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from measure import with_bytecode  # noqa: E402
 
 
 def fast_server_class() -> type:
@@ -267,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--serve", type=float, help=argparse.SUPPRESS)
     p.add_argument("--image-table", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    with_bytecode()
     if args.serve is not None:
         return serve(args.serve, fast=not args.plain_server, images=args.image_table)
     if args.profile:

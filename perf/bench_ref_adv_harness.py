@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from measure import ServerProcess
+from measure import ServerProcess, with_bytecode
 
 HERE = Path(__file__).resolve().parent
 CONCURRENCY = 64
@@ -350,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw", type=Path, help="also write every run's figures to this JSON file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (data, logs)")
     ns = parser.parse_args(argv)
+    with_bytecode()
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-ref-adv-"))
     servers: list[ServerProcess] = []

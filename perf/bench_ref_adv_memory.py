@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_ref_adv_harness import ROW_GROUP, make_release_in_child  # noqa: E402
+from measure import with_bytecode  # noqa: E402
 
 from needlepoint.models.simulated import SimulatedServer  # noqa: E402
 
@@ -34,6 +35,7 @@ def main() -> int:
     parser.add_argument("--row-group", type=int, default=ROW_GROUP, help=f"rows per parquet row group (default {ROW_GROUP})")
     parser.add_argument("--report", action="store_true", help="write the HTML report too (default: --no-report)")
     ns = parser.parse_args()
+    with_bytecode()
     exe = str(Path(sys.executable).parent / "needlepoint")
     sizes = tuple(int(v) for v in ns.sizes.split(","))
     peaks: dict[int, list[float]] = {n: [] for n in sizes}

@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_ref_adv_harness import MODEL, ROW_GROUP, folder_mb, make_release_in_child, timed  # noqa: E402
-from measure import ServerProcess  # noqa: E402
+from measure import ServerProcess, with_bytecode  # noqa: E402
 
 
 def main() -> int:
@@ -42,6 +42,7 @@ def main() -> int:
     parser.add_argument("--old-src", type=Path, help="another tree's src/ (e.g. an export of an earlier commit)")
     parser.add_argument("--processes", type=int, default=1, help="also the default command with --processes N")
     ns = parser.parse_args()
+    with_bytecode(HERE.parent / "src", *([ns.old_src] if ns.old_src else []))
     tmp = Path(tempfile.mkdtemp(prefix="bench-report-"))
     server = ServerProcess(ns.delay_ms, tmp, MODEL)
     try:

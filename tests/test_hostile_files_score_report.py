@@ -13,7 +13,8 @@ import pytest
 from helpers import MC_BENCH_RELEASE, one_sentence, run_cli
 
 from needlepoint.cli import main as cli_main
-from needlepoint.jsonl import parse, read_json, read_jsonl
+from needlepoint.errors import DataError
+from needlepoint.jsonl import parse, read_json, read_jsonl, read_jsonl_offsets, read_line_at
 from needlepoint.numeric import boolean, integer
 from needlepoint.text import writable
 
@@ -72,6 +73,23 @@ def test_a_bom_is_read_past_by_every_reader(tmp_path: Path) -> None:
     lines.write_bytes(b'\xef\xbb\xbf{"a": 1}\n{"a": 2}\n')
     assert read_json(doc, "x") == [1]
     assert [row for _, row in read_jsonl(lines)] == [{"a": 1}, {"a": 2}]
+
+
+def test_a_line_is_read_again_by_its_offset_and_length(tmp_path: Path) -> None:
+    """A row read back by offset and length (one read) equals the one loaded and the one a readline
+    finds, past a BOM, on a long line and on a last line with no newline; a file that changed
+    under it is one sentence."""
+    lines = tmp_path / "a.jsonl"
+    long = "word " * 100_000
+    lines.write_bytes(b'\xef\xbb\xbf{"a": 1}\n\n' + json.dumps({"a": long}).encode() + b'\n{"a": 3}')
+    found = list(read_jsonl_offsets(lines))
+    assert [row for *_, row in found] == [{"a": 1}, {"a": long}, {"a": 3}]
+    for _, offset, length, row in found:
+        assert read_line_at(lines, offset, length) == read_line_at(lines, offset) == row
+    _, offset, length, _ = found[1]
+    lines.write_bytes(lines.read_bytes()[: offset + 10])
+    with pytest.raises(DataError, match="changed or became unreadable during the run"):
+        read_line_at(lines, offset, length)
 
 
 def test_only_regular_files_within_the_limit_are_read(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ refuses them, in vLLM's words, without it.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -29,7 +30,7 @@ from needlepoint.conversation import Conversation, Generation, ImageRef, Message
 from needlepoint.demo import builder
 from needlepoint.drawing import render
 from needlepoint.images import HEADER_BYTES, base64_jpeg, file_url
-from needlepoint.models.openai_compat import LOCAL_IMAGES_PROBE, request_body
+from needlepoint.models.openai_compat import LOCAL_IMAGES_PROBE, OpenAICompatModel, request_body
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 from needlepoint.serve.command import ServeSpec, server_command
 
@@ -70,6 +71,23 @@ def test_a_file_url_only_for_a_jpeg_sent_as_it_is(tmp_path: Path) -> None:
     assert Image.open(late).format == "JPEG"
     assert file_url(ImageRef("late", late)) is None
     assert file_url(ImageRef("early", _jpeg(tmp_path / "early.jpg", extra=1000))) is not None
+
+
+def test_a_file_url_is_decided_once_per_image(tmp_path: Path) -> None:
+    """The client reads an image's header for its URL once: the URL (a hundred bytes) is kept from
+    its first use, where base64 waits for the second (a data set of distinct images holds none)."""
+    jpeg = _jpeg(tmp_path / "a.jpg")
+    client = OpenAICompatModel("m", ["http://127.0.0.1:9/v1"], local_images=True)
+    url, _ = client._ready(ImageRef("a.jpg", jpeg))
+    assert url == file_url(ImageRef("a.jpg", jpeg))
+    jpeg.write_bytes(b"not an image any more")  # not read again: the URL comes from the cache
+    assert client._ready(ImageRef("a.jpg", jpeg)) == (url, None)
+    base64_client = OpenAICompatModel("m", ["http://127.0.0.1:9/v1"])
+    other = _jpeg(tmp_path / "b.jpg")
+    first, _ = base64_client._ready(ImageRef("b.jpg", other))
+    _jpeg(other, size=(32, 24))  # base64 is not kept from a first use: the file is read again
+    again, stored = base64_client._ready(ImageRef("b.jpg", other))
+    assert stored == other.read_bytes() and again == base64.b64encode(stored) != first
 
 
 def test_a_body_holds_file_urls_and_data_urls_side_by_side(tmp_path: Path) -> None:

@@ -332,11 +332,12 @@ def encode_jpeg(ref: ImageRef, reencode: bool = False, data: bytes | None = None
 class ImageCache:
     """What a request carries of an image sent more than once: its base64, or its file URL
     (--local-images; see `file_url`) (MM-NIAH option images, shared fillers), bounded in
-    bytes. An image is kept only from its second use, so a data set that never repeats an image
-    (Ref-Adv-s, MC-Bench) holds nothing here and memory stays flat. `from_first`: kept from its
-    first use, for a client that sends each image several times in a row (the agentic solver's
-    localizer: one request per phrase, the phrases of a sample at once), so it is read and encoded
-    once, not once per request; still bounded by `max_bytes`, oldest out first."""
+    bytes. An image's base64 is kept only from its second use, so a data set that never repeats an
+    image (Ref-Adv-s, MC-Bench) holds nothing here and memory stays flat; a file URL from its
+    first. `from_first`: base64 kept from its first use too, for a client that sends each image
+    several times in a row (the agentic solver's localizer: one request per phrase, the phrases
+    of a sample at once), so it is read and encoded once, not once per request; still bounded by
+    `max_bytes`, oldest out first."""
 
     def __init__(self, max_bytes: int = 32 << 20, seen_keys: int = 65536, from_first: bool = False) -> None:
         self._items: OrderedDict[tuple[str, int | None], bytes] = OrderedDict()
@@ -363,11 +364,12 @@ class ImageCache:
                 self._items.move_to_end(key)
             return b64
 
-    def put(self, ref: ImageRef, b64: bytes) -> None:
-        """Offer an image's base64 (or file URL); it is kept from the second offer of the same image on."""
+    def put(self, ref: ImageRef, b64: bytes, first: bool = False) -> None:
+        """Offer an image's base64 (or file URL); it is kept from the second offer of the same image
+        on, or from this one with `first` (a file URL: a hundred bytes, not worth reading twice)."""
         key = (ref.key, ref.max_side)
         with self._lock:
-            if key not in self._seen and not self._from_first:
+            if key not in self._seen and not (self._from_first or first):
                 self._seen[key] = None
                 if len(self._seen) > self._max_seen:
                     self._seen.popitem(last=False)

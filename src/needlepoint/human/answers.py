@@ -78,9 +78,7 @@ def niah_kind(task: str, options: int) -> str:
 
 
 def _niah_answer(sample: Any, answer: Any) -> str:
-    from needlepoint.jsonl import read_line_at
-
-    texts, images = niah_options(read_line_at(sample.source, sample.offset))
+    texts, images = niah_options(sample.row())
     kind = niah_kind(sample.task, len(texts) or len(images))
     if kind == "counts":
         if not isinstance(answer, list) or not answer or len(answer) > MAX_COUNTS:

@@ -72,13 +72,11 @@ def sample_view(bench_name: str, sample: Any, image_url: Any) -> dict[str, Any]:
             "text": sample.caption,
             "images": [{"url": image_url(0), "width": sample.width, "height": sample.height, "label": "Image"}],
         }
-    from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, full_text
-    from needlepoint.jsonl import read_line_at
+    from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, full_text, haystack
 
-    row = read_line_at(sample.source, sample.offset)
+    row = sample.row()
     texts, images = niah_options(row)
-    context = str(row["context"]).replace("</s>", "")
-    pieces = context.split(PLACEHOLDER)
+    pieces = haystack(row).split(PLACEHOLDER)
     parts: list[dict[str, Any]] = []
     for i, piece in enumerate(pieces):
         if piece:

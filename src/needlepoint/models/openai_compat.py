@@ -339,7 +339,7 @@ class OpenAICompatModel:
             return b64, None
         url = file_url(ref, self.reencode_images) if self.local_images else None
         if url is not None:
-            self.images.put(ref, url)
+            self.images.put(ref, url, first=True)
             return url, None
         peek = getattr(ref.loader, "cached", None)
         data = read_small_image(ref) if ref.loader is None else peek() if peek is not None else None

@@ -39,10 +39,19 @@ class NiahSample:
     offset: int
     digest: str
     meta: dict[str, Any] = field(default_factory=dict)
+    length: int | None = None  # of the row's line in bytes: read back in one read
+
+    def row(self) -> dict[str, Any]:
+        """The row as its file holds it now (read again; `checked_text` tells whether it is the one loaded)."""
+        return read_line_at(self.source, self.offset, self.length)
 
     def text(self) -> str:
         """The full prompt text (context, newline, question with options and instruction)."""
-        text = full_text(read_line_at(self.source, self.offset))[0]
+        return self.checked_text(self.row())
+
+    def checked_text(self, row: dict[str, Any]) -> str:
+        """The full prompt text of `row` (`row()`); DataError when it is not the row loaded."""
+        text = full_text(row)[0]
         if text_digest(text) != self.digest:
             raise DataError(f"{self.source} changed during the run (row {self.row_id}); restore it, or start a fresh run")
         return text
@@ -115,9 +124,15 @@ def full_text(row: dict[str, Any]) -> tuple[str, list[str]]:
         question += OPTION_SENTENCE
     else:
         question += OPEN_SENTENCE
-    # The authors' runner drops tokenizer end-of-sequence marks left in the haystack.
-    context = str(row["context"]).replace("</s>", "")
-    return f"{context}\n{question}", images
+    return f"{haystack(row)}\n{question}", images
+
+
+def haystack(row: dict[str, Any]) -> str:
+    """A row's context as the model reads it: the authors' runner drops the tokenizer's
+    end-of-sequence marks left in the haystack (looked for first: a search is quicker than a
+    replace that finds nothing in a long document)."""
+    context = str(row["context"])
+    return context.replace("</s>", "") if "</s>" in context else context
 
 
 def _check_row(row: dict[str, Any], task: str, where: str) -> None:
@@ -144,7 +159,7 @@ def load_task(path: Path, task: str, images_root: Path) -> tuple[list[NiahSample
     """Samples of one task file, and (sample id, reason) for rows that cannot be sent."""
     samples: list[NiahSample] = []
     skipped: list[tuple[str, str]] = []
-    for where, offset, row in read_jsonl_offsets(path, "check --data"):
+    for where, offset, length, row in read_jsonl_offsets(path, "check --data"):
         _check_row(row, task, where)
         sid = f"{task}/{row['id']}"
         text, names = full_text(row)
@@ -176,6 +191,7 @@ def load_task(path: Path, task: str, images_root: Path) -> tuple[list[NiahSample
                 offset=offset,
                 digest=text_digest(text),
                 meta={k: meta.get(k) for k in ("num_images", "context_length_text", "context_length_image")},
+                length=length,
             )
         )
     return samples, skipped

@@ -28,10 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, full_text, text_digest
+from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, full_text
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
-from needlepoint.jsonl import read_line_at
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -185,9 +184,8 @@ def document_from_row(row: dict[str, Any], images: Sequence[ImageRef]) -> RagDoc
 
 def document(sample: NiahSample) -> RagDocument:
     """The pieces of a loaded sample's row, re-read from its file (DataError if it changed)."""
-    row = read_line_at(sample.source, sample.offset)
-    if text_digest(full_text(row)[0]) != sample.digest:
-        raise DataError(f"{sample.source} changed during the run (row {sample.row_id}); restore it, or start a fresh run")
+    row = sample.row()
+    sample.checked_text(row)  # DataError when the file changed since it was loaded
     return document_from_row(row, sample.images)
 
 

@@ -1,0 +1,101 @@
+"""Where the client's time goes before an MM-NIAH request is sent, stage by stage, one sample after
+another in this process (no server, no concurrency: the CPU each stage costs a sample).
+
+    python perf/bench_mm_niah_stages.py [--data DIR] [--local-images] [--rounds 2]
+
+DIR is an MM-NIAH release folder (default: the one perf/bench_mm_niah_memory.py writes with
+`--sizes 200 --tokens 65000 --images-per-doc 40 --docs 50`; run that first). For every sample:
+
+- prompt: `MmNiah.prompt` (the row read again from its file, the prompt text, its check digest,
+  the text cut at the image placeholders);
+- sent: `sent_messages` (what the record names of each image: path, digest, size);
+- images: what the request carries of each image (`OpenAICompatModel._encode_images`: the file
+  URL with --local-images, else base64);
+- body: the request's JSON pieces (`request_pieces`);
+- key: the call cache's key (`conversation_key`);
+- record: the record's JSON line with the text as sent.
+
+The first round meets every image for the first time (files read, digests taken); later rounds
+find them in the caches, as a run does for an image it has sent before. Prints ms a sample per
+stage and round. At 64 requests in flight and 100 ms a request the ideal is 640 samples/s: about
+1.6 ms of client CPU a sample, everything included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from measure import with_bytecode
+
+DEFAULT_DATA = Path("/tmp/np-bench-mm-niah/data-200-65000-40-50")
+
+
+async def _round(bench: Any, samples: list[Any], client: Any) -> dict[str, float]:
+    """ms a sample of each stage, over `samples` one after another."""
+    from needlepoint.conversation import Generation
+    from needlepoint.files import json_line
+    from needlepoint.models.openai_compat import request_pieces
+    from needlepoint.solvers.calls import conversation_key
+    from needlepoint.solvers.sent import sent_messages
+
+    generation = Generation()
+    spent = dict.fromkeys(("prompt", "sent", "images", "body", "key", "record"), 0.0)
+    for sample in samples:
+        t0 = time.perf_counter()
+        conversation = bench.prompt(sample)
+        t1 = time.perf_counter()
+        sent = await sent_messages(conversation)
+        t2 = time.perf_counter()
+        images = await client._encode_images(conversation)
+        t3 = time.perf_counter()
+        request_pieces("bench", conversation, generation, images)
+        t4 = time.perf_counter()
+        conversation_key("model", "bench", conversation, generation)
+        t5 = time.perf_counter()
+        json_line({"id": sample.id, "turns": [{"sent": sent, "reply": "A"}]})
+        t6 = time.perf_counter()
+        for name, took in zip(spent, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5)):
+            spent[name] += took
+    return {name: took / len(samples) * 1000 for name, took in spent.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="an MM-NIAH release folder")
+    parser.add_argument("--local-images", action="store_true", help="images by their file URLs (eval --local-images)")
+    parser.add_argument("--rounds", type=int, default=2, help="passes over the samples (default 2)")
+    ns = parser.parse_args(argv)
+    with_bytecode()
+    if not ns.data.is_dir():
+        sys.exit(f"{ns.data} does not exist; write it with perf/bench_mm_niah_memory.py first (see this script's docstring)")
+    from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
+    from needlepoint.models.openai_compat import OpenAICompatModel
+
+    bench = MmNiah(split="val")
+    started = time.perf_counter()
+    samples = bench.load(ns.data)
+    load_s = time.perf_counter() - started
+    client = OpenAICompatModel("bench", ["http://127.0.0.1:9/v1"], local_images=ns.local_images)  # its caches last across rounds
+    rounds = [asyncio.run(_round(bench, samples, client)) for _ in range(ns.rounds)]
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M')}, {platform.node()}: Python {platform.python_version()}, "
+        f"{len(samples)} samples of {ns.data}, {'--local-images' if ns.local_images else 'base64'}, "
+        f"loaded in {load_s:.2f} s\n"
+    )
+    print("| stage | " + " | ".join(f"round {i + 1} (ms a sample)" for i in range(len(rounds))) + " |")
+    print("|---|" + "---:|" * len(rounds))
+    for name in rounds[0]:
+        print(f"| {name} | " + " | ".join(f"{r[name]:.2f}" for r in rounds) + " |")
+    print("| all | " + " | ".join(f"{sum(r.values()):.2f}" for r in rounds) + " |")
+    print(f"\ncommand: python perf/bench_mm_niah_stages.py --data {ns.data}{' --local-images' if ns.local_images else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
