@@ -268,9 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--serve", type=float, help=argparse.SUPPRESS)
     p.add_argument("--image-table", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    with_bytecode()
     if args.serve is not None:
         return serve(args.serve, fast=not args.plain_server, images=args.image_table)
+    with_bytecode()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     import bench_mm_niah_memory as mem

@@ -329,12 +329,16 @@ def encode_jpeg(ref: ImageRef, reencode: bool = False, data: bytes | None = None
     return data if passes_through(data, ref, reencode) else transcode_jpeg(data, ref)
 
 
+ENTRY_BYTES = 200  # what keeping an entry costs besides its value (key, order, object headers)
+
+
 class ImageCache:
     """What a request carries of an image sent more than once: its base64, or its file URL
     (--local-images; see `file_url`) (MM-NIAH option images, shared fillers), bounded in
     bytes. An image's base64 is kept only from its second use, so a data set that never repeats an
     image (Ref-Adv-s, MC-Bench) holds nothing here and memory stays flat; a file URL from its
-    first. `from_first`: base64 kept from its first use too, for a client that sends each image
+    first (each entry counted with ENTRY_BYTES of keeping, so many URLs stay bounded too).
+    `from_first`: base64 kept from its first use too, for a client that sends each image
     several times in a row (the agentic solver's localizer: one request per phrase, the phrases
     of a sample at once), so it is read and encoded once, not once per request; still bounded by
     `max_bytes`, oldest out first."""
@@ -377,10 +381,10 @@ class ImageCache:
             if key in self._items or len(b64) > self._max // 8:
                 return
             self._items[key] = b64
-            self._bytes += len(b64)
+            self._bytes += len(b64) + ENTRY_BYTES
             while self._bytes > self._max:
                 _, old = self._items.popitem(last=False)
-                self._bytes -= len(old)
+                self._bytes -= len(old) + ENTRY_BYTES
 
 
 def to_base64(data: bytes) -> bytes:

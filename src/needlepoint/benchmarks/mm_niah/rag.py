@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, full_text
+from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, full_text, haystack
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 
@@ -157,7 +157,7 @@ def _locate_needles(needles: Any, context: str, pieces: Sequence[str], image_nam
 def document_from_row(row: dict[str, Any], images: Sequence[ImageRef]) -> RagDocument:
     """The pieces of a raw MM-NIAH row; `images` are the refs of its prompt images in placeholder
     order (context, question, options), as the loader makes them."""
-    context = str(row["context"]).replace("</s>", "")
+    context = haystack(row)
     question = str(row["question"])
     n_context = context.count(PLACEHOLDER)
     names = list(row.get("images_list") or [])
