@@ -20,10 +20,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 def with_bytecode(*trees: Path) -> None:
     """Compile the Python trees whose commands are timed (default: the one `needlepoint` is
-    imported from here, PYTHONPATH included), and let every child process read and write bytecode. A package installed by pip has its bytecode from the install; an editable
-    checkout run in a shell with PYTHONDONTWRITEBYTECODE set (some sandboxes set it) would
-    compile its modules again in every timed command, a start-up cost (0.3-0.4 s here) that no
-    user pays and that the tools it is compared with (installed by pip) do not pay either."""
+    imported from here, PYTHONPATH included), and let every child process read and write
+    bytecode. A package installed by pip has its bytecode from the install; an editable checkout
+    run in a shell with PYTHONDONTWRITEBYTECODE set (some sandboxes set it) would compile its
+    modules again in every timed command, a start-up cost (0.3-0.4 s here) that no user pays and
+    that the tools it is compared with (installed by pip) do not pay either."""
     import compileall
     import importlib.util
 
