@@ -158,3 +158,27 @@ def test_command_line_refusals(data: dict[str, Path], tmp_path: Path) -> None:
     assert rc == 2 and "mc_bench only" in err
     rc, err = run_quiet(["human", "mm_niah", "--data", str(tmp_path / "absent"), "--annotator", "a"])
     assert rc == 2 and "does not exist" in err
+
+
+def test_a_row_rewritten_during_a_session_is_refused(tmp_path: Path) -> None:
+    """An MM-NIAH row rewritten in place after the plan was loaded (the same length, so only the
+    digest tells) is neither shown nor answered: one sentence each, the answer not stored."""
+    import shutil
+
+    niah = tmp_path / "niah"
+    shutil.copytree(releases(tmp_path / "made")["mm_niah"], niah)
+    with serving("mm_niah", niah, tmp_path / "run", size=1, seed=0) as server:
+        sid = server.run.plan.ids[0]
+        sample = server._samples[sid]
+        code, view = request(f"{server.url}api/sample?id={quote(sid)}")
+        assert code == 200 and view["question"] == sample.question
+        raw = sample.source.read_bytes()
+        line = raw[sample.offset : sample.offset + sample.length]
+        at = line.index(b'"context": "') + len(b'"context": "')
+        changed = line[:at] + (b"X" if line[at : at + 1] != b"X" else b"Y") + line[at + 1 :]
+        sample.source.write_bytes(raw[: sample.offset] + changed + raw[sample.offset + len(line) :])
+        code, reply = request(f"{server.url}api/sample?id={quote(sid)}")
+        assert code == 409 and "changed during the run" in reply["error"] and reply["error"].count(". ") == 0
+        code, reply = request(f"{server.url}api/answer", {"id": sid, "answer": str(sample.answer), "seconds": 1})
+        assert code == 400 and "changed during the run" in reply["error"]
+        assert read_records(tmp_path / "run" / "records.jsonl") == {}

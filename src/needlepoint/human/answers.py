@@ -78,7 +78,9 @@ def niah_kind(task: str, options: int) -> str:
 
 
 def _niah_answer(sample: Any, answer: Any) -> str:
-    texts, images = niah_options(sample.row())
+    row = sample.row()
+    sample.checked_text(row)  # an answer to the row shown, not to one rewritten since
+    texts, images = niah_options(row)
     kind = niah_kind(sample.task, len(texts) or len(images))
     if kind == "counts":
         if not isinstance(answer, list) or not answer or len(answer) > MAX_COUNTS:

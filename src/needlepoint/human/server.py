@@ -133,7 +133,10 @@ class HumanServer:
     async def _sample(self, request: web.Request) -> web.Response:
         sample = self._known(request)
         base = f"/{self.token}/api/image?id={quote(sample.id, safe='')}&i="
-        view = sample_view(self.run.bench_name, sample, lambda i: f"{base}{i}")
+        try:
+            view = sample_view(self.run.bench_name, sample, lambda i: f"{base}{i}")
+        except DataError as exc:  # the data file changed or went away during the session
+            return _refuse(409, str(exc))
         record = self.run.done().get(sample.id)
         view.update(
             id=sample.id,
