@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from helpers.browser import chromium
+from helpers.browser import ARTIFACTS, chromium
 from helpers.cli import ctrl_c_stops
 from helpers.human import Person, releases, request, serving
 from helpers.paths import REPO
@@ -182,3 +182,11 @@ def test_a_row_rewritten_during_a_session_is_refused(tmp_path: Path) -> None:
         code, reply = request(f"{server.url}api/answer", {"id": sid, "answer": str(sample.answer), "seconds": 1})
         assert code == 400 and "changed during the run" in reply["error"]
         assert read_records(tmp_path / "run" / "records.jsonl") == {}
+        with chromium() as browser:  # the page shows the sentence over its instructions, not a blank page
+            person = Person(browser, server.url)
+            person.page.keyboard.press("Enter")
+            person.page.wait_for_selector("#load-error:not([hidden])", timeout=10_000)
+            assert "changed during the run" in person.page.locator("#load-error").inner_text()
+            assert person.page.locator("#intro").is_visible() and not person.page.locator("#work").is_visible()
+            person.page.screenshot(path=str(ARTIFACTS / "human-row-changed.png"))
+            person.close()

@@ -126,10 +126,14 @@ async function load(i) {
   const entry = app.state.order[i];
   try {
     app.view = await api(`api/sample?id=${encodeURIComponent(entry.id)}`);
-  } catch (e) {
-    message(e.message, "error");
+  } catch (e) {  // back to the instructions, with the server's sentence; Enter tries again
+    $("load-error").textContent = e.message;
+    $("load-error").hidden = false;
+    $("work").hidden = true;
+    $("intro").hidden = false;
     return;
   }
+  $("load-error").hidden = true;
   $("intro").hidden = true;
   $("finished").hidden = true;
   $("work").hidden = false;
