@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -163,8 +164,6 @@ def test_command_line_refusals(data: dict[str, Path], tmp_path: Path) -> None:
 def test_a_row_rewritten_during_a_session_is_refused(tmp_path: Path) -> None:
     """An MM-NIAH row rewritten in place after the plan was loaded (the same length, so only the
     digest tells) is neither shown nor answered: one sentence each, the answer not stored."""
-    import shutil
-
     niah = tmp_path / "niah"
     shutil.copytree(releases(tmp_path / "made")["mm_niah"], niah)
     with serving("mm_niah", niah, tmp_path / "run", size=1, seed=0) as server:

@@ -180,21 +180,16 @@ def read_jsonl(path: Path, hint: str = "check the path") -> Iterator[tuple[str, 
         yield where, row
 
 
-def read_line_at(path: Path, offset: int, length: int | None = None) -> dict[str, Any]:
-    """The JSON object on the line that starts at `offset` (found by read_jsonl_offsets). With the
-    line's `length` it is one read of that many bytes: a buffered readline scans a long line (an
-    MM-NIAH document, hundreds of KB) 8 KB at a time, several times slower."""
+def read_line_at(path: Path, offset: int, length: int) -> dict[str, Any]:
+    """The JSON object on the line of `length` bytes that starts at `offset` (both found by
+    read_jsonl_offsets), in one read: a buffered readline scans a long line (an MM-NIAH document,
+    hundreds of KB) 8 KB at a time, several times slower."""
     try:
-        if length is not None:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                line = os.pread(fd, length, offset)
-            finally:
-                os.close(fd)
-        else:
-            with path.open("rb") as fh:
-                fh.seek(offset)
-                line = fh.readline(MAX_LINE_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            line = os.pread(fd, length, offset)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise DataError(f"{path} changed or became unreadable during the run ({exc}); rerun to resume") from None
     if offset == 0 and line.startswith(BOM):

@@ -37,9 +37,9 @@ class NiahSample:
     placed_depth: Any
     source: Path
     offset: int
+    length: int  # of the row's line in bytes, read back in one read
     digest: str
     meta: dict[str, Any] = field(default_factory=dict)
-    length: int | None = None  # of the row's line in bytes: read back in one read
 
     def row(self) -> dict[str, Any]:
         """The row as its file holds it now (read again; `checked_text` tells whether it is the one loaded)."""
