@@ -13,7 +13,7 @@ from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv import demo as ref_adv
 from needlepoint.status import DONE
 
-from .conftest import API_KEY, MODEL_NAME, Servers, needlepoint_popen, read_records, vllm_counter
+from .conftest import API_KEY, MODEL_NAME, Servers, needlepoint, needlepoint_popen, read_records, vllm_counter
 
 pytestmark = pytest.mark.vllm
 
@@ -25,38 +25,38 @@ def test_one_of_two_servers_killed_mid_run_loses_nothing(servers: Servers, tmp_p
     ids = {str(s.id) for s in RefAdv(box_format="abs_xyxy").load(data)}
     assert len(ids) == SAMPLES
     live, doomed = servers.open, servers.ensure_keyed()
-    out = tmp_path / "run"
-    log = tmp_path / "eval.log"
-    proc = needlepoint_popen(
+    common = ["--model", MODEL_NAME, "--box-format", "abs_xyxy", "--max-tokens", "48", "--no-progress", "--no-report"]
+    # Warm the doomed server up first. A cold server's first image requests take seconds, and its
+    # request gauges stay 0 until its first step ends: in CI the live server once answered every
+    # sample while the doomed one sat in that first step, so the kill below never came.
+    warm = needlepoint(
         [
             "eval",
             "ref_adv_s",
             "--data",
             str(data),
-            "--model",
-            MODEL_NAME,
             "--api-url",
             doomed.url,
-            "--api-url",
-            live.url,
-            "--box-format",
-            "abs_xyxy",
-            "--max-tokens",
-            "48",
-            "--concurrency",
+            "--limit",
             "4",
             "--out",
-            str(out),
-            "--no-progress",
-            "--no-report",
+            str(tmp_path / "warm"),
+            *common,
         ],
+        env={"OPENAI_API_KEY": API_KEY},
+    )
+    assert warm.returncode == 0, warm.stdout[-3000:] + warm.stderr[-3000:]
+    out = tmp_path / "run"
+    log = tmp_path / "eval.log"
+    proc = needlepoint_popen(
+        ["eval", "ref_adv_s", "--data", str(data), "--api-url", doomed.url, "--api-url", live.url, "--concurrency", "4"]
+        + ["--out", str(out), *common],
         log,
         env={"OPENAI_API_KEY": API_KEY},
     )
     try:
         # Kill the doomed server while it holds requests of this run (running or waiting) and
-        # samples are done: those requests die with it. Its speed does not matter (a server's
-        # first image requests are slow, and the live one may answer most samples meanwhile).
+        # samples are done: those requests die with it.
         records = out / "records.jsonl"
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None:
