@@ -13,6 +13,7 @@ import io
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from needlepoint.config import RunConfig, hash_identity, identity
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message
 from needlepoint.demo import builder
 from needlepoint.drawing import render
+from needlepoint.errors import DataError
 from needlepoint.images import HEADER_BYTES, base64_jpeg, file_url
 from needlepoint.models.openai_compat import LOCAL_IMAGES_PROBE, OpenAICompatModel, request_body
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
@@ -222,6 +224,44 @@ def test_the_images_folder_is_where_the_files_are_links_resolved(sets: Sets, tmp
     assert image_folder(niah, niah.load(niah_data)) == Path(os.path.realpath(niah_data / "mm_niah_val" / "images"))
     merged = McBench(**{**options, "input_mode": "merged"})  # canvases made here: no file to read
     assert image_folder(merged, merged.load(data)) is None
+
+
+def _outside_tmp(tmp_path: Path) -> Path:
+    """A new folder under a top-level folder other than tmp_path's (shared memory or /var/tmp)."""
+    top = tmp_path.resolve().parts[1]
+    for base in (Path("/dev/shm"), Path("/var/tmp")):
+        if base.is_dir() and os.access(base, os.W_OK) and base.resolve().parts[1] != top:
+            return Path(tempfile.mkdtemp(dir=base, prefix="needlepoint-test-"))
+    raise AssertionError("neither /dev/shm nor /var/tmp is a writable folder apart from the temporary one")
+
+
+def test_images_with_no_common_folder_but_the_root_are_refused(sets: Sets, tmp_path: Path) -> None:
+    """An image linked from another tree of the machine: no folder below / holds them all, and a
+    server allowed / could be asked for any file, so neither --serve vllm nor the advice offers it."""
+    root, plans, script = sets
+    data, options = plans["mc_bench"]
+    copy = tmp_path / "mc_bench"
+    shutil.copytree(data, copy)
+    elsewhere = _outside_tmp(tmp_path)
+    try:
+        image = copy / "mc-bench_images" / "demo" / "pair000_1.jpg"
+        shutil.move(image, elsewhere / image.name)
+        image.symlink_to(elsewhere / image.name)
+        bench = McBench(**options)
+        with pytest.raises(DataError) as refused:
+            image_folder(bench, bench.load(copy))
+        assert "no common folder but /" in str(refused.value) and str(elsewhere.resolve()) in str(refused.value)
+        args = ["eval", "mc_bench", "--data", str(copy), "--model", SIMULATED_MODEL_NAME, "--out", str(tmp_path / "run")]
+        args += ["--box-format", options["box_format"], "--input-mode", options["input_mode"], "--local-images"]
+        with SimulatedServer(script=script, default=None) as server:  # it refuses file URLs: the advice names the folder
+            rc, err = run_quiet([*args, "--api-url", server.url, "--no-progress"])
+        line = one_sentence(err)
+        assert (
+            rc == 2 and "could read every file on this machine; keep the images under one folder, or drop --local-images" in line
+        ), line
+        assert "--allowed-local-media-path /" not in line and not (tmp_path / "run").exists()
+    finally:
+        shutil.rmtree(elsewhere)
 
 
 def test_a_request_carries_urls_and_base64_side_by_side(sets: Sets, tmp_path: Path) -> None:

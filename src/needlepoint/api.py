@@ -295,11 +295,20 @@ def _check_solver_models(solver: Solver) -> None:
 def image_folder(bench: Benchmark, samples: Sequence[Any]) -> Path | None:
     """The folder that holds every image file of the first-turn requests of `samples`, links
     resolved (a server reading them by their URLs, --local-images, must be allowed it: vLLM's
-    --allowed-local-media-path); None when no image is a file."""
+    --allowed-local-media-path); None when no image is a file. Images with no common folder but the
+    root are refused: a server allowed the root could be asked for any file."""
     files = {r.path for s in samples for m in bench.prompt(s).messages for r in m.images if r.loader is None and r.path}
     if not files:
         return None
-    return Path(os.path.commonpath([os.path.dirname(os.path.realpath(f)) for f in files]))
+    folders = sorted({os.path.dirname(os.path.realpath(f)) for f in files})
+    common = Path(os.path.commonpath(folders))
+    if common == Path(common.anchor):  # a server allowed "/" could be asked for any file of this machine
+        raise DataError(
+            f"the image files of these samples lie in folders with no common folder but {common} "
+            f"(links resolved: {folders[0]} and {folders[-1]}), and a server allowed {common} could read every file "
+            "on this machine; keep the images under one folder, or drop --local-images"
+        )
+    return common
 
 
 PROBED_SAMPLES = 100  # --local-images: the first samples searched for an image file to send by its URL
