@@ -45,6 +45,7 @@ def _score(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, st
     [
         (DEEP, "is nested too deeply"),
         ("[" * 600 + "]" * 600, "is nested too deeply"),  # under the interpreter's limit, over ours
+        ("[" + "[{}]," * 5000 + "[" * 600 + "]" * 601, "is nested too deeply"),  # deep past 10,000 containers
         ('{"a": ' + BIG + "}", "holds a number beyond float range"),
         ('{"a": -' + BIG + "}", "holds a number beyond float range"),
         ('{"a": 1e400}', "holds a number beyond float range"),
@@ -57,6 +58,13 @@ def test_parse_names_the_fault_in_one_sentence(raw: str, message: str) -> None:
         parse(raw.encode(), "F line 3")
     assert type(info.value).__name__ == "DataError"
     assert str(info.value).startswith(f"F line 3 {message}")
+
+
+def test_a_document_of_many_shallow_containers_is_read() -> None:
+    """Past the quick walk's budget (15,001 containers here) the brackets are counted, and as they
+    could reach the limit (10,001 a kind), the walk goes on to the end: 4 levels, read."""
+    wide = [[{"a": [i]}] for i in range(5000)]
+    assert parse(json.dumps(wide).encode(), "F") == wide
 
 
 def test_parse_makes_lone_surrogates_writable_and_keeps_pairs() -> None:

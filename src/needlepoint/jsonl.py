@@ -12,6 +12,7 @@ can be printed and stored.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ MAX_JSON_BYTES = 2 << 30  # a JSON document read whole (COCO train annotations a
 MAX_LINE_BYTES = 256 << 20  # one JSONL line (a document with embedded images)
 MAX_DEPTH = 512  # nesting levels; deeper is refused before any recursive code sees it
 _WALKED_BYTES = 64 << 20  # documents up to this size are checked against MAX_DEPTH
+_QUICK_WALK = 4096  # lists and objects walked before the brackets are counted (_too_deep)
 
 
 def open_regular(path: Path, hint: str = "check the path", limit: int | None = MAX_JSON_BYTES) -> IO[bytes]:
@@ -98,9 +100,19 @@ def parse(raw: bytes, where: str, fix: str = "fix or remove that line") -> Any:
     except orjson.JSONDecodeError:
         value = _parse_slowly(raw, where, fix)  # NaN tokens, lone surrogates, or a fault to name
     else:  # orjson itself stops at 1,024 levels; a large document (a COCO file) is left at that
-        if len(raw) <= _WALKED_BYTES and raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+        if len(raw) <= _WALKED_BYTES and _too_deep(raw, value):
             raise DataError(f"{where} is nested too deeply (over {MAX_DEPTH} levels); {fix}")
     return value
+
+
+def _too_deep(raw: bytes, value: Any) -> bool:
+    """Whether `value`, parsed from `raw`, nests more than MAX_DEPTH levels. A value of a few
+    containers (a row of text: an MM-NIAH document) is walked at once; one of many is walked only
+    when its brackets could reach that depth, a count quicker than the walk of millions of them."""
+    quick = _deeper_than(value, MAX_DEPTH, _QUICK_WALK)
+    if quick is not None:
+        return quick
+    return raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and bool(_deeper_than(value, MAX_DEPTH))
 
 
 def _parse_slowly(raw: bytes, where: str, fix: str) -> Any:
@@ -121,17 +133,22 @@ def _parse_slowly(raw: bytes, where: str, fix: str) -> Any:
     return _writable_strings(value) if "\\u" in text else value  # only an escape makes a lone surrogate
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether lists and objects nest more than `limit` levels (walked level by level, without recursion)."""
+def _deeper_than(value: Any, limit: int, budget: float = math.inf) -> bool | None:
+    """Whether lists and objects nest more than `limit` levels (walked level by level, without
+    recursion); None when more than `budget` of them were met before the answer."""
     level = [value] if type(value) in (list, dict) else []
     depth = 0
+    met = len(level)
     while level:
         depth += 1
         if depth > limit:
             return True
+        if met > budget:
+            return None
         below: list[Any] = []
         for item in level:
             below.extend(v for v in (item.values() if type(item) is dict else item) if type(v) in (list, dict))
+        met += len(below)
         level = below
     return False
 

@@ -155,8 +155,13 @@ def _check_row(row: dict[str, Any], task: str, where: str) -> None:
     official_answer(task, row.get("answer"))
 
 
-def load_task(path: Path, task: str, images_root: Path) -> tuple[list[NiahSample], list[tuple[str, str]]]:
-    """Samples of one task file, and (sample id, reason) for rows that cannot be sent."""
+def load_task(
+    path: Path, task: str, images_root: Path, found: dict[str, Path] | None = None
+) -> tuple[list[NiahSample], list[tuple[str, str]]]:
+    """Samples of one task file, and (sample id, reason) for rows that cannot be sent. `found`
+    keeps the image names already checked (inside the folder, a file), with their paths: the
+    documents of a release share images, and each is checked and stat'ed once."""
+    found = {} if found is None else found
     samples: list[NiahSample] = []
     skipped: list[tuple[str, str]] = []
     for where, offset, length, row in read_jsonl_offsets(path, "check --data"):
@@ -168,14 +173,15 @@ def load_task(path: Path, task: str, images_root: Path) -> tuple[list[NiahSample
             skipped.append((sid, f"{count} <image> placeholders but {len(names)} images"))
             continue
         try:
-            paths = [safe_path(images_root, n, where) for n in names]
+            paths = [found.get(n) or safe_path(images_root, n, where) for n in names]
         except DataError as exc:
             skipped.append((sid, str(exc)))
             continue
-        absent = next((p for p in paths if not p.is_file()), None)
+        absent = next((p for n, p in zip(names, paths) if n not in found and not p.is_file()), None)
         if absent is not None:
             skipped.append((sid, f"image {absent} does not exist"))
             continue
+        found.update(zip(names, paths))
         meta = row["meta"]
         samples.append(
             NiahSample(
@@ -206,16 +212,17 @@ def load_release(data: Path, split: str | None, tasks: list[str]) -> tuple[list[
     images_root = folder / "images"
     samples: list[NiahSample] = []
     skipped: list[tuple[str, str]] = []
-    found = False
+    any_task = False
+    images: dict[str, Path] = {}
     for task in tasks:
         path = folder / "annotations" / f"{task}.jsonl"
         if not path.is_file():
             continue
-        found = True
-        got, bad = load_task(path, task, images_root)
+        any_task = True
+        got, bad = load_task(path, task, images_root, images)
         samples += got
         skipped += bad
-    if not found:
+    if not any_task:
         raise DataError(f"{folder / 'annotations'} holds none of the task files {', '.join(t + '.jsonl' for t in tasks)}")
     samples.sort(key=lambda s: s.context_length)
     return samples, skipped, split
