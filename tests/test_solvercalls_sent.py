@@ -81,3 +81,28 @@ def test_turns_record_the_messages_as_sent(serve: Any, ref_release: Any, tmp_pat
         assert rec["turns"][1]["sent"][1] == {"role": "assistant", "content": [{"type": "text", "text": "I see no box here."}]}
     paths = {p["path"] for t in turns for m in t["sent"] for p in m["content"] if p["type"] == "image"}
     assert len(paths) == 3 and sorted(encoded) == sorted(paths)  # once per image, not per request
+
+
+def test_an_image_rewritten_between_two_runs_of_one_process_is_described_afresh(
+    serve: Any, ref_release: Any, tmp_path: Path
+) -> None:
+    """Within a run each image is described once (its file taken to stay as it is); the next run
+    in the same process reads the files again, so a rewritten image gets its new digest and size."""
+    _, rows = ref_release
+    folder = write_jsonl_release(tmp_path / "release", rows[:1])
+    server = serve(default='{"bbox_2d": [0, 0, 4, 4]}')
+
+    def image_of(out: Path) -> dict[str, Any]:
+        config = ref_run_config(folder / "data.jsonl", [server.url], out, limit=1, options={"box_format": "abs_xyxy"})
+        evaluate(config)
+        (record,) = read_records(out / "records.jsonl").values()
+        (image,) = [p for m in record["turns"][0]["sent"] for p in m["content"] if p["type"] == "image"]
+        return image
+
+    first = image_of(tmp_path / "first")
+    path = folder / "images" / first["path"]
+    with Image.open(path) as im:
+        im.resize((im.width // 2, im.height // 2)).save(path, "JPEG", quality=80)
+    second = image_of(tmp_path / "second")
+    assert first["sha256"] != second["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert (second["width"], second["height"]) == Image.open(path).size != (first["width"], first["height"])

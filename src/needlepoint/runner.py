@@ -27,6 +27,7 @@ from needlepoint.records import Record
 from needlepoint.redact import scrub
 from needlepoint.solvers.base import RequestGate, SolveContext, Solver, ToolError
 from needlepoint.solvers.calls import forget
+from needlepoint.solvers.sent import forget_described
 from needlepoint.store import RunStore
 
 
@@ -146,6 +147,7 @@ async def run(
     owns `store` (and closes it) and the models. Raises InternalFault when too many samples end
     in an internal error."""
     models: dict[str, Any] = {MAIN: model, **solver.models()}
+    forget_described()  # the images as this run finds them
     internal: list[Record] = []
     done = store.records()
     todo = pending(samples, done, options.retry_failed)

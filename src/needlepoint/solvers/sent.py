@@ -3,8 +3,10 @@ and each image by its path (its key: relative to the benchmark's images folder, 
 names it), the sha256 of its stored bytes, and the size it was sent at (width, height, bytes of
 the JPEG the client sends: `images.encode_jpeg`, the one encoder). Never the bytes.
 
-Each image is described once per process (a bounded cache keyed by the image, its file's size and
-time, the size asked for and the re-encoding rule), not once per request.
+Each image is described once per run (a bounded cache keyed by the image, its path, the size asked
+for and the re-encoding rule; `forget_described` empties it as a run starts), not once per request:
+within a run an image's file is taken to stay as it is, as the client's own cache of what it sends
+takes it (`images.ImageCache`), and a file rewritten between two runs of one process is read again.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from needlepoint.conversation import Conversation, ImageRef
 from needlepoint.errors import DataError
 from needlepoint.images import ON_LOOP_IMAGES, encode_jpeg, jpeg_header, read_image
 
-__all__ = ["describe_image", "sent_messages"]
+__all__ = ["describe_image", "forget_described", "sent_messages"]
 
 _MAX_ITEMS = 100_000
 _cache: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
@@ -27,14 +29,13 @@ _lock = threading.Lock()
 
 
 def _cache_key(ref: ImageRef, reencode: bool) -> tuple[Any, ...]:
-    stamp: tuple[int, int] | None = None
-    if ref.loader is None and ref.path is not None:
-        try:
-            st = ref.path.stat()
-            stamp = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            stamp = None
-    return (ref.key, None if ref.path is None else str(ref.path), ref.max_side, reencode, stamp)
+    return (ref.key, ref.path, ref.max_side, reencode)
+
+
+def forget_described() -> None:
+    """Empty the cache of image descriptions (a run starts: its files are read afresh)."""
+    with _lock:
+        _cache.clear()
 
 
 def _cached(key: tuple[Any, ...]) -> dict[str, Any] | None:
@@ -82,14 +83,14 @@ async def sent_messages(conversation: Conversation, reencode: bool = False) -> l
     An image that cannot be read is described by its path and the reason."""
     loop = asyncio.get_running_loop()
     refs = [im for m in conversation.messages for im in m.images]
-    if len(refs) > ON_LOOP_IMAGES:  # a document of many: looked up (a stat each) and described in one thread
-        described = await loop.run_in_executor(None, lambda: [_described(r, reencode) for r in refs])
+    cached = [_cached(_cache_key(r, reencode)) for r in refs]
+    missing = [r for r, got in zip(refs, cached) if got is None]
+    if len(missing) > ON_LOOP_IMAGES:  # a document of many new images: described in one thread
+        fresh = await loop.run_in_executor(None, lambda: [_described(r, reencode) for r in missing])
     else:
-        described = []
-        for r in refs:
-            got = _cached(_cache_key(r, reencode))
-            described.append(got if got is not None else await loop.run_in_executor(None, _described, r, reencode))
-    images = iter(described)
+        fresh = [await loop.run_in_executor(None, _described, r, reencode) for r in missing]
+    new = iter(fresh)
+    images = iter([got if got is not None else next(new) for got in cached])
     out: list[dict[str, Any]] = []
     for m in conversation.messages:
         if not m.images:
