@@ -201,8 +201,7 @@ def with_neutral_sampling(generation: Generation) -> Generation:
     return replace(generation, **fields, extra={**extra, **generation.extra})
 
 
-_TOKEN = secrets.token_hex(8)
-_SLOT = re.compile(rb"@@np-image-" + _TOKEN.encode() + rb"-(\d+)@@")
+_SLOT = f"@@np-image-{secrets.token_hex(8)}@@"  # where an image's URL goes in the serialised body
 DATA_URL_PREFIX = b"data:image/jpeg;base64,"
 FILE_URL_PREFIX = b"file:"  # never the start of base64, whose alphabet has no colon
 
@@ -241,17 +240,16 @@ def request_pieces(model: str, conversation: Conversation, generation: Generatio
     (base64 and a quoted file URL are ASCII without quotes or backslashes), and scanning megabytes
     of base64 in json.dumps would be most of the cost of a request.
     """
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": message_payload(conversation, lambda _, i: f"@@np-image-{_TOKEN}-{i}@@"),
-    }
+    body: dict[str, Any] = {"model": model, "messages": message_payload(conversation, lambda _, i: _SLOT)}
     body.update(sampling_params(generation))
-    pieces = _SLOT.split(json_line(body))
-    for i in range(1, len(pieces), 2):
-        image = images[int(pieces[i])]
+    texts = json_line(body).split(_SLOT.encode())  # the slots in the images' order, as message_payload numbers them
+    if len(texts) != len(images) + 1:
+        raise ValueError(f"{len(images)} images for {len(texts) - 1} image slots in a request body")
+    pieces = [texts[0]]
+    for image, text in zip(images, texts[1:]):
         if not image.startswith(FILE_URL_PREFIX):
-            pieces[i - 1] += DATA_URL_PREFIX  # the text before it ends the URL's opening quote
-        pieces[i] = image
+            pieces[-1] += DATA_URL_PREFIX  # the text before it ends the URL's opening quote
+        pieces += [image, text]
     return pieces
 
 
