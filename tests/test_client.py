@@ -73,7 +73,7 @@ def test_request_body_is_the_json_of_the_message_with_the_images_spliced_in() ->
     images = [base64.b64encode(b"first image"), base64.b64encode(b"the second one")]
     gen = Generation(extra={"top_k": 5})
     urls = {id(first): "data:image/jpeg;base64," + images[0].decode(), id(second): "data:image/jpeg;base64," + images[1].decode()}
-    expected = {"model": "m", "messages": message_payload(conversation, lambda ref, _: urls[id(ref)]), **sampling_params(gen)}
+    expected = {"model": "m", "messages": message_payload(conversation, lambda ref: urls[id(ref)]), **sampling_params(gen)}
     body = request_body("m", conversation, gen, images)
     assert body == json.dumps(expected, ensure_ascii=False, separators=(",", ":")).encode("utf-8")  # byte for byte, compact
 

@@ -236,7 +236,7 @@ def referenced_body(model: str, conversation: Conversation, generation: Generati
 
     body: dict[str, Any] = {
         "model": model,
-        "messages": message_payload(conversation, lambda ref, _: IMAGE_REF_SCHEME + ref.key),
+        "messages": message_payload(conversation, lambda ref: IMAGE_REF_SCHEME + ref.key),
     }
     body.update(sampling_params(generation))
     return body

@@ -206,10 +206,9 @@ DATA_URL_PREFIX = b"data:image/jpeg;base64,"
 FILE_URL_PREFIX = b"file:"  # never the start of base64, whose alphabet has no colon
 
 
-def message_payload(conversation: Conversation, url_for: Callable[[ImageRef, int], str]) -> list[dict[str, Any]]:
-    """The `messages` array of a chat request; `url_for(image, i)` gives the i-th image's URL."""
+def message_payload(conversation: Conversation, url_for: Callable[[ImageRef], str]) -> list[dict[str, Any]]:
+    """The `messages` array of a chat request, its images in order; `url_for(image)` gives an image's URL."""
     out: list[dict[str, Any]] = []
-    index = 0
     for m in conversation.messages:
         if m.role != "user" or all(isinstance(p, str) for p in m.parts):
             out.append({"role": m.role, "content": m.text})
@@ -220,8 +219,7 @@ def message_payload(conversation: Conversation, url_for: Callable[[ImageRef, int
                 if p:
                     content.append({"type": "text", "text": p})
             else:
-                content.append({"type": "image_url", "image_url": {"url": url_for(p, index)}})
-                index += 1
+                content.append({"type": "image_url", "image_url": {"url": url_for(p)}})
         out.append({"role": m.role, "content": content})
     return out
 
@@ -240,9 +238,9 @@ def request_pieces(model: str, conversation: Conversation, generation: Generatio
     (base64 and a quoted file URL are ASCII without quotes or backslashes), and scanning megabytes
     of base64 in json.dumps would be most of the cost of a request.
     """
-    body: dict[str, Any] = {"model": model, "messages": message_payload(conversation, lambda _, i: _SLOT)}
+    body: dict[str, Any] = {"model": model, "messages": message_payload(conversation, lambda _: _SLOT)}
     body.update(sampling_params(generation))
-    texts = json_line(body).split(_SLOT.encode())  # the slots in the images' order, as message_payload numbers them
+    texts = json_line(body).split(_SLOT.encode())  # the slots, in the images' order
     if len(texts) != len(images) + 1:
         raise ValueError(f"{len(images)} images for {len(texts) - 1} image slots in a request body")
     pieces = [texts[0]]

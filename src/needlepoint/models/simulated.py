@@ -190,7 +190,7 @@ def script_key(conversation: Conversation) -> str:
     from needlepoint.images import base64_jpeg
     from needlepoint.models.openai_compat import DATA_URL_PREFIX, message_payload
 
-    return request_key(message_payload(conversation, lambda ref, _: (DATA_URL_PREFIX + base64_jpeg(ref)).decode("ascii")))
+    return request_key(message_payload(conversation, lambda ref: (DATA_URL_PREFIX + base64_jpeg(ref)).decode("ascii")))
 
 
 @dataclass

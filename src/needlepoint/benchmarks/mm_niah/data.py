@@ -155,13 +155,10 @@ def _check_row(row: dict[str, Any], task: str, where: str) -> None:
     official_answer(task, row.get("answer"))
 
 
-def load_task(
-    path: Path, task: str, images_root: Path, found: dict[str, Path] | None = None
-) -> tuple[list[NiahSample], list[tuple[str, str]]]:
+def load_task(path: Path, task: str, images_root: Path, found: dict[str, Path]) -> tuple[list[NiahSample], list[tuple[str, str]]]:
     """Samples of one task file, and (sample id, reason) for rows that cannot be sent. `found`
     keeps the image names already checked (inside the folder, a file), with their paths: the
     documents of a release share images, and each is checked and stat'ed once."""
-    found = {} if found is None else found
     samples: list[NiahSample] = []
     skipped: list[tuple[str, str]] = []
     for where, offset, length, row in read_jsonl_offsets(path, "check --data"):
