@@ -47,11 +47,11 @@ def main() -> int:
     server = ServerProcess(ns.delay_ms, tmp, MODEL)
     try:
         if ns.data is not None:  # the release of an earlier run of this script (same --samples), or made there
-            marker = ns.data / f".made-{ns.samples}"
+            data = ns.data / f"samples-{ns.samples}"
+            marker = data / ".made"
             if not marker.exists():
-                make_release_in_child(ns.data, ns.samples, 0, ROW_GROUP)
+                make_release_in_child(data, ns.samples, 0, ROW_GROUP)
                 marker.write_text("ok\n")
-            data = ns.data
         else:
             data, _ = make_release_in_child(tmp / "data", ns.samples, 0, ROW_GROUP)
         server.start()
