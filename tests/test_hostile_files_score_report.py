@@ -62,7 +62,7 @@ def test_parse_names_the_fault_in_one_sentence(raw: str, message: str) -> None:
 
 def test_a_document_of_many_shallow_containers_is_read() -> None:
     """Past the quick walk's budget (15,001 containers here) the brackets are counted, and as they
-    could reach the limit (10,001 a kind), the walk goes on to the end: 4 levels, read."""
+    could reach the limit (15,001 of them), the walk goes on to the end: 4 levels, read."""
     wide = [[{"a": [i]}] for i in range(5000)]
     assert parse(json.dumps(wide).encode(), "F") == wide
 
