@@ -72,12 +72,12 @@ def sample_view(bench_name: str, sample: Any, image_url: Any) -> dict[str, Any]:
             "text": sample.caption,
             "images": [{"url": image_url(0), "width": sample.width, "height": sample.height, "label": "Image"}],
         }
-    from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, haystack
+    from needlepoint.benchmarks.mm_niah.data import haystack, image_pieces
 
     row = sample.row()
     sample.checked_text(row)  # DataError when the file changed since the plan's samples were loaded
     texts, images = niah_options(row)
-    pieces = haystack(row).split(PLACEHOLDER)
+    pieces = image_pieces(haystack(row))
     parts: list[dict[str, Any]] = []
     for i, piece in enumerate(pieces):
         if piece:

@@ -26,7 +26,7 @@ from needlepoint.benchmarks.mm_niah.aggregate import (
     context_bin,
 )
 from needlepoint.benchmarks.mm_niah.cards import add_document
-from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, load_release
+from needlepoint.benchmarks.mm_niah.data import NiahSample, image_pieces, load_release
 from needlepoint.benchmarks.mm_niah.judge import judge
 from needlepoint.benchmarks.mm_niah.rag_results import add_rag, needle_shares, rag_note
 from needlepoint.benchmarks.mm_niah.tables import niah_tables
@@ -35,7 +35,7 @@ from needlepoint.records import Record, scores
 
 
 def _parts(text: str, images: list[ImageRef]) -> list[Part]:
-    pieces = text.split(PLACEHOLDER)
+    pieces = image_pieces(text)
     parts: list[Part] = []
     for i, piece in enumerate(pieces):
         if piece:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, full_text, haystack
+from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, full_text, haystack, image_pieces, placeholders
 from needlepoint.conversation import ImageRef
 from needlepoint.errors import DataError
 
@@ -62,7 +62,7 @@ def split_pieces(context: str) -> list[str]:
     """The authors' pieces of a context: sentences (empty strings included) and `<image>` marks.
     Joined, they give the context back exactly."""
     pieces: list[str] = []
-    for part in context.split(PLACEHOLDER):
+    for part in image_pieces(context):
         if part:
             pieces.extend(_SENTENCE_END.split(part))
         pieces.append(PLACEHOLDER)
@@ -138,7 +138,7 @@ def _locate_needles(needles: Any, context: str, pieces: Sequence[str], image_nam
     for p in pieces:
         starts.append(at)
         at += len(p)
-    image_pieces = [i for i, p in enumerate(pieces) if p == PLACEHOLDER]
+    image_at = [i for i, p in enumerate(pieces) if p == PLACEHOLDER]
     out = []
     for n, needle in enumerate(needles):
         if isinstance(needle, str) and needle and needle in context:
@@ -147,7 +147,7 @@ def _locate_needles(needles: Any, context: str, pieces: Sequence[str], image_nam
             hit = tuple(i for i, p in enumerate(pieces) if p != PLACEHOLDER and p and starts[i] < e and starts[i] + len(p) > s)
             out.append(NeedleSpan(n, "text", hit))
         elif isinstance(needle, str) and needle in image_names:
-            hit = tuple(image_pieces[j] for j, name in enumerate(image_names) if name == needle)
+            hit = tuple(image_at[j] for j, name in enumerate(image_names) if name == needle)
             out.append(NeedleSpan(n, "image", hit))
         else:
             out.append(NeedleSpan(n, "unknown", ()))
@@ -159,9 +159,9 @@ def document_from_row(row: dict[str, Any], images: Sequence[ImageRef]) -> RagDoc
     order (context, question, options), as the loader makes them."""
     context = haystack(row)
     question = str(row["question"])
-    n_context = context.count(PLACEHOLDER)
+    n_context = placeholders(context)
     names = list(row.get("images_list") or [])
-    n_question = question.count(PLACEHOLDER)
+    n_question = placeholders(question)
     if n_context + n_question != len(names):
         raise DataError(
             f"row {row.get('id')!r}: {n_context} + {n_question} <image> placeholders in context and question "
@@ -315,9 +315,9 @@ def reduced_sample(sample: NiahSample, doc: RagDocument, selection: Selection) -
     row = {**doc.row, "context": context, "images_list": [im.key for im in kept_images] + list(doc.question_image_names)}
     text, names = full_text(row)
     images = kept_images + list(doc.kept_images)
-    if len(names) != len(images) or text.count(PLACEHOLDER) != len(images):
+    if len(names) != len(images) or placeholders(text) != len(images):
         raise DataError(
-            f"{sample.id}: the retrieved prompt has {text.count(PLACEHOLDER)} <image> placeholders for {len(images)} images"
+            f"{sample.id}: the retrieved prompt has {placeholders(text)} <image> placeholders for {len(images)} images"
         )
     values = {f.name: getattr(sample, f.name) for f in fields(NiahSample)}
     values["images"] = images

@@ -18,6 +18,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from needlepoint import marks
 from needlepoint.errors import DataError
 
 PLACEHOLDER = "<image>"
@@ -77,7 +78,7 @@ def count_many(texts: list[str]) -> list[int]:
 
 def text_tokens(context: str) -> int:
     """Text tokens of a context: each segment between `<image>` placeholders encoded on its own."""
-    return sum(count(segment) for segment in context.split(PLACEHOLDER))
+    return sum(count(segment) for segment in marks.split(context, PLACEHOLDER))
 
 
 def tile_grid(width: int, height: int, max_tiles: int = MAX_TILES) -> tuple[int, int]:
