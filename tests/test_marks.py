@@ -1,4 +1,5 @@
-"""marks: the quick search for a short mark in a long text gives what str.split and str.count give."""
+"""marks: the quick search for a short mark in a long text gives what str.split and str.count give
+(and bytes.split, for a request body)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ def test_positions_and_split_agree_with_str_on_random_texts(mark: str) -> None:
         assert len(found) == text.count(mark), text
         assert marks.split(text, mark) == text.split(mark), text
         assert all(text.startswith(mark, at) for at in found)
+        raw, raw_mark = text.encode(), mark.encode()  # bytes: a request body cut at its image slots
+        assert marks.split(raw, raw_mark) == raw.split(raw_mark), text
 
 
 def test_a_text_full_of_stray_first_characters_is_searched_in_full() -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from needlepoint import marks
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Reply
 from needlepoint.endpoints import pasted_route_advice
 from needlepoint.errors import DataError, RequestError
@@ -202,6 +203,7 @@ def with_neutral_sampling(generation: Generation) -> Generation:
 
 
 _SLOT = f"@@np-image-{secrets.token_hex(8)}@@"  # where an image's URL goes in the serialised body
+_SLOT_BYTES = _SLOT.encode()
 DATA_URL_PREFIX = b"data:image/jpeg;base64,"
 FILE_URL_PREFIX = b"file:"  # never the start of base64, whose alphabet has no colon
 
@@ -240,7 +242,7 @@ def request_pieces(model: str, conversation: Conversation, generation: Generatio
     """
     body: dict[str, Any] = {"model": model, "messages": message_payload(conversation, lambda _: _SLOT)}
     body.update(sampling_params(generation))
-    texts = json_line(body).split(_SLOT.encode())  # the slots, in the images' order
+    texts = marks.split(json_line(body), _SLOT_BYTES)  # the slots, in the images' order
     if len(texts) != len(images) + 1:
         raise ValueError(f"{len(images)} images for {len(texts) - 1} image slots in a request body")
     pieces = [texts[0]]
