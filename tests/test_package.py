@@ -164,6 +164,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "images",
                 "jsonfind",
                 "jsonl",
+                "marks",
                 "numeric",
                 "options",
                 "outcome",
