@@ -31,6 +31,8 @@ def test_a_text_full_of_stray_first_characters_is_searched_in_full() -> None:
     text = "a<b" * 2000 + "<image>" + "<" * 300 + "x<image>y" + "<imag" * 50 + "<image>"
     assert marks.split(text, "<image>") == text.split("<image>")
     assert len(marks.positions(text, "<image>")) == 3
+    with pytest.raises(ValueError):
+        marks.positions(text, "")  # as str.split refuses an empty separator (it would never end)
 
 
 def test_the_mm_niah_document_helpers_follow_the_authors_rule() -> None:

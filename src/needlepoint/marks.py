@@ -18,9 +18,11 @@ _STRAY = 256  # first characters met that start no mark, before the general sear
 
 
 def positions(text: AnyStr, mark: AnyStr) -> list[int]:
-    """Where each occurrence of `mark` (not empty) starts in `text`, left to right and not
+    """Where each occurrence of `mark` starts in `text`, left to right and not
     overlapping: the occurrences `text.split(mark)` cuts at and `text.count(mark)` counts (str or
-    bytes)."""
+    bytes). ValueError on an empty mark, as `str.split` raises."""
+    if not mark:
+        raise ValueError("empty mark")
     head, width = mark[:1], len(mark)
     found: list[int] = []
     stray = 0
