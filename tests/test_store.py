@@ -105,14 +105,18 @@ def test_records_read_as_the_standard_parser_reads_them(tmp_path: Path) -> None:
         '{"id": "b", "iou": NaN}',
         '{"id": "c", "n": 123456789012345678901234}',
         '{"id": "d", "reply": "\\ud800"}',
+        '{"id": "e", "turns": [{"usage": {"n": -9223372036854775809, "m": 18446744073709551615, "x": 1e300}}]}',
+        '{"id": "f", "turns": [{"usage": {"n": 9223372036854775807, "x": 0.1}}], "sent": ["' + "long " * 5000 + '"]}',
     ]
     path.write_text("\n".join(lines) + "\n")
     got = read_records(path)
     expected = {str(json.loads(line)["id"]): json.loads(line) for line in lines}
-    assert list(got) == ["a", "b", "c", "d"]
+    assert list(got) == ["a", "b", "c", "d", "e", "f"]
     assert got["b"]["iou"] != got["b"]["iou"]  # NaN
     assert {k: v for k, v in got.items() if k != "b"} == {k: v for k, v in expected.items() if k != "b"}
     assert got["c"]["n"] == 123456789012345678901234
+    assert got["e"]["turns"][0]["usage"]["n"] == -9223372036854775809  # nested, negative: the standard parser's int
+    assert isinstance(got["e"]["turns"][0]["usage"]["n"], int)
 
 
 def test_corrupt_complete_line_is_a_clear_error(tmp_path: Path) -> None:

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
+import orjson
+
 from needlepoint.errors import DataError
 from needlepoint.files import (
     AppendLog,
@@ -80,7 +82,7 @@ def _read_into(out: dict[str, Record], path: Path) -> None:
             if not line.endswith(b"\n"):
                 break
             try:
-                rec = json.loads(line)
+                rec = _record_value(line)
             except (ValueError, RecursionError):  # RecursionError: a line nested 100,000 deep
                 rec = None
             if not isinstance(rec, dict) or "id" not in rec:
@@ -89,6 +91,37 @@ def _read_into(out: dict[str, Record], path: Path) -> None:
                     f"delete that line (`sed -i '{lineno}d' {shlex.quote(str(path))}`) and rerun: a sample it held is requested again"
                 )
             out[str(rec["id"])] = cast(Record, rec)  # a JSON object with an id, as written; its fields are read with .get
+
+
+def _record_value(line: bytes) -> Any:
+    """A record line's JSON value as the standard parser reads it, by orjson where that is the
+    same value (a quarter of the time on a long MM-NIAH record): the standard parser reads a line
+    orjson refuses (a NaN written by hand, a lone surrogate) and one where orjson may have made a
+    float of an integer past 64 bits (a hostile model's number, kept as it came)."""
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
+    return json.loads(line) if _holds_huge_float(value) else value
+
+
+def _holds_huge_float(value: Any) -> bool:
+    """Whether a float of magnitude 2**63 or more is anywhere in `value` (what orjson makes of
+    an integer outside -2**63..2**64)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is float and abs(item) >= _HUGE:
+            return True
+    return False
+
+
+_HUGE = float(2**63)
 
 
 def _short(value: Any, limit: int = 60) -> str:
