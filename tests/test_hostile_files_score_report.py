@@ -67,6 +67,18 @@ def test_a_document_of_many_shallow_containers_is_read() -> None:
     assert parse(json.dumps(wide).encode(), "F") == wide
 
 
+def test_an_integer_past_64_bits_in_a_row_is_read_exactly(tmp_path: Path) -> None:
+    """orjson reads such an integer as a float (two distinct ids would meet in one); a row holding
+    one is read again by the standard parser. A float as large stays a float."""
+    raw = b'{"id": 123456789012345678901234567890, "ids": [-9223372036854775809, 18446744073709551615], "x": 1e300}'
+    value = parse(raw, "F")
+    assert value == {"id": 123456789012345678901234567890, "ids": [-9223372036854775809, 18446744073709551615], "x": 1e300}
+    assert all(type(v) is int for v in (value["id"], *value["ids"])) and type(value["x"]) is float
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b'{"id": 10000000000000000000001}\n{"id": 10000000000000000000002}\n')
+    assert [row["id"] for _, row in read_jsonl(path)] == [10000000000000000000001, 10000000000000000000002]
+
+
 def test_parse_makes_lone_surrogates_writable_and_keeps_pairs() -> None:
     value = parse(b'{"\\udfff": ["\\ud800x", "\\ud83d\\ude00"], "n": NaN}', "F")
     assert value["\ufffd"] == ["\ufffdx", "\U0001f600"]

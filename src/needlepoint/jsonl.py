@@ -31,6 +31,8 @@ MAX_LINE_BYTES = 256 << 20  # one JSONL line (a document with embedded images)
 MAX_DEPTH = 512  # nesting levels; deeper is refused before any recursive code sees it
 _WALKED_BYTES = 64 << 20  # documents up to this size are checked against MAX_DEPTH
 _QUICK_WALK = 4096  # lists and objects walked before the brackets are counted (_too_deep)
+_EXACT_BYTES = 1 << 20  # values up to this size are searched for integers orjson made floats of
+_HUGE = float(2**63)
 _READ_BUFFER = 1 << 20  # a file read line by line: 4 KB reads (the default) cost 3-8x the time on long lines
 
 
@@ -95,7 +97,9 @@ def parse(raw: bytes, where: str, fix: str = "fix or remove that line") -> Any:
     """The JSON value in `raw` (one line or one document; a leading BOM is the caller's to
     strip); DataError "`where` is not UTF-8 text / is not valid JSON / is nested too deeply /
     holds a number beyond float range; `fix`". The bare tokens NaN and Infinity are read (as
-    Python does) for the caller's number rule to refuse or mark; lone surrogates become U+FFFD."""
+    Python does) for the caller's number rule to refuse or mark; lone surrogates become U+FFFD.
+    An integer past 64 bits is read exactly in a value of up to 1 MB (a row); a larger document
+    (a COCO file) is not searched for one, and orjson gives it as a float."""
     try:
         value = orjson.loads(raw)  # the common case: strict JSON, fast
     except orjson.JSONDecodeError:
@@ -103,7 +107,25 @@ def parse(raw: bytes, where: str, fix: str = "fix or remove that line") -> Any:
     else:  # orjson itself stops at 1,024 levels; a large document (a COCO file) is left at that
         if len(raw) <= _WALKED_BYTES and _too_deep(raw, value):
             raise DataError(f"{where} is nested too deeply (over {MAX_DEPTH} levels); {fix}")
+        if len(raw) <= _EXACT_BYTES and holds_huge_float(value):  # an integer past 64 bits, maybe
+            value = _parse_slowly(raw, where, fix)
     return value
+
+
+def holds_huge_float(value: Any) -> bool:
+    """Whether a float of magnitude 2**63 or more is anywhere in `value`: what orjson makes of an
+    integer outside -2**63..2**64, which the standard parser reads exactly."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is float and abs(item) >= _HUGE:
+            return True
+    return False
 
 
 def _too_deep(raw: bytes, value: Any) -> bool:

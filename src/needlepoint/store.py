@@ -32,6 +32,7 @@ from needlepoint.files import (
     write_lines,
     write_parquet,
 )
+from needlepoint.jsonl import holds_huge_float
 from needlepoint.records import Record, RunHeader
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotation is never evaluated
@@ -102,26 +103,7 @@ def _record_value(line: bytes) -> Any:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         return json.loads(line)
-    return json.loads(line) if _holds_huge_float(value) else value
-
-
-def _holds_huge_float(value: Any) -> bool:
-    """Whether a float of magnitude 2**63 or more is anywhere in `value` (what orjson makes of
-    an integer outside -2**63..2**64)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind is dict:
-            stack.extend(item.values())
-        elif kind is list:
-            stack.extend(item)
-        elif kind is float and abs(item) >= _HUGE:
-            return True
-    return False
-
-
-_HUGE = float(2**63)
+    return json.loads(line) if holds_huge_float(value) else value
 
 
 def _short(value: Any, limit: int = 60) -> str:
