@@ -29,6 +29,18 @@ def test_entries_survive_a_torn_line_and_are_handed_out_once(tmp_path: Path) -> 
     assert not path.exists()
 
 
+def test_an_answer_orjson_cannot_read_back_is_still_taken(tmp_path: Path) -> None:
+    """A reply holding a lone surrogate (written by the standard encoder) and a count past 64 bits
+    come back as they were stored: the call is not paid again on resume."""
+    path = calls_path(tmp_path, "sample/2")
+    cache = CallCache(path)
+    cache.put("a", "chat", turn={"reply": "x\ud800", "usage": {"prompt_tokens": 10**25}})
+    cache.close()
+    turn = CallCache(path).take("a")["turn"]
+    assert turn == {"reply": "x\ud800", "usage": {"prompt_tokens": 10**25}}
+    assert type(turn["usage"]["prompt_tokens"]) is int
+
+
 def test_the_key_names_what_is_asked_not_how_long_to_wait() -> None:
     image = ImageRef("a.jpg", Path("/x/a.jpg"))
     conv = Conversation([Message("user", ["Find it", image])])

@@ -112,6 +112,19 @@ def parse(raw: bytes, where: str, fix: str = "fix or remove that line") -> Any:
     return value
 
 
+def read_back(line: bytes) -> Any:
+    """A line needlepoint wrote (`files.json_line`: a record, an answered call) as the standard
+    parser reads it, by orjson where that is the same value (a quarter of the time on a long
+    record): the standard parser reads a line orjson refuses (a NaN written by hand, a lone
+    surrogate) and one where orjson may have made a float of an integer past 64 bits (a hostile
+    model's number, kept as it came). Raises ValueError or RecursionError as `json.loads` does."""
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
+    return json.loads(line) if holds_huge_float(value) else value
+
+
 def holds_huge_float(value: Any) -> bool:
     """Whether a float of magnitude 2**63 or more is anywhere in `value`: what orjson makes of an
     integer outside -2**63..2**64, which the standard parser reads exactly."""

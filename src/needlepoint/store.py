@@ -18,8 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
-import orjson
-
 from needlepoint.errors import DataError
 from needlepoint.files import (
     AppendLog,
@@ -32,7 +30,7 @@ from needlepoint.files import (
     write_lines,
     write_parquet,
 )
-from needlepoint.jsonl import holds_huge_float
+from needlepoint.jsonl import read_back
 from needlepoint.records import Record, RunHeader
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotation is never evaluated
@@ -83,7 +81,7 @@ def _read_into(out: dict[str, Record], path: Path) -> None:
             if not line.endswith(b"\n"):
                 break
             try:
-                rec = _record_value(line)
+                rec = read_back(line)
             except (ValueError, RecursionError):  # RecursionError: a line nested 100,000 deep
                 rec = None
             if not isinstance(rec, dict) or "id" not in rec:
@@ -92,18 +90,6 @@ def _read_into(out: dict[str, Record], path: Path) -> None:
                     f"delete that line (`sed -i '{lineno}d' {shlex.quote(str(path))}`) and rerun: a sample it held is requested again"
                 )
             out[str(rec["id"])] = cast(Record, rec)  # a JSON object with an id, as written; its fields are read with .get
-
-
-def _record_value(line: bytes) -> Any:
-    """A record line's JSON value as the standard parser reads it, by orjson where that is the
-    same value (a quarter of the time on a long MM-NIAH record): the standard parser reads a line
-    orjson refuses (a NaN written by hand, a lone surrogate) and one where orjson may have made a
-    float of an integer past 64 bits (a hostile model's number, kept as it came)."""
-    try:
-        value = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return json.loads(line)
-    return json.loads(line) if holds_huge_float(value) else value
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -17,10 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from needlepoint.conversation import Conversation, Generation, ImageRef
 from needlepoint.files import AppendLog, json_line, write_atomic
+from needlepoint.jsonl import read_back
 
 __all__ = ["CALLS_DIR", "CallCache", "calls_path", "conversation_key", "forget", "key_of"]
 
@@ -76,8 +75,8 @@ class CallCache:
         out = []
         for line in raw.split(b"\n")[:-1]:  # the last piece is b"" or a torn line
             try:
-                entry = orjson.loads(line)
-            except ValueError:
+                entry = read_back(line)
+            except (ValueError, RecursionError):
                 continue
             if isinstance(entry, dict) and isinstance(entry.get("key"), str):
                 out.append(entry)
