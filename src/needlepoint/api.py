@@ -18,7 +18,7 @@ from needlepoint.conversation import Checks, ChecksEndpoints, Closes, CountsEndp
 from needlepoint.endpoints import add_stats
 from needlepoint.errors import DataError
 from needlepoint.files import write_json
-from needlepoint.records import Record, RunHeader
+from needlepoint.records import Record, RunHeader, outcome
 from needlepoint.runfolder import refusal_advice, remove_empty_run, resolve_run_dir
 from needlepoint.shard import parse_shard, sample_cost, select
 from needlepoint.solvers.base import Solver
@@ -517,7 +517,7 @@ def _answer_in_processes(
         return WorkerEnd(stopped=opts.stopped, endpoints=add_stats(*stats))
 
     todo_ids = {s.id for s in todo}
-    finished = [done[s.id] for s in requested if s.id in done and s.id not in todo_ids]
+    finished = [outcome(done[s.id]) for s in requested if s.id in done and s.id not in todo_ids]
     progress: list[RunProgress] = []  # started once the workers are forked: a display's thread is not forked
     internal: list[str] = []
 
@@ -525,7 +525,7 @@ def _answer_in_processes(
         if str(record["id"]) not in todo_ids:
             return
         todo_ids.discard(str(record["id"]))
-        finished.append(record)
+        finished.append(outcome(record))
         for shown in progress:
             shown.advance(failed=record.get("status") in status.FAILED)
         if record.get("status") == status.INTERNAL_ERROR:

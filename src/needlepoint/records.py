@@ -8,9 +8,9 @@ both layouts.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
-__all__ = ["CORE_KEYS", "Record", "RunHeader", "Turn", "scores"]
+__all__ = ["CORE_KEYS", "Record", "RunHeader", "Turn", "outcome", "scores"]
 
 
 class Turn(TypedDict, total=False):
@@ -53,6 +53,12 @@ class Record(TypedDict, total=False):
 
 
 CORE_KEYS = frozenset(Record.__annotations__)
+
+
+def outcome(record: Record) -> Record:
+    """A record without its turns (what each call sent and got back: on a long document, the
+    document itself): what a running figure reads, small enough to hold for every sample of a run."""
+    return cast(Record, {k: v for k, v in record.items() if k != "turns"})
 
 
 class RunHeader(TypedDict, total=False):

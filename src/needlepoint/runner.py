@@ -3,7 +3,8 @@
 It knows a benchmark only through its verbs, a solver only through `Solver.solve` and a model only
 through `complete` (requests in flight are the model layer's to bound). A fixed pool of workers
 pulls samples from one iterator, so memory holds at most `concurrency` samples at a time whatever
-the run's length, and each record reaches disk before the next sample is taken. Too many internal
+the run's length, and each record reaches disk (written by one writer thread, off the event loop)
+before its worker takes the next sample. Too many internal
 errors (faults of our own code) stop the run: see `internal_error_limit`.
 """
 
@@ -14,6 +15,7 @@ import math
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ from needlepoint.benchmarks.base import Benchmark, Parsed
 from needlepoint.conversation import MAIN, Generation, Model, Scrubs
 from needlepoint.errors import DataError, InternalFault
 from needlepoint.progress import make_progress
-from needlepoint.records import Record
+from needlepoint.records import Record, outcome
 from needlepoint.redact import scrub
 from needlepoint.solvers.base import RequestGate, SolveContext, Solver, ToolError
 from needlepoint.solvers.calls import forget
@@ -141,23 +143,27 @@ async def run(
     base: Generation,
     options: RunOptions,
     solver: Solver,
-) -> dict[str, Record]:
+) -> None:
     """Answer every pending sample with `solver` (its calls go to `model`, role "model", and to
-    the solver's own models), storing each record as it finishes; return all records. The caller
-    owns `store` (and closes it) and the models. Raises InternalFault when too many samples end
-    in an internal error."""
+    the solver's own models), storing each record as it finishes (`store.records()` reads them).
+    The caller owns `store` (and closes it) and the models. Raises InternalFault when too many
+    samples end in an internal error. What the run holds of a stored record is its outcome, not
+    its turns, so memory does not grow with the documents sent."""
     models: dict[str, Any] = {MAIN: model, **solver.models()}
     forget_described()  # the images as this run finds them
     internal: list[Record] = []
     done = store.records()
     todo = pending(samples, done, options.retry_failed)
     todo_ids = {s.id for s in todo}
-    finished = [done[s.id] for s in samples if s.id in done and s.id not in todo_ids]
+    finished = [outcome(done[s.id]) for s in samples if s.id in done and s.id not in todo_ids]
+    del done
     progress = make_progress(
         benchmark, len(todo), finished, options.show_progress, options.progress_every_s, list(models.values())
     )
     queue = iter(todo)
     limit = options.internal_limit or internal_error_limit(len(todo))
+    loop = asyncio.get_running_loop()
+    writer = ThreadPoolExecutor(1, thread_name_prefix="needlepoint-records")
 
     async def worker() -> None:
         for sample in queue:
@@ -165,13 +171,10 @@ async def run(
                 options.stopped = options.gate.stop_reason()
                 break  # the samples not taken stay unrequested: a rerun continues with them
             record = await solve(benchmark, solver, models, sample, base, store.dir, options.gate)
-            store.append(record)
-            if record["status"] not in status.RETRYABLE:  # never requested again: its answered calls can go
-                forget(store.dir, sample.id)
+            await loop.run_in_executor(writer, _keep, store, sample.id, record)
             if options.on_record is not None:
                 options.on_record(sample, record)
-            done[sample.id] = record
-            finished.append(record)
+            finished.append(outcome(record))
             progress.advance(failed=record["status"] in status.FAILED)
             if record["status"] == status.INTERNAL_ERROR:
                 internal.append(record)
@@ -196,5 +199,14 @@ async def run(
         for task in (*tasks, ticking):
             task.cancel()
         await asyncio.gather(*tasks, ticking, return_exceptions=True)
+        writer.shutdown(wait=True)  # a record being written when the run was cancelled goes down whole
         progress.close()
-    return {s.id: done[s.id] for s in samples if s.id in done}
+
+
+def _keep(store: RunStore, sample_id: str, record: Record) -> None:
+    """Store a record, then drop the sample's answered calls unless it may be requested again: in
+    the run's one writer thread, so the event loop serves other samples while the file system
+    takes the line (a long document's record is 150 KB and more: about 0.3 ms on ext4)."""
+    store.append(record)
+    if record["status"] not in status.RETRYABLE:  # never requested again: its answered calls can go
+        forget(store.dir, sample_id)

@@ -292,7 +292,8 @@ class Benchmark(Protocol):
         ...
 
     def running(self, records: Sequence[Record]) -> str:
-        """A short running figure for the progress bar."""
+        """A short running figure for the progress bar, from the records' outcomes (status,
+        answer, parse error, scores: `records.outcome`, without their turns)."""
         ...
 
     def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
