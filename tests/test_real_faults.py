@@ -490,6 +490,58 @@ def test_progress_lines_without_a_terminal(serve: Any, tmp_path: Path, capsys: p
     assert "\r" not in err and "\x1b" not in err  # plain lines, no terminal control
 
 
+def test_each_record_is_down_before_its_calls_go_and_the_run_holds_outcomes(serve: Any, tmp_path: Path) -> None:
+    """The runner writes a record in its writer thread, then drops the sample's answered calls:
+    when `on_record` sees a record it is in the file and its calls file is gone; what the progress
+    figure reads (and the run holds) is each record's outcome, without the turns."""
+    import asyncio
+
+    from needlepoint.conversation import Generation
+    from needlepoint.models.openai_compat import OpenAICompatModel
+    from needlepoint.runner import RunOptions, run
+    from needlepoint.solvers.calls import calls_path
+    from needlepoint.solvers.default import DefaultSolver
+
+    data, _, _, script = scripted_ref_release(tmp_path, n=4)
+    server = serve(script=script, default=None)
+    bench = RefAdv(box_format="abs_xyxy")
+    samples = bench.load(data)
+    store = RunStore.open(tmp_path / "run", {"hash": "h", "identity": {}})
+    model = OpenAICompatModel("m", [server.url], None)
+    seen: list[tuple[str, bool, bool]] = []
+    figures: list[list[dict[str, Any]]] = []
+    running = bench.running
+
+    def spy(records: Any) -> str:
+        figures.append([dict(r) for r in records])
+        return running(records)
+
+    bench.running = spy  # type: ignore[method-assign]
+
+    def on_record(sample: Any, record: Any) -> None:
+        on_disk = sample.id in read_records(store.records_path)
+        seen.append((sample.id, on_disk, calls_path(store.dir, sample.id).exists()))
+
+    async def go() -> None:
+        try:
+            options = RunOptions(concurrency=2, progress_every_s=0.01, on_record=on_record)
+            await run(bench, samples, model, store, Generation(), options, DefaultSolver(bench))
+        finally:
+            await model.aclose()
+
+    try:
+        asyncio.run(go())
+    finally:
+        store.close()
+    assert sorted(i for i, _, _ in seen) == sorted(s.id for s in samples)
+    assert all(on_disk and not calls for _, on_disk, calls in seen), seen
+    stored = read_records(store.records_path)
+    assert all(r["turns"] for r in stored.values())  # the file keeps the turns
+    last = figures[-1]
+    assert sorted(r["id"] for r in last) == sorted(stored)
+    assert all("turns" not in r and r["scores"] == stored[r["id"]]["scores"] for r in last)
+
+
 def test_report_finds_runs_recursively_and_names_what_it_skipped(
     serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
