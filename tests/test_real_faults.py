@@ -490,10 +490,16 @@ def test_progress_lines_without_a_terminal(serve: Any, tmp_path: Path, capsys: p
     assert "\r" not in err and "\x1b" not in err  # plain lines, no terminal control
 
 
-def test_each_record_is_down_before_its_calls_go_and_the_run_holds_outcomes(serve: Any, tmp_path: Path) -> None:
-    """The runner writes a record in its writer thread, then drops the sample's answered calls:
-    when `on_record` sees a record it is in the file and its calls file is gone; what the progress
-    figure reads (and the run holds) is each record's outcome, without the turns."""
+@pytest.mark.parametrize("threaded", [False, True])
+def test_each_record_is_down_before_its_calls_go_and_the_run_holds_outcomes(
+    serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threaded: bool
+) -> None:
+    """The runner writes a record (a long one in its writer thread: every one here with `threaded`),
+    then drops the sample's answered calls: when `on_record` sees a record it is in the file and its
+    calls file is gone; what the progress figure reads (and the run holds) is each record's
+    outcome, without the turns."""
+    if threaded:
+        monkeypatch.setattr("needlepoint.runner.THREAD_WRITE_BYTES", 0)
     import asyncio
 
     from needlepoint.conversation import Generation

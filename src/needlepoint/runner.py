@@ -3,8 +3,8 @@
 It knows a benchmark only through its verbs, a solver only through `Solver.solve` and a model only
 through `complete` (requests in flight are the model layer's to bound). A fixed pool of workers
 pulls samples from one iterator, so memory holds at most `concurrency` samples at a time whatever
-the run's length, and each record reaches disk (written by one writer thread, off the event loop)
-before its worker takes the next sample. Too many internal
+the run's length, and each record reaches disk before its worker takes the next sample (a long
+record is written by a writer thread, off the event loop: THREAD_WRITE_BYTES). Too many internal
 errors (faults of our own code) stop the run: see `internal_error_limit`.
 """
 
@@ -24,6 +24,7 @@ from needlepoint import status
 from needlepoint.benchmarks.base import Benchmark, Parsed
 from needlepoint.conversation import MAIN, Generation, Model, Scrubs
 from needlepoint.errors import DataError, InternalFault
+from needlepoint.files import json_line
 from needlepoint.progress import make_progress
 from needlepoint.records import Record, outcome
 from needlepoint.redact import scrub
@@ -31,6 +32,11 @@ from needlepoint.solvers.base import RequestGate, SolveContext, Solver, ToolErro
 from needlepoint.solvers.calls import forget
 from needlepoint.solvers.sent import forget_described
 from needlepoint.store import RunStore
+
+# A record line this long (a long document's, with the text as sent) is written by the run's one
+# writer thread: its copy into the page cache (about 0.3 ms for 150 KB on ext4) would hold the event
+# loop. A shorter one is written at once: the hop to the thread and back costs more than the write.
+THREAD_WRITE_BYTES = 64 << 10
 
 
 @dataclass
@@ -163,7 +169,7 @@ async def run(
     queue = iter(todo)
     limit = options.internal_limit or internal_error_limit(len(todo))
     loop = asyncio.get_running_loop()
-    writer = ThreadPoolExecutor(1, thread_name_prefix="needlepoint-records")
+    writer = ThreadPoolExecutor(1, thread_name_prefix="needlepoint-records")  # long records' lines (THREAD_WRITE_BYTES)
 
     async def worker() -> None:
         for sample in queue:
@@ -171,7 +177,11 @@ async def run(
                 options.stopped = options.gate.stop_reason()
                 break  # the samples not taken stay unrequested: a rerun continues with them
             record = await solve(benchmark, solver, models, sample, base, store.dir, options.gate)
-            await loop.run_in_executor(writer, _keep, store, sample.id, record)
+            line = json_line(record) + b"\n"
+            if len(line) < THREAD_WRITE_BYTES:
+                _keep(store, sample.id, record["status"], line)
+            else:
+                await loop.run_in_executor(writer, _keep, store, sample.id, record["status"], line)
             if options.on_record is not None:
                 options.on_record(sample, record)
             finished.append(outcome(record))
@@ -203,10 +213,9 @@ async def run(
         progress.close()
 
 
-def _keep(store: RunStore, sample_id: str, record: Record) -> None:
-    """Store a record, then drop the sample's answered calls unless it may be requested again: in
-    the run's one writer thread, so the event loop serves other samples while the file system
-    takes the line (a long document's record is 150 KB and more: about 0.3 ms on ext4)."""
-    store.append(record)
-    if record["status"] not in status.RETRYABLE:  # never requested again: its answered calls can go
+def _keep(store: RunStore, sample_id: str, kind: str, line: bytes) -> None:
+    """Store a record's line, then drop the sample's answered calls unless it may be requested
+    again (a kill between the two leaves both: nothing is asked twice)."""
+    store.append_lines(line)
+    if kind not in status.RETRYABLE:  # never requested again: its answered calls can go
         forget(store.dir, sample_id)
