@@ -2,7 +2,7 @@
 
     python perf/bench_mm_niah_memory.py [--sizes 50,200] [--tokens 30000] [--images-per-doc 20]
                                               [--concurrency 16] [--delay-ms 0] [--report] [--bytes-only]
-                                              [--processes 1] [--local-images]
+                                              [--processes 1] [--local-images] [--gc]
                                               [--work /tmp/np-bench-mm-niah] [--profile]
 
 Writes MM-NIAH release folders of N samples (documents of about --tokens tokens of real text,
@@ -16,7 +16,7 @@ simulated model in its own process (perf/serve_simulated.py: one fixed reply aft
 (without --no-report when --report) as a child process for each N, and prints a Markdown table:
 peak RSS of that child (wait4 ru_maxrss), wall time, samples/s, the rate at the server while it
 answers (samples / (last arrival - first arrival + delay)) against the ideal
-N / (ceil(N / concurrency) x delay), the child's CPU seconds, mean request bytes, and the time
+N / (ceil(N / concurrency) x delay), the child's CPU seconds (and its first thread's, the event loop's: the bound when it nears the wall), mean request bytes, and the time
 spent loading, answering and finishing (scoring, leaderboard files, heatmaps with --report).
 The server's CPU seconds during the run are printed too: a server that parses every 4 MB body
 bounds the rate itself; with --bytes-only it reads bodies without parsing them (serve_simulated.py).
@@ -179,6 +179,16 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
+def _main_thread_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) of a process's first thread so far: the event loop's thread of
+    `needlepoint eval`, apart from its worker threads."""
+    try:
+        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _lines(path: Path) -> int:
     try:
         with path.open("rb") as fh:
@@ -197,6 +207,7 @@ def measure(
     report: bool = False,
     processes: int = 1,
     local_images: bool = False,
+    gc_tally: bool = False,
 ) -> dict[str, Any]:
     """Run the eval as a child process; its peak RSS, phase times, request sizes, and the rate at
     the server (requests / (last arrival - first arrival + delay)) against the ideal
@@ -225,6 +236,9 @@ def measure(
         *(["--processes", str(processes)] if processes > 1 else []),
         *(["--local-images"] if local_images else []),
     ]
+    gc_file = run_dir.with_suffix(".gc.json")
+    if gc_tally:  # the same command, its garbage collections timed (perf/gc_tally.py)
+        cmd = [sys.executable, str(Path(__file__).resolve().parent / "gc_tally.py"), str(gc_file), *cmd[3:]]
     server.stats()  # restart the counters
     server_cpu = server.cpu_s()
     log = run_dir.with_suffix(".log")
@@ -239,6 +253,9 @@ def measure(
         while not done.is_set():
             now = time.perf_counter() - t0
             rss_trace.append((now, _rss_kb(proc.pid)))
+            loop_cpu = _main_thread_cpu_s(proc.pid)
+            if loop_cpu is not None:
+                marks["loop_cpu"] = loop_cpu  # the last reading, at most 0.1 s before the end
             if "loaded" not in marks and (run_dir / "run.json").exists():
                 marks["loaded"] = now
             if "answered" not in marks and _lines(run_dir / "records.jsonl") >= n:
@@ -278,6 +295,8 @@ def measure(
         "max_request_mb": max(sizes) / 1e6,
         "failed": sum(1 for r in records if r.get("status") != "done"),
         "cpu_s": usage.ru_utime + usage.ru_stime,
+        "loop_cpu_s": marks.get("loop_cpu", float("nan")),
+        "gc": json.loads(gc_file.read_text()) if gc_tally else None,
         "server_cpu_s": server_cpu,
         "load_average": os.getloadavg()[0],
         **serving(arrivals, n, concurrency, delay_ms),
@@ -329,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", action="store_true", help="with the report (default --no-report)")
     parser.add_argument("--processes", type=int, default=1, help="eval --processes N (default 1)")
     parser.add_argument("--local-images", action="store_true", help="eval --local-images: the server reads the files")
+    parser.add_argument("--gc", action="store_true", help="time the command's garbage collections (perf/gc_tally.py)")
     parser.add_argument(
         "--bytes-only",
         action="store_true",
@@ -356,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             run_dir = work / "runs" / f"run-{n}-{time.strftime('%H%M%S')}"
             run_dir.parent.mkdir(parents=True, exist_ok=True)
             print(f"running {n} samples ...", file=sys.stderr)
-            res = measure(root, n, server, run_dir, ns.concurrency, ns.delay_ms, ns.report, ns.processes, ns.local_images)
+            res = measure(root, n, server, run_dir, ns.concurrency, ns.delay_ms, ns.report, ns.processes, ns.local_images, ns.gc)
             res.update(shape)
             results.append(res)
     finally:
@@ -369,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "| samples | mean text tokens | document text (MB) | peak RSS (MB) | peak in | RSS after load (MB) | "
-        "wall (s) | samples/s | answering (samples/s) | at the server (samples/s, of ideal) | CPU (s) | server CPU (s) | load average | "
+        "wall (s) | samples/s | answering (samples/s) | at the server (samples/s, of ideal) | CPU (s): all (loop thread) | server CPU (s) | load average | "
         "load / answer / finish (s) | mean request (MB) | failed |"
     )
     print("|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
@@ -379,9 +399,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['peak_phase']} | {r['rss_after_load_mb']:.0f} | "
             f"{r['wall_s']:.1f} | {r['samples_per_s']:.1f} | {r['answer_rate']:.1f} | "
             f"{r['serving_rate']:.1f} of {r['ideal_rate']:.0f} ({r['serving_rate'] / r['ideal_rate']:.0%}) | "
-            f"{r['cpu_s']:.1f} | {r['server_cpu_s']:.1f} | {r['load_average']:.1f} | "
+            f"{r['cpu_s']:.1f} ({r['loop_cpu_s']:.1f}) | {r['server_cpu_s']:.1f} | {r['load_average']:.1f} | "
             f"{r['load_s']:.1f} / {r['answer_s']:.1f} / {r['finish_s']:.1f} | {r['mean_request_mb']:.2f} | {r['failed']} |"
         )
+    for r in results:
+        if r["gc"] is not None:
+            g = r["gc"]
+            print(
+                f"\n{r['samples']} samples: {g['collections']} garbage collections, {g['ms']:.0f} ms ({g['full_ms']:.0f} ms full)"
+            )
     print(f"\ncommand: {results[-1]['command']}")
     if ns.json:
         ns.json.write_text(json.dumps(results, indent=2) + "\n")
