@@ -456,26 +456,20 @@ def test_readme_creates_a_venv_before_pip_install() -> None:
     assert ".ci/run" in text and "installs" in text
 
 
-def test_progress_lines_without_a_terminal(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _run_here(bench: RefAdv, samples: Any, url: str, store: RunStore, options: Any) -> None:
+    """`runner.run` of the default solver in this process against the server at `url`; closes `store`."""
     import asyncio
 
     from needlepoint.conversation import Generation
     from needlepoint.models.openai_compat import OpenAICompatModel
-    from needlepoint.runner import RunOptions, run
+    from needlepoint.runner import run
     from needlepoint.solvers.default import DefaultSolver
 
-    data, _, _, script = scripted_ref_release(tmp_path, n=3)
-    server = serve(script=script, default=None, delay_s=0.2)
-    bench = RefAdv(box_format="abs_xyxy")
-    samples = bench.load(data)
-    store = RunStore.open(tmp_path / "run", {"hash": "h", "identity": {}})
-    model = OpenAICompatModel("m", [server.url], None)
+    model = OpenAICompatModel("m", [url], None)
 
     async def go() -> None:
         try:
-            await run(
-                bench, samples, model, store, Generation(), RunOptions(concurrency=1, progress_every_s=0.05), DefaultSolver(bench)
-            )
+            await run(bench, samples, model, store, Generation(), options, DefaultSolver(bench))
         finally:
             await model.aclose()
 
@@ -483,6 +477,16 @@ def test_progress_lines_without_a_terminal(serve: Any, tmp_path: Path, capsys: p
         asyncio.run(go())
     finally:
         store.close()
+
+
+def test_progress_lines_without_a_terminal(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from needlepoint.runner import RunOptions
+
+    data, _, _, script = scripted_ref_release(tmp_path, n=3)
+    server = serve(script=script, default=None, delay_s=0.2)
+    bench = RefAdv(box_format="abs_xyxy")
+    store = RunStore.open(tmp_path / "run", {"hash": "h", "identity": {}})
+    _run_here(bench, bench.load(data), server.url, store, RunOptions(concurrency=1, progress_every_s=0.05))
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("ref_adv_s: ")]
     assert lines[-1].startswith("ref_adv_s: 3/3 answered")
@@ -498,22 +502,16 @@ def test_each_record_is_down_before_its_calls_go_and_the_run_holds_outcomes(
     then drops the sample's answered calls: when `on_record` sees a record it is in the file and its
     calls file is gone; what the progress figure reads (and the run holds) is each record's
     outcome, without the turns."""
+    from needlepoint.runner import RunOptions
+    from needlepoint.solvers.calls import calls_path
+
     if threaded:
         monkeypatch.setattr("needlepoint.runner.THREAD_WRITE_BYTES", 0)
-    import asyncio
-
-    from needlepoint.conversation import Generation
-    from needlepoint.models.openai_compat import OpenAICompatModel
-    from needlepoint.runner import RunOptions, run
-    from needlepoint.solvers.calls import calls_path
-    from needlepoint.solvers.default import DefaultSolver
-
     data, _, _, script = scripted_ref_release(tmp_path, n=4)
     server = serve(script=script, default=None)
     bench = RefAdv(box_format="abs_xyxy")
     samples = bench.load(data)
     store = RunStore.open(tmp_path / "run", {"hash": "h", "identity": {}})
-    model = OpenAICompatModel("m", [server.url], None)
     seen: list[tuple[str, bool, bool]] = []
     figures: list[list[dict[str, Any]]] = []
     running = bench.running
@@ -528,17 +526,7 @@ def test_each_record_is_down_before_its_calls_go_and_the_run_holds_outcomes(
         on_disk = sample.id in read_records(store.records_path)
         seen.append((sample.id, on_disk, calls_path(store.dir, sample.id).exists()))
 
-    async def go() -> None:
-        try:
-            options = RunOptions(concurrency=2, progress_every_s=0.01, on_record=on_record)
-            await run(bench, samples, model, store, Generation(), options, DefaultSolver(bench))
-        finally:
-            await model.aclose()
-
-    try:
-        asyncio.run(go())
-    finally:
-        store.close()
+    _run_here(bench, samples, server.url, store, RunOptions(concurrency=2, progress_every_s=0.01, on_record=on_record))
     assert sorted(i for i, _, _ in seen) == sorted(s.id for s in samples)
     assert all(on_disk and not calls for _, on_disk, calls in seen), seen
     stored = read_records(store.records_path)
