@@ -46,9 +46,9 @@ def make_progress(
 ) -> RunProgress:
     """The display for a run of `total` samples to request: plain lines when stderr is no terminal,
     else a rich bar (nothing at all when `show` is off or nothing is to be requested). `finished`
-    is the list of records' outcomes (`records.outcome`: no turns) the runner appends to (the
-    benchmark's running figure reads it); the
-    line names what the run waits for from any of `models` (the main model and the solver's)."""
+    is the list of records' outcomes (`records.outcome`: no turns) that the runner appends to and
+    the benchmark's running figure reads; the line names what the run waits for from any of
+    `models` (the main model and the solver's)."""
     if show and total and not sys.stderr.isatty():
         return PlainProgress(benchmark, total, finished, every_s, models)
     return BarProgress(benchmark, total, finished, show, models)
