@@ -247,11 +247,11 @@ def test_a_full_disk_in_a_worker_is_the_commands_sentence(
     appended = {"n": 0}
     real_append = RunStore.append
 
-    def append(self: RunStore, record: Any) -> None:
+    def append(self: RunStore, record: Any, *line: Any) -> None:
         appended["n"] += 1  # in each forked worker, its own count
         if appended["n"] > 2:
             raise OSError(errno.ENOSPC, "No space left on device", str(self.records_path))
-        real_append(self, record)
+        real_append(self, record, *line)
 
     monkeypatch.setattr(RunStore, "append", append)
     with pytest.raises(OSError) as raised:

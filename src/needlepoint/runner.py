@@ -179,9 +179,9 @@ async def run(
             record = await solve(benchmark, solver, models, sample, base, store.dir, options.gate)
             line = json_line(record) + b"\n"
             if len(line) < THREAD_WRITE_BYTES:
-                _keep(store, sample.id, record["status"], line)
+                _keep(store, sample.id, record, line)
             else:
-                await loop.run_in_executor(writer, _keep, store, sample.id, record["status"], line)
+                await loop.run_in_executor(writer, _keep, store, sample.id, record, line)
             if options.on_record is not None:
                 options.on_record(sample, record)
             finished.append(outcome(record))
@@ -213,9 +213,9 @@ async def run(
         progress.close()
 
 
-def _keep(store: RunStore, sample_id: str, kind: str, line: bytes) -> None:
-    """Store a record's line, then drop the sample's answered calls unless it may be requested
-    again (a kill between the two leaves both: nothing is asked twice)."""
-    store.append_lines(line)
-    if kind not in status.RETRYABLE:  # never requested again: its answered calls can go
+def _keep(store: RunStore, sample_id: str, record: Record, line: bytes) -> None:
+    """Store a record (`line`: its JSON line), then drop the sample's answered calls unless it may
+    be requested again (a kill between the two leaves both: nothing is asked twice)."""
+    store.append(record, line)
+    if record["status"] not in status.RETRYABLE:  # never requested again: its answered calls can go
         forget(store.dir, sample_id)

@@ -231,10 +231,11 @@ class RunStore:
         """All records by sample id (the latest per id)."""
         return read_records(self.records_path)
 
-    def append(self, record: Record) -> None:
+    def append(self, record: Record, line: bytes | None = None) -> None:
         """Write one record; it is in the operating system's hands (one `write` call on an
-        append-only descriptor, no user-space buffer) before this returns."""
-        self._log.append(record)
+        append-only descriptor, no user-space buffer) before this returns. `line`: the record as
+        `json_line` made it, newline included, when the caller has it already."""
+        self._log.append_lines(json_line(record) + b"\n" if line is None else line)
 
     def update_header(self, **fields: Unpack[RunHeader]) -> None:
         """Merge fields into the header (status, finish time) and write it; the folder is locked, so
