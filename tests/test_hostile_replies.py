@@ -27,6 +27,7 @@ from needlepoint.benchmarks.ref_adv.demo import write_release as write_ref_relea
 from needlepoint.cli import main
 from needlepoint.jsonfind import MAX_DEPTH, find_json, loads
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer, script_key
+from needlepoint.solvers.calls import CALLS_DIR, read_logs, sample_name
 from needlepoint.store import read_records
 
 FENCE = "`" * 3
@@ -286,7 +287,8 @@ def test_agentic_reasoner_replies_never_make_an_internal_error(serve: Any, tmp_p
     surrogate = samples[names.index("surrogate in a phrase")]
     assert records[surrogate.id]["status"] == status.BACKEND_ERROR
     failed = [r for r in records.values() if r["status"] in status.FAILED]
-    assert len(list((out / "cache" / "calls").iterdir())) == len(failed) >= 2  # each failed sample keeps its answered calls
+    kept = read_logs(out / CALLS_DIR)  # each failed sample keeps its answered calls, and only those
+    assert set(kept) == {sample_name(str(r["id"])) for r in failed} and len(failed) >= 2
 
     localizer = serve(default='{"bbox_2d": [100, 100, 400, 400]}', models=(LOCALIZER,))
     asked = len(reasoner.requests)

@@ -495,15 +495,15 @@ def test_progress_lines_without_a_terminal(serve: Any, tmp_path: Path, capsys: p
 
 
 @pytest.mark.parametrize("threaded", [False, True])
-def test_each_record_is_down_before_its_calls_go_and_the_run_holds_outcomes(
+def test_each_record_is_down_with_its_calls_logged_and_the_run_holds_outcomes(
     serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threaded: bool
 ) -> None:
-    """The runner writes a record (a long one in its writer thread: every one here with `threaded`),
-    then drops the sample's answered calls: when `on_record` sees a record it is in the file and its
-    calls file is gone; what the progress figure reads (and the run holds) is each record's
-    outcome, without the turns."""
+    """The runner writes a record (a long one in its writer thread: every one here with `threaded`):
+    when `on_record` sees a record it is in the file, and the sample's answered call is in the run's
+    one log of calls (no file of its own); the log is gone once the run is compacted; what the
+    progress figure reads (and the run holds) is each record's outcome, without the turns."""
     from needlepoint.runner import RunOptions
-    from needlepoint.solvers.calls import calls_path
+    from needlepoint.solvers.calls import CALLS_DIR, calls_path, compact, read_logs, sample_name
 
     if threaded:
         monkeypatch.setattr("needlepoint.runner.THREAD_WRITE_BYTES", 0)
@@ -524,12 +524,15 @@ def test_each_record_is_down_before_its_calls_go_and_the_run_holds_outcomes(
 
     def on_record(sample: Any, record: Any) -> None:
         on_disk = sample.id in read_records(store.records_path)
-        seen.append((sample.id, on_disk, calls_path(store.dir, sample.id).exists()))
+        logged = sample_name(sample.id) in read_logs(store.dir / CALLS_DIR)
+        seen.append((sample.id, on_disk and logged, calls_path(store.dir, sample.id).exists()))
 
     _run_here(bench, samples, server.url, store, RunOptions(concurrency=2, progress_every_s=0.01, on_record=on_record))
     assert sorted(i for i, _, _ in seen) == sorted(s.id for s in samples)
-    assert all(on_disk and not calls for _, on_disk, calls in seen), seen
+    assert all(on_disk and not own for _, on_disk, own in seen), seen
     stored = read_records(store.records_path)
+    compact(store.dir, stored)
+    assert not any((store.dir / CALLS_DIR).iterdir())
     assert all(r["turns"] for r in stored.values())  # the file keeps the turns
     last = figures[-1]
     assert sorted(r["id"] for r in last) == sorted(stored)

@@ -1,13 +1,14 @@
-"""The sample's call cache on disk: a torn last line (a kill mid-write) is skipped, a request sent
-twice in a sample is answered from the cache twice only if it was answered twice, and dropping
-entries rewrites the file atomically."""
+"""The call cache on disk: a torn last line (a kill mid-write) is skipped, a request sent twice in
+a sample is answered from the cache twice only if it was answered twice, dropping entries rewrites
+the sample's own file atomically; a run's log holds every sample's calls in one file, read back
+by the next run for its pending samples, and compacted to what may still be asked."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from needlepoint.conversation import Conversation, Generation, ImageRef, Message
-from needlepoint.solvers.calls import CallCache, calls_path, conversation_key, forget
+from needlepoint.solvers.calls import CALLS_DIR, CallCache, CallLog, calls_path, compact, conversation_key, read_logs
 
 
 def test_entries_survive_a_torn_line_and_are_handed_out_once(tmp_path: Path) -> None:
@@ -25,8 +26,63 @@ def test_entries_survive_a_torn_line_and_are_handed_out_once(tmp_path: Path) -> 
     assert again.take("c") is None
     again.drop(lambda e: e["kind"] == "tokenize")
     assert CallCache(path).take("b") is None and len(CallCache(path)) == 2
-    forget(tmp_path, "sample/1")
+    CallLog(tmp_path, ["sample/1"]).forget("sample/1")  # a file an earlier run left
     assert not path.exists()
+
+
+def test_a_runs_log_holds_every_sample_and_the_next_run_reads_its_pending_ones(tmp_path: Path) -> None:
+    log = CallLog(tmp_path, ["s1", "s2", "s3"])
+    for sample, reply in (("s1", "one"), ("s2", "two"), ("s3", "three")):
+        log.cache(sample).put("k", "chat", turn={"reply": reply})
+    log.close()
+    folder = tmp_path / CALLS_DIR
+    logs = list(folder.glob("log-*.jsonl"))
+    assert len(logs) == 1 and list(folder.iterdir()) == logs  # one file for the run, none a sample
+    with logs[0].open("ab") as fh:
+        fh.write(b'{"sample": "x", "key": "k", "kind": "ch')  # killed mid-write
+    again = CallLog(tmp_path, ["s1", "s3"])  # s2's record was stored
+    assert again.cache("s1").take("k")["turn"] == {"reply": "one"}
+    assert again.cache("s3").take("k")["turn"] == {"reply": "three"}
+    assert again.cache("s2").take("k") is None  # not pending: not loaded
+    fresh = again.cache("s4")
+    assert len(fresh) == 0 and fresh.take("k") is None
+
+
+def test_dropped_kinds_live_in_the_samples_own_file(tmp_path: Path) -> None:
+    log = CallLog(tmp_path, ["s1"], dropped=("embed_texts",))
+    cache = log.cache("s1")
+    cache.put("v", "embed_texts", answer={"f32": "AAAA"})
+    cache.put("c", "chat", turn={"reply": "yes"})
+    own = calls_path(tmp_path, "s1")
+    assert [e["kind"] for e in CallCache(own)._read()] == ["embed_texts"]  # the chat turn is in the log
+    cache.drop(lambda e: e["kind"] == "embed_texts")
+    assert not own.exists()
+    log.close()
+    resumed = CallLog(tmp_path, ["s1"], dropped=("embed_texts",))
+    again = resumed.cache("s1")
+    assert again.take("v") is None and again.take("c")["turn"] == {"reply": "yes"}
+    again.put("v2", "embed_texts", answer={"f32": "BBBB"})
+    assert own.exists()
+    resumed.forget("s1")
+    assert not own.exists()
+    resumed.close()
+
+
+def test_compact_keeps_what_may_be_asked_again_once(tmp_path: Path) -> None:
+    log = CallLog(tmp_path, ["done", "failed"])
+    log.cache("done").put("k", "chat", turn={"reply": "a"})
+    log.cache("failed").put("k", "chat", turn={"reply": "b"})
+    log.close()
+    folder = tmp_path / CALLS_DIR
+    (first,) = folder.glob("log-*.jsonl")
+    (folder / "log-0-0.jsonl").write_bytes(first.read_bytes())  # as a kill during an earlier compaction leaves it
+    assert sum(len(v) for v in read_logs(folder).values()) == 2  # each line once
+    compact(tmp_path, ["done"])
+    (kept,) = folder.glob("log-*.jsonl")
+    assert [line.count(b'"reply":"b"') for line in kept.read_bytes().splitlines()] == [1]
+    assert CallLog(tmp_path, ["failed"]).cache("failed").take("k")["turn"] == {"reply": "b"}
+    compact(tmp_path, ["done", "failed"])
+    assert not any(folder.iterdir())
 
 
 def test_an_answer_orjson_cannot_read_back_is_still_taken(tmp_path: Path) -> None:

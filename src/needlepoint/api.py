@@ -22,6 +22,7 @@ from needlepoint.records import Record, RunHeader, outcome
 from needlepoint.runfolder import refusal_advice, remove_empty_run, resolve_run_dir
 from needlepoint.shard import parse_shard, sample_cost, select
 from needlepoint.solvers.base import Solver
+from needlepoint.solvers.calls import compact
 from needlepoint.stats.settings import CiSettings
 from needlepoint.store import METRICS, RECORDS, RunStore, read_records
 
@@ -408,6 +409,7 @@ def _run(
         if drafts is not None:
             drafts.stop()
     records = store.records()
+    compact(store.dir, [i for i, r in records.items() if r.get("status") not in status.RETRYABLE])  # the calls still wanted
     result = finish(bench, samples, records, store.dir, solver.label(config.model), config.ci, prices)
     result.notes = summary_lines([records[s.id] for s in samples if s.id in records])
     wall_s = round(float(store.header.get("wall_s") or 0.0) + time.monotonic() - started, 3)  # over every resume

@@ -29,7 +29,7 @@ from needlepoint.progress import make_progress
 from needlepoint.records import Record, outcome
 from needlepoint.redact import scrub
 from needlepoint.solvers.base import RequestGate, SolveContext, Solver, ToolError
-from needlepoint.solvers.calls import forget
+from needlepoint.solvers.calls import CallLog
 from needlepoint.solvers.sent import forget_described
 from needlepoint.store import RunStore
 
@@ -71,6 +71,7 @@ async def solve(
     base: Generation,
     run_dir: Path | None = None,
     gate: RequestGate | None = None,
+    calls: CallLog | None = None,
 ) -> Record:
     """One sample from solver to record. Never raises for model, input or solver faults: a request
     or tool call that fails is recorded under its `status` kind; an input that cannot be sent (a
@@ -81,7 +82,7 @@ async def solve(
     record: Record = {"id": sample.id, "status": status.DONE, "turns": [], "repair_used": False}
     ctx: SolveContext | None = None
     try:
-        ctx = SolveContext(benchmark, sample, models, base, run_dir, gate)
+        ctx = SolveContext(benchmark, sample, models, base, run_dir, gate, calls)
         record["turns"] = ctx.turns
         try:
             parsed = await solver.solve(sample, ctx)
@@ -170,18 +171,19 @@ async def run(
     limit = options.internal_limit or internal_error_limit(len(todo))
     loop = asyncio.get_running_loop()
     writer = ThreadPoolExecutor(1, thread_name_prefix="needlepoint-records")  # long records' lines (THREAD_WRITE_BYTES)
+    calls = CallLog(store.dir, todo_ids, getattr(solver, "dropped_calls", ()))
 
     async def worker() -> None:
         for sample in queue:
             if options.gate is not None and options.gate.stop_reason() is not None:
                 options.stopped = options.gate.stop_reason()
                 break  # the samples not taken stay unrequested: a rerun continues with them
-            record = await solve(benchmark, solver, models, sample, base, store.dir, options.gate)
+            record = await solve(benchmark, solver, models, sample, base, store.dir, options.gate, calls)
             line = json_line(record) + b"\n"
             if len(line) < THREAD_WRITE_BYTES:
-                _keep(store, sample.id, record, line)
+                _keep(store, calls, sample.id, record, line)
             else:
-                await loop.run_in_executor(writer, _keep, store, sample.id, record, line)
+                await loop.run_in_executor(writer, _keep, store, calls, sample.id, record, line)
             if options.on_record is not None:
                 options.on_record(sample, record)
             finished.append(outcome(record))
@@ -210,12 +212,13 @@ async def run(
             task.cancel()
         await asyncio.gather(*tasks, ticking, return_exceptions=True)
         writer.shutdown(wait=True)  # a record being written when the run was cancelled goes down whole
+        calls.close()
         progress.close()
 
 
-def _keep(store: RunStore, sample_id: str, record: Record, line: bytes) -> None:
-    """Store a record (`line`: its JSON line), then drop the sample's answered calls unless it may
-    be requested again (a kill between the two leaves both: nothing is asked twice)."""
+def _keep(store: RunStore, calls: CallLog, sample_id: str, record: Record, line: bytes) -> None:
+    """Store a record (`line`: its JSON line), then remove the sample's own calls file unless it
+    may be requested again (a kill between the two leaves both: nothing is asked twice)."""
     store.append(record, line)
     if record["status"] not in status.RETRYABLE:  # never requested again: its answered calls can go
-        forget(store.dir, sample_id)
+        calls.forget(sample_id)

@@ -21,7 +21,7 @@ from needlepoint import errors, status
 from needlepoint.benchmarks.base import Benchmark, Parsed
 from needlepoint.conversation import MAIN, Conversation, Generation, Model, Reply  # MAIN re-exported
 from needlepoint.records import Turn
-from needlepoint.solvers.calls import CallCache, calls_path, conversation_key
+from needlepoint.solvers.calls import CallCache, CallLog, calls_path, conversation_key
 from needlepoint.solvers.sent import sent_messages
 from needlepoint.structured import without_schema
 
@@ -54,7 +54,9 @@ class Solver(Protocol):
     of the run identity, empty for the default solver so older runs keep their hash); `label(model)`
     the model name a leaderboard shows (e.g. `gpt-4o + grounding-dino-base (agentic)`); `models()`
     the models and tools it needs besides the main one, by role, so that the caller checks their
-    endpoints and closes them (each may have `check_endpoints()` / `aclose()`).
+    endpoints and closes them (each may have `check_endpoints()` / `aclose()`). A solver that drops
+    answered calls from a sample's cache once they have served (`ctx.calls.drop`) names their
+    kinds in a `dropped_calls` attribute: those are kept in the sample's own file (solvers/calls.py).
     """
 
     name: str
@@ -140,6 +142,7 @@ class SolveContext:
         base: Generation,
         run_dir: Path | None = None,
         gate: RequestGate | None = None,
+        calls: CallLog | None = None,
     ) -> None:
         self.benchmark = benchmark
         self.sample = sample
@@ -150,7 +153,14 @@ class SolveContext:
         self.notes: dict[str, Any] = {}
         self.request_summary: dict[str, Any] | None = None
         self.repair_used = False
-        self.calls = CallCache(calls_path(run_dir, sample.id)) if run_dir is not None else None
+        # the sample's call cache: from the run's log (`calls`, runner.run), else a file of its own in `run_dir`
+        self.calls = (
+            calls.cache(sample.id)
+            if calls is not None
+            else CallCache(calls_path(run_dir, sample.id))
+            if run_dir is not None
+            else None
+        )
         self.reused_calls = 0  # calls answered from the cache (a resumed sample)
         self.gate = gate  # the run's budget (usage.Budget), consulted before each model request
 

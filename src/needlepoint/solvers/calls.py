@@ -1,19 +1,31 @@
 """Every answered call of a sample, on disk the moment it arrives, so that a resumed run (after a
 kill -9, a crash, `--retry-failed`) requests only what never got an answer.
 
-One append-only JSONL file per sample in flight, `<run>/cache/calls/<digest of the sample id>.jsonl`;
-each line is one answered call `{"key": ..., "kind": ..., ...}`, written in one `write` on an
-append-only descriptor (a kill can only tear the last line, which a reader skips). The key is a
-digest of what the call asks (role, model, messages with image keys, sampling settings; or an
-embedding request's inputs), so a call whose request changed is never answered from the cache. The
-runner drops a sample's file once its record is stored and will not be requested again
-(`forget`); a failed sample keeps it for `--retry-failed`.
+A run process appends its samples' answered calls to one log of its own,
+`<run>/cache/calls/log-<pid>-<time>.jsonl` (`CallLog`): one line per answered call, `{"sample":
+<digest of the sample id>, "key": ..., "kind": ..., ...}`, written in one `write` on an append-only
+descriptor, so a kill can only tear the last line, which a reader skips. One file a run, not one a
+sample: creating and removing a file is a metadata operation whose cost is the file system's (25 to
+670 us on a busy ext4, a server round trip on a cluster's network file system). A run reads every
+log once when it starts, keeping its pending samples' entries; `compact` (after the answering)
+rewrites the logs into one holding only the samples that may be requested again.
+
+Kinds that a solver removes once they have served (`Solver.dropped_calls`: the RAG baseline's
+embedding vectors, megabytes a sample) go to the sample's own file instead,
+`<run>/cache/calls/<digest of the sample id>.jsonl`, which `CallCache.drop` rewrites and `forget`
+removes when the sample's record is stored.
+
+The key is a digest of what the call asks (role, model, messages with image keys, sampling
+settings; or an embedding request's inputs), so a call whose request changed is never answered
+from the cache.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+import os
+import time
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +33,80 @@ from needlepoint.conversation import Conversation, Generation, ImageRef
 from needlepoint.files import AppendLog, json_line, write_atomic
 from needlepoint.jsonl import read_back
 
-__all__ = ["CALLS_DIR", "CallCache", "calls_path", "conversation_key", "forget", "key_of"]
+__all__ = ["CALLS_DIR", "CallCache", "CallLog", "calls_path", "compact", "conversation_key", "key_of", "read_logs", "sample_name"]
 
 CALLS_DIR = Path("cache") / "calls"
+LOG_GLOB = "log-*.jsonl"
 _KEY_VERSION = 1
 
 
+def sample_name(sample_id: str) -> str:
+    """A sample's name in the call cache: a digest of its id (any id makes a safe file name)."""
+    return hashlib.sha256(str(sample_id).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def calls_path(run_dir: Path, sample_id: str) -> Path:
-    """The file of a sample's answered calls in a run folder."""
-    name = hashlib.sha256(str(sample_id).encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return Path(run_dir) / CALLS_DIR / f"{name}.jsonl"
+    """The sample's own file of answered calls in a run folder (the kinds a solver drops)."""
+    return Path(run_dir) / CALLS_DIR / f"{sample_name(sample_id)}.jsonl"
 
 
-def forget(run_dir: Path | None, sample_id: str) -> None:
-    """Drop a sample's answered calls (its record is stored for good)."""
-    if run_dir is not None:
-        calls_path(run_dir, sample_id).unlink(missing_ok=True)
+def _entry(line: bytes) -> dict[str, Any] | None:
+    """One whole line of a calls file as its entry; None for a damaged one (asked again)."""
+    try:
+        entry = read_back(line)
+    except (ValueError, RecursionError):
+        return None
+    return entry if isinstance(entry, dict) and isinstance(entry.get("key"), str) else None
+
+
+def _lines(path: Path) -> list[bytes]:
+    """The whole lines of a calls file ([] when there is none): the last piece is b"" or a torn line."""
+    try:
+        return path.read_bytes().split(b"\n")[:-1]
+    except OSError:
+        return []
+
+
+def read_logs(folder: Path, names: Collection[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The entries of every run log in `folder` by sample name (only `names`, when given), each
+    line once: a kill during `compact` can leave a line in two logs."""
+    seen: set[bytes] = set()
+    out: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(folder.glob(LOG_GLOB)):
+        for line in _lines(path):
+            if line in seen:
+                continue
+            seen.add(line)
+            entry = _entry(line)
+            name = entry.pop("sample", None) if entry is not None else None
+            if entry is not None and isinstance(name, str) and (names is None or name in names):
+                out.setdefault(name, []).append(entry)
+    return out
+
+
+def compact(run_dir: Path, done: Iterable[str]) -> None:
+    """Rewrite the run's logs into one that keeps only the samples not in `done` (the ids whose
+    records are stored for good): the new log is written whole first, then the old ones are
+    removed, so a kill keeps every needed line (perhaps twice: `read_logs` reads it once)."""
+    folder = Path(run_dir) / CALLS_DIR
+    logs = sorted(folder.glob(LOG_GLOB))
+    if not logs:
+        return
+    gone = {sample_name(i) for i in done}
+    kept = [
+        json_line({"sample": name, **entry}) + b"\n"
+        for name, entries in read_logs(folder).items()
+        if name not in gone
+        for entry in entries
+    ]
+    if kept:
+        write_atomic(folder / _log_name(), b"".join(kept))
+    for path in logs:
+        path.unlink(missing_ok=True)
+
+
+def _log_name() -> str:
+    return f"log-{os.getpid()}-{time.time_ns()}.jsonl"
 
 
 def key_of(*parts: Any) -> str:
@@ -56,31 +126,68 @@ def conversation_key(role: str, model: str, conversation: Conversation, generati
     return key_of("chat", role, model, messages, sampling)
 
 
+class CallLog:
+    """A run process's answered calls (the module's docstring): its pending samples' entries read
+    once from the run's logs when it starts and handed to each sample's `CallCache`, new ones
+    appended to a log of its own. `dropped`: the kinds kept in a sample's own file instead."""
+
+    def __init__(self, run_dir: Path, pending: Iterable[str], dropped: Collection[str] = ()) -> None:
+        self.folder = Path(run_dir) / CALLS_DIR
+        self.dropped = frozenset(dropped)
+        names = {sample_name(i) for i in pending}
+        found = self.folder.is_dir()
+        self._stored = read_logs(self.folder, names) if found else {}
+        self._own = {p.stem for p in self.folder.glob("*.jsonl")} & names if found else set()  # samples with a file of their own
+        self._log = AppendLog(self.folder / _log_name())
+
+    def cache(self, sample_id: str) -> CallCache:
+        """The call cache of a sample, with what the logs hold of it."""
+        name = sample_name(sample_id)
+        return CallCache(self.folder / f"{name}.jsonl", self._stored.pop(name, ()), self, name, name in self._own)
+
+    def append(self, name: str, entry: dict[str, Any]) -> None:
+        """Append an answered call of sample `name` to this process's log (one `write`)."""
+        self._log.append({"sample": name, **entry})
+
+    def owns(self, name: str) -> None:
+        """Sample `name` has a file of its own now (`forget` removes it)."""
+        self._own.add(name)
+
+    def forget(self, sample_id: str) -> None:
+        """Remove the sample's own file, if it has one (its record is stored for good)."""
+        name = sample_name(sample_id)
+        if name in self._own:
+            self._own.discard(name)
+            (self.folder / f"{name}.jsonl").unlink(missing_ok=True)
+
+    def close(self) -> None:
+        self._log.close()
+
+
 class CallCache:
     """The answered calls of one sample: `take(key)` hands out each stored answer of a key once
-    (a request sent twice in a sample is answered twice), `put` appends a new one."""
+    (a request sent twice in a sample is answered twice), `put` appends a new one: to the run's
+    log (`log`), or to the sample's own file `path` (without a log, or for the log's `dropped`
+    kinds). `stored`: its entries from the run's logs; `read_own`: read its own file too."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(
+        self,
+        path: Path,
+        stored: Iterable[dict[str, Any]] = (),
+        log: CallLog | None = None,
+        name: str = "",
+        read_own: bool = True,
+    ) -> None:
         self.path = path
+        self._log = log
+        self._name = name
+        self._own = AppendLog(path)
         self._entries: dict[str, list[dict[str, Any]]] = {}
-        self._log = AppendLog(path)
-        for entry in self._read():
+        for entry in [*stored, *(self._read() if read_own else ())]:
             self._entries.setdefault(str(entry["key"]), []).append(entry)
 
     def _read(self) -> list[dict[str, Any]]:
-        try:
-            raw = self.path.read_bytes()
-        except OSError:
-            return []
-        out = []
-        for line in raw.split(b"\n")[:-1]:  # the last piece is b"" or a torn line
-            try:
-                entry = read_back(line)
-            except (ValueError, RecursionError):
-                continue
-            if isinstance(entry, dict) and isinstance(entry.get("key"), str):
-                out.append(entry)
-        return out
+        return [e for line in _lines(self.path) if (e := _entry(line)) is not None]
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._entries.values())
@@ -92,11 +199,19 @@ class CallCache:
 
     def put(self, key: str, kind: str, **fields: Any) -> None:
         """Append an answered call; in the operating system's hands before this returns."""
-        self._log.append({"key": key, "kind": kind, **fields})
+        entry = {"key": key, "kind": kind, **fields}
+        if self._log is not None and kind not in self._log.dropped:
+            self._log.append(self._name, entry)
+            return
+        if self._log is not None:
+            self._log.owns(self._name)
+        self._own.append(entry)
 
     def drop(self, unwanted: Callable[[dict[str, Any]], bool]) -> None:
-        """Rewrite the file without the entries `unwanted` picks (e.g. embedding vectors once the
-        scores they give are cached): atomically, so a kill keeps the old file or the new one."""
+        """Rewrite the sample's own file without the entries `unwanted` picks (e.g. embedding
+        vectors once the scores they give are cached): atomically, so a kill keeps the old file or
+        the new one. (What `unwanted` picks should be of the log's `dropped` kinds: the log is not
+        rewritten.)"""
         self.close()
         kept = [e for e in self._read() if not unwanted(e)]
         for key in list(self._entries):
@@ -107,8 +222,8 @@ class CallCache:
             self.path.unlink(missing_ok=True)
 
     def close(self) -> None:
-        """Close the file (reopened on the next `put`)."""
-        self._log.close()
+        """Close the sample's own file (reopened on the next `put` there)."""
+        self._own.close()
 
     def __del__(self) -> None:
         self.close()

@@ -115,6 +115,7 @@ class RagSolver:
     """Retrieve the best pieces of the document with an embedding model, then ask the model."""
 
     name = "rag"
+    dropped_calls = EMBED_CALLS  # dropped once a document's scores are kept: in each sample's own file
     options = (
         Option(
             "--embed-model",
