@@ -71,16 +71,19 @@ def test_dropped_kinds_live_in_the_samples_own_file(tmp_path: Path) -> None:
 def test_compact_keeps_what_may_be_asked_again_once(tmp_path: Path) -> None:
     log = CallLog(tmp_path, ["done", "failed"])
     log.cache("done").put("k", "chat", turn={"reply": "a"})
-    log.cache("failed").put("k", "chat", turn={"reply": "b"})
+    failed = log.cache("failed")
+    failed.put("k", "tokenize", answer=[7])
+    failed.put("k", "tokenize", answer=[7])  # the same request answered twice: two lines alike
     log.close()
     folder = tmp_path / CALLS_DIR
     (first,) = folder.glob("log-*.jsonl")
     (folder / "log-0-0.jsonl").write_bytes(first.read_bytes())  # as a kill during an earlier compaction leaves it
-    assert sum(len(v) for v in read_logs(folder).values()) == 2  # each line once
+    assert sum(len(v) for v in read_logs(folder).values()) == 3  # each log's lines once, both answers kept
     compact(tmp_path, ["done"])
     (kept,) = folder.glob("log-*.jsonl")
-    assert [line.count(b'"reply":"b"') for line in kept.read_bytes().splitlines()] == [1]
-    assert CallLog(tmp_path, ["failed"]).cache("failed").take("k")["turn"] == {"reply": "b"}
+    assert kept.read_bytes().count(b"\n") == 2 and b'"reply":"a"' not in kept.read_bytes()
+    again = CallLog(tmp_path, ["failed"]).cache("failed")
+    assert [again.take("k"), again.take("k"), again.take("k")] == [{"key": "k", "kind": "tokenize", "answer": [7]}] * 2 + [None]
     compact(tmp_path, ["done", "failed"])
     assert not any(folder.iterdir())
 

@@ -68,19 +68,21 @@ def _lines(path: Path) -> list[bytes]:
 
 
 def read_logs(folder: Path, names: Collection[str] | None = None) -> dict[str, list[dict[str, Any]]]:
-    """The entries of every run log in `folder` by sample name (only `names`, when given), each
-    line once: a kill during `compact` can leave a line in two logs."""
-    seen: set[bytes] = set()
+    """The entries of every run log in `folder` by sample name (only `names`, when given). A line
+    already read in another log is skipped (a kill during `compact` can leave a line in two logs);
+    the same line twice in one log is two answers of the same request, both kept."""
+    earlier: set[bytes] = set()
     out: dict[str, list[dict[str, Any]]] = {}
     for path in sorted(folder.glob(LOG_GLOB)):
-        for line in _lines(path):
-            if line in seen:
+        lines = _lines(path)
+        for line in lines:
+            if line in earlier:
                 continue
-            seen.add(line)
             entry = _entry(line)
             name = entry.pop("sample", None) if entry is not None else None
             if entry is not None and isinstance(name, str) and (names is None or name in names):
                 out.setdefault(name, []).append(entry)
+        earlier.update(lines)
     return out
 
 
