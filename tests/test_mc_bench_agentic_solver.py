@@ -21,6 +21,7 @@ from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.benchmarks.mc_bench.scoring import read_results
 from needlepoint.cli import main
 from needlepoint.models.simulated import script_key
+from needlepoint.solvers.calls import CALLS_DIR, read_logs, sample_name
 from needlepoint.store import read_records
 
 
@@ -285,7 +286,7 @@ def test_resume_and_retry_failed(serve: Any, release: Any, tmp_path: Path) -> No
     # --retry-failed: only the failed localizer call of the failed sample is sent again
     asked, located = len(reasoner.requests), len(localizer.requests)
     # only the failed sample keeps its answered calls (the done ones dropped theirs with their record)
-    assert len(list((out / "cache" / "calls").iterdir())) == 1
+    assert set(read_logs(out / CALLS_DIR)) == {sample_name(target_sample.id)}
     assert main(agentic_args(folder, reasoner.url, localizer.url, out, "--no-report", "--retry-failed")) == 0
     assert len(reasoner.requests) == asked and len(localizer.requests) == located + 1
     records = read_records(out / "records.jsonl")
