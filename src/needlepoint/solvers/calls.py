@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,40 +67,41 @@ def _lines(path: Path) -> list[bytes]:
         return []
 
 
-def read_logs(folder: Path, names: Collection[str] | None = None) -> dict[str, list[dict[str, Any]]]:
-    """The entries of every run log in `folder` by sample name (only `names`, when given). A line
-    already read in another log is skipped (a kill during `compact` can leave a line in two logs);
-    the same line twice in one log is two answers of the same request, both kept."""
-    earlier: set[bytes] = set()
-    out: dict[str, list[dict[str, Any]]] = {}
+def _log_entries(folder: Path) -> Iterator[tuple[bytes, str, dict[str, Any]]]:
+    """(line, sample name, entry) of every whole line of the run logs in `folder`. A line already
+    met in another log is skipped (a kill during `compact` can leave a line in two logs); the same
+    line twice in one log is two answers of the same request, both kept."""
+    earlier: set[bytes] = set()  # digests of the lines of the logs read so far
     for path in sorted(folder.glob(LOG_GLOB)):
         lines = _lines(path)
-        for line in lines:
-            if line in earlier:
-                continue
-            entry = _entry(line)
+        digests = [hashlib.blake2b(line, digest_size=16).digest() for line in lines]
+        for line, digest in zip(lines, digests, strict=True):
+            entry = _entry(line) if digest not in earlier else None
             name = entry.pop("sample", None) if entry is not None else None
-            if entry is not None and isinstance(name, str) and (names is None or name in names):
-                out.setdefault(name, []).append(entry)
-        earlier.update(lines)
+            if entry is not None and isinstance(name, str):
+                yield line, name, entry
+        earlier.update(digests)
+
+
+def read_logs(folder: Path, names: Collection[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The entries of the run logs in `folder` by sample name (only `names`, when given)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for _, name, entry in _log_entries(folder):
+        if names is None or name in names:
+            out.setdefault(name, []).append(entry)
     return out
 
 
 def compact(run_dir: Path, done: Iterable[str]) -> None:
-    """Rewrite the run's logs into one that keeps only the samples not in `done` (the ids whose
-    records are stored for good): the new log is written whole first, then the old ones are
-    removed, so a kill keeps every needed line (perhaps twice: `read_logs` reads it once)."""
+    """Rewrite the run's logs into one that keeps only the lines of samples not in `done` (the
+    ids whose records are stored for good): the new log is written whole first, then the old ones
+    are removed, so a kill keeps every needed line (perhaps twice: a reader takes it once)."""
     folder = Path(run_dir) / CALLS_DIR
     logs = sorted(folder.glob(LOG_GLOB))
     if not logs:
         return
     gone = {sample_name(i) for i in done}
-    kept = [
-        json_line({"sample": name, **entry}) + b"\n"
-        for name, entries in read_logs(folder).items()
-        if name not in gone
-        for entry in entries
-    ]
+    kept = [line + b"\n" for line, name, _ in _log_entries(folder) if name not in gone]
     if kept:
         write_atomic(folder / _log_name(), b"".join(kept))
     for path in logs:
