@@ -97,18 +97,27 @@ def test_a_bom_is_read_past_by_every_reader(tmp_path: Path) -> None:
 
 def test_a_line_is_read_again_by_its_offset_and_length(tmp_path: Path) -> None:
     """A row read back by offset and length (one read) equals the one loaded, past a BOM, on a
-    long line and on a last line with no newline; a file that changed under it is one sentence."""
+    long line and on a last line with no newline; its CRC tells a line rewritten in place (the
+    same length) from the one loaded; a file that changed under it is one sentence."""
     lines = tmp_path / "a.jsonl"
     long = "word " * 100_000
     lines.write_bytes(b'\xef\xbb\xbf{"a": 1}\n\n' + json.dumps({"a": long}).encode() + b'\n{"a": 3}')
     found = list(read_jsonl_offsets(lines))
-    assert [row for *_, row in found] == [{"a": 1}, {"a": long}, {"a": 3}]
-    for _, offset, length, row in found:
-        assert read_line_at(lines, offset, length) == row
-    _, offset, length, _ = found[1]
-    lines.write_bytes(lines.read_bytes()[: offset + 10])
+    assert [line.row for line in found] == [{"a": 1}, {"a": long}, {"a": 3}]
+    for line in found:
+        assert read_line_at(lines, line.offset, line.length) == line.row
+        assert read_line_at(lines, line.offset, line.length, line.crc) == line.row
+    second = found[1]
+    lines.write_bytes(lines.read_bytes().replace(b"word word", b"ward word", 1))
+    assert read_line_at(lines, second.offset, second.length)["a"].startswith("ward")  # no CRC: not checked
+    with pytest.raises(DataError, match=r"changed during the run \(the line at byte \d+\); restore it"):
+        read_line_at(lines, second.offset, second.length, second.crc)
+    assert read_line_at(lines, found[2].offset, found[2].length, found[2].crc) == {"a": 3}  # the others are as they were
+    lines.write_bytes(lines.read_bytes()[: second.offset + 10])
     with pytest.raises(DataError, match="changed or became unreadable during the run"):
-        read_line_at(lines, offset, length)
+        read_line_at(lines, second.offset, second.length)
+    with pytest.raises(DataError, match="changed during the run"):
+        read_line_at(lines, second.offset, second.length, second.crc)
 
 
 def test_only_regular_files_within_the_limit_are_read(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from needlepoint.conversation import Conversation, Generation, ImageRef, Message
 from needlepoint.demo import builder
 from needlepoint.drawing import render
 from needlepoint.errors import DataError
-from needlepoint.images import HEADER_BYTES, base64_jpeg, file_url
+from needlepoint.images import FIRST_HEADER_BYTES, HEADER_BYTES, base64_jpeg, file_url
 from needlepoint.models.openai_compat import LOCAL_IMAGES_PROBE, OpenAICompatModel, request_body
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 from needlepoint.serve.command import ServeSpec, server_command
@@ -73,6 +73,9 @@ def test_a_file_url_only_for_a_jpeg_sent_as_it_is(tmp_path: Path) -> None:
     assert Image.open(late).format == "JPEG"
     assert file_url(ImageRef("late", late)) is None
     assert file_url(ImageRef("early", _jpeg(tmp_path / "early.jpg", extra=1000))) is not None
+    # A frame header past the first read, within HEADER_BYTES: found by the second.
+    assert file_url(ImageRef("mid", _jpeg(tmp_path / "mid.jpg", extra=FIRST_HEADER_BYTES + 5000))) is not None
+    assert file_url(ImageRef("mid", _jpeg(tmp_path / "mid-grey.jpg", mode="L", extra=FIRST_HEADER_BYTES))) is None
 
 
 def test_a_file_url_is_decided_once_per_image(tmp_path: Path) -> None:

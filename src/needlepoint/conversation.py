@@ -75,7 +75,7 @@ class Conversation:
         return {
             "messages": len(self.messages),
             "images": [im.key for m in self.messages for im in m.images],
-            "text_chars": sum(len(m.text) for m in self.messages),
+            "text_chars": sum(len(p) for m in self.messages for p in m.parts if isinstance(p, str)),  # no joined copy
         }
 
 

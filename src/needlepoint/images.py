@@ -400,6 +400,7 @@ def base64_jpeg(ref: ImageRef, reencode: bool = False, data: bytes | None = None
 
 
 HEADER_BYTES = 64 << 10  # a JPEG's frame header lies within this much of its start (past EXIF and ICC data)
+FIRST_HEADER_BYTES = 4 << 10  # read first: most JPEGs' frame header lies within it (without EXIF or ICC data)
 
 
 def file_url(ref: ImageRef, reencode: bool = False) -> bytes | None:
@@ -407,10 +408,14 @@ def file_url(ref: ImageRef, reencode: bool = False) -> bytes | None:
     JPEG within `ref.max_side`, as `passes_through` decides from its frame header), for a server
     on this machine to read instead of its base64 (--local-images); None for anything else (a
     parquet row, an image to transcode, a frame header past HEADER_BYTES), which goes as base64.
-    A server decodes the same bytes either way. One open; at most HEADER_BYTES read."""
+    A server decodes the same bytes either way. FIRST_HEADER_BYTES read, and at most HEADER_BYTES
+    when the frame header lies past them (the rest of a file of a few dozen KB is not copied)."""
     if reencode or ref.loader is not None or ref.path is None:
         return None
-    head = jpeg_header(_read_stored(ref, None, HEADER_BYTES) or b"")
+    first = _read_stored(ref, None, FIRST_HEADER_BYTES) or b""
+    head = jpeg_header(first)
+    if head is None and len(first) == FIRST_HEADER_BYTES and first[:2] == b"\xff\xd8":  # a JPEG with a long preamble
+        head = jpeg_header(_read_stored(ref, None, HEADER_BYTES) or b"")
     if head is None or not _sent_as_is(head, ref):
         return None
     return Path(os.path.abspath(ref.path)).as_uri().encode("ascii")

@@ -78,8 +78,7 @@ def niah_kind(task: str, options: int) -> str:
 
 
 def _niah_answer(sample: Any, answer: Any) -> str:
-    row = sample.row()
-    sample.checked_text(row)  # an answer to the row shown, not to one rewritten since
+    row = sample.row()  # DataError when rewritten since it was shown: an answer to the row shown only
     texts, images = niah_options(row)
     kind = niah_kind(sample.task, len(texts) or len(images))
     if kind == "counts":

@@ -38,19 +38,24 @@ def forget_described() -> None:
         _cache.clear()
 
 
-def _cached(key: tuple[Any, ...]) -> dict[str, Any] | None:
+def _cached(keys: list[tuple[Any, ...]]) -> list[dict[str, Any] | None]:
+    """The cached descriptions of `keys` (None where there is none), under one lock: a document
+    names dozens of images."""
+    out: list[dict[str, Any] | None] = []
     with _lock:
-        got = _cache.get(key)
-        if got is not None:
-            _cache.move_to_end(key)
-        return got
+        for key in keys:
+            got = _cache.get(key)
+            if got is not None:
+                _cache.move_to_end(key)
+            out.append(got)
+    return out
 
 
 def describe_image(ref: ImageRef, reencode: bool = False) -> dict[str, Any]:
     """An image as a turn's `sent` names it: {type, path, sha256, width, height, bytes} (the
     digest of the stored bytes; width, height and bytes of what is sent). Blocking; cached."""
     key = _cache_key(ref, reencode)
-    got = _cached(key)
+    got = _cached([key])[0]
     if got is not None:
         return got
     data = read_image(ref)
@@ -83,7 +88,7 @@ async def sent_messages(conversation: Conversation, reencode: bool = False) -> l
     An image that cannot be read is described by its path and the reason."""
     loop = asyncio.get_running_loop()
     refs = [im for m in conversation.messages for im in m.images]
-    cached = [_cached(_cache_key(r, reencode)) for r in refs]
+    cached = _cached([_cache_key(r, reencode) for r in refs])
     missing = [r for r, got in zip(refs, cached) if got is None]
     if len(missing) > ON_LOOP_IMAGES:  # a document of many new images: described in one thread
         fresh = await loop.run_in_executor(None, lambda: [_described(r, reencode) for r in missing])

@@ -39,23 +39,17 @@ class NiahSample:
     source: Path
     offset: int
     length: int  # of the row's line in bytes, read back in one read
-    digest: str
+    crc: int  # of the row's line, to tell that it is the one loaded
+    digest: str  # of the prompt text, in the run identity (fingerprint)
     meta: dict[str, Any] = field(default_factory=dict)
 
     def row(self) -> dict[str, Any]:
-        """The row as its file holds it now (read again; `checked_text` tells whether it is the one loaded)."""
-        return read_line_at(self.source, self.offset, self.length)
+        """The row as loaded, read again from its file; DataError when the file no longer holds it."""
+        return read_line_at(self.source, self.offset, self.length, self.crc)
 
     def text(self) -> str:
         """The full prompt text (context, newline, question with options and instruction)."""
-        return self.checked_text(self.row())
-
-    def checked_text(self, row: dict[str, Any]) -> str:
-        """The full prompt text of `row` (`row()`); DataError when it is not the row loaded."""
-        text = full_text(row)[0]
-        if text_digest(text) != self.digest:
-            raise DataError(f"{self.source} changed during the run (row {self.row_id}); restore it, or start a fresh run")
-        return text
+        return full_text(self.row())[0]
 
     def fingerprint(self) -> str:
         keys = ",".join(im.key for im in self.images)
@@ -63,7 +57,7 @@ class NiahSample:
 
 
 def text_digest(text: str) -> str:
-    """A short digest of a document's text, to notice a data file that changed since it was loaded."""
+    """A short digest of a document's prompt text (the sample's part of the run identity)."""
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
@@ -173,7 +167,8 @@ def load_task(path: Path, task: str, images_root: Path, found: dict[str, Path]) 
     documents of a release share images, and each is checked and stat'ed once."""
     samples: list[NiahSample] = []
     skipped: list[tuple[str, str]] = []
-    for where, offset, length, row in read_jsonl_offsets(path, "check --data"):
+    for line in read_jsonl_offsets(path, "check --data"):
+        where, row = line.where, line.row
         _check_row(row, task, where)
         sid = f"{task}/{row['id']}"
         text, names = full_text(row)
@@ -203,10 +198,11 @@ def load_task(path: Path, task: str, images_root: Path, found: dict[str, Path]) 
                 context_length=float(meta["context_length"]),
                 placed_depth=meta.get("placed_depth", 0.0),
                 source=path,
-                offset=offset,
+                offset=line.offset,
+                length=line.length,
+                crc=line.crc,
                 digest=text_digest(text),
                 meta={k: meta.get(k) for k in ("num_images", "context_length_text", "context_length_image")},
-                length=length,
             )
         )
     return samples, skipped
