@@ -76,6 +76,17 @@ def test_request_body_is_the_json_of_the_message_with_the_images_spliced_in() ->
     expected = {"model": "m", "messages": message_payload(conversation, lambda ref: urls[id(ref)]), **sampling_params(gen)}
     body = request_body("m", conversation, gen, images)
     assert body == json.dumps(expected, ensure_ascii=False, separators=(",", ":")).encode("utf-8")  # byte for byte, compact
+    # File URLs (--local-images) are serialised in place, alone or beside base64: the same bytes.
+    file_urls = [b"file:///data/a%20b.jpg", b"file:///data/b.jpg"]
+    for sent, second_url in ((file_urls, file_urls[1].decode()), ([file_urls[0], images[1]], urls[id(second)])):
+        payload = message_payload(conversation, lambda ref, at=second_url: file_urls[0].decode() if ref is first else at)
+        expected = {"model": "m", "messages": payload, **sampling_params(gen)}
+        assert (
+            request_body("m", conversation, gen, sent) == json.dumps(expected, ensure_ascii=False, separators=(",", ":")).encode()
+        )
+    for wrong in ([], images[:1], [*images, images[0]], file_urls[:1], [*file_urls, file_urls[0]]):
+        with pytest.raises(ValueError, match=f"{len(wrong)} images for 2 image slots"):
+            request_body("m", conversation, gen, wrong)
 
 
 def test_a_lone_surrogate_in_a_reply_becomes_a_replacement_character(serve: Any) -> None:

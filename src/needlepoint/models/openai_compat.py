@@ -236,19 +236,29 @@ def request_pieces(model: str, conversation: Conversation, generation: Generatio
     """`request_body` as its pieces, JSON text and each image in turn (joined, the body): an
     image's base64 goes out as a JPEG data URL, a `file://` URL (--local-images) as it is.
 
-    The images are spliced in as bytes after the rest is serialised: neither needs JSON escaping
-    (base64 and a quoted file URL are ASCII without quotes or backslashes), and scanning megabytes
-    of base64 in json.dumps would be most of the cost of a request.
+    Base64 is spliced in as bytes after the rest is serialised (it needs no JSON escaping, and
+    scanning megabytes of it in json.dumps would be most of the cost of a request); file URLs
+    (ASCII, quoted, a hundred bytes each) are serialised in place, in one piece with the text.
     """
-    body: dict[str, Any] = {"model": model, "messages": message_payload(conversation, lambda _: _SLOT)}
+    asked = 0
+
+    def url_for(_: ImageRef) -> str:  # a file URL in place; base64 as a slot, spliced in below
+        nonlocal asked
+        asked += 1
+        image = images[asked - 1] if asked <= len(images) else b""
+        return image.decode("ascii") if image.startswith(FILE_URL_PREFIX) else _SLOT
+
+    body: dict[str, Any] = {"model": model, "messages": message_payload(conversation, url_for)}
     body.update(sampling_params(generation))
+    if asked != len(images):
+        raise ValueError(f"{len(images)} images for {asked} image slots in a request body")
+    spliced = [image for image in images if not image.startswith(FILE_URL_PREFIX)]
+    if not spliced:
+        return [json_line(body)]
     texts = marks.split(json_line(body), _SLOT_BYTES)  # the slots, in the images' order
-    if len(texts) != len(images) + 1:
-        raise ValueError(f"{len(images)} images for {len(texts) - 1} image slots in a request body")
     pieces = [texts[0]]
-    for image, text in zip(images, texts[1:]):
-        if not image.startswith(FILE_URL_PREFIX):
-            pieces[-1] += DATA_URL_PREFIX  # the text before it ends the URL's opening quote
+    for image, text in zip(spliced, texts[1:]):
+        pieces[-1] += DATA_URL_PREFIX  # the text before it ends the URL's opening quote
         pieces += [image, text]
     return pieces
 
