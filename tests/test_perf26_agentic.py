@@ -69,3 +69,16 @@ def test_an_image_cache_from_the_first_use_stays_bounded() -> None:
     plain = ImageCache()
     plain.put(refs[0], b"a" * 100)
     assert plain.get(refs[0]) is None  # the default keeps an image from its second offer only
+
+
+def test_an_image_cache_gives_a_documents_images_only_when_it_holds_them_all() -> None:
+    """`get_all`: a document's images, in order, when each is cached (sent as they are, no thread
+    hop), else None (each is then encoded as usual); those given move to the end of the order."""
+    cache = ImageCache(max_bytes=4 * (10 + ENTRY_BYTES), from_first=True)
+    refs = [ImageRef(key=f"im{k}.jpg") for k in range(5)]
+    for k, ref in enumerate(refs[:4]):
+        cache.put(ref, b"%d" % k * 10)
+    assert cache.get_all([refs[2], refs[0]]) == [b"2" * 10, b"0" * 10]
+    assert cache.get_all([refs[0], refs[4]]) is None and cache.get_all([]) == []
+    cache.put(refs[4], b"4" * 10)  # the oldest in use goes: im1, not the two just given
+    assert cache.get(refs[1]) is None and cache.get_all([refs[2], refs[0], refs[4]]) == [b"2" * 10, b"0" * 10, b"4" * 10]

@@ -368,6 +368,19 @@ class ImageCache:
                 self._items.move_to_end(key)
             return b64
 
+    def get_all(self, refs: list[ImageRef]) -> list[bytes] | None:
+        """The cached base64 (or file URL) of each of `refs`, under one lock; None unless all are."""
+        out: list[bytes] = []
+        with self._lock:
+            for ref in refs:
+                b64 = self._items.get((ref.key, ref.max_side))
+                if b64 is None:
+                    return None
+                out.append(b64)
+            for ref in refs:
+                self._items.move_to_end((ref.key, ref.max_side))
+        return out
+
     def put(self, ref: ImageRef, b64: bytes, first: bool = False) -> None:
         """Offer an image's base64 (or file URL); it is kept from the second offer of the same image
         on, or from this one with `first` (a file URL: a hundred bytes, not worth reading twice)."""

@@ -375,6 +375,9 @@ class OpenAICompatModel:
         refs = [im for m in conversation.messages for im in m.images]
         loop = asyncio.get_running_loop()
         if len(refs) > ON_LOOP_IMAGES:
+            known = self.images.get_all(refs)  # a document sent before (a repair turn, documents sharing images)
+            if known is not None:
+                return known
             return await loop.run_in_executor(None, lambda: [self._encode(r) for r in refs])
         out = []
         for ref in refs:
