@@ -87,6 +87,11 @@ def test_request_body_is_the_json_of_the_message_with_the_images_spliced_in() ->
     for wrong in ([], images[:1], [*images, images[0]], file_urls[:1], [*file_urls, file_urls[0]]):
         with pytest.raises(ValueError, match=f"{len(wrong)} images for 2 image slots"):
             request_body("m", conversation, gen, wrong)
+    from needlepoint.models.openai_compat import _SLOT  # a text that holds the slot's mark is never cut there
+
+    marked = Conversation([Message("user", [f"a {_SLOT} b", first, "between", second])])
+    with pytest.raises(ValueError, match="2 base64 images for 3 image slots"):
+        request_body("m", marked, gen, images)
 
 
 def test_a_lone_surrogate_in_a_reply_becomes_a_replacement_character(serve: Any) -> None:

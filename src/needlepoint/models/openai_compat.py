@@ -256,6 +256,8 @@ def request_pieces(model: str, conversation: Conversation, generation: Generatio
     if not spliced:
         return [json_line(body)]
     texts = marks.split(json_line(body), _SLOT_BYTES)  # the slots, in the images' order
+    if len(texts) != len(spliced) + 1:  # a text holding the slot's mark: never cut there
+        raise ValueError(f"{len(spliced)} base64 images for {len(texts) - 1} image slots in a request body")
     pieces = [texts[0]]
     for image, text in zip(spliced, texts[1:]):
         pieces[-1] += DATA_URL_PREFIX  # the text before it ends the URL's opening quote
