@@ -114,10 +114,10 @@ def parse(raw: bytes, where: str, fix: str = "fix or remove that line") -> Any:
 
 
 def read_back(line: bytes) -> Any:
-    """A line needlepoint wrote (`files.json_line`: a record, an answered call) as the standard
-    parser reads it, by orjson where that is the same value (a quarter of the time on a long
-    record): the standard parser reads a line orjson refuses (a NaN written by hand, a lone
-    surrogate) and one where orjson may have made a float of an integer past 64 bits (a hostile
+    """JSON bytes as the standard parser reads them, by orjson where that is the same value (a
+    quarter of the time on a long record): a line needlepoint wrote (`files.json_line`: a record,
+    an answered call) or a server's answer. The standard parser reads what orjson refuses (a NaN,
+    a lone surrogate) and what orjson may have made a float of an integer past 64 bits (a hostile
     model's number, kept as it came). Raises ValueError or RecursionError as `json.loads` does."""
     try:
         value = orjson.loads(line)

@@ -34,6 +34,7 @@ from aiohttp.payload import Payload
 from needlepoint import status
 from needlepoint.endpoints import split_weight
 from needlepoint.errors import RequestError
+from needlepoint.jsonl import read_back
 from needlepoint.redact import redact_url, scrub, url_secrets
 
 __all__ = [
@@ -162,16 +163,17 @@ def head(raw: bytes, n: int = 200) -> str:
 
 def load_json(raw: bytes, what: str = "JSON", floats: bool = False) -> Any:
     """An answer's body parsed as JSON, or InvalidAnswer (also for JSON nested too deep to parse).
-    `floats`: the answer is made of floats (embedding vectors, megabytes of them), read by orjson
-    first, which reads a whole number beyond 64 bits as a float; every other answer keeps its
-    whole numbers exact (a token count of 10**100 is named as such)."""
+    `floats`: the answer is made of floats (embedding vectors, megabytes of them), read by orjson,
+    which reads a whole number beyond 64 bits as a float; every other answer is read as the
+    standard parser reads it (`jsonl.read_back`: by orjson where the value is the same), its whole
+    numbers exact (a token count of 10**100 is named as such)."""
     if floats:
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
             pass  # NaN or Infinity tokens, lone surrogates, deep nesting, or no JSON: the standard reader decides
     try:
-        return json.loads(raw)
+        return read_back(raw)
     except (ValueError, RecursionError):
         raise InvalidAnswer(f"invalid_response: not {what}: {head(raw)}", reason=f"sent no {what}") from None
 
