@@ -498,15 +498,29 @@ def test_progress_lines_without_a_terminal(serve: Any, tmp_path: Path, capsys: p
 def test_each_record_is_down_with_its_calls_logged_and_the_run_holds_outcomes(
     serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threaded: bool
 ) -> None:
-    """The runner writes a record (a long one in its writer thread: every one here with `threaded`):
-    when `on_record` sees a record it is in the file, and the sample's answered call is in the run's
-    one log of calls (no file of its own); the log is gone once the run is compacted; what the
-    progress figure reads (and the run holds) is each record's outcome, without the turns."""
+    """The runner writes a record on the event loop, and a long one in its writer thread once a
+    write was slow (with `threaded`: every write counts as slow and every line as long, so the first
+    record is written on the loop and the others in the thread): when `on_record` sees a record it
+    is in the file, and the sample's answered call is in the run's one log of calls (no file of its
+    own); the log is gone once the run is compacted; what the progress figure reads (and the run
+    holds) is each record's outcome, without the turns."""
+    import threading
+
+    import needlepoint.runner as runner
     from needlepoint.runner import RunOptions
     from needlepoint.solvers.calls import CALLS_DIR, calls_path, compact, read_logs, sample_name
 
     if threaded:
-        monkeypatch.setattr("needlepoint.runner.THREAD_WRITE_BYTES", 0)
+        monkeypatch.setattr(runner, "THREAD_WRITE_BYTES", 0)
+        monkeypatch.setattr(runner, "SLOW_WRITE_S", 0.0)
+    writers: list[str] = []
+    keep = runner._keep
+
+    def kept(*args: Any) -> None:
+        writers.append(threading.current_thread().name.split("_")[0])
+        keep(*args)
+
+    monkeypatch.setattr(runner, "_keep", kept)
     data, _, _, script = scripted_ref_release(tmp_path, n=4)
     server = serve(script=script, default=None)
     bench = RefAdv(box_format="abs_xyxy")
@@ -529,6 +543,7 @@ def test_each_record_is_down_with_its_calls_logged_and_the_run_holds_outcomes(
 
     _run_here(bench, samples, server.url, store, RunOptions(concurrency=2, progress_every_s=0.01, on_record=on_record))
     assert sorted(i for i, _, _ in seen) == sorted(s.id for s in samples)
+    assert writers == ["MainThread", *["needlepoint-records"] * 3] if threaded else ["MainThread"] * 4, writers
     assert all(on_disk and not own for _, on_disk, own in seen), seen
     stored = read_records(store.records_path)
     compact(store.dir, stored)

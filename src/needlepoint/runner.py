@@ -3,9 +3,9 @@
 It knows a benchmark only through its verbs, a solver only through `Solver.solve` and a model only
 through `complete` (requests in flight are the model layer's to bound). A fixed pool of workers
 pulls samples from one iterator, so memory holds at most `concurrency` samples at a time whatever
-the run's length, and each record reaches disk before its worker takes the next sample (a long
-record is written by a writer thread, off the event loop: THREAD_WRITE_BYTES). Too many internal
-errors (faults of our own code) stop the run: see `internal_error_limit`.
+the run's length, and each record reaches disk before its worker takes the next sample (on a slow
+file system a long record is written by a writer thread, off the event loop: SLOW_WRITE_S). Too
+many internal errors (faults of our own code) stop the run: see `internal_error_limit`.
 """
 
 from __future__ import annotations
@@ -33,9 +33,12 @@ from needlepoint.solvers.calls import CallLog
 from needlepoint.solvers.sent import forget_described
 from needlepoint.store import RunStore
 
-# A record line this long (a long document's, with the text as sent) is written by the run's one
-# writer thread: its copy into the page cache (about 0.3 ms for 150 KB on ext4) would hold the event
-# loop. A shorter one is written at once: the hop to the thread and back costs more than the write.
+# Records are written on the event loop: on a local disk the copy into the page cache costs less
+# than a hop to a thread and back (about 0.15 ms of CPU a long MM-NIAH record, docs/performance.md).
+# Once one write of a run has taken SLOW_WRITE_S (a network file system, a disk under load), the
+# run's lines of THREAD_WRITE_BYTES or more (a long document's, with the text as sent) go to its one
+# writer thread, so that a stalled file system does not hold every request in flight.
+SLOW_WRITE_S = 0.005
 THREAD_WRITE_BYTES = 64 << 10
 
 
@@ -170,20 +173,24 @@ async def run(
     queue = iter(todo)
     limit = options.internal_limit or internal_error_limit(len(todo))
     loop = asyncio.get_running_loop()
-    writer = ThreadPoolExecutor(1, thread_name_prefix="needlepoint-records")  # long records' lines (THREAD_WRITE_BYTES)
+    writer = ThreadPoolExecutor(1, thread_name_prefix="needlepoint-records")  # long records' lines on a slow disk
     calls = CallLog(store.dir, todo_ids, getattr(solver, "dropped_calls", ()))
+    slow_disk = False  # a write took SLOW_WRITE_S: long lines go to the writer thread from then on
 
     async def worker() -> None:
+        nonlocal slow_disk
         for sample in queue:
             if options.gate is not None and options.gate.stop_reason() is not None:
                 options.stopped = options.gate.stop_reason()
                 break  # the samples not taken stay unrequested: a rerun continues with them
             record = await solve(benchmark, solver, models, sample, base, store.dir, options.gate, calls)
             line = json_line(record) + b"\n"
-            if len(line) < THREAD_WRITE_BYTES:
-                _keep(store, calls, sample.id, record, line)
-            else:
+            if slow_disk and len(line) >= THREAD_WRITE_BYTES:
                 await loop.run_in_executor(writer, _keep, store, calls, sample.id, record, line)
+            else:
+                started = time.perf_counter()
+                _keep(store, calls, sample.id, record, line)
+                slow_disk = slow_disk or time.perf_counter() - started >= SLOW_WRITE_S
             if options.on_record is not None:
                 options.on_record(sample, record)
             finished.append(outcome(record))
