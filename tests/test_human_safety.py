@@ -177,7 +177,9 @@ def test_a_row_rewritten_during_a_session_is_refused(tmp_path: Path) -> None:
         changed = line[:at] + (b"X" if line[at : at + 1] != b"X" else b"Y") + line[at + 1 :]
         sample.source.write_bytes(raw[: sample.offset] + changed + raw[sample.offset + len(line) :])
         code, reply = request(f"{server.url}api/sample?id={quote(sid)}")
-        assert code == 409 and "changed during the run" in reply["error"] and reply["error"].count(". ") == 0
+        assert (
+            code == 409 and f"changed during the run (row {sample.row_id})" in reply["error"] and reply["error"].count(". ") == 0
+        )
         code, reply = request(f"{server.url}api/answer", {"id": sid, "answer": str(sample.answer), "seconds": 1})
         assert code == 400 and "changed during the run" in reply["error"]
         assert read_records(tmp_path / "run" / "records.jsonl") == {}

@@ -245,11 +245,12 @@ def read_jsonl(path: Path, hint: str = "check the path") -> Iterator[tuple[str, 
         yield line.where, line.row
 
 
-def read_line_at(path: Path, offset: int, length: int, crc: int | None = None) -> dict[str, Any]:
+def read_line_at(path: Path, offset: int, length: int, crc: int | None = None, what: str = "") -> dict[str, Any]:
     """The JSON object on the line of `length` bytes that starts at `offset`, in one read (a
     buffered readline scans a long line, an MM-NIAH document of hundreds of KB, 8 KB at a time,
     several times slower); with `crc` (`Line.crc`), DataError unless the bytes are the ones found
-    then, told before they are parsed: a CRC-32 of the bytes costs a third of a SHA-1 of the text."""
+    then, told before they are parsed (a CRC-32 of the bytes costs a third of a SHA-1 of the text),
+    naming the line as `what` (e.g. "row 17") or by its offset."""
     try:
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -259,7 +260,9 @@ def read_line_at(path: Path, offset: int, length: int, crc: int | None = None) -
     except OSError as exc:
         raise DataError(f"{path} changed or became unreadable during the run ({exc}); rerun to resume") from None
     if crc is not None and (len(line) != length or zlib.crc32(line) != crc):
-        raise DataError(f"{path} changed during the run (the line at byte {offset}); restore it, or start a fresh run")
+        raise DataError(
+            f"{path} changed during the run ({what or f'the line at byte {offset}'}); restore it, or start a fresh run"
+        )
     if offset == 0 and line.startswith(BOM):
         line = line[len(BOM) :]
     try:

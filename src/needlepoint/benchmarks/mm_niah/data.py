@@ -45,7 +45,7 @@ class NiahSample:
 
     def row(self) -> dict[str, Any]:
         """The row as loaded, read again from its file; DataError when the file no longer holds it."""
-        return read_line_at(self.source, self.offset, self.length, self.crc)
+        return read_line_at(self.source, self.offset, self.length, self.crc, f"row {self.row_id}")
 
     def text(self) -> str:
         """The full prompt text (context, newline, question with options and instruction)."""
