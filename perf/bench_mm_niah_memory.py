@@ -15,8 +15,8 @@ simulated model in its own process (perf/serve_simulated.py: one fixed reply aft
 
 (without --no-report when --report) as a child process for each N, and prints a Markdown table:
 peak RSS of that child (wait4 ru_maxrss), wall time, samples/s, the rate at the server while it
-answers (samples / (last arrival - first arrival + delay)) against the ideal
-N / (ceil(N / concurrency) x delay), the child's CPU seconds (and its first thread's, the event loop's: the bound when it nears the wall), mean request bytes, and the time
+answers (samples / (last arrival - first sample's arrival + delay); --local-images' probe, one
+request before the run, is not a sample's) against the ideal N / (ceil(N / concurrency) x delay), the child's CPU seconds (and its first thread's, the event loop's: the bound when it nears the wall), mean request bytes, and the time
 spent loading, answering and finishing (scoring, leaderboard files, heatmaps with --report).
 The server's CPU seconds during the run are printed too: a server that parses every 4 MB body
 bounds the rate itself; with --bytes-only it reads bodies without parsing them (serve_simulated.py).
@@ -210,7 +210,7 @@ def measure(
     gc_tally: bool = False,
 ) -> dict[str, Any]:
     """Run the eval as a child process; its peak RSS, phase times, request sizes, and the rate at
-    the server (requests / (last arrival - first arrival + delay)) against the ideal
+    the server (samples / (last arrival - first sample's arrival + delay), `serving`) against the ideal
     n / (ceil(n / concurrency) x delay)."""
     url = server.url
     cmd = [
@@ -305,11 +305,15 @@ def measure(
 
 
 def serving(arrivals: dict[str, Any], n: int, concurrency: int, delay_ms: float) -> dict[str, Any]:
-    """Samples per second at the server while it answers, and the ideal at `delay_ms` (none at 0)."""
+    """Samples per second at the server while it answers, and the ideal at `delay_ms` (none at 0).
+    The window starts at the first sample's request: requests beyond the `n` samples' come first
+    (--local-images' probe, one chat request before the run) and are dropped from it."""
     delay = delay_ms / 1000
     if not arrivals.get("requests") or arrivals.get("first") is None:
         return {"serving_rate": float("nan"), "ideal_rate": float("nan"), "requests": 0}
-    window = arrivals["last"] - arrivals["first"] + delay
+    probes, head = arrivals["requests"] - n, arrivals.get("head") or []
+    first = head[probes] if 0 < probes < len(head) else arrivals["first"]
+    window = arrivals["last"] - first + delay
     ideal = n / (math.ceil(n / concurrency) * delay) if delay else float("nan")
     return {"serving_rate": n / window if window > 0 else float("nan"), "ideal_rate": ideal, "requests": arrivals["requests"]}
 

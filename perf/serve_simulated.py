@@ -20,10 +20,12 @@ here) answers at most a few dozen such requests a second, less than the client i
 real server parses on its own cores. --script does not go with it. An image given by its file://
 URL (`eval --local-images`) is read from disk, as a server that reads the files itself does.
 
-With --stats FILE, SIGUSR1 writes {"requests": n, "first": t0, "last": t1} to FILE (atomically):
-the number of chat requests received since the previous SIGUSR1 and the arrival times (time.time(),
-taken once the body is read, just before the delay) of the first and the last of them; the counters
-then start again. A benchmark sends SIGUSR1 before a run (to reset) and after it (to read).
+With --stats FILE, SIGUSR1 writes {"requests": n, "first": t0, "last": t1, "head": [t0, ...]} to FILE
+(atomically): the number of chat requests received since the previous SIGUSR1 and the arrival
+times (time.time(), taken once the body is read, just before the delay) of the first and the last
+of them, and of the first 16 (`head`: a benchmark drops the probes a command sends before its run,
+e.g. `eval --local-images`' one request); the counters then start again. A benchmark sends SIGUSR1
+before a run (to reset) and after it (to read).
 """
 
 from __future__ import annotations
@@ -135,8 +137,12 @@ def _bytes_only(base: type[SimulatedServer], reply: str) -> type[SimulatedServer
     return BytesOnly
 
 
+HEAD_ARRIVALS = 16  # the first arrivals kept one by one: a command's probes come before its run
+
+
 class _ArrivalLog(list):
-    """A request log that keeps only the count and the first and last arrival times."""
+    """A request log that keeps only the count, the first and last arrival times and the first
+    HEAD_ARRIVALS of them (a benchmark drops the probes that a command sends before its run)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -145,6 +151,7 @@ class _ArrivalLog(list):
 
     def _reset(self) -> None:
         self.count, self.first, self.last = 0, None, None
+        self.head: list[float] = []
 
     def append(self, item: object) -> None:  # called by the server per request
         now = time.time()
@@ -153,11 +160,13 @@ class _ArrivalLog(list):
             if self.first is None:
                 self.first = now
             self.last = now
+            if len(self.head) < HEAD_ARRIVALS:
+                self.head.append(now)
 
     def dump(self, path: str) -> None:
         """Write the counters to `path` atomically and start again."""
         with self._lock:
-            stats = {"requests": self.count, "first": self.first, "last": self.last}
+            stats = {"requests": self.count, "first": self.first, "last": self.last, "head": self.head}
             self._reset()
         tmp = f"{path}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
