@@ -7,8 +7,9 @@ Serves the simulated model in its own process (perf/serve_simulated.py --bytes-o
 for every request), runs `needlepoint.api.evaluate` here with --no-report, and times `runner.run`
 (the answering: no import, no load, no scoring) by the wall clock, this process's CPU and the CPU
 of the event loop's thread (`time.thread_time` in it). The whole command's figures are
-perf/bench_mm_niah_memory.py's; this script says where the answering's CPU goes when the process
-is the bound: a process whose threads share one interpreter lock answers at most one sample per
+perf/bench_mm_niah_memory.py's, each stage's CPU one sample at a time perf/bench_mm_niah_stages.py's;
+this script says what the answering costs with its requests in flight, threads and server included,
+when the process is the bound: a process whose threads share one interpreter lock answers at most one sample per
 (CPU a sample) seconds, whatever the server's latency. --profile writes a cProfile of the
 answering (the loop's thread only) to FILE.
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -98,7 +98,6 @@ def main() -> None:
         assert server.proc is not None
         server.proc.terminate()
         shutil.rmtree(work, ignore_errors=True)
-    sys.stdout.flush()
 
 
 if __name__ == "__main__":

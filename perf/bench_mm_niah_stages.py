@@ -6,8 +6,8 @@ another in this process (no server, no concurrency: the CPU each stage costs a s
 DIR is an MM-NIAH release folder (default: the one perf/bench_mm_niah_memory.py writes with
 `--sizes 200 --tokens 65000 --images-per-doc 40 --docs 50`; run that first). For every sample:
 
-- prompt: `MmNiah.prompt` (the row read again from its file, the prompt text, its check digest,
-  the text cut at the image placeholders);
+- prompt: `MmNiah.prompt` (the row read again from its file and checked by its line's CRC-32,
+  the prompt text, the text cut at the image placeholders);
 - sent: `sent_messages` (what the record names of each image: path, digest, size);
 - images: what the request carries of each image (`OpenAICompatModel._encode_images`: the file
   URL with --local-images, else base64);
