@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_ref_adv_harness import ROW_GROUP, make_release_in_child  # noqa: E402
-from measure import with_bytecode  # noqa: E402
+from measure import GrowingLines, with_bytecode  # noqa: E402
 
 from needlepoint.models.simulated import SimulatedServer  # noqa: E402
 
@@ -96,6 +96,7 @@ def _watch(pid: int, records: Path) -> tuple[list[tuple[int, float]], int, os.st
     """Sample (samples stored, RSS in MB) of a running child every 20 ms until it exits; return
     the samples, its exit status and its resource usage (ru_maxrss is the peak)."""
     page = os.sysconf("SC_PAGE_SIZE")
+    stored_lines = GrowingLines(records)
     points: list[tuple[int, float]] = []
     while True:
         done, status, usage = os.wait4(pid, os.WNOHANG)
@@ -103,7 +104,7 @@ def _watch(pid: int, records: Path) -> tuple[list[tuple[int, float]], int, os.st
             return points, status, usage
         try:
             rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page / 2**20
-            stored = records.read_bytes().count(b"\n") if records.exists() else 0
+            stored = stored_lines()
             if rss > 0:
                 points.append((stored, rss))
         except (OSError, IndexError, ValueError):

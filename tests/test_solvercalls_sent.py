@@ -106,3 +106,56 @@ def test_an_image_rewritten_between_two_runs_of_one_process_is_described_afresh(
     second = image_of(tmp_path / "second")
     assert first["sha256"] != second["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     assert (second["width"], second["height"]) == Image.open(path).size != (first["width"], first["height"])
+
+
+def test_image_descriptions_leave_the_event_loops_executor_free(
+    ref_release: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record's image descriptions run in threads of their own: with more of them held back than
+    the loop's default executor has threads, work given to that executor (a request's images read
+    and encoded: `OpenAICompatModel._encode_images`) still runs at once. When descriptions shared
+    it, held ones took all of its threads and a request waited behind them (a run's first long
+    documents waited for every image of the others to be hashed)."""
+    import asyncio
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from needlepoint.conversation import Conversation, ImageRef, Message
+
+    _, rows = ref_release
+    folder = write_jsonl_release(tmp_path / "release", rows[:6], fmt="PNG")
+    paths = sorted((folder / "images").iterdir())
+    refs = [ImageRef(key=p.name, path=p) for p in paths]
+    released = threading.Event()
+    real = sent_module.describe_image
+
+    def held(*args: Any) -> Any:
+        released.wait(30)
+        return real(*args)
+
+    monkeypatch.setattr(sent_module, "describe_image", held)
+    monkeypatch.setattr(sent_module, "_cache", OrderedDict())
+
+    async def scenario() -> tuple[bool, list[list[dict[str, Any]]]]:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(2))  # fewer threads than descriptions held
+        describing = [
+            asyncio.ensure_future(sent_module.sent_messages(Conversation([Message("user", [r, "box it"])]))) for r in refs
+        ]
+        await asyncio.sleep(0.2)  # every description has been handed to its threads and is held
+        try:
+            await asyncio.wait_for(loop.run_in_executor(None, lambda: None), 5)
+            free = True
+        except asyncio.TimeoutError:
+            free = False
+        released.set()
+        return free, await asyncio.gather(*describing)
+
+    try:
+        free, described = asyncio.run(scenario())
+    finally:
+        released.set()
+    assert free  # the loop's executor ran its work while six descriptions were held
+    images = [p for messages in described for m in messages for p in m["content"] if p["type"] == "image"]
+    assert [p["path"] for p in images] == [path.name for path in paths]
+    assert [p["sha256"] for p in images] == [hashlib.sha256(path.read_bytes()).hexdigest() for path in paths]

@@ -7,14 +7,21 @@ Each image is described once per run (a bounded cache keyed by the image, its pa
 for and the re-encoding rule; `forget_described` empties it as a run starts), not once per request:
 within a run an image's file is taken to stay as it is, as the client's own cache of what it sends
 takes it (`images.ImageCache`), and a file rewritten between two runs of one process is read again.
+New images are described in threads of their own (`_describers`), not the event loop's default
+executor: a description is for the record, written after the reply, while the reading in that
+executor is what a request waits for. Sharing it, descriptions took its threads (64 long
+documents of 40 new images each at a run's start: their requests were ready over 140 ms instead
+of 30; docs/performance.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from needlepoint.conversation import Conversation, ImageRef
@@ -26,6 +33,17 @@ __all__ = ["describe_image", "forget_described", "sent_messages"]
 _MAX_ITEMS = 100_000
 _cache: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
 _lock = threading.Lock()
+_pool: tuple[int, ThreadPoolExecutor] | None = None  # (the process that made it, the threads)
+
+
+def _describers() -> ThreadPoolExecutor:
+    """The threads that describe new images, one pool a process (made again in a forked worker:
+    threads do not survive a fork). Reading and hashing release the interpreter lock: up to a
+    thread a core, eight at most."""
+    global _pool
+    if _pool is None or _pool[0] != os.getpid():
+        _pool = (os.getpid(), ThreadPoolExecutor(min(8, os.cpu_count() or 1), thread_name_prefix="needlepoint-describe"))
+    return _pool[1]
 
 
 def _cache_key(ref: ImageRef, reencode: bool) -> tuple[Any, ...]:
@@ -91,9 +109,9 @@ async def sent_messages(conversation: Conversation, reencode: bool = False) -> l
     cached = _cached([_cache_key(r, reencode) for r in refs])
     missing = [r for r, got in zip(refs, cached) if got is None]
     if len(missing) > ON_LOOP_IMAGES:  # a document of many new images: described in one thread
-        fresh = await loop.run_in_executor(None, lambda: [_described(r, reencode) for r in missing])
+        fresh = await loop.run_in_executor(_describers(), lambda: [_described(r, reencode) for r in missing])
     else:
-        fresh = [await loop.run_in_executor(None, _described, r, reencode) for r in missing]
+        fresh = [await loop.run_in_executor(_describers(), _described, r, reencode) for r in missing]
     new = iter(fresh)
     images = iter([got if got is not None else next(new) for got in cached])
     out: list[dict[str, Any]] = []
