@@ -115,7 +115,7 @@ def test_image_descriptions_leave_the_event_loops_executor_free(
     the loop's default executor has threads, work given to that executor (a request's images read
     and encoded: `OpenAICompatModel._encode_images`) still runs at once. When descriptions shared
     it, held ones took all of its threads and a request waited behind them (a run's first long
-    documents waited for every image of the others to be hashed)."""
+    documents waited behind the hashing of the others' images)."""
     import asyncio
     import threading
     from concurrent.futures import ThreadPoolExecutor
