@@ -4,7 +4,7 @@
         [--concurrency 64] [--local-images] [--rounds 3] [--profile FILE]
 
 Serves the simulated model in its own process (perf/serve_simulated.py --bytes-only, one reply
-for every request), runs `needlepoint.api.evaluate` here with --no-report, and times `runner.run`
+for every request), runs `needlepoint.run.evaluate.evaluate` here with --no-report, and times `runner.run`
 (the answering: no import, no load, no scoring) by the wall clock, this process's CPU and the CPU
 of the event loop's thread (`time.thread_time` in it). The whole command's figures are
 perf/bench_mm_niah_memory.py's, each stage's CPU one sample at a time perf/bench_mm_niah_stages.py's;
@@ -33,8 +33,8 @@ from measure import ServerProcess
 
 def answer_once(ns: argparse.Namespace, url: str, out: Path) -> dict[str, float]:
     """One run into a fresh `out`: the answering's wall, process CPU and loop-thread CPU."""
-    import needlepoint.runner as runner
-    from needlepoint.api import evaluate
+    import needlepoint.run.runner as runner
+    from needlepoint.run.evaluate import evaluate
 
     real: Callable[..., Awaitable[Any]] = runner.run
     got: dict[str, float] = {}

@@ -98,11 +98,11 @@ def timed_run(
     """`needlepoint eval mc_bench --solver agentic` against a simulated reasoner (and, with
     `vlm_localizer`, a simulated localizer) answering after `delay_ms`: its records, wall time and
     each server's request count and first and last arrival."""
-    from needlepoint.api import evaluate
     from needlepoint.benchmarks.mc_bench.agentic_demo import LOCALIZER_NAME, agentic_script
-    from needlepoint.config import RunConfig
+    from needlepoint.core.config import RunConfig
+    from needlepoint.core.store import read_records
     from needlepoint.models.simulated import SIMULATED_MODEL_NAME
-    from needlepoint.store import read_records
+    from needlepoint.run.evaluate import evaluate
 
     script_path = workdir / "script.json"
     script_path.write_text(json.dumps(agentic_script(data)), encoding="utf-8")

@@ -151,7 +151,7 @@ def _server_class():  # type: ignore[no-untyped-def]
         async def _chat(self, request):  # type: ignore[no-untyped-def]
             import base64
 
-            from needlepoint.images import jpeg_header
+            from needlepoint.core.images import jpeg_header
 
             body = await request.json()
             for m in body.get("messages", []):

@@ -15,7 +15,7 @@ Hugging Face release is (row groups of 1,132 rows, pyarrow's default pages), 640
   standard library's, many times faster): the stricter reference, what is left of needlepoint's
   own pipeline once both encode alike.
 - raw reading parquet: the raw loop (standard base64), but each image read from the parquet
-  file as needlepoint reads it (`needlepoint.parquet.ParquetTable`), the data access any tool on
+  file as needlepoint reads it (`needlepoint.core.parquet.ParquetTable`), the data access any tool on
   this release must do.
 - needlepoint: `runner.run` with the Ref-Adv-s benchmark, the OpenAI-compatible client and a run
   folder: images read from the parquet file as requests are built, the answer parsed, the box
@@ -145,7 +145,7 @@ async def raw_loop(
     `jpegs`, each image is read from the parquet file as needlepoint reads it (its ParquetTable)."""
     import aiohttp
 
-    from needlepoint.parquet import ParquetTable
+    from needlepoint.core.parquet import ParquetTable
 
     table = ParquetTable(data / "data" / "train-00000-of-00001.parquet") if data is not None else None
     count = table.num_rows if table is not None else len(jpegs or [])
@@ -200,11 +200,11 @@ def needlepoint_run(
     `runner.run` alone. The samples' metadata is loaded (a fresh load each time) before the clock
     starts, as the raw loop's images are; the images are read from the parquet file during the run."""
     from needlepoint.benchmarks.ref_adv import RefAdv
-    from needlepoint.conversation import Generation
+    from needlepoint.core.conversation import Generation
+    from needlepoint.core.store import RunStore
     from needlepoint.models.openai_compat import OpenAICompatModel
-    from needlepoint.runner import RunOptions, run
+    from needlepoint.run.runner import RunOptions, run
     from needlepoint.solvers import make_solver
-    from needlepoint.store import RunStore
 
     bench = RefAdv(box_format="abs_xyxy")
     samples = bench.load(data)

@@ -38,9 +38,9 @@ from needlepoint.cli import main as cli_main  # noqa: E402
 from needlepoint.compare.page import write_page  # noqa: E402
 from needlepoint.compare.paired import compare_runs  # noqa: E402
 from needlepoint.compare.runs import load_runs, pair_runs  # noqa: E402
-from needlepoint.config import dataset_fingerprint  # noqa: E402
-from needlepoint.files import json_line, write_json  # noqa: E402
-from needlepoint.geometry import xywh_to_xyxy  # noqa: E402
+from needlepoint.core.config import dataset_fingerprint  # noqa: E402
+from needlepoint.core.files import json_line, write_json  # noqa: E402
+from needlepoint.core.geometry import xywh_to_xyxy  # noqa: E402
 
 
 def write_release(folder: Path, samples: int, seed: int) -> Path:

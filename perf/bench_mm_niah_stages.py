@@ -41,8 +41,8 @@ DEFAULT_DATA = Path("/tmp/np-bench-mm-niah/data-200-65000-40-50")
 
 async def _round(bench: Any, samples: list[Any], client: Any) -> dict[str, float]:
     """ms a sample of each stage, over `samples` one after another."""
-    from needlepoint.conversation import Generation
-    from needlepoint.files import json_line
+    from needlepoint.core.conversation import Generation
+    from needlepoint.core.files import json_line
     from needlepoint.models.openai_compat import request_pieces
     from needlepoint.solvers.calls import conversation_key
     from needlepoint.solvers.sent import sent_messages

@@ -98,7 +98,7 @@ class Server:
 def throughput(url: str, n_texts: int, n_images: int, n_counts: int, work: Path) -> dict[str, Any]:
     """Embed texts, images, count tokens with the served embedder's defaults; rates per second."""
     mem = _memory_bench()
-    from needlepoint.conversation import ImageRef
+    from needlepoint.core.conversation import ImageRef
     from needlepoint.models.embeddings import ServedEmbedder
     from needlepoint.models.simulated import SIMULATED_EMBEDDER_NAME
 

@@ -29,7 +29,7 @@ import json, sys, time
 from pathlib import Path
 from needlepoint.benchmarks.mm_niah.aggregate import TASKS
 from needlepoint.benchmarks.mm_niah.data import load_release
-from needlepoint.store import read_records
+from needlepoint.core.store import read_records
 data, records = sys.argv[1], sys.argv[2]
 t = time.perf_counter(); samples = load_release(Path(data), "val", list(TASKS))[0]; load = time.perf_counter() - t
 read = n = None

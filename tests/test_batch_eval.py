@@ -20,7 +20,7 @@ import pytest
 from helpers import REPO, TEST_MODELS, one_sentence, ref_eval_args, run_cli, run_quiet, scripted_ref_release, untimed
 from helpers.batch_server import BatchServer
 
-from needlepoint.store import read_records
+from needlepoint.core.store import read_records
 
 N = 10  # the demo script's samples 5 and 7 need a repair turn
 
@@ -181,8 +181,8 @@ def test_answers_lost_locally_come_from_the_paid_batch_and_a_forgotten_batch_is_
 
 
 def test_refused_with_serve_and_with_solvers_that_ask_other_models(tmp_path: Path) -> None:
-    from needlepoint.batchrun import refusal
-    from needlepoint.config import RunConfig
+    from needlepoint.core.config import RunConfig
+    from needlepoint.run.batchrun import refusal
 
     def config(**kw: Any) -> RunConfig:
         settings: dict[str, Any] = {"batch": True, **kw}

@@ -21,8 +21,8 @@ import pytest
 from helpers import records, report_blob
 from helpers.browser import ARTIFACTS, Page, chromium
 
-from needlepoint.benchmarks import make
 from needlepoint.cli import main as cli_main
+from needlepoint.contract.registry import make
 from needlepoint.report.html import write_run_report
 
 HOSTILE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "\"quotes\" 'and' </script> &amp;"]

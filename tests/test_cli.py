@@ -18,7 +18,7 @@ from helpers import REF_ADV_PREDICTIONS, REPO, prompt_key, run_cli, write_jsonl_
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import answers_for, make_rows, write_release
 from needlepoint.cli import main
-from needlepoint.geometry import iou
+from needlepoint.core.geometry import iou
 
 AUTHORS_FIELDS = {
     "row_idx",

@@ -16,10 +16,10 @@ from helpers import prompt_key, ref_run_config, write_jsonl_release
 from helpers.servers import count_piece_writes
 from PIL import Image
 
-from needlepoint.api import evaluate
 from needlepoint.benchmarks.ref_adv import RefAdv
-from needlepoint.config import RunConfig
-from needlepoint.conversation import Conversation, Generation, ImageRef, Message
+from needlepoint.core.config import RunConfig
+from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message
+from needlepoint.core.store import read_records
 from needlepoint.models.openai_compat import (
     OpenAICompatModel,
     RetryPolicy,
@@ -29,7 +29,7 @@ from needlepoint.models.openai_compat import (
     sampling_params,
 )
 from needlepoint.models.simulated import SimulatedServer
-from needlepoint.store import read_records
+from needlepoint.run.evaluate import evaluate
 
 FENCE = "```"
 REPAIR = (
@@ -459,7 +459,7 @@ def test_a_body_of_megabytes_goes_out_in_pieces_equal_to_the_joined_body(serve: 
     503; the request's size is that of the joined body."""
     import numpy as np
 
-    from needlepoint.images import to_base64
+    from needlepoint.core.images import to_base64
     from needlepoint.models.openai_compat import PIECES_FROM_BYTES
 
     rng = np.random.default_rng(3)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from needlepoint.benchmarks.base import Dataset, Parsed
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.mc_bench.demo import write_release as write_mc
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.demo import write_release as write_niah
-from needlepoint.errors import DataError
+from needlepoint.contract.base import Dataset, Parsed
+from needlepoint.core.errors import DataError
 
 
 def _records(bench: McBench | MmNiah, dataset: Dataset) -> list[dict]:

@@ -21,8 +21,8 @@ from helpers import TEST_DEVICE, models_extra
 from helpers.detector import BOX_TOL, OWL_TEXT_LEN, SCORE_TOL, WORDS, ForwardLog, write_owl
 from PIL import Image
 
-from needlepoint.conversation import ImageRef
-from needlepoint.errors import DataError
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.errors import DataError
 from needlepoint.models.detector import DEFAULT_THRESHOLD, Detection, Detector
 
 DEVICE = TEST_DEVICE

@@ -64,9 +64,9 @@ def stamps(folder: Path) -> dict[str, tuple[int, int]]:
 
 
 def test_a_finished_run_rerun_redraws_neither_heatmaps_nor_report(tmp_path: Path, capfd: Any) -> None:
-    from needlepoint.api import evaluate
-    from needlepoint.config import RunConfig
+    from needlepoint.core.config import RunConfig
     from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
+    from needlepoint.run.evaluate import evaluate
 
     data, options, script = small_niah(tmp_path / "data")
     out = tmp_path / "run"

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from needlepoint.benchmarks.base import Table
 from needlepoint.benchmarks.mc_bench.tables import TABLE2_COLUMNS, mc_tables
 from needlepoint.benchmarks.mm_niah.aggregate import aggregate
 from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_RANGES, PAPER_TASKS, TASKS
 from needlepoint.benchmarks.mm_niah.tables import PRESENT, niah_tables
 from needlepoint.benchmarks.ref_adv.benchmark import BINS
 from needlepoint.benchmarks.ref_adv.tables import BIN_LABELS, ref_tables
+from needlepoint.contract.base import Table
 from needlepoint.report.leaderboard import Run, build_boards
 from needlepoint.report.terminal import render_tables
 

@@ -19,13 +19,13 @@ from helpers import records as stored_records
 from helpers import report_blob as blob
 from PIL import Image
 
-from needlepoint.api import evaluate
-from needlepoint.benchmarks.base import ReportImage
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import HEIGHT, WIDTH, make_rows, write_release
-from needlepoint.config import RunConfig
+from needlepoint.contract.base import ReportImage
+from needlepoint.core.config import RunConfig
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 from needlepoint.report import drafts, thumbs
+from needlepoint.run.evaluate import evaluate
 
 SAMPLES = drafts.MIN_SAMPLES + 16
 

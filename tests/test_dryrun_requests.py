@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from helpers.cli import one_sentence, run_quiet
 
-from needlepoint.benchmarks import declarations, make
-from needlepoint.benchmarks.declaration import load_target
 from needlepoint.cli import main
-from needlepoint.config import RunConfig
-from needlepoint.conversation import Generation
-from needlepoint.dryrun import IMAGE_REF_SCHEME, QwenVLRule, dry_run_config, image_rule, text_counter
-from needlepoint.images import base64_jpeg, file_url
+from needlepoint.contract.declaration import load_target
+from needlepoint.contract.registry import declarations, make
+from needlepoint.core.config import RunConfig
+from needlepoint.core.conversation import Generation
+from needlepoint.core.images import base64_jpeg, file_url
 from needlepoint.models.openai_compat import request_body
+from needlepoint.run.dryrun import IMAGE_REF_SCHEME, QwenVLRule, dry_run_config, image_rule, text_counter
 
 DEMOS = [d for d in declarations() if d.demo]
 

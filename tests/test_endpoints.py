@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from helpers import prompt_key, run_cli
 
-from needlepoint.api import evaluate
 from needlepoint.benchmarks.ref_adv import RefAdv
-from needlepoint.config import RunConfig
-from needlepoint.conversation import Conversation, Generation, Message
-from needlepoint.endpoints import add_stats, split_weight
-from needlepoint.errors import DataError
+from needlepoint.core.config import RunConfig
+from needlepoint.core.conversation import Conversation, Generation, Message
+from needlepoint.core.endpoints import add_stats, split_weight
+from needlepoint.core.errors import DataError
 from needlepoint.models.openai_compat import OpenAICompatModel, RetryPolicy
+from needlepoint.run.evaluate import evaluate
 
 
 def test_split_weight() -> None:

@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 from helpers import good_ref_reply, prompt_key, ref_eval_args, ref_run_config, report_blob, run_cli
 
-from needlepoint import status
-from needlepoint.api import evaluate
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.cli import build_parser, main
-from needlepoint.conversation import Conversation, Generation, Message
-from needlepoint.errors import DataError
+from needlepoint.core import status
+from needlepoint.core.conversation import Conversation, Generation, Message
+from needlepoint.core.errors import DataError
+from needlepoint.core.progress import BarProgress
+from needlepoint.core.redact import scrub
+from needlepoint.core.store import read_records
 from needlepoint.models.openai_compat import (
     KNOWN_BODY_KEYS,
     OpenAICompatModel,
@@ -28,10 +30,8 @@ from needlepoint.models.openai_compat import (
     unknown_body_keys,
 )
 from needlepoint.models.simulated import VLLM_CONTEXT_ERROR, VLLM_IMAGES_ERROR
-from needlepoint.progress import BarProgress
-from needlepoint.redact import scrub
 from needlepoint.report import html as report_html
-from needlepoint.store import read_records
+from needlepoint.run.evaluate import evaluate
 
 _good = good_ref_reply
 _config = ref_run_config
@@ -483,8 +483,8 @@ def test_key_in_url_and_flag_is_refused() -> None:
 
 
 def test_neutral_values_fill_what_mm_niah_leaves_to_the_server() -> None:
-    from needlepoint.api import _generation
     from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
+    from needlepoint.run.evaluate import _generation
 
     gen = _generation(MmNiah(), {}, neutral=True)
     assert (gen.temperature, gen.top_p, gen.max_tokens, gen.seed) == (0.0, 1.0, None, None)

@@ -16,7 +16,7 @@ import pytest
 from helpers import MC_BENCH_RELEASE, REF_ADV_PREDICTIONS, TEST_DATA
 
 from needlepoint.cli import main
-from needlepoint.predictions_run import write_predictions_run
+from needlepoint.run.predictions_run import write_predictions_run
 
 
 @pytest.fixture(scope="module")

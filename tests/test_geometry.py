@@ -6,16 +6,8 @@ import numpy as np
 import pytest
 from helpers import extra_module
 
-from needlepoint.errors import DataError
-from needlepoint.geometry import (
-    check_box_format,
-    dedupe,
-    iou,
-    iou_matrix,
-    to_absolute,
-    xywh_to_xyxy,
-    xyxy_to_xywh,
-)
+from needlepoint.core.errors import DataError
+from needlepoint.core.geometry import check_box_format, dedupe, iou, iou_matrix, to_absolute, xywh_to_xyxy, xyxy_to_xywh
 
 
 @pytest.mark.parametrize(
@@ -150,7 +142,7 @@ def test_fitted_size_is_the_size_pillow_sends() -> None:
 
     from PIL import Image
 
-    from needlepoint.geometry import fitted_size
+    from needlepoint.core.geometry import fitted_size
 
     rng = random.Random(3)
     for _ in range(200):
@@ -162,7 +154,7 @@ def test_fitted_size_is_the_size_pillow_sends() -> None:
 
 
 def test_pixel_boxes_on_a_downscaled_image_map_back() -> None:
-    from needlepoint.geometry import to_absolute
+    from needlepoint.core.geometry import to_absolute
 
     # A 1000x500 image sent at 500x250: the model's pixel box is in the small image.
     assert to_absolute([50, 25, 100, 50], "abs_xyxy", 1000, 500, seen=(500, 250)) == (100.0, 50.0, 200.0, 100.0)

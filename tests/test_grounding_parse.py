@@ -14,9 +14,6 @@ from typing import Any
 import pytest
 from helpers import MC_BENCH_RELEASE, one_sentence, prompt_key, records, run_quiet, scripted_ref_release
 
-from needlepoint import status
-from needlepoint.benchmarks.boards import Run, answer_label
-from needlepoint.benchmarks.grounding import find_boxes, format_box, format_image_line, format_ref
 from needlepoint.benchmarks.mc_bench.benchmark import (
     FINETUNED_PROMPT,
     GROUNDING_REPAIR_TEXT,
@@ -33,7 +30,10 @@ from needlepoint.benchmarks.mc_bench.sft.answers import grounding_answer, json_a
 from needlepoint.benchmarks.mc_bench.sft.draw import AnswerBox
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv.parse import GROUNDING_REPAIR_TEXT as REF_GROUNDING_REPAIR
-from needlepoint.errors import DataError
+from needlepoint.contract.boards import Run, answer_label
+from needlepoint.contract.grounding import find_boxes, format_box, format_image_line, format_ref
+from needlepoint.core import status
+from needlepoint.core.errors import DataError
 
 GEOMETRY = PairGeometry(((640.0, 480.0), (500.0, 1000.0)))
 B, E, RS, RE = "<|box_start|>", "<|box_end|>", "<|object_ref_start|>", "<|object_ref_end|>"

@@ -11,10 +11,10 @@ from typing import Any, get_type_hints
 
 import pytest
 
-from needlepoint.api import EvaluateSettings
-from needlepoint.benchmarks.base import BaseBenchmark, Benchmark, DataError, Dataset, Parsed
-from needlepoint.config import RunConfig
-from needlepoint.conversation import Closes, Conversation, ImageRef, Message, Scrubs, WaitNotes
+from needlepoint.contract.base import BaseBenchmark, Benchmark, DataError, Dataset, Parsed
+from needlepoint.core.config import RunConfig
+from needlepoint.core.conversation import Closes, Conversation, ImageRef, Message, Scrubs, WaitNotes
+from needlepoint.run.evaluate import EvaluateSettings
 
 
 def test_evaluate_takes_every_field_of_run_config_and_no_other() -> None:

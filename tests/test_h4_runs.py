@@ -15,8 +15,8 @@ import pytest
 from helpers import REPO, one_sentence, ref_eval_args, run_cli, scripted_ref_release
 
 from needlepoint.cli import main
-from needlepoint.config import model_slug, public_solver_options
-from needlepoint.redact import is_credential_name
+from needlepoint.core.config import model_slug, public_solver_options
+from needlepoint.core.redact import is_credential_name
 
 
 def _runs(root: Path) -> list[Path]:

@@ -19,7 +19,7 @@ from helpers.cli import ctrl_c_stops
 
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import answers_for, make_rows, write_release
-from needlepoint.store import read_records
+from needlepoint.core.store import read_records
 
 SIGNALS = 10
 

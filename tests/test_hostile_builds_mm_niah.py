@@ -26,8 +26,8 @@ from PIL import Image
 
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.build.corpus import MAX_PIXELS, CorpusStats, ImageResolver, documents
+from needlepoint.core.errors import DataError
 from needlepoint.demo.obelics import image_bytes, write_corpus
-from needlepoint.errors import DataError
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -342,7 +342,7 @@ def test_the_catch_all_says_decode_not_path(monkeypatch: pytest.MonkeyPatch) -> 
     def broken(ns: Any) -> int:
         raise OSError("image file is truncated (16 bytes not processed)")
 
-    monkeypatch.setattr("needlepoint.build.run", broken)
+    monkeypatch.setattr("needlepoint.contract.build.run", broken)
     rc, err = run_quiet(["build", "mm_niah", "--corpus", "x", "--out", "y"])
     assert rc == 2 and "truncated" in err and "check the path" not in err and ": ;" not in err, err
 

@@ -13,10 +13,10 @@ import pytest
 from helpers import MC_BENCH_RELEASE, one_sentence, run_cli
 
 from needlepoint.cli import main as cli_main
-from needlepoint.errors import DataError
-from needlepoint.jsonl import parse, read_json, read_jsonl, read_jsonl_offsets, read_line_at
-from needlepoint.numeric import boolean, integer
-from needlepoint.text import writable
+from needlepoint.core.errors import DataError
+from needlepoint.core.jsonl import parse, read_json, read_jsonl, read_jsonl_offsets, read_line_at
+from needlepoint.core.numeric import boolean, integer
+from needlepoint.core.text import writable
 
 DEEP = "[" * 100_000 + "]" * 100_000
 BIG = "1" * 500

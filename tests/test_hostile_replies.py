@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 from helpers import small_niah
 
-from needlepoint import status
-from needlepoint.api import evaluate
 from needlepoint.benchmarks.mc_bench.agentic import parse_targets, reasoner_prompt
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.mc_bench.demo import write_release as write_mc_release
@@ -25,10 +23,12 @@ from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import make_rows
 from needlepoint.benchmarks.ref_adv.demo import write_release as write_ref_release
 from needlepoint.cli import main
-from needlepoint.jsonfind import MAX_DEPTH, find_json, loads
+from needlepoint.core import status
+from needlepoint.core.jsonfind import MAX_DEPTH, find_json, loads
+from needlepoint.core.store import read_records
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer, script_key
+from needlepoint.run.evaluate import evaluate
 from needlepoint.solvers.calls import CALLS_DIR, read_logs, sample_name
-from needlepoint.store import read_records
 
 FENCE = "`" * 3
 DEEP_ARRAY = "[" * 5000 + "]" * 5000
@@ -348,7 +348,7 @@ def test_an_answer_body_nested_5000_deep_is_a_failed_request(tmp_path: Path) -> 
 def test_merge_writes_records_with_lone_surrogates(serve: Any, tmp_path: Path) -> None:
     """Shards whose records hold a parsed phrase with a lone surrogate merge into one folder (the
     merged records written by the store's writer), its report included."""
-    from needlepoint.merge import merge
+    from needlepoint.run.merge import merge
 
     folder, _ = write_mc_release(tmp_path / "data", pairs=4)
     samples = McBench(box_format="norm_1000_xyxy").load(folder)

@@ -18,16 +18,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from needlepoint import status
 from needlepoint.cli import main
-from needlepoint.conversation import Conversation, Generation, ImageRef, Message
-from needlepoint.errors import DataError, RequestError
+from needlepoint.core import status
+from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message
+from needlepoint.core.errors import DataError, RequestError
+from needlepoint.core.store import read_records
 from needlepoint.models.embeddings import EMBEDDINGS, EmbeddingError, ServedEmbedder
 from needlepoint.models.http import RetryPolicy
 from needlepoint.models.openai_compat import OpenAICompatModel
 from needlepoint.models.simulated import EMBED_DIM, OMIT, SIMULATED_EMBEDDER_NAME, SimulatedServer
 from needlepoint.solvers import ToolError
-from needlepoint.store import read_records
 
 
 def _embedder(server: SimulatedServer, **retry: Any) -> ServedEmbedder:
@@ -288,7 +288,7 @@ def test_no_hostile_embedding_answer_makes_an_internal_error(
     from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
     from needlepoint.benchmarks.mm_niah.rag_solver import RagSolver
     from needlepoint.models.openai_compat import ClientSettings
-    from needlepoint.runner import solve
+    from needlepoint.run.runner import solve
 
     bench = MmNiah()
     (sample,) = bench.load(_release(tmp_path / "data"))

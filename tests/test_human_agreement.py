@@ -11,15 +11,8 @@ from typing import Any
 import pytest
 from helpers.cli import run_quiet
 
-from needlepoint.benchmarks.boards import Run
-from needlepoint.human.agreement import (
-    box_f1,
-    cohen_kappa,
-    human_boards,
-    matched_boxes,
-    pair_agreement,
-    seconds_per_sample,
-)
+from needlepoint.contract.boards import Run
+from needlepoint.report.agreement import box_f1, cohen_kappa, human_boards, matched_boxes, pair_agreement, seconds_per_sample
 
 
 def rec(sid: str, answer: Any, seconds: float = 10.0, **facts: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from helpers.cli import one_sentence, run_quiet
 from helpers.labelstudio import ls_rectangle, mc_results, person_answers
 
 from needlepoint.benchmarks.mc_bench.demo import write_release
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
 from needlepoint.human.labelstudio import CONFIG_FILE, TASKS_FILE, export_project, import_export, read_export
 from needlepoint.human.plan import load_plan_data, make_plan
 from needlepoint.human.runs import HumanRun

@@ -13,9 +13,9 @@ import pytest
 from helpers.browser import ARTIFACTS, chromium
 from helpers.human import Person, releases, serving
 
-from needlepoint.api import score
+from needlepoint.core.store import read_records
 from needlepoint.human.plan import make_plan
-from needlepoint.store import read_records
+from needlepoint.run.evaluate import score
 
 SHOTS = ARTIFACTS  # screenshots (git-ignored); docs/images/human-*.png are copies of them
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from needlepoint.api import score
 from needlepoint.benchmarks.mc_bench import demo as mc_demo
 from needlepoint.benchmarks.mm_niah import demo as niah_demo
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
+from needlepoint.core.store import read_records
 from needlepoint.human.plan import make_plan
 from needlepoint.human.runs import GOLD, HumanRun
-from needlepoint.store import read_records
+from needlepoint.run.evaluate import score
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,8 @@ from helpers.cli import ctrl_c_stops
 from helpers.human import Person, releases, request, serving
 from helpers.paths import REPO
 
-from needlepoint.conversation import ImageRef
-from needlepoint.store import read_records
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.store import read_records
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from needlepoint import images, pngstrips
 from needlepoint.benchmarks.ref_adv import RefAdv
-from needlepoint.conversation import ImageRef
-from needlepoint.geometry import fitted_size, to_absolute
-from needlepoint.parquet import ParquetImage, ParquetTable
+from needlepoint.core import images, pngstrips
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.geometry import fitted_size, to_absolute
+from needlepoint.core.parquet import ParquetImage, ParquetTable
 
 
 def _noise(width: int, height: int, seed: int = 0) -> np.ndarray:
@@ -203,7 +203,7 @@ def test_only_regular_image_files_are_read_whole(tmp_path: Path) -> None:
     and a file over the inline limit is left on disk for its decoder."""
     import os
 
-    from needlepoint.errors import DataError
+    from needlepoint.core.errors import DataError
 
     fifo = tmp_path / "fifo.jpg"
     os.mkfifo(fifo)

@@ -21,8 +21,8 @@ from PIL import Image
 
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.retrieve import retrieve
-from needlepoint.conversation import ImageRef
-from needlepoint.errors import DataError
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.errors import DataError
 from needlepoint.models.local_embed import LocalEmbedder, require_models
 
 DEVICE = TEST_DEVICE
@@ -186,7 +186,7 @@ def test_rag_solver_with_the_local_backend_through_the_cli(clip_folder: Path, tm
     as the scores of the same model say."""
     from needlepoint.benchmarks.mm_niah.rag import document
     from needlepoint.cli import main
-    from needlepoint.store import read_records
+    from needlepoint.core.store import read_records
 
     folder = tmp_path / "mm_niah_val"
     (folder / "annotations").mkdir(parents=True)

@@ -22,18 +22,18 @@ from helpers import demo_config, one_sentence, run_quiet, small_niah
 from helpers.agentic import FMT, LOCALIZER, REASONER, agentic_args, scripts
 from PIL import Image
 
-from needlepoint.api import evaluate, image_folder
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
-from needlepoint.config import RunConfig, hash_identity, identity
-from needlepoint.conversation import Conversation, Generation, ImageRef, Message
+from needlepoint.core.config import RunConfig, hash_identity, identity
+from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message
+from needlepoint.core.drawing import render
+from needlepoint.core.errors import DataError
+from needlepoint.core.images import FIRST_HEADER_BYTES, HEADER_BYTES, base64_jpeg, file_url
 from needlepoint.demo import builder
-from needlepoint.drawing import render
-from needlepoint.errors import DataError
-from needlepoint.images import FIRST_HEADER_BYTES, HEADER_BYTES, base64_jpeg, file_url
 from needlepoint.models.openai_compat import LOCAL_IMAGES_PROBE, OpenAICompatModel, request_body
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
+from needlepoint.run.evaluate import evaluate, image_folder
 from needlepoint.serve.command import ServeSpec, server_command
 
 Sets = tuple[Path, dict[str, Any], dict[str, list[Any]]]  # the folder, each set's (data, options), the script

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from needlepoint import marks
 from needlepoint.benchmarks.mm_niah.data import haystack, image_pieces, placeholders
+from needlepoint.core import marks
 
 ALPHABET = ["<", "<", "i", "m", "a", "g", "e", ">", "/", "s", " ", "é", "😀", "<image>", "</s>", "<<"]
 

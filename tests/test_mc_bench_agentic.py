@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from needlepoint.benchmarks.base import Dataset
 from needlepoint.benchmarks.mc_bench.agentic import (
     REASONER_REPAIR_TEXT,
     Target,
@@ -27,8 +26,9 @@ from needlepoint.benchmarks.mc_bench.agentic import (
 from needlepoint.benchmarks.mc_bench.benchmark import REPAIR_TEXT, McBench, McSample
 from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.benchmarks.mc_bench.scoring import read_results, score_results
-from needlepoint.conversation import ImageRef
-from needlepoint.geometry import model_frame, xywh_to_xyxy
+from needlepoint.contract.base import Dataset
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.geometry import model_frame, xywh_to_xyxy
 from needlepoint.models.detector import Detection
 
 

@@ -17,18 +17,18 @@ from helpers import run_quiet
 from helpers.agentic import REASONER, gt_targets, reasoner_reply
 from helpers.detector import BOX_TOL, SCORE_TOL, ForwardLog, write_owl
 
-from needlepoint.benchmarks.base import Dataset
 from needlepoint.benchmarks.mc_bench.agentic import Target, detector_queries, reasoner_prompt
 from needlepoint.benchmarks.mc_bench.benchmark import McBench, McSample
 from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.benchmarks.mc_bench.scoring import read_results
 from needlepoint.cli import main
-from needlepoint.conversation import ImageRef
-from needlepoint.errors import DataError
+from needlepoint.contract.base import Dataset
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.errors import DataError
+from needlepoint.core.store import read_records
 from needlepoint.models.detector import Detector
 from needlepoint.models.detector_batch import BatchedDetector
 from needlepoint.models.simulated import script_key
-from needlepoint.store import read_records
 
 PHRASES = ["the red square", "a blue circle", "big green square", "the left blue", "red"]
 

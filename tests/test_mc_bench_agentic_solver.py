@@ -20,9 +20,9 @@ from needlepoint.benchmarks.mc_bench.benchmark import McBench, McSample
 from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.benchmarks.mc_bench.scoring import read_results
 from needlepoint.cli import main
+from needlepoint.core.store import read_records
 from needlepoint.models.simulated import script_key
 from needlepoint.solvers.calls import CALLS_DIR, read_logs, sample_name
-from needlepoint.store import read_records
 
 
 @pytest.fixture(scope="module")

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from helpers import MC_BENCH_RELEASE, extra_module
 
-from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mc_bench.cocoeval import Detections, match, precision
 from needlepoint.benchmarks.mc_bench.corrected import relabel_groups
 from needlepoint.benchmarks.mc_bench.groundtruth import GroundTruth, groundtruth_from_json, load_groundtruth
 from needlepoint.benchmarks.mc_bench.official import regroup_images
 from needlepoint.benchmarks.mc_bench.scoring import detections, read_results, score_results, write_results
+from needlepoint.contract.base import DataError
 
 RELEASE = MC_BENCH_RELEASE
 DATA = RELEASE.parent

@@ -23,8 +23,8 @@ from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer
 from needlepoint.benchmarks.mc_bench.scoring import score_results
 from needlepoint.benchmarks.mc_bench.sft.templates import KINDS, NEGATIVE_SHARE
 from needlepoint.cli import main
-from needlepoint.conversation import ImageRef
-from needlepoint.geometry import xyxy_to_xywh
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.geometry import xyxy_to_xywh
 
 FORMATS = ("abs_xyxy", "norm_1000_xyxy", "norm_1_xyxy")
 
@@ -497,7 +497,7 @@ def test_refs_as_an_object_and_bad_inputs(
     from collections import Counter
 
     from needlepoint.benchmarks.mc_bench.sft.refs import read_refs
-    from needlepoint.errors import DataError
+    from needlepoint.core.errors import DataError
 
     (tmp_path / "refs.json").write_text(
         json.dumps({"1005": ["the  left dog", {"sent": "the left dog"}, "a second one"], "7": []}), encoding="utf-8"

@@ -589,7 +589,7 @@ def test_urls_resolve_through_each_map_form_and_never_elsewhere(tmp_path: Path, 
 
 def test_a_map_pointing_outside_its_folder_is_refused(tmp_path: Path) -> None:
     from needlepoint.benchmarks.mm_niah.build.corpus import ImageResolver
-    from needlepoint.errors import DataError
+    from needlepoint.core.errors import DataError
 
     (tmp_path / "map.tsv").write_text("https://x.org/a.jpg\t../../etc/passwd\n")
     with pytest.raises(DataError, match="stay inside"):
@@ -597,7 +597,7 @@ def test_a_map_pointing_outside_its_folder_is_refused(tmp_path: Path) -> None:
 
 
 def test_build_command_lists_its_builders(capsys: pytest.CaptureFixture[str]) -> None:
-    from needlepoint.build import builders
+    from needlepoint.contract.build import builders
 
     with pytest.raises(SystemExit) as exc:
         main(["build", "--help"])

@@ -30,12 +30,12 @@ from needlepoint.benchmarks.mm_niah.rag import (
     split_pieces,
 )
 from needlepoint.benchmarks.mm_niah.retrieve import PieceScores, retrieve, score_document
-from needlepoint.conversation import ImageRef
-from needlepoint.errors import DataError
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.errors import DataError
+from needlepoint.core.status import BACKEND_ERROR, CONTEXT_TOO_LONG, REQUEST_REJECTED
 from needlepoint.models.embeddings import EmbeddingError, ServedEmbedder, tokenize_url
 from needlepoint.models.openai_compat import RetryPolicy
 from needlepoint.models.simulated import SimulatedServer
-from needlepoint.status import BACKEND_ERROR, CONTEXT_TOO_LONG, REQUEST_REJECTED
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mm_niah.aggregate import (
     CONTEXT_RANGES,
     TASKS,
@@ -34,6 +33,7 @@ from needlepoint.benchmarks.mm_niah.leaderboard import (
     score_leaderboard,
     write_leaderboard,
 )
+from needlepoint.contract.base import DataError
 
 # --- judge ----------------------------------------------------------------------------------------
 

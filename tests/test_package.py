@@ -41,7 +41,7 @@ def import_sites(module: str, path: Path | None = None) -> list[tuple[int, str]]
     """(line, package module) of every run-time import of needlepoint's modules in `module` (read
     from `path`, by default the package's file), at any depth (function-level imports count;
     `if TYPE_CHECKING:` blocks do not). `from a import b` names `a.b` when that is a module (so
-    `from needlepoint import status` is needlepoint.status), else `a`."""
+    `from needlepoint import status` is needlepoint.core.status), else `a`."""
     path = path or MODULES[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: list[tuple[int, str]] = []
@@ -115,7 +115,7 @@ def test_the_import_graph_sees_imports_at_every_depth() -> None:
     """The checker itself: it finds a function-level import and a cycle through one."""
     assert "needlepoint.report.leaderboard" in imports_of("needlepoint.report.index")
     assert "needlepoint.report.html" in imports_of("needlepoint.report.leaderboard")
-    assert "needlepoint.api" not in imports_of("needlepoint"), "TYPE_CHECKING imports are not run-time imports"
+    assert "needlepoint.run.evaluate" not in imports_of("needlepoint"), "TYPE_CHECKING imports are not run-time imports"
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
 
@@ -127,131 +127,51 @@ def test_no_import_cycle_in_the_package() -> None:
     assert "needlepoint.report.leaderboard" not in graph["needlepoint.report.html"]
 
 
-# The layers, lowest first: a module may import its own layer and those below it, never one above.
-# A module belongs to the layer of the longest name prefix listed (a package name covers its
-# submodules). Decisions:
-# - store.py (the run-folder format: file names, the record reader, RunStore) and config.py (a
-#   run's settings, `RunConfig`) sit just above the core helpers, below the models: the replay
-#   model and the benchmarks read records, a benchmark's demo runs are RunConfigs, while the runner
-#   and the API are what drive a run. Every file is written through files.py (core).
-# - The benchmarks' contract layer is what a benchmark package and the rest of needlepoint agree on:
-#   `Benchmark`, `Table`, the report items (base.py), the declaration, the leaderboard's boards,
-#   the coverage wording, box parsing, and the registry (benchmarks/__init__.py), which reaches the
-#   benchmark packages only by the "module:attribute" names their declarations give, at run time.
-#   build.py is here too: the staged folder (`staged`, `folder_state`) that benchmark builders
-#   write through, and the `needlepoint build` command, which finds builders by declaration.
-# - The solver protocol and the solver registry (all of solvers/) sit above the contracts and below
-#   the benchmark packages: a solver package imports the contracts and the registry of benchmarks,
-#   a benchmark package may import the solver protocol (its own solvers are built on it), and
-#   neither imports the other back. A benchmark's own solvers are found through its declaration.
-# - A benchmark package (needlepoint.benchmarks.NAME) imports its own package and lower layers only,
-#   never a sibling benchmark: what two benchmarks share moves down to the contracts or the core.
-# - needlepoint/__init__.py is the public surface (it re-exports the API lazily): exempt, and
-#   `from needlepoint import __version__` reads it from any layer.
+# The layers, lowest first, one per folder: a module may import its own layer and those below it,
+# never one above, and a folder's place says its layer. Decisions the code makes:
+# - core/ holds the helpers and, above them, the run's settings (config) and folder format (store):
+#   the models read records, benchmarks' demo runs are RunConfigs.
+# - serve/ starts the servers a run talks to; it needs only the core, so it sits low.
+# - contract/ is what a benchmark package and the rest agree on (protocols, declaration, boards,
+#   box parsing, the registry, which reaches benchmark packages only by the names their
+#   declarations give, at run time); its `__init__` is the public face benchmark authors import.
+# - stats/ lies below the benchmark packages: a benchmark brings its own resampler built on it.
+# - solvers/ (the protocol, the default solver, the call cache) lies below the benchmark packages,
+#   whose own solvers are built on it; a benchmark package never imports a sibling.
+# - report/ lies below run/: a run writes its report when it ends; the report reads run folders.
+# - the entry points (api.py, cli.py) sit on top; needlepoint/__init__.py is the public surface (it
+#   re-exports the API lazily): exempt, and `from needlepoint import __version__` reads it anywhere.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    (
-        "core helpers",
-        tuple(
-            f"needlepoint.{m}"
-            for m in (
-                "aio",
-                "conversation",
-                "drawing",
-                "endpoints",
-                "errors",
-                "files",
-                "geometry",
-                "images",
-                "jsonfind",
-                "jsonl",
-                "marks",
-                "numeric",
-                "options",
-                "outcome",
-                "parquet",
-                "parquetpages",
-                "pngstrips",
-                "progress",
-                "records",
-                "redact",
-                "shard",
-                "status",
-                "structured",
-                "text",
-            )
-        )
-        + ("needlepoint.stats.settings",),  # the interval settings a run's config holds
-    ),
-    ("run settings and folder", ("needlepoint.config", "needlepoint.store")),
-    ("models", ("needlepoint.models", "needlepoint.serve")),  # serve: starts the servers the models talk to
-    (
-        "benchmark contracts",
-        tuple(
-            f"needlepoint.benchmarks{m}"
-            for m in (
-                "",
-                ".base",
-                ".boards",
-                ".boxes",
-                ".boxschema",
-                ".grounding",
-                ".coverage",
-                ".declaration",
-                ".published",
-            )
-        )
-        + ("needlepoint.build", "needlepoint.usage"),
-    ),
-    ("statistics", ("needlepoint.stats",)),  # the bootstrap: benchmark packages bring their resamplers
-    ("solver protocol", ("needlepoint.solvers",)),
-    ("benchmark packages", ("needlepoint.benchmarks.",)),
-    (
-        "runner",
-        ("needlepoint.runfolder", "needlepoint.runner", "needlepoint.processes"),
-    ),  # processes: the runner in forked workers
-    (
-        "report",
-        ("needlepoint.report", "needlepoint.runs_list", "needlepoint.human.agreement"),
-    ),  # agreement: the report's human rows, read-only
-    (
-        "api",
-        (
-            "needlepoint.api",
-            "needlepoint.demo",
-            "needlepoint.merge",
-            "needlepoint.predictions_run",
-            "needlepoint.repeats",
-            "needlepoint.human",
-            "needlepoint.compare",
-            "needlepoint.dryrun",
-            "needlepoint.batchrun",
-        ),
-    ),  # human: a run's writer, as api; compare and the dry run: commands over runs and requests; batchrun: eval's --batch
-    ("cli", ("needlepoint.cli",)),
+    ("core", ("needlepoint.core",)),
+    ("models", ("needlepoint.models",)),
+    ("serve", ("needlepoint.serve",)),
+    ("contract", ("needlepoint.contract",)),
+    ("stats", ("needlepoint.stats",)),
+    ("solvers", ("needlepoint.solvers",)),
+    ("benchmarks", ("needlepoint.benchmarks",)),
+    ("report", ("needlepoint.report",)),
+    ("compare", ("needlepoint.compare",)),
+    ("run", ("needlepoint.run",)),
+    ("human", ("needlepoint.human",)),
+    ("demo", ("needlepoint.demo",)),
+    ("entry points", ("needlepoint.api", "needlepoint.cli")),
 ]
 PUBLIC_SURFACE = "needlepoint"
 
 
 def layer_of(module: str) -> int:
-    """The index in LAYERS of the longest prefix naming `module` (a prefix ending in "." covers
-    every module under it; any other covers the module itself and its submodules)."""
-    best, length = -1, -1
+    """The index in LAYERS of the prefix naming `module` (a prefix covers the module itself and its
+    submodules)."""
     for index, (_, prefixes) in enumerate(LAYERS):
-        for prefix in prefixes:
-            covers = module.startswith(prefix) if prefix.endswith(".") else module == prefix or module.startswith(prefix + ".")
-            if covers and len(prefix) > length:
-                best, length = index, len(prefix)
-    if best < 0:
-        raise AssertionError(f"{module} belongs to no layer: add it to LAYERS in tests/test_package.py")
-    return best
+        if any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes):
+            return index
+    raise AssertionError(f"{module} belongs to no layer: add its folder to LAYERS in tests/test_package.py")
 
 
 def benchmark_package(module: str) -> str | None:
     """ "needlepoint.benchmarks.NAME" for a module of benchmark package NAME, else None."""
     parts = module.split(".")
-    if layer_of(module) == [name for name, _ in LAYERS].index("benchmark packages") and len(parts) > 2:
-        return ".".join(parts[:3])
-    return None
+    return ".".join(parts[:3]) if parts[:2] == ["needlepoint", "benchmarks"] and len(parts) > 2 else None
 
 
 def upward_imports(module: str) -> list[str]:
@@ -271,28 +191,45 @@ def upward_imports(module: str) -> list[str]:
     return found
 
 
+def sub_package(module: str) -> str | None:
+    """The folder of needlepoint a module lies in ("needlepoint.core"), None at the top level."""
+    parts = module.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and MODULES[module].name == "__init__.py"):
+        return ".".join(parts[:2])
+    return None
+
+
+def mutual_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The pairs of sub-packages that import each other (at any depth), each pair once, sorted."""
+    edges = {(sub_package(m), sub_package(t)) for m, targets in graph.items() for t in targets}
+    edges = {(a, b) for a, b in edges if a and b and a != b}
+    return sorted((a, b) for a, b in edges if a < b and (b, a) in edges)
+
+
 def test_the_layer_check_finds_an_import_that_runs_up_and_a_sibling_benchmark() -> None:
-    """The checker itself: the layers order the modules as declared, and a fake module that
+    """The checker itself: the layers order the folders as declared, and a fake module that
     imports up or into a sibling benchmark is named with its line."""
     order = [
         layer_of(m)
         for m in (
-            "needlepoint.geometry",
-            "needlepoint.store",
+            "needlepoint.core.geometry",
             "needlepoint.models.replay",
-            "needlepoint.benchmarks.boards",
+            "needlepoint.serve.plan",
+            "needlepoint.contract.boards",
             "needlepoint.stats.bootstrap",
             "needlepoint.solvers.base",
             "needlepoint.benchmarks.mc_bench.agentic",
-            "needlepoint.runner",
             "needlepoint.report.leaderboard",
-            "needlepoint.api",
+            "needlepoint.compare.paired",
+            "needlepoint.run.runner",
+            "needlepoint.human.server",
+            "needlepoint.demo",
             "needlepoint.cli",
         )
     ]
     assert order == sorted(order) and len(set(order)) == len(LAYERS)
     assert (
-        layer_of("needlepoint.benchmarks") == layer_of("needlepoint.benchmarks.base") < layer_of("needlepoint.benchmarks.ref_adv")
+        layer_of("needlepoint.contract.registry") == layer_of("needlepoint.contract") < layer_of("needlepoint.benchmarks.ref_adv")
     )
     fake = "needlepoint.benchmarks.mc_bench.fake_for_the_test"
     source = "from needlepoint.benchmarks.ref_adv import benchmark\n\n\ndef f():\n    from needlepoint.report import html\n"
@@ -306,9 +243,46 @@ def test_the_layer_check_finds_an_import_that_runs_up_and_a_sibling_benchmark() 
     assert found == [
         "fake_for_the_test.py:1: needlepoint.benchmarks.mc_bench.fake_for_the_test imports "
         "needlepoint.benchmarks.ref_adv.benchmark, a sibling benchmark's module",
-        "fake_for_the_test.py:5: needlepoint.benchmarks.mc_bench.fake_for_the_test (benchmark packages) imports "
+        "fake_for_the_test.py:5: needlepoint.benchmarks.mc_bench.fake_for_the_test (benchmarks) imports "
         "needlepoint.report.html (report)",
     ]
+
+
+def test_every_folder_is_one_layer() -> None:
+    """LAYERS names each sub-package of needlepoint once, as a folder (one line a folder), and
+    only the entry points lie at the top level beside it."""
+    folders = sorted({sub for m in MODULES if (sub := sub_package(m))})
+    listed = [prefix for _, prefixes in LAYERS for prefix in prefixes]
+    assert sorted(p for p in listed if p in folders) == folders
+    assert len(listed) == len(set(listed))
+    top = sorted(m for m in MODULES if m != PUBLIC_SURFACE and sub_package(m) is None)
+    assert top == sorted(LAYERS[-1][1])
+
+
+def test_the_top_level_holds_at_most_eight_modules() -> None:
+    """src/needlepoint/ itself holds the public surface and the entry points, no more than eight
+    modules: everything else lives in the folder of its layer."""
+    assert len(list(PACKAGE.glob("*.py"))) <= 8
+
+
+def test_the_mutual_import_check_finds_a_pair() -> None:
+    """The checker itself: two folders that import each other, by a function-level import too."""
+    graph = {
+        "needlepoint.core.a": {"needlepoint.models.b"},
+        "needlepoint.models.b": {"needlepoint.core.c"},
+        "needlepoint.core.c": set(),
+        "needlepoint.cli": {"needlepoint.core.a"},
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        for name in graph:
+            patch.setitem(MODULES, name, REPO / f"{name}.py")
+        assert mutual_imports(graph) == [("needlepoint.core", "needlepoint.models")]
+        assert mutual_imports({**graph, "needlepoint.core.a": set()}) == []
+
+
+def test_no_two_folders_import_each_other() -> None:
+    """No two sub-packages of needlepoint import each other, function-level imports included."""
+    assert mutual_imports({module: imports_of(module) for module in MODULES}) == []
 
 
 def test_the_toy_grounding_benchmark_touches_only_its_own_package() -> None:
@@ -317,9 +291,9 @@ def test_the_toy_grounding_benchmark_touches_only_its_own_package() -> None:
     packages: a new benchmark needs no edit and no import anywhere else (no built-in benchmark's
     module, no report, no runner)."""
     toybench = REPO / "tests" / "toybench"
-    below = [name for name, _ in LAYERS].index("benchmark packages")
+    below = [name for name, _ in LAYERS].index("benchmarks")
     used = {target for path in sorted(toybench.glob("*.py")) for _, target in import_sites(f"toybench.{path.stem}", path)}
-    assert {"needlepoint.benchmarks.boards", "needlepoint.benchmarks.boxes", "needlepoint.geometry"} <= used
+    assert {"needlepoint.contract.boards", "needlepoint.contract.boxes", "needlepoint.core.geometry"} <= used
     assert sorted(t for t in used if t != PUBLIC_SURFACE and layer_of(t) >= below) == []
 
 

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from needlepoint.parquet import ParquetTable
-from needlepoint.parquetpages import Unsupported, column_values
+from needlepoint.core.parquet import ParquetTable
+from needlepoint.core.parquetpages import Unsupported, column_values
 
 
 def _blob(rng: random.Random, i: int) -> bytes:

@@ -15,8 +15,8 @@ from helpers.agentic import FMT, LOCALIZER, REASONER, agentic_args, gt_targets, 
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.cli import main
-from needlepoint.conversation import ImageRef
-from needlepoint.images import ENTRY_BYTES, ImageCache
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.images import ENTRY_BYTES, ImageCache
 from needlepoint.models import openai_compat
 
 

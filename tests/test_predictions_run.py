@@ -14,7 +14,7 @@ import pytest
 from helpers import MC_BENCH_RELEASE, REF_ADV_PREDICTIONS, TEST_DATA, one_sentence, ref_eval_args, scripted_ref_release
 
 from needlepoint.cli import main
-from needlepoint.store import read_records
+from needlepoint.core.store import read_records
 
 
 def _json(capsys: pytest.CaptureFixture[str], args: list[str]) -> dict[str, Any]:

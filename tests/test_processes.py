@@ -21,14 +21,14 @@ from helpers import REPO, CountingServer, demo_config, one_sentence, records, ru
 from helpers.agentic import FMT, LOCALIZER, REASONER, agentic_args, scripts
 from helpers.cli import ctrl_c_stops
 
-from needlepoint.api import evaluate
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.mc_bench.demo import write_release
-from needlepoint.errors import DataError, InternalFault
+from needlepoint.core.errors import DataError, InternalFault
+from needlepoint.core.store import RunStore, read_records
 from needlepoint.models.replay import ReplayModel
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
-from needlepoint.processes import split
-from needlepoint.store import RunStore, read_records
+from needlepoint.run.evaluate import evaluate
+from needlepoint.run.processes import split
 
 
 def test_shares_sum_to_the_bound_and_none_is_zero() -> None:
@@ -273,7 +273,7 @@ def test_a_long_error_message_does_not_hang_the_command(demo_sets: Any, tmp_path
     async def fails(*_args: Any) -> None:
         raise DataError("no " + "\N{GRINNING FACE}" * 30_000)  # about 120 KB in UTF-8, more than a pipe holds
 
-    monkeypatch.setattr("needlepoint.runner.run", fails)
+    monkeypatch.setattr("needlepoint.run.runner.run", fails)
     signal.alarm(120)  # a hang fails the test instead of the suite
     try:
         with pytest.raises(DataError) as raised:

@@ -13,9 +13,9 @@ from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.demo import write_release
 from needlepoint.benchmarks.mm_niah.rag import document
 from needlepoint.cli import main
+from needlepoint.core.store import read_records
 from needlepoint.models.simulated import SIMULATED_EMBEDDER_NAME, SIMULATED_MODEL_NAME, SimulatedServer, simulated_token_count
 from needlepoint.models.tokencount import COUNTS_FILE, CountStore
-from needlepoint.store import read_records
 
 
 def _args(data: Path, url: str, out: Path) -> list[str]:

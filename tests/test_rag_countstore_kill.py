@@ -15,8 +15,8 @@ from test_solvercalls_kill import Gate, GatedServer, _cli, _env, kill_series
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.demo import write_release
 from needlepoint.benchmarks.mm_niah.rag import document
+from needlepoint.core.store import read_records
 from needlepoint.models.simulated import SIMULATED_EMBEDDER_NAME, SIMULATED_MODEL_NAME
-from needlepoint.store import read_records
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads thread states from /proc")
 

@@ -18,15 +18,15 @@ from helpers import report_blob as blob
 from helpers import small_niah
 from helpers.rag import EMBED_MODEL, QUESTION, embedding_server, write_rag_release
 
-from needlepoint import status
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.data import OPEN_SENTENCE, OPTION_SENTENCE
 from needlepoint.benchmarks.mm_niah.rag_results import context_parts, needle_shares
 from needlepoint.benchmarks.mm_niah.rag_solver import RagSolver, kept_ranges
 from needlepoint.cli import main
-from needlepoint.errors import DataError
+from needlepoint.core import status
+from needlepoint.core.errors import DataError
+from needlepoint.core.store import read_records
 from needlepoint.models.simulated import SIMULATED_EMBEDDER_NAME, SimulatedServer
-from needlepoint.store import read_records
 
 MODEL = "sim-model"
 KEPT_TEXT = " The penguin sings loudly at dawn.Alpha notes follow here."  # DOC's pieces 1 and 4, budget 10
@@ -367,8 +367,8 @@ def test_helpers() -> None:
 def test_the_demo_s_rag_run(tmp_path: Path) -> None:
     """benchmarks/mm_niah/rag_demo.py on the demo set at 6 documents per task: every reduced prompt
     has a scripted answer, and a needle dropped by retrieval is answered "I could not find it."."""
-    from needlepoint.api import evaluate
     from needlepoint.benchmarks.mm_niah.rag_demo import DEMO_MAX_TOKENS, rag_config
+    from needlepoint.run.evaluate import evaluate
 
     data, options, script = small_niah(tmp_path / "data")
     with SimulatedServer(script=script, default=None) as server:

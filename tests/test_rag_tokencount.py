@@ -16,11 +16,11 @@ import pytest
 from helpers.rag import EMBED_MODEL, embedding_server, write_rag_release
 
 from needlepoint.cli import main
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
+from needlepoint.core.store import read_records
 from needlepoint.models.embeddings import TOKENIZER_PROBES
 from needlepoint.models.simulated import simulated_token_count
 from needlepoint.models.tokencount import LocalTokenizer, load_tokenizer
-from needlepoint.store import read_records
 
 tokenizers = pytest.importorskip("tokenizers")
 

@@ -17,16 +17,16 @@ import pytest
 from helpers import REPO, one_sentence, ref_eval_args, report_blob, run_cli, scripted_ref_release, write_jsonl_release
 from helpers.cli import ctrl_c_stops
 
-from needlepoint import numeric, status
-from needlepoint.api import evaluate, score
 from needlepoint.benchmarks.mm_niah.benchmark import shown_answer
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import make_rows
 from needlepoint.cli import build_parser, main
-from needlepoint.errors import DataError
-from needlepoint.geometry import AbsFrame, check_abs_frame, iou, model_frame, smart_resize, to_absolute
+from needlepoint.core import numeric, status
+from needlepoint.core.errors import DataError
+from needlepoint.core.geometry import AbsFrame, check_abs_frame, iou, model_frame, smart_resize, to_absolute
+from needlepoint.core.store import RunStore, json_text, read_records, write_json
 from needlepoint.report.html import _heatmap_section, write_run_report
-from needlepoint.store import RunStore, json_text, read_records, write_json
+from needlepoint.run.evaluate import evaluate, score
 
 
 def _strict(text: str) -> Any:
@@ -460,9 +460,9 @@ def _run_here(bench: RefAdv, samples: Any, url: str, store: RunStore, options: A
     """`runner.run` of the default solver in this process against the server at `url`; closes `store`."""
     import asyncio
 
-    from needlepoint.conversation import Generation
+    from needlepoint.core.conversation import Generation
     from needlepoint.models.openai_compat import OpenAICompatModel
-    from needlepoint.runner import run
+    from needlepoint.run.runner import run
     from needlepoint.solvers.default import DefaultSolver
 
     model = OpenAICompatModel("m", [url], None)
@@ -480,7 +480,7 @@ def _run_here(bench: RefAdv, samples: Any, url: str, store: RunStore, options: A
 
 
 def test_progress_lines_without_a_terminal(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from needlepoint.runner import RunOptions
+    from needlepoint.run.runner import RunOptions
 
     data, _, _, script = scripted_ref_release(tmp_path, n=3)
     server = serve(script=script, default=None, delay_s=0.2)
@@ -506,8 +506,8 @@ def test_each_record_is_down_with_its_calls_logged_and_the_run_holds_outcomes(
     holds) is each record's outcome, without the turns."""
     import threading
 
-    import needlepoint.runner as runner
-    from needlepoint.runner import RunOptions
+    import needlepoint.run.runner as runner
+    from needlepoint.run.runner import RunOptions
     from needlepoint.solvers.calls import CALLS_DIR, calls_path, compact, read_logs, sample_name
 
     if threaded:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from needlepoint.benchmarks.base import Parsed
 from needlepoint.benchmarks.ref_adv import REPAIR_TEXT, RefAdv, RefAdvSample, distractor_count, parse_boxes
-from needlepoint.conversation import ImageRef
-from needlepoint.jsonfind import find_json
+from needlepoint.contract.base import Parsed
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.jsonfind import find_json
 
 W, H = 400.0, 300.0
 FENCE = "```"

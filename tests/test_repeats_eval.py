@@ -14,7 +14,7 @@ from helpers import good_ref_reply, one_sentence, ref_eval_args, scripted_ref_re
 
 from needlepoint.cli import main
 from needlepoint.models.simulated import SimulatedServer
-from needlepoint.repeats import correctness_changes, repeat_seeds
+from needlepoint.run.repeats import correctness_changes, repeat_seeds
 
 
 class SeededServer(SimulatedServer):

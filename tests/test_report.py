@@ -25,16 +25,16 @@ from helpers import TEST_DATA, records
 from helpers import report_blob as blob
 from PIL import Image
 
-from needlepoint.benchmarks import BUILTIN, declaration
-from needlepoint.benchmarks.base import ReportBox, ReportImage, ReportItem, format_cell
-from needlepoint.benchmarks.boards import Corrupt
 from needlepoint.benchmarks.mc_bench.board import mc_values
 from needlepoint.benchmarks.mc_bench.tables import table2_row
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release
 from needlepoint.cli import main as cli_main
-from needlepoint.conversation import ImageRef
-from needlepoint.errors import DataError
+from needlepoint.contract.base import ReportBox, ReportImage, ReportItem, format_cell
+from needlepoint.contract.boards import Corrupt
+from needlepoint.contract.registry import BUILTIN, declaration
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.errors import DataError
 from needlepoint.report import html as report_html
 from needlepoint.report import leaderboard as lb
 from needlepoint.report import thumbs

@@ -14,8 +14,8 @@ from helpers import REF_ADV_PREDICTIONS, ref_eval_args, scripted_ref_release
 from helpers.browser import ARTIFACTS, Page, chromium
 
 from needlepoint.cli import main
-from needlepoint.predictions_run import write_predictions_run
 from needlepoint.report.index import write_index
+from needlepoint.run.predictions_run import write_predictions_run
 
 
 @pytest.fixture

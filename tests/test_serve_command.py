@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from helpers.cli import one_sentence, run_quiet
 
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
 from needlepoint.serve.command import ENGINES, ServeSpec, gpu_groups, launcher, server_command, visible_gpus
 
 

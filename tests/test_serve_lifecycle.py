@@ -146,8 +146,8 @@ SOLVER_SERVERS = [
 def test_a_solvers_model_is_served_too(
     fake_vllm: tuple[Path, Path], tmp_path: Path, name: str, flags: list[str], role: str
 ) -> None:
-    from needlepoint.benchmarks import declarations
-    from needlepoint.benchmarks.declaration import load_target
+    from needlepoint.contract.declaration import load_target
+    from needlepoint.contract.registry import declarations
 
     decl = next(d for d in declarations() if d.name == name)
     assert decl.demo is not None

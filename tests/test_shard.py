@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 from helpers import demo_config, run_cli, untimed, untimed_record
 
-from needlepoint.api import evaluate
-from needlepoint.benchmarks import make
 from needlepoint.cli import main
-from needlepoint.config import RunConfig
-from needlepoint.errors import DataError
-from needlepoint.merge import merge
+from needlepoint.contract.registry import make
+from needlepoint.core.config import RunConfig
+from needlepoint.core.errors import DataError
+from needlepoint.core.shard import Shard, assign, parse_shard, select
+from needlepoint.core.store import read_records
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME
-from needlepoint.shard import Shard, assign, parse_shard, select
-from needlepoint.store import read_records
+from needlepoint.run.evaluate import evaluate
+from needlepoint.run.merge import merge
 
 
 def test_assignment_ignores_order_and_balances_cost() -> None:

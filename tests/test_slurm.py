@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from helpers import REPO, small_niah, untimed
 
-from needlepoint.api import evaluate
-from needlepoint.config import RunConfig
+from needlepoint.core.config import RunConfig
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
+from needlepoint.run.evaluate import evaluate
 
 pytestmark = pytest.mark.slurm
 

@@ -17,9 +17,9 @@ from needlepoint.benchmarks.mc_bench.agentic_solver import DEFAULT_MAX_PHRASES
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.cli import main
+from needlepoint.core.store import read_records
 from needlepoint.models.simulated import script_key
 from needlepoint.solvers import make_solver
-from needlepoint.store import read_records
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from needlepoint.conversation import Conversation, Generation, ImageRef, Message
+from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message
 from needlepoint.solvers.calls import CALLS_DIR, CallCache, CallLog, calls_path, compact, conversation_key, read_logs
 
 
@@ -117,7 +117,7 @@ def test_a_generation_as_json_has_every_field_and_its_own_extra() -> None:
     dataclass's own deep conversion, so a new field cannot be left out of keys and headers."""
     import dataclasses
 
-    from needlepoint.conversation import Generation
+    from needlepoint.core.conversation import Generation
 
     generation = Generation(temperature=0.3, seed=None, extra={"response_format": {"schema": {"required": ["a"]}}})
     as_json = generation.to_dict()

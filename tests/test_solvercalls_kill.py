@@ -26,8 +26,8 @@ from helpers.agentic import FMT, LOCALIZER, REASONER, agentic_args, scripts
 
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.mc_bench.demo import write_release as write_mc_release
+from needlepoint.core.store import read_records
 from needlepoint.models.simulated import SIMULATED_EMBEDDER_NAME, SIMULATED_MODEL_NAME, SimulatedServer, request_key
-from needlepoint.store import read_records
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads thread states from /proc")
 SRC = Path(__file__).resolve().parents[1] / "src"

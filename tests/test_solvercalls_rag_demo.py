@@ -9,12 +9,12 @@ from pathlib import Path
 
 from helpers import small_niah
 
-from needlepoint.api import evaluate
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.demo import DISTRACTORS
 from needlepoint.benchmarks.mm_niah.rag_demo import rag_config
+from needlepoint.core.store import read_records
 from needlepoint.models.simulated import SimulatedServer
-from needlepoint.store import read_records
+from needlepoint.run.evaluate import evaluate
 
 
 def test_the_demo_counts_the_needed_needles_and_shows_retrieval_working(tmp_path: Path) -> None:

@@ -16,9 +16,9 @@ import pytest
 from helpers import ref_run_config, write_jsonl_release
 from PIL import Image
 
-from needlepoint.api import evaluate
+from needlepoint.core.store import read_records
+from needlepoint.run.evaluate import evaluate
 from needlepoint.solvers import sent as sent_module
-from needlepoint.store import read_records
 
 
 def _as_received(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -120,7 +120,7 @@ def test_image_descriptions_leave_the_event_loops_executor_free(
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from needlepoint.conversation import Conversation, ImageRef, Message
+    from needlepoint.core.conversation import Conversation, ImageRef, Message
 
     _, rows = ref_release
     folder = write_jsonl_release(tmp_path / "release", rows[:6], fmt="PNG")

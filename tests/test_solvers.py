@@ -15,22 +15,22 @@ import pytest
 from helpers import CountingServer, good_ref_reply, prompt_key, ref_run_config
 from helpers import report_blob as blob
 
-from needlepoint import status
-from needlepoint.api import evaluate
-from needlepoint.benchmarks import declaration, register, unregister
-from needlepoint.benchmarks.base import Parsed, replies_text
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.cli import EXIT_INTERNAL, main
-from needlepoint.config import RunConfig, hash_identity, identity
-from needlepoint.conversation import Conversation, Generation, Message
-from needlepoint.errors import DataError
+from needlepoint.contract.base import Parsed, replies_text
+from needlepoint.contract.registry import declaration, register, unregister
+from needlepoint.core import status
+from needlepoint.core.config import RunConfig, hash_identity, identity
+from needlepoint.core.conversation import Conversation, Generation, Message
+from needlepoint.core.errors import DataError
+from needlepoint.core.records import scores
+from needlepoint.core.store import RunStore, read_records
 from needlepoint.models.openai_compat import OpenAICompatModel, RetryPolicy
 from needlepoint.models.replay import ReplayModel
-from needlepoint.records import scores
-from needlepoint.runner import pending
+from needlepoint.run.evaluate import evaluate
+from needlepoint.run.runner import pending
 from needlepoint.solvers import SolveContext, ToolError, make_solver
 from needlepoint.solvers.default import read_reply
-from needlepoint.store import RunStore, read_records
 
 _good = good_ref_reply
 

@@ -8,7 +8,7 @@ import pytest
 
 from needlepoint.benchmarks.ref_adv.resample import RefAdvResampler
 from needlepoint.benchmarks.ref_adv.scoring import score_rows
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
 from needlepoint.stats import CiSettings, bootstrap_interval, draw, interval_block
 
 

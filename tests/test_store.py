@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from needlepoint.errors import DataError
-from needlepoint.store import HEADER, RECORDS, RunStore, json_line, read_records
+from needlepoint.core.errors import DataError
+from needlepoint.core.store import HEADER, RECORDS, RunStore, json_line, read_records
 
 
 def _header(box_format: str = "abs_xyxy", model: str = "m") -> dict:

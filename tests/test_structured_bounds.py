@@ -15,7 +15,9 @@ from helpers.cli import run_cli
 from helpers.fake_vllm import fake_env, write_fake_vllm
 from helpers.paths import REF_ADV_PREDICTIONS, TEST_DATA
 
-from needlepoint.benchmarks.boxschema import (
+from needlepoint.benchmarks.mc_bench.benchmark import McBench
+from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
+from needlepoint.contract.boxschema import (
     ABS_MAX,
     MAX_GROUP,
     MC_MAX_BOXES,
@@ -27,11 +29,9 @@ from needlepoint.benchmarks.boxschema import (
     phrase_item,
     ref_adv_schema,
 )
-from needlepoint.benchmarks.mc_bench.benchmark import McBench
-from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
-from needlepoint.geometry import BOX_FORMATS
+from needlepoint.core.geometry import BOX_FORMATS
+from needlepoint.core.structured import COMPACT_JSON_FLAGS, FRACTION_DIGITS, longest_reply
 from needlepoint.serve.command import ServeSpec, server_command
-from needlepoint.structured import COMPACT_JSON_FLAGS, FRACTION_DIGITS, longest_reply
 
 
 def _longest(schema: dict[str, Any]) -> Any:

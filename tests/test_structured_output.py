@@ -12,10 +12,10 @@ from typing import Any
 from helpers import one_sentence, ref_eval_args, run_quiet, scripted_ref_release, small_niah
 from helpers.agentic import FMT, agentic_args, scripts
 
-from needlepoint.benchmarks.boxschema import image_lists, mc_box_item, phrase_item, ref_adv_schema
 from needlepoint.benchmarks.mc_bench.agentic_solver import DEFAULT_MAX_PHRASES
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.mc_bench.demo import write_release
+from needlepoint.contract.boxschema import image_lists, mc_box_item, phrase_item, ref_adv_schema
 from needlepoint.report.leaderboard import build_boards, read_run
 
 

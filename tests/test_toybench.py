@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from helpers import report_blob
 
-import needlepoint.benchmarks as registry
-from needlepoint.benchmarks import declaration, names, register, unregister
+import needlepoint.contract.registry as registry
 from needlepoint.cli import build_parser
 from needlepoint.cli import main as cli_main
-from needlepoint.drawing import render
-from needlepoint.errors import DataError
+from needlepoint.contract.registry import declaration, names, register, unregister
+from needlepoint.core.drawing import render
+from needlepoint.core.errors import DataError
 
 SIZE = (200, 150)
 SHAPES = [  # id, colour, true box, the simulated model's replies (a second one answers the repair turn)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from helpers import one_sentence, records, ref_eval_args, run_quiet, scripted_ref_release
 
-from needlepoint.errors import DataError
-from needlepoint.usage import Budget, Prices, load_prices, parse_price, summarize, tokens_of
+from needlepoint.contract.usage import Budget, Prices, load_prices, parse_price, summarize, tokens_of
+from needlepoint.core.errors import DataError
 
 
 def _metrics(out: Path) -> dict[str, Any]:

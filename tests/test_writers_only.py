@@ -1,5 +1,5 @@
 """One writer per kind of file (issue 21, item 1): every module of the package writes files through
-`needlepoint.files` (`AtomicFile`, `write_atomic`, `write_json`, `write_lines`, `write_parquet`),
+`needlepoint.core.files` (`AtomicFile`, `write_atomic`, `write_json`, `write_lines`, `write_parquet`),
 which writes through a temporary file and a rename and cannot fail on text a reply carries. An AST
 walk over the package lists the modules that open files for writing, rename or replace files, or
 write through another library, and fails on any module outside the allowlist below."""
@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from needlepoint.files import AtomicFile, json_line, write_atomic, write_json, write_lines
-from needlepoint.store import read_records
+from needlepoint.core.files import AtomicFile, json_line, write_atomic, write_json, write_lines
+from needlepoint.core.store import read_records
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "needlepoint"
 
 ALLOWED = {
-    "files.py": "the writer itself",
-    "store.py": "the run folder's lock",
-    "runfolder.py": "moves a whole run folder aside for --fresh (a rename of a folder; writes no content)",
+    "core/files.py": "the writer itself",
+    "core/store.py": "the run folder's lock",
+    "run/runfolder.py": "moves a whole run folder aside for --fresh (a rename of a folder; writes no content)",
     "cli.py": "points a closed stdout at /dev/null (os.open of the null device; writes no file)",
-    "build.py": "the staged build folder: a build is written into FOLDER.partial and made whole by one rename",
+    "contract/build.py": "the staged build folder: a build is written into FOLDER.partial and made whole by one rename",
     # the MM-NIAH builder writes its files inside the staged folder (build.staged), where no reader
     # sees them before the rename that completes the build
     "benchmarks/mm_niah/build/builder.py": "writes inside the staged build folder",
@@ -157,7 +157,7 @@ def test_only_the_writer_module_writes_files() -> None:
         if found and rel not in ALLOWED:
             offenders[rel] = found
     assert not offenders, (
-        "these modules write files themselves; write through needlepoint.files (AtomicFile, write_atomic, "
+        "these modules write files themselves; write through needlepoint.core.files (AtomicFile, write_atomic, "
         f"write_json, write_lines, write_parquet) instead: {offenders}"
     )
 

@@ -12,15 +12,15 @@ __all__ = ["DataError", "RunConfig", "RunResult", "__version__", "evaluate", "sc
 
 if TYPE_CHECKING:
     from needlepoint.api import RunResult, evaluate, score
-    from needlepoint.config import RunConfig
-    from needlepoint.errors import DataError
+    from needlepoint.core.config import RunConfig
+    from needlepoint.core.errors import DataError
 
 _LAZY = {
     "evaluate": "needlepoint.api",
     "score": "needlepoint.api",
     "RunResult": "needlepoint.api",
-    "RunConfig": "needlepoint.config",
-    "DataError": "needlepoint.errors",
+    "RunConfig": "needlepoint.core.config",
+    "DataError": "needlepoint.core.errors",
 }
 
 

@@ -21,15 +21,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint import __version__, batchrun, build, dryrun, runs_list, usage
-from needlepoint.benchmarks import declarations, names
+from needlepoint import __version__
 from needlepoint.compare import cli as compare_cli
-from needlepoint.errors import EXIT_INTERRUPTED, DataError, InternalFault
-from needlepoint.files import json_text
+from needlepoint.contract import build, usage
+from needlepoint.contract.registry import declarations, names
+from needlepoint.core.errors import EXIT_INTERRUPTED, DataError, InternalFault
+from needlepoint.core.files import json_text
+from needlepoint.core.intervalsettings import add_ci_flags, ci_settings
+from needlepoint.core.options import Option, add_options, given
 from needlepoint.human import cli as human_cli
-from needlepoint.options import Option, add_options, given
+from needlepoint.report import runs_list
+from needlepoint.run import batchrun, dryrun
 from needlepoint.serve import flags as serve_flags
-from needlepoint.stats.settings import add_ci_flags, ci_settings
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -41,7 +44,7 @@ def _merged(kind: str) -> list[Option]:
     """The flags the registered benchmarks declare (`kind`: "options" for eval, "score_options"
     for score), each once: a flag several benchmarks declare keeps the first one's text and names,
     at the end of its help, the benchmarks it applies to (none named when it applies to all)."""
-    from needlepoint.benchmarks import declarations
+    from needlepoint.contract.registry import declarations
 
     decls = declarations()
     by_flag: dict[str, tuple[Option, list[str]]] = {}
@@ -69,8 +72,8 @@ def _options(ns: argparse.Namespace, kind: str = "options") -> dict[str, Any]:
 
 def _declared_solvers() -> list[tuple[str, str, type]]:
     """(benchmark, solver name, class) of every solver a benchmark declares besides the default."""
-    from needlepoint.benchmarks import declarations
-    from needlepoint.benchmarks.declaration import load_target
+    from needlepoint.contract.declaration import load_target
+    from needlepoint.contract.registry import declarations
 
     return [(d.name, name, load_target(target)) for d in declarations() for name, target in d.solvers.items()]
 
@@ -328,7 +331,7 @@ def _no_constant(name: str) -> Any:
 
 def _finite_number(text: str) -> float | int:
     """A JSON number of --extra-body, refused (ValueError) unless finite and within float range."""
-    from needlepoint.numeric import is_finite
+    from needlepoint.core.numeric import is_finite
 
     value = int(text) if text.lstrip("-").isdigit() else float(text)
     if not is_finite(value):
@@ -337,7 +340,7 @@ def _finite_number(text: str) -> float | int:
 
 
 def _print_metrics(bench: Any, metrics: dict[str, Any], as_json: bool) -> None:
-    from needlepoint.outcome import has_metrics
+    from needlepoint.core.outcome import has_metrics
 
     if as_json:
         print(json_text(metrics, indent=2))
@@ -353,8 +356,8 @@ def _print_metrics(bench: Any, metrics: dict[str, Any], as_json: bool) -> None:
 
 
 def cmd_eval(ns: argparse.Namespace) -> int:
-    from needlepoint.api import evaluate
-    from needlepoint.config import RunConfig
+    from needlepoint.core.config import RunConfig
+    from needlepoint.run.evaluate import evaluate
 
     solver_options = _all_solver_options(ns)
     plan = None if ns.dry_run else serve_flags.plan_from_args(ns, solver_options, not ns.no_progress and not ns.json)
@@ -393,7 +396,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         return dryrun.run_cli(ns, config)
     with plan if plan is not None else contextlib.nullcontext():  # servers stop at the end, on Ctrl-C, SIGTERM, failure
         if ns.repeats is not None:
-            from needlepoint.repeats import evaluate_repeats, summary_table
+            from needlepoint.run.repeats import evaluate_repeats, summary_table
 
             summary, results = evaluate_repeats(config, ns.repeats)
             if ns.json:
@@ -423,12 +426,12 @@ def cmd_eval(ns: argparse.Namespace) -> int:
 
 
 def cmd_score(ns: argparse.Namespace) -> int:
-    from needlepoint.api import score
+    from needlepoint.run.evaluate import score
 
     if ns.label is not None and ns.out is None:
         raise DataError("--label names the model of the run folder that --out writes; add --out DIR or drop --label")
     if ns.out is not None:
-        from needlepoint.predictions_run import write_predictions_run
+        from needlepoint.run.predictions_run import write_predictions_run
 
         bench, metrics, out = write_predictions_run(
             ns.benchmark, ns.predictions, ns.data, ns.out, ns.label, ci_settings(ns), **_options(ns, "score_options")
@@ -448,7 +451,7 @@ def cmd_report(ns: argparse.Namespace) -> int:
 
 
 def cmd_merge(ns: argparse.Namespace) -> int:
-    from needlepoint.merge import merge
+    from needlepoint.run.merge import merge
 
     result = merge(
         ns.runs, ns.out, allow_partial=ns.allow_partial, data=ns.data, report=not ns.no_report, show_progress=not ns.json

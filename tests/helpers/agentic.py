@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import Dataset
 from needlepoint.benchmarks.mc_bench.agentic import Target, localizer_request, reasoner_prompt
 from needlepoint.benchmarks.mc_bench.benchmark import McBench, McSample
-from needlepoint.geometry import xywh_to_xyxy
+from needlepoint.contract.base import Dataset
+from needlepoint.core.geometry import xywh_to_xyxy
 from needlepoint.models.simulated import script_key
 
 REASONER, LOCALIZER = "sim/reasoner", "sim/localizer"

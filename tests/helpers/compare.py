@@ -30,9 +30,9 @@ def other_model(script: dict[str, list[Any]]) -> dict[str, list[Any]]:
 def make_runs(name: str, folder: Path, limits: tuple[int | None, int | None] = (None, None)) -> tuple[Path, Path, Path]:
     """The data folder and the run folders of models A and B (B's script: `other_model`);
     `limits` bounds how many samples each run answers."""
-    from needlepoint.api import evaluate
-    from needlepoint.config import RunConfig
+    from needlepoint.core.config import RunConfig
     from needlepoint.models.simulated import SimulatedServer
+    from needlepoint.run.evaluate import evaluate
 
     data, options, script = demo_set(name, folder / "data")
     runs = []
@@ -56,6 +56,6 @@ def make_runs(name: str, folder: Path, limits: tuple[int | None, int | None] = (
 
 def has_resampler(name: str) -> bool:
     """Whether the benchmark offers the bootstrap's resampler (stats.Resampler), which compare needs."""
-    from needlepoint.benchmarks import benchmark_class
+    from needlepoint.contract.registry import benchmark_class
 
     return hasattr(benchmark_class(name), "resampler")

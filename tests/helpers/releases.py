@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.ref_adv import RefAdv
-from needlepoint.drawing import render
+from needlepoint.core.drawing import render
 
 
 def prompt_key(sample: Any, bench: RefAdv | None = None) -> str:
@@ -54,7 +54,7 @@ def good_ref_reply(row: dict[str, Any]) -> str:
 
 def ref_run_config(data: Path, urls: list[str], out: Path, **kw: Any) -> Any:
     """A quiet Ref-Adv-s RunConfig against local servers (fast retries, no report); `kw` overrides."""
-    from needlepoint.config import RunConfig
+    from needlepoint.core.config import RunConfig
 
     settings: dict[str, Any] = {
         "benchmark": "ref_adv_s",
@@ -91,7 +91,7 @@ def scripted_ref_release(
 def demo_config(plans: dict[str, Any], server: Any, name: str, out: Path, **kw: Any) -> Any:
     """The RunConfig of a run of the `demo_sets` fixture's set `name` against its server: 4 samples
     in flight, no progress line, `kw` for the rest."""
-    from needlepoint.config import RunConfig
+    from needlepoint.core.config import RunConfig
     from needlepoint.models.simulated import SIMULATED_MODEL_NAME
 
     data, options = plans[name]

@@ -1,6 +1,6 @@
 """A toy grounding benchmark that lives outside needlepoint, as a user's plugin would: find the one
 coloured square in a drawn image and answer with its box. The test registers it
-(needlepoint.benchmarks.register) and runs eval, score, report and the HTML report on it without
+(needlepoint.contract.registry.register) and runs eval, score, report and the HTML report on it without
 editing any file of needlepoint (tests/test_toybench.py).
 
 It is built like a built-in grounding benchmark and touches only its own package plus what
@@ -14,8 +14,8 @@ This module is the whole declaration; the code it names is imported only when us
 
 from __future__ import annotations
 
-from needlepoint.benchmarks.declaration import Declaration, PublishedTable
-from needlepoint.options import Option
+from needlepoint.contract.declaration import Declaration, PublishedTable
+from needlepoint.core.options import Option
 
 BENCHMARK = Declaration(
     name="toy_shapes",

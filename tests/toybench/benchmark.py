@@ -10,25 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import (
-    Dataset,
-    Parsed,
-    ReportBox,
-    ReportImage,
-    ReportItem,
-    Table,
-    replies_text,
-    report_parse_error,
-)
-from needlepoint.benchmarks.boxes import parse_boxes
-from needlepoint.conversation import Conversation, Generation, ImageRef, Message
-from needlepoint.errors import DataError
-from needlepoint.files import write_lines
-from needlepoint.geometry import iou
-from needlepoint.images import safe_path
-from needlepoint.jsonl import read_jsonl
-from needlepoint.numeric import is_box
-from needlepoint.records import scores
+from needlepoint.contract.base import Dataset, Parsed, ReportBox, ReportImage, ReportItem, Table, replies_text, report_parse_error
+from needlepoint.contract.boxes import parse_boxes
+from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message
+from needlepoint.core.errors import DataError
+from needlepoint.core.files import write_lines
+from needlepoint.core.geometry import iou
+from needlepoint.core.images import safe_path
+from needlepoint.core.jsonl import read_jsonl
+from needlepoint.core.numeric import is_box
+from needlepoint.core.records import scores
 
 EXPORT = "toy_predictions.jsonl"
 HIT = 0.5

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from needlepoint.benchmarks.base import Benchmark, Parsed
-from needlepoint.conversation import Conversation, Message
-from needlepoint.options import Option
+from needlepoint.contract.base import Benchmark, Parsed
+from needlepoint.core.conversation import Conversation, Message
+from needlepoint.core.options import Option
 from needlepoint.solvers.base import SolveContext
 from needlepoint.solvers.default import read_reply
 

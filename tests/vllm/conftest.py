@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from needlepoint.structured import COMPACT_JSON_FLAGS
+from needlepoint.core.structured import COMPACT_JSON_FLAGS
 
 REPO = Path(__file__).resolve().parents[2]
 VLLM_VENV = Path(os.environ.get("NEEDLEPOINT_VLLM_VENV", REPO / ".venv-vllm"))

@@ -15,8 +15,8 @@ import pytest
 
 from needlepoint.benchmarks.mc_bench import demo as mc_bench
 from needlepoint.benchmarks.mc_bench.agentic_demo import agentic_script
+from needlepoint.core.status import DONE
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
-from needlepoint.status import DONE
 
 from .conftest import MODEL_NAME, VllmServer, needlepoint, read_records, start_servers, vllm_counter
 

@@ -14,7 +14,7 @@ import pytest
 from needlepoint.benchmarks.mc_bench import demo as mc_bench
 from needlepoint.benchmarks.mm_niah import demo as mm_niah
 from needlepoint.benchmarks.ref_adv import demo as ref_adv
-from needlepoint.status import DONE
+from needlepoint.core.status import DONE
 
 from .conftest import API_KEY, MODEL_NAME, Servers, needlepoint, read_records, vllm_counter
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from needlepoint.benchmarks.mm_niah import demo as mm_niah
-from needlepoint.status import CONTEXT_TOO_LONG, DONE
+from needlepoint.core.status import CONTEXT_TOO_LONG, DONE
 
 from .conftest import MAX_MODEL_LEN, MODEL_NAME, Servers, needlepoint, read_records
 

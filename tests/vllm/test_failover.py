@@ -11,7 +11,7 @@ import pytest
 
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv import demo as ref_adv
-from needlepoint.status import DONE
+from needlepoint.core.status import DONE
 
 from .conftest import API_KEY, MODEL_NAME, Servers, needlepoint, needlepoint_popen, read_records, vllm_counter
 

@@ -12,7 +12,7 @@ import pytest
 from helpers.servers import count_piece_writes
 from PIL import Image
 
-from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Reply
+from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message, Reply
 from needlepoint.models import openai_compat
 from needlepoint.models.openai_compat import PIECES_FROM_BYTES, OpenAICompatModel
 

@@ -21,7 +21,7 @@ from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.rag import IMAGE_TOKENS, document, select
 from needlepoint.benchmarks.mm_niah.rag_solver import RagSolver
 from needlepoint.benchmarks.mm_niah.retrieve import PieceScores
-from needlepoint.conversation import ImageRef
+from needlepoint.core.conversation import ImageRef
 from needlepoint.models.embeddings import ServedEmbedder
 from needlepoint.models.simulated import SimulatedServer
 
@@ -177,7 +177,7 @@ def test_a_tokenizer_json_that_counts_otherwise_than_tokenize_is_refused(
     tokenizer, which vLLM counts with, splits single digits. Text without digits counts the same,
     piece for piece; with digits the counts differ, and the served embedder's check refuses the
     file in one sentence instead of selecting with wrong counts."""
-    from needlepoint.errors import DataError
+    from needlepoint.core.errors import DataError
     from needlepoint.models.tokencount import LocalTokenizer
 
     data = demo_niah.write_release(tmp_path / "niah", per_task=2)

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from needlepoint.benchmarks.boxschema import image_lists, phrase_item
 from needlepoint.benchmarks.mc_bench import demo as mc_bench
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.ref_adv import demo as ref_adv
 from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
-from needlepoint.status import DONE
-from needlepoint.structured import longest_reply
+from needlepoint.contract.boxschema import image_lists, phrase_item
+from needlepoint.core.status import DONE
+from needlepoint.core.structured import longest_reply
 
 from .conftest import MODEL_NAME, Servers, needlepoint, read_records
 

@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from needlepoint.files import json_text
-from needlepoint.stats.settings import DEFAULT_LEVEL, DEFAULT_RESAMPLES
+from needlepoint.core.files import json_text
+from needlepoint.core.intervalsettings import DEFAULT_LEVEL, DEFAULT_RESAMPLES
 
 __all__ = ["DEFAULT_OUT", "add_parser", "run"]
 

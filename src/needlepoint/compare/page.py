@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import ReportImage, ReportItem, format_cell
 from needlepoint.compare.heatmap import grid_metrics, heatmaps_html
 from needlepoint.compare.page_assets import CSS as COMPARE_CSS
 from needlepoint.compare.page_assets import JS
 from needlepoint.compare.paired import Comparison
 from needlepoint.compare.tables import comparison_tables, letter, pairing_lines
+from needlepoint.contract.base import ReportImage, ReportItem, format_cell
 from needlepoint.report.html import bench_title, esc, filter_options, overlay_boxes, page, table_html, write_atomic
 from needlepoint.report.thumbs import GT_COLOUR, Thumbnails, file_name, thumb_key
 
@@ -112,8 +112,8 @@ def sample_blob(comparison: Comparison, out: Path) -> dict[str, Any]:
                 "im": ims,
             }
         )
-    from needlepoint.benchmarks import declaration
-    from needlepoint.errors import DataError
+    from needlepoint.contract.registry import declaration
+    from needlepoint.core.errors import DataError
 
     try:
         prompt_label = declaration(pairing.runs[0].benchmark).prompt_label

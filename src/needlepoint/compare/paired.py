@@ -22,7 +22,7 @@ import numpy as np
 
 from needlepoint.compare.mcnemar import McNemar, mcnemar
 from needlepoint.compare.runs import Pairing
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
 from needlepoint.stats import DEFAULT_LEVEL, DEFAULT_RESAMPLES, CiSettings, Resampler, draw, resampler_of
 from needlepoint.stats.bootstrap import resampled
 

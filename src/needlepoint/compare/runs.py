@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from needlepoint import status
-from needlepoint.benchmarks import make
-from needlepoint.benchmarks.base import Benchmark, Dataset, ReportItem
-from needlepoint.benchmarks.boards import Run
-from needlepoint.config import dataset_fingerprint
-from needlepoint.errors import DataError
-from needlepoint.records import Record
-from needlepoint.store import RECORDS, RunStore, read_records
+from needlepoint.contract.base import Benchmark, Dataset, ReportItem
+from needlepoint.contract.boards import Run
+from needlepoint.contract.registry import make
+from needlepoint.core import status
+from needlepoint.core.config import dataset_fingerprint
+from needlepoint.core.errors import DataError
+from needlepoint.core.records import Record
+from needlepoint.core.store import RECORDS, RunStore, read_records
 
 __all__ = ["LoadedRun", "Pairing", "load_runs", "pair_runs"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import string
 
-from needlepoint.benchmarks.base import Table
 from needlepoint.compare.paired import Comparison, MetricDiff
+from needlepoint.contract.base import Table
 
 __all__ = ["letter", "pairing_lines", "comparison_tables", "p_text"]
 

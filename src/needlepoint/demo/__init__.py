@@ -3,7 +3,7 @@ model over a real local HTTP endpoint. Offline, deterministic, and quick on two 
 
 Each benchmark declares its demo set (`Declaration.demo`, e.g. benchmarks/mc_bench/demo.py:build):
 `build(folder) -> (data path, run options, simulated answers)`. This package keeps what the sets
-share: a small interleaved corpus (obelics.py); the drawing helpers are needlepoint.drawing, a
+share: a small interleaved corpus (obelics.py); the drawing helpers are needlepoint.core.drawing, a
 core module the benchmarks draw their sets with.
 """
 
@@ -15,21 +15,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
 
 Build = Callable[[Path], tuple[Path, dict[str, Any], dict[str, list[Any]]]]
 
 
 def builders() -> dict[str, str]:
     """Benchmark name -> its demo builder ("module:function"), for those that declare one."""
-    from needlepoint.benchmarks import declarations
+    from needlepoint.contract.registry import declarations
 
     return {d.name: d.demo for d in declarations() if d.demo}
 
 
 def builder(name: str) -> Build:
     """The demo builder benchmark `name` declares; DataError when it declares none."""
-    from needlepoint.benchmarks.declaration import load_target
+    from needlepoint.contract.declaration import load_target
 
     found = builders()
     if name not in found:
@@ -40,13 +40,13 @@ def builder(name: str) -> Build:
 
 def run_demo(out: Path, benchmarks: list[str]) -> int:
     """Build the demo sets, serve the simulated model, evaluate each benchmark, print the tables."""
-    from needlepoint.api import evaluate
-    from needlepoint.benchmarks import declaration
-    from needlepoint.benchmarks.declaration import load_target
-    from needlepoint.config import RunConfig
+    from needlepoint.contract.declaration import load_target
+    from needlepoint.contract.registry import declaration
+    from needlepoint.core.config import RunConfig
+    from needlepoint.core.outcome import has_metrics
     from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
-    from needlepoint.outcome import has_metrics
     from needlepoint.report.terminal import print_tables
+    from needlepoint.run.evaluate import evaluate
 
     known = builders()
     unknown = [b for b in benchmarks if b not in known]

@@ -17,7 +17,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from needlepoint.files import AtomicFile, write_atomic, write_parquet
+from needlepoint.core.files import AtomicFile, write_atomic, write_parquet
 
 SUBJECTS = (
     "The council",

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from needlepoint.errors import DataError
-from needlepoint.numeric import is_finite
+from needlepoint.core.errors import DataError
+from needlepoint.core.numeric import is_finite
 
 __all__ = ["MAX_BOXES", "MAX_GROUPS", "MAX_TEXT", "check_answer", "niah_kind", "niah_options"]
 

@@ -14,7 +14,7 @@ import pkgutil
 import sys
 from pathlib import Path
 
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
 
 __all__ = ["BENCHMARKS", "add_parser", "run"]
 

@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
-from needlepoint.errors import DataError
-from needlepoint.files import write_atomic, write_json
+from needlepoint.core.errors import DataError
+from needlepoint.core.files import write_atomic, write_json
+from needlepoint.core.images import read_image
+from needlepoint.core.numeric import is_finite
 from needlepoint.human.answers import MAX_GROUPS, check_answer
 from needlepoint.human.plan import Plan, load_plan_data, plan_of
-from needlepoint.images import read_image
-from needlepoint.numeric import is_finite
 
 __all__ = [
     "CONFIG_FILE",

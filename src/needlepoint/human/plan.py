@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import Benchmark, Dataset
-from needlepoint.errors import DataError
+from needlepoint.contract.base import Benchmark, Dataset
+from needlepoint.core.errors import DataError
 
 __all__ = ["HUMAN_OPTIONS", "Plan", "human_benchmark", "load_plan_data", "make_plan", "stratum"]
 
@@ -57,7 +57,7 @@ class Plan:
 
 def human_benchmark(bench_name: str) -> Benchmark:
     """The benchmark as a person takes it: its defaults, boxes in image pixels."""
-    from needlepoint.benchmarks import make
+    from needlepoint.contract.registry import make
 
     return make(bench_name, **HUMAN_OPTIONS.get(bench_name, {}))
 

@@ -19,17 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from needlepoint import __version__, status
-from needlepoint.benchmarks.base import Benchmark, Dataset, Parsed
-from needlepoint.config import dataset_fingerprint, hash_identity, model_slug
-from needlepoint.errors import DataError
-from needlepoint.files import AppendLog
+from needlepoint import __version__
+from needlepoint.contract.base import Benchmark, Dataset, Parsed
+from needlepoint.core import status
+from needlepoint.core.config import dataset_fingerprint, hash_identity, model_slug
+from needlepoint.core.errors import DataError
+from needlepoint.core.files import AppendLog
+from needlepoint.core.numeric import is_finite
+from needlepoint.core.records import Record, RunHeader
+from needlepoint.core.store import RunStore, read_records
 from needlepoint.human.answers import MAX_TEXT, check_answer
 from needlepoint.human.plan import HUMAN_OPTIONS, Plan, load_plan_data
-from needlepoint.numeric import is_finite
-from needlepoint.records import Record, RunHeader
-from needlepoint.runfolder import RUNS_ROOT
-from needlepoint.store import RunStore, read_records
+from needlepoint.run.runfolder import RUNS_ROOT
 
 __all__ = ["GOLD", "HUMAN", "SKIPPED", "HumanRun", "check_annotator", "human_label"]
 
@@ -209,7 +210,7 @@ class HumanRun:
         """Score the scored samples answered so far with the benchmark's own scorer: metrics.json
         and the authors' formats, as a model run's end writes them; the header says complete or
         incomplete; the run's HTML page (report/index.html). Returns the metrics."""
-        from needlepoint.api import finish, write_report
+        from needlepoint.run.evaluate import finish, write_report
 
         done = self.done()
         samples = self.dataset.subset(self.plan.ids)

@@ -24,10 +24,10 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
+from needlepoint.core.images import lies_inside
 from needlepoint.human.runs import HumanRun
 from needlepoint.human.views import gold_answer, instructions, sample_view
-from needlepoint.images import lies_inside
 from needlepoint.report.thumbs import GROUP_COLOURS
 
 __all__ = ["HumanServer"]

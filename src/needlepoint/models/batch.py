@@ -26,10 +26,10 @@ from typing import Any
 
 import aiohttp
 
-from needlepoint.errors import RequestError
-from needlepoint.files import AppendLog
+from needlepoint.core.errors import RequestError
+from needlepoint.core.files import AppendLog
+from needlepoint.core.redact import redact_url, scrub
 from needlepoint.models.http import endpoint
-from needlepoint.redact import redact_url, scrub
 
 __all__ = ["BatchClient", "BatchOutcome", "FINISHED", "batch_key"]
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from needlepoint import status
-from needlepoint.conversation import Conversation, Generation, Reply
-from needlepoint.errors import RequestError
+from needlepoint.core import status
+from needlepoint.core.conversation import Conversation, Generation, Reply
+from needlepoint.core.errors import RequestError
 from needlepoint.models.batch import BatchClient, BatchOutcome
 from needlepoint.models.http import InvalidAnswer
 from needlepoint.models.openai_compat import OpenAICompatModel, chat_reply

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from needlepoint import numeric
-from needlepoint.conversation import ImageRef
-from needlepoint.errors import DataError
-from needlepoint.geometry import Box
+from needlepoint.core import numeric
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.errors import DataError
+from needlepoint.core.geometry import Box
 from needlepoint.models.extra import require_models, rgb_image
 
 __all__ = ["DEFAULT_THRESHOLD", "Detection", "Detector", "KINDS"]

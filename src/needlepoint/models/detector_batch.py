@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from needlepoint.conversation import ImageRef
-from needlepoint.errors import DataError
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.errors import DataError
 from needlepoint.models.detector import Detection, Detector
 from needlepoint.models.extra import rgb_image
 

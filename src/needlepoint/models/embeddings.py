@@ -48,11 +48,11 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 import orjson
 
-from needlepoint.aio import gather_all
-from needlepoint.conversation import ImageRef
-from needlepoint.endpoints import pasted_route_advice
-from needlepoint.errors import DataError, RequestError
-from needlepoint.images import base64_jpeg
+from needlepoint.core.aio import gather_all
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.endpoints import pasted_route_advice
+from needlepoint.core.errors import DataError, RequestError
+from needlepoint.core.images import base64_jpeg
 from needlepoint.models.http import InvalidAnswer, RetryPolicy, Transport, Unreachable, endpoint, head, load_json
 from needlepoint.models.tokencount import LocalTokenizer
 

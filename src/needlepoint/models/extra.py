@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from needlepoint.conversation import ImageRef
-from needlepoint.errors import DataError
-from needlepoint.images import read_image
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.errors import DataError
+from needlepoint.core.images import read_image
 
 __all__ = ["EXTRA", "INSTALL", "ThreadedEmbedder", "require_models", "rgb_image"]
 

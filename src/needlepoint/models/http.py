@@ -31,11 +31,11 @@ import aiohttp
 import orjson
 from aiohttp.payload import Payload
 
-from needlepoint import status
-from needlepoint.endpoints import split_weight
-from needlepoint.errors import RequestError
-from needlepoint.jsonl import read_back
-from needlepoint.redact import redact_url, scrub, url_secrets
+from needlepoint.core import status
+from needlepoint.core.endpoints import split_weight
+from needlepoint.core.errors import RequestError
+from needlepoint.core.jsonl import read_back
+from needlepoint.core.redact import redact_url, scrub, url_secrets
 
 __all__ = [
     "Answered",

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from needlepoint.conversation import ImageRef
-from needlepoint.errors import DataError
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.errors import DataError
 from needlepoint.models.embeddings import normalise
 from needlepoint.models.extra import EXTRA, ThreadedEmbedder, require_models, rgb_image
 

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from needlepoint import marks
-from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Reply
-from needlepoint.endpoints import pasted_route_advice
-from needlepoint.errors import DataError, RequestError
-from needlepoint.files import json_line
-from needlepoint.images import ON_LOOP_IMAGES, ImageCache, base64_jpeg, file_url, passes_through, read_small_image, to_base64
+from needlepoint.core import marks
+from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message, Reply
+from needlepoint.core.endpoints import pasted_route_advice
+from needlepoint.core.errors import DataError, RequestError
+from needlepoint.core.files import json_line
+from needlepoint.core.images import ON_LOOP_IMAGES, ImageCache, base64_jpeg, file_url, passes_through, read_small_image, to_base64
+from needlepoint.core.redact import redact_url
+from needlepoint.core.text import writable
 from needlepoint.models.http import (
     Endpoint,
     InvalidAnswer,
@@ -39,8 +41,6 @@ from needlepoint.models.http import (
     load_json,
     retry_after_s,
 )
-from needlepoint.redact import redact_url
-from needlepoint.text import writable
 
 # Re-exported: the policy, the rejection classes and URL helpers live in the HTTP layer.
 __all__ = [

@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from needlepoint import status
-from needlepoint.conversation import MAIN, Conversation, Generation, Reply
-from needlepoint.errors import DataError
-from needlepoint.records import Record, Turn
-from needlepoint.store import RECORDS, RunStore, read_records
+from needlepoint.core import status
+from needlepoint.core.conversation import MAIN, Conversation, Generation, Reply
+from needlepoint.core.errors import DataError
+from needlepoint.core.records import Record, Turn
+from needlepoint.core.store import RECORDS, RunStore, read_records
 
 __all__ = ["ReplayModel"]
 

@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from needlepoint.conversation import Conversation
+from needlepoint.core.conversation import Conversation
 
 SIMULATED_MODEL_NAME = "needlepoint-simulated"
 SIMULATED_EMBEDDER_NAME = "needlepoint-simulated-embedder"
@@ -187,7 +187,7 @@ def request_key(messages: list[dict[str, Any]]) -> str:
 
 def script_key(conversation: Conversation) -> str:
     """The key under which the server finds its answer to `conversation` (see request_key)."""
-    from needlepoint.images import base64_jpeg
+    from needlepoint.core.images import base64_jpeg
     from needlepoint.models.openai_compat import DATA_URL_PREFIX, message_payload
 
     return request_key(message_payload(conversation, lambda ref: (DATA_URL_PREFIX + base64_jpeg(ref)).decode("ascii")))

@@ -25,9 +25,9 @@ from typing import Any
 
 import orjson
 
-from needlepoint.aio import gather_all
-from needlepoint.errors import DataError
-from needlepoint.files import AppendLog
+from needlepoint.core.aio import gather_all
+from needlepoint.core.errors import DataError
+from needlepoint.core.files import AppendLog
 
 __all__ = ["COUNTS_FILE", "CountStore", "LocalTokenizer", "load_tokenizer"]
 

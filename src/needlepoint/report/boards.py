@@ -1,7 +1,7 @@
 """The leaderboard's contracts under their first import path, for benchmark plugins written
-against it: they live in needlepoint.benchmarks.boards (the benchmarks' contract layer)."""
+against it: they live in needlepoint.contract.boards (the benchmarks' contract layer)."""
 
-from needlepoint.benchmarks.boards import (
+from needlepoint.contract.boards import (
     CORRUPT,
     Board,
     BoardRow,

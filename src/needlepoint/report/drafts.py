@@ -3,7 +3,7 @@
 Drafting must never slow the answering, so the run's client does nothing for it: before the run
 answers, `start` forks one process per core (at most 8), each in the idle scheduling class (a
 core only when no other program wants it). Each holds the run's samples (the fork's copy),
-reads the records the run appends to its records file from then on (`processes.Tail`: whole
+reads the records the run appends to its records file from then on (`core.tail.Tail`: whole
 lines, in order; with `--processes` the command copies its workers' records there), builds the
 report items of those samples (`items_of`) and draws the thumbnails of the images whose key falls to it, reading each image
 itself (a parquet release through a handle of its own, see `parquet`). A process that finds more
@@ -27,9 +27,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import ReportItem
-from needlepoint.processes import Tail, enter_child, fork, signals_held
-from needlepoint.records import Record
+from needlepoint.contract.base import ReportItem
+from needlepoint.core.forks import enter_child, fork, signals_held
+from needlepoint.core.records import Record
+from needlepoint.core.tail import Tail
 from needlepoint.report.thumbs import all_cores, draw, existing, lower_priority, thumb_key
 
 MIN_SAMPLES = 64  # fewer samples to answer: the report draws at the end (a handful of images)

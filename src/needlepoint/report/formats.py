@@ -20,8 +20,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from needlepoint.benchmarks.boards import Board, BoardRow, Cell, Corrupt
-from needlepoint.numeric import is_finite
+from needlepoint.contract.boards import Board, BoardRow, Cell, Corrupt
+from needlepoint.core.numeric import is_finite
 
 __all__ = ["FORMATS", "Interval", "intervals_of", "latex", "markdown", "rank_rows", "render", "select_rows", "table_csv"]
 

@@ -25,20 +25,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from needlepoint import status
-from needlepoint.benchmarks.base import Benchmark, Dataset, ReportImage, ReportItem, Table, format_cell
-from needlepoint.benchmarks.coverage import run_counts
-from needlepoint.benchmarks.declaration import Declaration
-from needlepoint.errors import DataError
-from needlepoint.files import (  # write_atomic re-exported: the report modules write through it
-    json_line,  # write_atomic re-exported: the report modules write through it
-    json_text,
-    write_atomic,
-)
-from needlepoint.numeric import is_box
-from needlepoint.pngstrips import read_header
-from needlepoint.records import Record
-from needlepoint.redact import is_credential_name, redact_url, scrub
+from needlepoint.contract.base import Benchmark, Dataset, ReportImage, ReportItem, Table, format_cell
+from needlepoint.contract.coverage import run_counts
+from needlepoint.contract.declaration import Declaration
+from needlepoint.core import status
+from needlepoint.core.errors import DataError
+from needlepoint.core.files import json_line, json_text, write_atomic
+from needlepoint.core.numeric import is_box
+from needlepoint.core.pngstrips import read_header
+from needlepoint.core.records import Record
+from needlepoint.core.redact import is_credential_name, redact_url, scrub
 from needlepoint.report.assets import CSS, JS
 from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
 from needlepoint.stats.tables import with_intervals
@@ -56,7 +52,7 @@ NO_SCRIPT = "'none'"
 
 def _declared(benchmark: str) -> Declaration | None:
     """The benchmark's declaration, or None for a run of a benchmark no longer registered."""
-    from needlepoint.benchmarks import declaration
+    from needlepoint.contract.registry import declaration
 
     try:
         return declaration(benchmark)
@@ -398,7 +394,7 @@ def _config_section(header: Mapping[str, Any], metrics: dict[str, Any]) -> str:
 
 def _usage_html(metrics: dict[str, Any], wall_s: Any) -> str:
     """The tokens, time and cost of the run (metrics.json's usage block, usage.usage_table)."""
-    from needlepoint.usage import usage_table
+    from needlepoint.contract.usage import usage_table
 
     table = usage_table(metrics.get("usage"), wall_s)
     return table_html(table) + "\n" if table is not None else ""
@@ -408,7 +404,7 @@ def own_options(benchmark: str, options: dict[str, Any]) -> dict[str, Any]:
     """The options a run set that belong to its benchmark (those its class takes), without unset ones."""
     import inspect
 
-    from needlepoint.benchmarks import benchmark_class
+    from needlepoint.contract.registry import benchmark_class
 
     try:
         accepted = set(inspect.signature(benchmark_class(benchmark)).parameters)

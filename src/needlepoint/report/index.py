@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from needlepoint.benchmarks import make
-from needlepoint.errors import DataError
-from needlepoint.outcome import has_metrics
+from needlepoint.contract.registry import make
+from needlepoint.core.errors import DataError
+from needlepoint.core.outcome import has_metrics
 from needlepoint.report.html import HEATMAPS_DIR, REPORT_DIR, bench_title, esc, href, page, table_html, write_atomic
 from needlepoint.report.leaderboard import read_run
 
@@ -45,7 +45,7 @@ def write_index(out: Path, run_dirs: Sequence[Path]) -> Path:
             f'<div class="note">{esc(run.dir)} · {esc(run.header.get("status", ""))}</div>'
             f"<p>{link}</p>{table_html(tables[0]) if tables else ''}{image}</section>"
         )
-    from needlepoint.runs_list import RUNS_JS, run_row, runs_html
+    from needlepoint.report.runs_list import RUNS_JS, run_row, runs_html
 
     listed = runs_html(  # every run in one filterable list, as `needlepoint runs` prints them
         [run_row(Path(d), out) for d in run_dirs],

@@ -20,18 +20,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks import declaration, names
-from needlepoint.benchmarks.boards import Board, BoardRow, Cell, PublishedRow, Run, pct, progress_mark
-from needlepoint.benchmarks.declaration import load_target
-from needlepoint.errors import DataError
-from needlepoint.human.agreement import add_human_mean, human_boards
-from needlepoint.jsonl import read_object
+from needlepoint.contract.boards import Board, BoardRow, Cell, PublishedRow, Run, pct, progress_mark
+from needlepoint.contract.declaration import load_target
+from needlepoint.contract.registry import declaration, names
+from needlepoint.contract.usage import usage_board
+from needlepoint.core.errors import DataError
+from needlepoint.core.jsonl import read_object
+from needlepoint.core.store import HEADER, METRICS
+from needlepoint.report.agreement import add_human_mean, human_boards
 from needlepoint.report.assets import BOARD_JS
 from needlepoint.report.formats import rank_rows, render, select_rows
 from needlepoint.report.html import esc, page, write_atomic
 from needlepoint.report.published import published_notes, published_rows
-from needlepoint.store import HEADER, METRICS
-from needlepoint.usage import usage_board
 
 __all__ = [
     "Board",
@@ -248,7 +248,7 @@ def build_boards(runs: Sequence[Run], with_published: bool = False, usage: bool 
                 _add_published(board, rows, published_notes(benchmark))
             rank_rows(board)  # published rows among the runs, by the headline column
             boards.append(board)
-        boards += human_boards(benchmark, mine, with_published)  # annotators, their agreement (human/agreement.py)
+        boards += human_boards(benchmark, mine, with_published)  # annotators, their agreement (report/agreement.py)
         used = usage_board(benchmark, mine) if usage else None  # a board of its own, never columns of the scores
         if used is not None:
             _label_configurations(used, notes)

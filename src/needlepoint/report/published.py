@@ -14,8 +14,8 @@ import csv
 import io
 from importlib.resources import files
 
-from needlepoint.benchmarks.boards import PublishedRow
-from needlepoint.benchmarks.declaration import PublishedTable
+from needlepoint.contract.boards import PublishedRow
+from needlepoint.contract.declaration import PublishedTable
 
 __all__ = ["PublishedRow", "PublishedTable", "published_notes", "published_rows", "published_tables", "read_table"]
 
@@ -31,7 +31,7 @@ def read_table(table: PublishedTable) -> list[dict[str, str]]:
 
 def published_tables() -> list[tuple[str, PublishedTable]]:
     """(benchmark, table) of every published table the registered benchmarks declare."""
-    from needlepoint.benchmarks import declarations
+    from needlepoint.contract.registry import declarations
 
     return [(d.name, table) for d in declarations() for table in d.published]
 
@@ -39,7 +39,7 @@ def published_tables() -> list[tuple[str, PublishedTable]]:
 def published_rows(benchmark: str) -> list[PublishedRow]:
     """Every published row of one benchmark, file by file in the order it declares them, each
     file's rows in its order."""
-    from needlepoint.benchmarks import declaration
+    from needlepoint.contract.registry import declaration
 
     return [
         PublishedRow(benchmark, {table.columns.get(k, k): v for k, v in row.items()}, table.source)
@@ -50,6 +50,6 @@ def published_rows(benchmark: str) -> list[PublishedRow]:
 
 def published_notes(benchmark: str) -> list[str]:
     """What a reader of one benchmark's published rows must know (the sources' caveats)."""
-    from needlepoint.benchmarks import declaration
+    from needlepoint.contract.registry import declaration
 
     return [t.note for t in declaration(benchmark).published if t.note]

@@ -6,7 +6,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from needlepoint.benchmarks.base import Table, format_cell
+from needlepoint.contract.base import Table, format_cell
 
 __all__ = ["fitted", "natural_width", "print_tables", "render_tables", "rich_table"]
 

@@ -30,7 +30,7 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExec
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import ReportImage, ReportItem
+from needlepoint.contract.base import ReportImage, ReportItem
 
 THUMB_MAX = 320  # the cards show images at most 320 px wide
 THUMB_QUALITY = 82
@@ -77,7 +77,7 @@ def make_thumbnail(data: bytes | Path, key: str, copy: bool = False) -> tuple[by
     names the image in error messages."""
     from PIL import Image
 
-    from needlepoint.images import decode_rgb, jpeg_header
+    from needlepoint.core.images import decode_rgb, jpeg_header
 
     if copy and isinstance(data, bytes) and (size := copyable(data)) is not None:
         return data, size
@@ -96,7 +96,7 @@ def make_thumbnail(data: bytes | Path, key: str, copy: bool = False) -> tuple[by
 def copyable(data: bytes) -> Size | None:
     """The size of an image that may stand as its own thumbnail (a small RGB or grey JPEG, read
     from its header alone), else None."""
-    from needlepoint.images import jpeg_header
+    from needlepoint.core.images import jpeg_header
 
     if len(data) > COPY_MAX_BYTES:
         return None
@@ -107,7 +107,7 @@ def copyable(data: bytes) -> Size | None:
 def image_source(ref: Any) -> bytes | Path | None:
     """What a thumbnail of the image `ref` (an ImageRef) is made from: a small image's bytes, a big
     file's path (read as it is decoded); None when it cannot be read (the page says so)."""
-    from needlepoint.images import read_small_image
+    from needlepoint.core.images import read_small_image
 
     try:
         return read_small_image(ref) or ref.path
@@ -136,7 +136,7 @@ def existing(folder: Path) -> dict[str, Size]:
 def _draw_job(folder: str, key: str, data: bytes | Path, image_key: str, copy: bool) -> Size | None:
     """Make and write one thumbnail (in a worker thread or process); the image's size, None when
     the image cannot be read (the page says so)."""
-    from needlepoint.files import write_atomic
+    from needlepoint.core.files import write_atomic
 
     try:
         jpeg, size = make_thumbnail(data, image_key, copy)

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from needlepoint.errors import DataError
-from needlepoint.structured import COMPACT_JSON_FLAGS
+from needlepoint.core.errors import DataError
+from needlepoint.core.structured import COMPACT_JSON_FLAGS
 
 HOST = "127.0.0.1"
 

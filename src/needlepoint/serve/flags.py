@@ -6,7 +6,7 @@ import argparse
 import shlex
 from typing import Any
 
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
 from needlepoint.serve.command import ENGINES, ServeSpec
 from needlepoint.serve.plan import START_TIMEOUT_S, ServePlan
 

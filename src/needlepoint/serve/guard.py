@@ -12,7 +12,6 @@ server ends by itself.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -20,20 +19,10 @@ import sys
 import threading
 import time
 
-PR_SET_PDEATHSIG = 1
+from needlepoint.core.forks import arm_parent_death_signal
+
 POLL_S = 0.25
 ORPHAN_GRACE_S = 3.0  # needlepoint is gone: nobody waits for a graceful shutdown
-
-
-def arm_parent_death_signal(sig: int = signal.SIGTERM) -> bool:
-    """Ask Linux to send `sig` to this process when its parent dies; False where unsupported."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 def stop_group(pgid: int, grace_s: float) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
 from needlepoint.serve.command import (
     ENGINES,
     ServeSpec,

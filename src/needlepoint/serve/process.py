@@ -13,7 +13,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
 
 STOP_GRACE_S = 10.0  # SIGTERM, then this long, then SIGKILL
 TAIL_LINES = 5

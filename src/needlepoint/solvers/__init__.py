@@ -11,8 +11,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from needlepoint.benchmarks.base import Benchmark
-from needlepoint.errors import DataError
+from needlepoint.contract.base import Benchmark
+from needlepoint.core.errors import DataError
 from needlepoint.solvers.base import MAIN, SolveContext, Solver, ToolError
 
 __all__ = ["DEFAULT", "MAIN", "SolveContext", "Solver", "ToolError", "make_solver", "solver_class", "solver_names"]
@@ -24,7 +24,7 @@ _REGISTRY = {DEFAULT: "needlepoint.solvers.default:DefaultSolver"}
 def _declared(benchmark: Any) -> dict[str, str]:
     """The solvers a benchmark (object or class) declares in its Declaration (none for a benchmark
     object that is not registered)."""
-    from needlepoint.benchmarks import declaration
+    from needlepoint.contract.registry import declaration
 
     try:
         return dict(declaration(benchmark.name).solvers)
@@ -42,7 +42,7 @@ def solver_class(name: str, benchmark: Any) -> type:
     target = {**_REGISTRY, **_declared(benchmark)}.get(name)
     if target is None:
         raise DataError(f"unknown --solver {name!r} for {benchmark.name}; choose one of {', '.join(solver_names(benchmark))}")
-    from needlepoint.benchmarks.declaration import load_target
+    from needlepoint.contract.declaration import load_target
 
     cls: type = load_target(target)
     return cls

@@ -17,13 +17,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from needlepoint import errors, status
-from needlepoint.benchmarks.base import Benchmark, Parsed
-from needlepoint.conversation import MAIN, Conversation, Generation, Model, Reply  # MAIN re-exported
-from needlepoint.records import Turn
+from needlepoint.contract.base import Benchmark, Parsed
+from needlepoint.core import errors, status
+from needlepoint.core.conversation import MAIN, Conversation, Generation, Model, Reply  # MAIN re-exported
+from needlepoint.core.records import Turn
+from needlepoint.core.structured import without_schema
 from needlepoint.solvers.calls import CallCache, CallLog, calls_path, conversation_key
 from needlepoint.solvers.sent import sent_messages
-from needlepoint.structured import without_schema
 
 __all__ = ["MAIN", "RequestGate", "SolveContext", "Solver", "ToolError", "reply_from_turn", "reply_turn"]
 

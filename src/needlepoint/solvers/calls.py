@@ -32,9 +32,9 @@ from typing import Any
 
 import blake3
 
-from needlepoint.conversation import Conversation, Generation, ImageRef
-from needlepoint.files import AppendLog, json_line, write_atomic
-from needlepoint.jsonl import read_back
+from needlepoint.core.conversation import Conversation, Generation, ImageRef
+from needlepoint.core.files import AppendLog, json_line, write_atomic
+from needlepoint.core.jsonl import read_back
 
 __all__ = ["CALLS_DIR", "CallCache", "CallLog", "calls_path", "compact", "conversation_key", "key_of", "read_logs", "sample_name"]
 

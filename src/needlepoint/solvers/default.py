@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from needlepoint import status
-from needlepoint.benchmarks.base import Benchmark, Parsed
-from needlepoint.conversation import Reply
+from needlepoint.contract.base import Benchmark, Parsed
+from needlepoint.core import status
+from needlepoint.core.conversation import Reply
 from needlepoint.solvers.base import SolveContext
 
 __all__ = ["DefaultSolver", "read_reply"]

@@ -24,9 +24,9 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from needlepoint.conversation import Conversation, ImageRef
-from needlepoint.errors import DataError
-from needlepoint.images import ON_LOOP_IMAGES, encode_jpeg, jpeg_header, read_image
+from needlepoint.core.conversation import Conversation, ImageRef
+from needlepoint.core.errors import DataError
+from needlepoint.core.images import ON_LOOP_IMAGES, encode_jpeg, jpeg_header, read_image
 
 __all__ = ["describe_image", "forget_described", "sent_messages"]
 
@@ -80,7 +80,7 @@ def describe_image(ref: ImageRef, reencode: bool = False) -> dict[str, Any]:
     sent = encode_jpeg(ref, reencode, data)
     head = jpeg_header(sent)
     if head is None:
-        from needlepoint.images import decode_rgb
+        from needlepoint.core.images import decode_rgb
 
         width, height = decode_rgb(sent, ref.key).size
     else:

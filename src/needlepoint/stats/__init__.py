@@ -1,7 +1,7 @@
 """Intervals for headline numbers: a seeded bootstrap over a benchmark's own unit.
 
 A benchmark that can resample a run offers `resampler(dataset, records) -> Resampler`
-(optional verb, see benchmarks/base.py); `bootstrap_interval` turns a Resampler into
+(optional verb, see contract/base.py); `bootstrap_interval` turns a Resampler into
 percentile intervals, and `interval_block` into metrics.json's `intervals` block
 (docs/statistics.md). The numerics load on first use, so that the run configuration can
 hold CiSettings without importing numpy.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from needlepoint.stats.settings import DEFAULT_LEVEL, DEFAULT_RESAMPLES, CiSettings
+from needlepoint.core.intervalsettings import DEFAULT_LEVEL, DEFAULT_RESAMPLES, CiSettings
 
 if TYPE_CHECKING:
     from needlepoint.stats.bootstrap import Interval, Intervals, bootstrap_interval, draw

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from needlepoint.core.intervalsettings import DEFAULT_LEVEL, DEFAULT_RESAMPLES, CiSettings
 from needlepoint.stats.resampler import Resampler
-from needlepoint.stats.settings import DEFAULT_LEVEL, DEFAULT_RESAMPLES, CiSettings
 
 __all__ = ["Interval", "Intervals", "bootstrap_interval", "draw", "resampled"]
 

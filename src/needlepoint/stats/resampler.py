@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
 
 __all__ = ["Resampler", "Restricted", "restrict_positions"]
 

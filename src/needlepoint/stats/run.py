@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from needlepoint.records import Record
+from needlepoint.core.intervalsettings import CiSettings
+from needlepoint.core.records import Record
 from needlepoint.stats.bootstrap import bootstrap_interval
 from needlepoint.stats.resampler import Resampler
-from needlepoint.stats.settings import CiSettings
 
 __all__ = ["interval_block", "resampler_of"]
 

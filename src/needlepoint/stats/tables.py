@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from needlepoint.benchmarks.base import Table, percent
+from needlepoint.contract.base import Table, percent
 
 __all__ = ["interval_table", "plus_minus", "with_intervals"]
 

@@ -8,8 +8,8 @@ This module is the declaration only, cheap to import.
 
 from __future__ import annotations
 
-from needlepoint.benchmarks.declaration import Builder, Declaration, PublishedTable
-from needlepoint.options import ABS_FRAME, ANSWER_FORMAT, BOX_FORMAT, MAX_IMAGE_SIDE, Option
+from needlepoint.contract.declaration import Builder, Declaration, PublishedTable
+from needlepoint.core.options import ABS_FRAME, ANSWER_FORMAT, BOX_FORMAT, MAX_IMAGE_SIDE, Option
 
 __all__ = ["BENCHMARK"]
 

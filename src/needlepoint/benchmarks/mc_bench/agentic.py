@@ -18,16 +18,16 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from needlepoint.benchmarks.base import Parsed
-from needlepoint.benchmarks.boxes import parse_boxes
 from needlepoint.benchmarks.mc_bench.benchmark import COORDINATES, REPAIR_TEXT, SEQUENCE_PROMPT, McSample
 
 # The end-to-end parser's readers of image keys ("image_1", "Image 1", "img1") and group numbers
 # ("2", 2.0, "group 2"): one reading of both for the two prompts.
 from needlepoint.benchmarks.mc_bench.parse import OutOfRange, group_number, image_index
-from needlepoint.conversation import Conversation, ImageRef, Message
-from needlepoint.geometry import BoxFormat
-from needlepoint.jsonfind import find_json
+from needlepoint.contract.base import Parsed
+from needlepoint.contract.boxes import parse_boxes
+from needlepoint.core.conversation import Conversation, ImageRef, Message
+from needlepoint.core.geometry import BoxFormat
+from needlepoint.core.jsonfind import find_json
 
 if TYPE_CHECKING:
     from needlepoint.models.detector import Detection

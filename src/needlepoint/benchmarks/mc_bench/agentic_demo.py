@@ -15,7 +15,7 @@ from typing import Any
 
 from needlepoint.benchmarks.mc_bench.agentic import Target, localizer_request, reasoner_prompt
 from needlepoint.benchmarks.mc_bench.benchmark import McBench
-from needlepoint.geometry import BoxFormat, xywh_to_xyxy
+from needlepoint.core.geometry import BoxFormat, xywh_to_xyxy
 
 __all__ = ["LOCALIZER_NAME", "agentic_script", "agentic_config"]
 
@@ -78,7 +78,7 @@ def agentic_script(data: Path) -> dict[str, list[Any]]:
 def agentic_config(data: Path, options: dict[str, Any], server: Any, runs: Path) -> Any:
     """The RunConfig of the demo set in `data` with `--solver agentic` against the demo's simulated
     `server` (its script and model list are extended for the reasoner and the localizer)."""
-    from needlepoint.config import RunConfig
+    from needlepoint.core.config import RunConfig
     from needlepoint.models.simulated import SIMULATED_MODEL_NAME
 
     server.script = {**server.script, **agentic_script(data)}

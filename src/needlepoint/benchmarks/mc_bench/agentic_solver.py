@@ -29,8 +29,6 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from needlepoint import numeric, status
-from needlepoint.benchmarks.base import Parsed
 from needlepoint.benchmarks.mc_bench.agentic import (
     LOCALIZER_PROMPT,
     REASONER_PROMPT,
@@ -43,10 +41,12 @@ from needlepoint.benchmarks.mc_bench.agentic import (
     reasoner_prompt,
 )
 from needlepoint.benchmarks.mc_bench.benchmark import SEQUENCE_PROMPT, McBench, McSample
-from needlepoint.conversation import Reply
-from needlepoint.errors import DataError
-from needlepoint.geometry import BoxFormat, require_box_format
-from needlepoint.options import Option
+from needlepoint.contract.base import Parsed
+from needlepoint.core import numeric, status
+from needlepoint.core.conversation import Reply
+from needlepoint.core.errors import DataError
+from needlepoint.core.geometry import BoxFormat, require_box_format
+from needlepoint.core.options import Option
 from needlepoint.solvers.base import SolveContext
 
 if TYPE_CHECKING:
@@ -178,7 +178,7 @@ class AgenticSolver:
                     f"--box-format is required with --localizer {localizer}: the box convention of the localizer's model "
                     "family (abs_xyxy, norm_1000_xyxy or norm_1_xyxy; e.g. Qwen2.5-VL abs_xyxy, Qwen3-VL norm_1000_xyxy)"
                 )
-            from needlepoint.images import ImageCache
+            from needlepoint.core.images import ImageCache
             from needlepoint.models.openai_compat import ClientSettings, OpenAICompatModel
 
             key = os.environ.get(LOCALIZER_KEY_ENV) or os.environ.get("OPENAI_API_KEY") or None
@@ -241,7 +241,7 @@ class AgenticSolver:
     def answer_schema(self) -> dict[str, Any]:
         """The JSON schema of the reasoner's answer (`--structured-output`): phrases per image, at
         most --max-phrases each (a reply naming more in all is refused anyway)."""
-        from needlepoint.benchmarks.boxschema import image_lists, phrase_item
+        from needlepoint.contract.boxschema import image_lists, phrase_item
 
         return image_lists(phrase_item(), self.max_phrases)
 

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import (
+from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth, load_groundtruth
+from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer, parse_grounding_answer
+from needlepoint.contract.base import (
     BaseBenchmark,
     DataError,
     Dataset,
@@ -26,14 +28,19 @@ from needlepoint.benchmarks.base import (
     report_parse_error,
     request_failures,
 )
-from needlepoint.benchmarks.grounding import check_answer_format
-from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth, load_groundtruth
-from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer, parse_grounding_answer
-from needlepoint.conversation import Conversation, ImageRef, Message, Part
-from needlepoint.files import write_atomic
-from needlepoint.geometry import check_abs_frame, check_box_format, iou_matrix, require_box_format, xywh_to_xyxy, xyxy_to_xywh
-from needlepoint.records import Record, scores
-from needlepoint.store import RECORDS, read_records
+from needlepoint.contract.grounding import check_answer_format
+from needlepoint.core.conversation import Conversation, ImageRef, Message, Part
+from needlepoint.core.files import write_atomic
+from needlepoint.core.geometry import (
+    check_abs_frame,
+    check_box_format,
+    iou_matrix,
+    require_box_format,
+    xywh_to_xyxy,
+    xyxy_to_xywh,
+)
+from needlepoint.core.records import Record, scores
+from needlepoint.core.store import RECORDS, read_records
 
 RELEASE_FILE = "mc-bench_v0.2_val.json"
 IMAGES_DIR = "mc-bench_images"
@@ -60,7 +67,7 @@ REPAIR_TEXT = (
     "Your previous answer did not contain a valid JSON answer. Reply with ONLY one JSON code block in the schema "
     "asked for, with an empty list for an image with no match, and no other text."
 )
-# --answer-format grounding-tokens: Qwen2-VL's native syntax (benchmarks/grounding.py), 0-1000.
+# --answer-format grounding-tokens: Qwen2-VL's native syntax (contract/grounding.py), 0-1000.
 GROUNDING_SEQUENCE_PROMPT = """Description: "{text}"
 Find every object in Image 1 and Image 2 that the description refers to. It may refer to objects in one image, in both, or in neither. When it asks for several kinds of object (for example pairs of the same colour), number the kinds as groups 1, 2, 3, ...; otherwise put every box in group 1.
 Answer with one line per image: each group's label, then its boxes as <|box_start|>(x1,y1),(x2,y2)<|box_end|> with each coordinate normalised to 0-1000 over the width and height of its own image, and none for an image with no match:
@@ -101,7 +108,7 @@ class McSample:
 
 
 def _merged_loader(left: ImageRef, right: ImageRef, band: int) -> bytes:
-    from needlepoint.images import merge_pair
+    from needlepoint.core.images import merge_pair
 
     return merge_pair(left.read_bytes(), right.read_bytes(), band)[0]
 
@@ -216,7 +223,7 @@ class McBench(BaseBenchmark):
         return gt, ids
 
     def load(self, data: Path) -> Dataset[McSample]:
-        from needlepoint.images import safe_path
+        from needlepoint.core.images import safe_path
 
         require_box_format(self.box_format, self.name)
         if not data.exists():
@@ -270,7 +277,7 @@ class McBench(BaseBenchmark):
     def answer_schema(self) -> dict[str, Any] | None:
         """The JSON schema of the answer (`--structured-output`): the input mode's prompt's shape;
         None with a --prompt-file (its answer's shape is the file's to say)."""
-        from needlepoint.benchmarks.boxschema import boxes_object, image_lists, mc_box_item
+        from needlepoint.contract.boxschema import boxes_object, image_lists, mc_box_item
 
         if self.template not in (MERGED_PROMPT, SEQUENCE_PROMPT):
             return None

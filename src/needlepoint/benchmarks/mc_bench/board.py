@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from needlepoint.benchmarks.boards import Board, BoardRow, Run, answer_label, at, obj, pct
 from needlepoint.benchmarks.mc_bench.tables import STYLE_KEYS, TABLE2_COLUMNS
+from needlepoint.contract.boards import Board, BoardRow, Run, answer_label, at, obj, pct
 from needlepoint.stats.tables import plus_minus
 
 __all__ = ["boards", "mc_values"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from needlepoint.geometry import iou_matrix
+from needlepoint.core.geometry import iou_matrix
 
 REC_THRS: np.ndarray = np.linspace(0.0, 1.00, int(np.round((1.00 - 0.0) / 0.01)) + 1, endpoint=True)
 """COCO's 101 recall thresholds, built exactly as pycocotools builds them."""

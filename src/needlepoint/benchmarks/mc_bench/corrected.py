@@ -41,7 +41,7 @@ from needlepoint.benchmarks.mc_bench.cocoeval import (
     weighted_ap,
 )
 from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth
-from needlepoint.geometry import iou_matrix
+from needlepoint.core.geometry import iou_matrix
 
 SIZES: tuple[str, ...] = ("small", "medium", "large")
 

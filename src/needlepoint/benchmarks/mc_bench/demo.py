@@ -9,8 +9,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from needlepoint.drawing import COLOURS, place_boxes, render
-from needlepoint.files import write_atomic
+from needlepoint.core.drawing import COLOURS, place_boxes, render
+from needlepoint.core.files import write_atomic
 
 SIZES = ((400, 300), (360, 360), (420, 280))
 PAIRS = 24

@@ -16,11 +16,11 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mc_bench.cocoeval import GtBoxes
-from needlepoint.images import stays_inside
-from needlepoint.jsonl import read_json
-from needlepoint.numeric import is_finite as is_number
+from needlepoint.contract.base import DataError
+from needlepoint.core.images import stays_inside
+from needlepoint.core.jsonl import read_json
+from needlepoint.core.numeric import is_finite as is_number
 
 STYLES: tuple[str, ...] = ("Referring", "Comparison", "Reasoning")
 _FIX = "use the MC-Bench release file (mc-bench_v0.2_val.json) or MC-Bench_coco_format.json as published"

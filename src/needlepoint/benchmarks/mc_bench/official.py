@@ -31,7 +31,7 @@ from scipy.optimize import linear_sum_assignment
 
 from needlepoint.benchmarks.mc_bench.cocoeval import Detections, average_precision, match, precision, weighted_ap
 from needlepoint.benchmarks.mc_bench.groundtruth import GroundTruth
-from needlepoint.geometry import iou_matrix
+from needlepoint.core.geometry import iou_matrix
 
 
 @dataclass(frozen=True)

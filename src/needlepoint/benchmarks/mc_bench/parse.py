@@ -5,7 +5,7 @@ Accepted shapes (specs/mc-bench.md): `{"image_1": [...], "image_2": [...]}` (key
 items that are bare boxes or lack a group (group 1). In `merged` mode boxes are in canvas
 coordinates and belong to the image that holds their centre, whatever key they came under.
 `--answer-format grounding-tokens` reads Qwen2-VL's grounding tokens instead
-(`parse_grounding_answer`, the syntax in benchmarks/grounding.py) into the same answer.
+(`parse_grounding_answer`, the syntax in contract/grounding.py) into the same answer.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from needlepoint import status
-from needlepoint.benchmarks.base import Parsed
-from needlepoint.benchmarks.grounding import BOX_FORMAT as GROUNDING_FORMAT
-from needlepoint.benchmarks.grounding import MalformedBox, find_boxes
-from needlepoint.geometry import AbsFrame, BoxFormat, model_frame, to_absolute
-from needlepoint.jsonfind import find_json
-from needlepoint.numeric import is_finite, whole_number
+from needlepoint.contract.base import Parsed
+from needlepoint.contract.grounding import BOX_FORMAT as GROUNDING_FORMAT
+from needlepoint.contract.grounding import MalformedBox, find_boxes
+from needlepoint.core import status
+from needlepoint.core.geometry import AbsFrame, BoxFormat, model_frame, to_absolute
+from needlepoint.core.jsonfind import find_json
+from needlepoint.core.numeric import is_finite, whole_number
 
 BOX_KEYS = ("bbox_2d", "bbox", "box", "bbox_xyxy", "coordinates")
 LIST_KEYS = ("boxes", "bboxes", "objects", "instances", "results", "predictions", "answer")
@@ -179,7 +179,7 @@ def parse_answer(text: str, geometry: PairGeometry, box_format: BoxFormat, merge
 
 
 def parse_grounding_answer(text: str, geometry: PairGeometry, merged: bool) -> Parsed:
-    """A reply in Qwen2-VL's grounding tokens (benchmarks/grounding.py: `Image N:` lines, `group N`
+    """A reply in Qwen2-VL's grounding tokens (contract/grounding.py: `Image N:` lines, `group N`
     labels, 0-1000 boxes) into the same answer as `parse_answer`, so that the same boxes score
     the same in either syntax; or `empty_response`, `no_grounding_found`, `bad_grounding`,
     `image_not_given`. Boxes on a line of an image the pair lacks (`Image 3:`) are dropped, as

@@ -7,14 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from needlepoint import status
 from needlepoint.benchmarks.mc_bench.groundtruth import GroundTruth
 from needlepoint.benchmarks.mc_bench.scoring import check_results, detections, read_results
-from needlepoint.benchmarks.published import PublishedRun
-from needlepoint.errors import DataError
-from needlepoint.files import json_text
-from needlepoint.geometry import xywh_to_xyxy
-from needlepoint.records import Record
+from needlepoint.contract.published import PublishedRun
+from needlepoint.core import status
+from needlepoint.core.errors import DataError
+from needlepoint.core.files import json_text
+from needlepoint.core.geometry import xywh_to_xyxy
+from needlepoint.core.records import Record
 
 
 def published_run(predictions: Path, gt: GroundTruth, ids: list[str] | None, results_file: str) -> PublishedRun:

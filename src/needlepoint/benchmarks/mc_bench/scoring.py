@@ -12,17 +12,17 @@ from typing import Any
 
 import numpy as np
 
-from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mc_bench.cocoeval import Detections
 from needlepoint.benchmarks.mc_bench.corrected import evaluate_corrected
 from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth
 from needlepoint.benchmarks.mc_bench.official import score_official
 from needlepoint.benchmarks.mc_bench.parse import GROUP_MAX
-from needlepoint.files import json_text, write_atomic
-from needlepoint.jsonl import read_json
-from needlepoint.numeric import integer
-from needlepoint.numeric import is_finite as is_number
-from needlepoint.text import writable
+from needlepoint.contract.base import DataError
+from needlepoint.core.files import json_text, write_atomic
+from needlepoint.core.jsonl import read_json
+from needlepoint.core.numeric import integer
+from needlepoint.core.numeric import is_finite as is_number
+from needlepoint.core.text import writable
 
 
 def score_results(gt: GroundTruth, results: list[dict], sample_ids: Iterable[str] | None = None) -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from needlepoint.benchmarks.base import Table, percent
-from needlepoint.benchmarks.coverage import coverage_note, has_answers, no_answers_table
+from needlepoint.contract.base import Table, percent
+from needlepoint.contract.coverage import coverage_note, has_answers, no_answers_table
 
 STYLE_KEYS = (("ref", "Referring"), ("com", "Comparison"), ("rea", "Reasoning"))
 

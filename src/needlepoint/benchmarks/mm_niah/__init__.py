@@ -8,9 +8,9 @@ The package, in the order of the flow: `data` and `benchmark` (load, prompt), `r
 
 from __future__ import annotations
 
-from needlepoint.benchmarks.declaration import Builder, Declaration, PublishedTable
 from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_EDGES
-from needlepoint.options import MAX_IMAGE_SIDE, Option
+from needlepoint.contract.declaration import Builder, Declaration, PublishedTable
+from needlepoint.core.options import MAX_IMAGE_SIDE, Option
 
 __all__ = ["BENCHMARK"]
 

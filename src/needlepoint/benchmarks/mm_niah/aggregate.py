@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_EDGES, CONTEXT_RANGES, EXTENDED_EDGES, EXTENDED_RANGES, TASKS
-from needlepoint.numeric import finite, size
+from needlepoint.contract.base import DataError
+from needlepoint.core.numeric import finite, size
 
 DEPTH_STEP = 0.2
 DEPTH_BINS = 5

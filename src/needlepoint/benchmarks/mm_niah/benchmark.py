@@ -8,16 +8,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import (
-    BaseBenchmark,
-    DataError,
-    Dataset,
-    Parsed,
-    ReportItem,
-    Table,
-    replies_text,
-    report_parse_error,
-)
 from needlepoint.benchmarks.mm_niah.aggregate import (
     EXTENDED_EDGES,
     EXTENDED_RANGES,
@@ -30,8 +20,18 @@ from needlepoint.benchmarks.mm_niah.data import NiahSample, image_pieces, load_r
 from needlepoint.benchmarks.mm_niah.judge import judge
 from needlepoint.benchmarks.mm_niah.rag_results import add_rag, needle_shares, rag_note
 from needlepoint.benchmarks.mm_niah.tables import niah_tables
-from needlepoint.conversation import Conversation, Generation, ImageRef, Message, Part
-from needlepoint.records import Record, scores
+from needlepoint.contract.base import (
+    BaseBenchmark,
+    DataError,
+    Dataset,
+    Parsed,
+    ReportItem,
+    Table,
+    replies_text,
+    report_parse_error,
+)
+from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message, Part
+from needlepoint.core.records import Record, scores
 
 
 def _parts(text: str, images: list[ImageRef]) -> list[Part]:
@@ -180,7 +180,7 @@ class MmNiah(BaseBenchmark):
         self, run_dir: Path, dataset: Dataset[NiahSample], records: Sequence[Record], model: str, metrics: dict[str, Any]
     ) -> list[Path]:
         from needlepoint.benchmarks.mm_niah.leaderboard import write_leaderboard
-        from needlepoint.config import model_slug
+        from needlepoint.core.config import model_slug
 
         rows = leaderboard_rows(dataset, {r["id"]: r for r in records})
         assert dataset.split is not None, "load() finds the split of every dataset it returns"

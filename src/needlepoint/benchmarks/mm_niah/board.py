@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from needlepoint.benchmarks.boards import Board, BoardRow, PublishedRow, Run, at, obj, pct
 from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_RANGES, EXTENDED_RANGES, PAPER_TASKS
 from needlepoint.benchmarks.mm_niah.tables import present_ranges
+from needlepoint.contract.boards import Board, BoardRow, PublishedRow, Run, at, obj, pct
 from needlepoint.stats.tables import plus_minus
 
 __all__ = ["boards", "published_by_task"]

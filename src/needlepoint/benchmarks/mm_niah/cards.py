@@ -4,9 +4,9 @@ rag_results.add_rag)."""
 
 from __future__ import annotations
 
-from needlepoint.benchmarks.base import ReportImage, ReportItem
 from needlepoint.benchmarks.mm_niah.data import NiahSample
 from needlepoint.benchmarks.mm_niah.rag_results import context_parts
+from needlepoint.contract.base import ReportImage, ReportItem
 
 __all__ = ["add_document"]
 
@@ -18,7 +18,7 @@ def add_document(item: ReportItem, sample: NiahSample) -> None:
     `<image>` piece, long runs without a needle cut to their ends) and the sample's images in prompt
     order; the card stays as it is when the data file changed or moved since the run."""
     from needlepoint.benchmarks.mm_niah.rag import document
-    from needlepoint.errors import DataError
+    from needlepoint.core.errors import DataError
 
     try:
         doc = document(sample)

@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from needlepoint import marks
-from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mm_niah.aggregate import TASKS, checked_depth_bin
 from needlepoint.benchmarks.mm_niah.judge import official_answer
-from needlepoint.conversation import ImageRef
-from needlepoint.images import safe_path
-from needlepoint.jsonl import read_jsonl_offsets, read_line_at
-from needlepoint.numeric import size
+from needlepoint.contract.base import DataError
+from needlepoint.core import marks
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.images import safe_path
+from needlepoint.core.jsonl import read_jsonl_offsets, read_line_at
+from needlepoint.core.numeric import size
 
 PLACEHOLDER = "<image>"
 OPTION_SENTENCE = "\nAnswer with the option's letter from the given choices directly."
@@ -65,7 +65,7 @@ def check_built(folder: Path) -> None:
     """Refuse a set that `needlepoint build mm_niah` did not finish: its manifest says it is
     incomplete, or it has no manifest but holds an interrupted build's files; DataError naming it."""
     from needlepoint.benchmarks.mm_niah.build import MANIFEST, looks_like_leftover
-    from needlepoint.build import COMPLETE, folder_state
+    from needlepoint.contract.build import COMPLETE, folder_state
 
     if folder_state(folder, MANIFEST, looks_like_leftover) not in (COMPLETE, "other"):
         raise DataError(

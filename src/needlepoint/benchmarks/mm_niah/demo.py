@@ -13,8 +13,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from needlepoint.drawing import COLOURS, place_boxes, render
-from needlepoint.files import AtomicFile, write_atomic
+from needlepoint.core.drawing import COLOURS, place_boxes, render
+from needlepoint.core.files import AtomicFile, write_atomic
 
 TASKS = ("retrieval-text", "retrieval-image", "counting-text", "counting-image", "reasoning-text", "reasoning-image")
 LENGTHS = (800, 1500, 3000, 6000, 10000, 14000, 20000, 28000, 36000, 44000, 56000, 70000)

@@ -17,7 +17,7 @@ from typing import Any
 
 from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, DEPTH_LABELS
 from needlepoint.benchmarks.mm_niah.ranges import paper_order
-from needlepoint.files import write_atomic
+from needlepoint.core.files import write_atomic
 
 
 class _Grid:

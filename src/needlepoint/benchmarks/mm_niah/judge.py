@@ -13,7 +13,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from needlepoint.benchmarks.base import DataError
+from needlepoint.contract.base import DataError
 
 # Reasons the authors' script would raise on a (response, answer) pair.
 NO_RESPONSE = "no_response"  # response is None: `None.strip` fails

@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import DataError
 from needlepoint.benchmarks.mm_niah.aggregate import TASKS, aggregate, checked_depth_bin
 from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
-from needlepoint.files import AtomicFile, json_text
-from needlepoint.jsonl import read_jsonl
-from needlepoint.numeric import size
+from needlepoint.contract.base import DataError
+from needlepoint.core.files import AtomicFile, json_text
+from needlepoint.core.jsonl import read_jsonl
+from needlepoint.core.numeric import size
 
 FIELDS = ("question_id", "question", "answer", "response", "context_length", "placed_depth")
 # Longest first: 'rag-val' must win over 'val' (the authors' own order).

@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from needlepoint import status
 from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
 from needlepoint.benchmarks.mm_niah.leaderboard import parse_file_name, read_leaderboard_dir
-from needlepoint.benchmarks.published import PublishedRun
-from needlepoint.errors import DataError
-from needlepoint.records import Record
+from needlepoint.contract.published import PublishedRun
+from needlepoint.core import status
+from needlepoint.core.errors import DataError
+from needlepoint.core.records import Record
 
 
 def published_run(predictions: Path, split: str | None) -> PublishedRun:

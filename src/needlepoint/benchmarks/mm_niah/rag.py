@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from needlepoint.benchmarks.mm_niah.data import PLACEHOLDER, NiahSample, full_text, haystack, image_pieces, placeholders
-from needlepoint.conversation import ImageRef
-from needlepoint.errors import DataError
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.errors import DataError
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",

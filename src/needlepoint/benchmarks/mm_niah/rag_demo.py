@@ -49,7 +49,7 @@ async def _script(bench: MmNiah, samples: Sequence[Any], url: str, embed_model: 
 def rag_config(data: Path, options: dict[str, Any], server: Any, runs: Path, **settings: Any) -> Any:
     """The RunConfig of the demo's RAG run against the running simulated `server` (chat and
     embeddings), after adding the reduced prompts' answers to its script."""
-    from needlepoint.config import RunConfig
+    from needlepoint.core.config import RunConfig
     from needlepoint.models.simulated import SIMULATED_EMBEDDER_NAME, SIMULATED_MODEL_NAME
 
     bench = MmNiah(**options)

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from needlepoint.benchmarks.base import ReportItem, Table, percent
 from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS, context_bin
 from needlepoint.benchmarks.mm_niah.data import NiahSample
-from needlepoint.records import Record
+from needlepoint.contract.base import ReportItem, Table, percent
+from needlepoint.core.records import Record
 
 __all__ = [
     "BELOW",
@@ -135,7 +135,7 @@ def add_rag(item: ReportItem, sample: NiahSample, record: Record) -> None:
     """A RAG record's report card: what was kept, the needles' ranks, the kept context with the
     needle marked, and the "needle" filter (kept / dropped / not located)."""
     from needlepoint.benchmarks.mm_niah.rag import document
-    from needlepoint.errors import DataError
+    from needlepoint.core.errors import DataError
 
     note = rag_note(record)
     if note is None:

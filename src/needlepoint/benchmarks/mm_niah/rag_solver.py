@@ -21,8 +21,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from needlepoint import numeric
-from needlepoint.benchmarks.base import Parsed
 from needlepoint.benchmarks.mm_niah.data import NiahSample
 from needlepoint.benchmarks.mm_niah.rag import (
     DEFAULT_MAX_TOKENS,
@@ -32,11 +30,13 @@ from needlepoint.benchmarks.mm_niah.rag import (
     document,
 )
 from needlepoint.benchmarks.mm_niah.retrieve import EMBED_CALLS, CallCachedEmbedder, PieceScores, retrieve
-from needlepoint.conversation import ImageRef
-from needlepoint.errors import DataError
-from needlepoint.files import json_text, write_atomic
+from needlepoint.contract.base import Parsed
+from needlepoint.core import numeric
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.errors import DataError
+from needlepoint.core.files import json_text, write_atomic
+from needlepoint.core.options import Option
 from needlepoint.models.tokencount import COUNTS_FILE, CountStore
-from needlepoint.options import Option
 from needlepoint.solvers.base import SolveContext
 from needlepoint.solvers.default import read_reply
 

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pybase64
 
-from needlepoint.aio import gather_all
 from needlepoint.benchmarks.mm_niah.data import NiahSample
 from needlepoint.benchmarks.mm_niah.rag import (
     DEFAULT_MAX_TOKENS,
@@ -31,7 +30,8 @@ from needlepoint.benchmarks.mm_niah.rag import (
     reduced_sample,
     select,
 )
-from needlepoint.conversation import ImageRef
+from needlepoint.core.aio import gather_all
+from needlepoint.core.conversation import ImageRef
 from needlepoint.solvers.calls import key_of
 
 if TYPE_CHECKING:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from needlepoint.benchmarks.base import Table, percent
-from needlepoint.benchmarks.coverage import coverage_note, has_answers, no_answers_table
 from needlepoint.benchmarks.mm_niah.rag_results import rag_tables
 from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_RANGES, PAPER_TASKS, paper_order
+from needlepoint.contract.base import Table, percent
+from needlepoint.contract.coverage import coverage_note, has_answers, no_answers_table
 
 __all__ = ["niah_tables", "present_ranges"]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from needlepoint.benchmarks.declaration import Declaration, PublishedTable
-from needlepoint.options import ABS_FRAME, ANSWER_FORMAT, BOX_FORMAT, MAX_IMAGE_SIDE, Option
+from needlepoint.contract.declaration import Declaration, PublishedTable
+from needlepoint.core.options import ABS_FRAME, ANSWER_FORMAT, BOX_FORMAT, MAX_IMAGE_SIDE, Option
 
 __all__ = ["BENCHMARK"]
 

@@ -12,21 +12,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint import status
-from needlepoint.benchmarks.base import (
-    BaseBenchmark,
-    DataError,
-    Dataset,
-    Parsed,
-    ReportBox,
-    ReportImage,
-    ReportItem,
-    Table,
-    replies_text,
-    report_parse_error,
-)
-from needlepoint.benchmarks.boxes import parse_boxes
-from needlepoint.benchmarks.grounding import check_answer_format
 from needlepoint.benchmarks.ref_adv.data import REQUIRED, RefAdvSample, distractor_count, load_jsonl, load_parquet, load_samples
 from needlepoint.benchmarks.ref_adv.export import AUTHORS_FIELDS, PREDICTIONS, write_predictions
 from needlepoint.benchmarks.ref_adv.parse import GROUNDING_PROMPTS, GROUNDING_REPAIR_TEXT, PROMPTS, REPAIR_TEXT, parse_reply
@@ -38,9 +23,24 @@ from needlepoint.benchmarks.ref_adv.scoring import (
     sample_rows,
     score_rows,
 )
-from needlepoint.conversation import Conversation, Message
-from needlepoint.geometry import check_abs_frame, check_box_format, iou, require_box_format
-from needlepoint.records import Record, scores
+from needlepoint.contract.base import (
+    BaseBenchmark,
+    DataError,
+    Dataset,
+    Parsed,
+    ReportBox,
+    ReportImage,
+    ReportItem,
+    Table,
+    replies_text,
+    report_parse_error,
+)
+from needlepoint.contract.boxes import parse_boxes
+from needlepoint.contract.grounding import check_answer_format
+from needlepoint.core import status
+from needlepoint.core.conversation import Conversation, Message
+from needlepoint.core.geometry import check_abs_frame, check_box_format, iou, require_box_format
+from needlepoint.core.records import Record, scores
 
 __all__ = [
     "AUTHORS_FIELDS",
@@ -118,7 +118,7 @@ class RefAdv(BaseBenchmark):
     def answer_schema(self) -> dict[str, Any] | None:
         """The JSON schema of the answer (`--structured-output`): the boxes of the repair turn's shape,
         in the run's box format; None for grounding answers (special tokens, not JSON)."""
-        from needlepoint.benchmarks.boxschema import ref_adv_schema
+        from needlepoint.contract.boxschema import ref_adv_schema
 
         return None if self.grounding else ref_adv_schema(self.box_format)
 

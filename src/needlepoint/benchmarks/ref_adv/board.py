@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from needlepoint.benchmarks.boards import Board, BoardRow, Run, answer_label, at, count, pct
 from needlepoint.benchmarks.ref_adv.scoring import BINS
+from needlepoint.contract.boards import Board, BoardRow, Run, answer_label, at, count, pct
 from needlepoint.stats.tables import plus_minus
 
 __all__ = ["boards"]

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.base import DataError
-from needlepoint.conversation import ImageRef
-from needlepoint.geometry import Box
-from needlepoint.jsonl import parse, read_jsonl
-from needlepoint.numeric import finite, is_box, size
-from needlepoint.text import writable
+from needlepoint.contract.base import DataError
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.geometry import Box
+from needlepoint.core.jsonl import parse, read_jsonl
+from needlepoint.core.numeric import finite, is_box, size
+from needlepoint.core.text import writable
 
 REQUIRED = ("normal_caption", "solution", "width", "height")
 
@@ -140,7 +140,7 @@ def _check_columns(columns: Sequence[str], where: str, needed: Sequence[str]) ->
 def load_parquet(root: Path, files: list[Path]) -> list[RefAdvSample]:
     """Samples from the parquet release; images stay in the files until requested. Image keys
     name the file relative to `root`, so shards of the same name in two folders stay apart."""
-    from needlepoint.parquet import ParquetImage, ParquetTable
+    from needlepoint.core.parquet import ParquetImage, ParquetTable
 
     samples: list[RefAdvSample] = []
     wanted = [*REQUIRED, "file_name", "distractors", "image_source", "human_authored", "use_negation"]
@@ -156,7 +156,7 @@ def load_parquet(root: Path, files: list[Path]) -> list[RefAdvSample]:
 
 def load_jsonl(path: Path, images_dir: Path | None) -> list[RefAdvSample]:
     """Samples from a JSONL with the release's fields; `image` (or `file_name`) names the file."""
-    from needlepoint.images import safe_path
+    from needlepoint.core.images import safe_path
 
     images_root = images_dir or path.parent / "images"
     if not images_root.is_dir():
@@ -182,7 +182,7 @@ def load_samples(data: Path, images_dir: Path | None) -> list[RefAdvSample]:
     elif data.is_file() and data.suffix == ".parquet":
         samples = load_parquet(data.parent, [data])
     elif data.is_dir():
-        from needlepoint.parquet import parquet_files
+        from needlepoint.core.parquet import parquet_files
 
         files = parquet_files(data)
         jsonl = sorted(data.glob("*.jsonl"))

@@ -8,8 +8,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from needlepoint.drawing import COLOURS, place_boxes, render
-from needlepoint.files import write_parquet
+from needlepoint.core.drawing import COLOURS, place_boxes, render
+from needlepoint.core.files import write_parquet
 
 SIZE = 30
 WIDTH, HEIGHT = 400, 300

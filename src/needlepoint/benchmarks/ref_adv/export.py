@@ -8,8 +8,8 @@ from pathlib import Path
 
 from needlepoint.benchmarks.ref_adv.data import RefAdvSample
 from needlepoint.benchmarks.ref_adv.scoring import final_error
-from needlepoint.files import AtomicFile, json_text
-from needlepoint.records import Record, scores
+from needlepoint.core.files import AtomicFile, json_text
+from needlepoint.core.records import Record, scores
 
 PREDICTIONS = "predictions_ref_adv.jsonl"
 AUTHORS_FIELDS = (

@@ -1,15 +1,15 @@
 """Ref-Adv-s prompts and replies: the authors' two prompts, their repair turn, and the reply's
 boxes parsed as the authors' runner does (first box scored), in the image's own pixels. With
 `--answer-format grounding-tokens`, the same prompts asking for Qwen2-VL's grounding tokens
-(benchmarks/grounding.py), a repair turn in that syntax, and its reader."""
+(contract/grounding.py), a repair turn in that syntax, and its reader."""
 
 from __future__ import annotations
 
-from needlepoint.benchmarks.base import Parsed
-from needlepoint.benchmarks.boxes import parse_boxes
-from needlepoint.benchmarks.grounding import parse_grounded_boxes
 from needlepoint.benchmarks.ref_adv.data import RefAdvSample
-from needlepoint.geometry import AbsFrame, BoxFormat, model_frame
+from needlepoint.contract.base import Parsed
+from needlepoint.contract.boxes import parse_boxes
+from needlepoint.contract.grounding import parse_grounded_boxes
+from needlepoint.core.geometry import AbsFrame, BoxFormat, model_frame
 
 PROMPTS = {
     "direct": '<image>\nLocate every object that matches the description "{ref_sentence}" in the image. '

@@ -7,14 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from needlepoint import status
-from needlepoint.benchmarks.published import PublishedRun
 from needlepoint.benchmarks.ref_adv.data import read_box
 from needlepoint.benchmarks.ref_adv.export import PREDICTIONS
 from needlepoint.benchmarks.ref_adv.scoring import read_authors_predictions
-from needlepoint.errors import DataError
-from needlepoint.jsonl import read_jsonl
-from needlepoint.records import Record
+from needlepoint.contract.published import PublishedRun
+from needlepoint.core import status
+from needlepoint.core.errors import DataError
+from needlepoint.core.jsonl import read_jsonl
+from needlepoint.core.records import Record
 
 
 def published_run(predictions: Path) -> PublishedRun:

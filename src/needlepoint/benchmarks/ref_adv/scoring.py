@@ -8,13 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from needlepoint import status
-from needlepoint.benchmarks.base import DataError, count_parse_errors
 from needlepoint.benchmarks.ref_adv.data import RefAdvSample, read_box
-from needlepoint.geometry import iou
-from needlepoint.jsonl import read_jsonl
-from needlepoint.numeric import boolean, integer
-from needlepoint.records import Record, scores
+from needlepoint.contract.base import DataError, count_parse_errors
+from needlepoint.core import status
+from needlepoint.core.geometry import iou
+from needlepoint.core.jsonl import read_jsonl
+from needlepoint.core.numeric import boolean, integer
+from needlepoint.core.records import Record, scores
 
 THRESHOLDS = (0.5, 0.75, 0.9)
 BINS = (("2-3", 2, 3), ("4-6", 4, 6), (">=7", 7, None))

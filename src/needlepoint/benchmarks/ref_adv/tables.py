@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from needlepoint.benchmarks.base import Table, percent
-from needlepoint.benchmarks.coverage import coverage_note, has_answers, no_answers_table, run_counts
+from needlepoint.contract.base import Table, percent
+from needlepoint.contract.coverage import coverage_note, has_answers, no_answers_table, run_counts
 
 __all__ = ["BIN_LABELS", "ref_tables"]
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from needlepoint.benchmarks.grounding import BOX_FORMAT as GROUNDING_FORMAT
-from needlepoint.benchmarks.grounding import format_image_line
 from needlepoint.benchmarks.mc_bench.sft.draw import AnswerBox
-from needlepoint.geometry import BoxFormat, from_absolute
+from needlepoint.contract.grounding import BOX_FORMAT as GROUNDING_FORMAT
+from needlepoint.contract.grounding import format_image_line
+from needlepoint.core.geometry import BoxFormat, from_absolute
 
 DECIMALS: dict[str, int] = {"abs_xyxy": 0, "norm_1000_xyxy": 0, "norm_1_xyxy": 3}
 

@@ -7,7 +7,7 @@ samples, `dataset_info.json`, a per-sample sidecar `samples_meta.jsonl` (kind, i
 annotation id of every answer box) and `manifest.json` (inputs with hashes, shares, seed,
 counts, images that do not decode, version).
 
-The folder is written whole or not at all (`needlepoint.build.staged`). Every image a sample
+The folder is written whole or not at all (`needlepoint.contract.build.staged`). Every image a sample
 references is decoded once (reduced) when first drawn; a pair with an image that does not decode
 is drawn again, and the image is counted and named in the manifest.
 """
@@ -36,12 +36,12 @@ from needlepoint.benchmarks.mc_bench.sft.mix import read_mix
 from needlepoint.benchmarks.mc_bench.sft.pairs import SAME_SUPERCATEGORY, build_pools
 from needlepoint.benchmarks.mc_bench.sft.templates import DEFAULT_SHARES, KINDS, REF_KINDS
 from needlepoint.benchmarks.mc_bench.sft.writers import FORMATS, SampleWriter, data_file, entry, write_dataset_info
-from needlepoint.build import COMPLETE, staged
-from needlepoint.conversation import ImageRef
-from needlepoint.errors import DataError
-from needlepoint.files import AtomicFile, write_json
-from needlepoint.geometry import BoxFormat, check_box_format
-from needlepoint.images import check_decodes, safe_path
+from needlepoint.contract.build import COMPLETE, staged
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.errors import DataError
+from needlepoint.core.files import AtomicFile, write_json
+from needlepoint.core.geometry import BoxFormat, check_box_format
+from needlepoint.core.images import check_decodes, safe_path
 
 META = "samples_meta.jsonl"
 MANIFEST = "manifest.json"
@@ -205,7 +205,7 @@ def _chance_same_super(drawer: Drawer, rng: random.Random, trials: int = 2000) -
 
 
 def build(opts: BuildOptions, progress: Progress | None = None) -> dict[str, Any]:
-    """Write the training data to `opts.out`, whole or not at all (`needlepoint.build.staged`);
+    """Write the training data to `opts.out`, whole or not at all (`needlepoint.contract.build.staged`);
     returns the manifest (also written there)."""
     progress = progress or Progress()
     if opts.samples < 1:

@@ -29,8 +29,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from needlepoint.errors import DataError
-from needlepoint.jsonl import BOM, read_bytes, read_json
+from needlepoint.core.errors import DataError
+from needlepoint.core.jsonl import BOM, read_bytes, read_json
 
 PRESENT, ABSENT, UNKNOWN = 1, 0, -1
 MIN_SIDE = 1.0  # a box narrower or lower than this many pixels is degenerate

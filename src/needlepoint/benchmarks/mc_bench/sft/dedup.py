@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
 
 DHASH_MAX = 10
 PHASH_MAX = 10
@@ -78,7 +78,7 @@ def hash_all(paths: Sequence[Path], workers: int | None = None) -> Iterable[Imag
 def hash_or_reason(path: Path) -> ImageHash | str:
     """`hash_image`, or why the file cannot be hashed (it does not decode, or it is an image too
     big to decode whole that is no JPEG), for a candidate image that is then skipped."""
-    from needlepoint.images import WHOLE_DECODE_PIXELS, check_decodes
+    from needlepoint.core.images import WHOLE_DECODE_PIXELS, check_decodes
 
     try:
         from PIL import Image
@@ -129,7 +129,7 @@ def mc_bench_reference(folder: Path) -> tuple[Reference, Path]:
     and the annotation file read."""
     from needlepoint.benchmarks.mc_bench.benchmark import IMAGES_DIR, annotation_path
     from needlepoint.benchmarks.mc_bench.groundtruth import load_groundtruth
-    from needlepoint.images import safe_path
+    from needlepoint.core.images import safe_path
 
     if not folder.is_dir():
         raise DataError(

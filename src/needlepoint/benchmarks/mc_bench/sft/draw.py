@@ -16,7 +16,7 @@ import numpy as np
 from needlepoint.benchmarks.mc_bench.sft.coco import ABSENT, PRESENT, UNKNOWN
 from needlepoint.benchmarks.mc_bench.sft.pairs import Pools
 from needlepoint.benchmarks.mc_bench.sft.templates import templates_for
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
 
 ATTEMPTS = 200
 

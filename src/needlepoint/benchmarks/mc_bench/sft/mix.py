@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.mc_bench.sft.writers import entry
-from needlepoint.errors import DataError
-from needlepoint.images import stays_inside
-from needlepoint.jsonl import read_json, read_jsonl
+from needlepoint.core.errors import DataError
+from needlepoint.core.images import stays_inside
+from needlepoint.core.jsonl import read_json, read_jsonl
 
 ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
 FORMAT = "each sample needs messages (role, content) or conversations (from, value), and images"

@@ -12,8 +12,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from needlepoint.errors import DataError
-from needlepoint.jsonl import read_json
+from needlepoint.core.errors import DataError
+from needlepoint.core.jsonl import read_json
 
 HINT = "give RefCOCO-style refs as JSON: a list of {ann_id, split, sentences} or an object {ann_id: [sentences]}"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from needlepoint.files import AtomicFile, write_json
+from needlepoint.core.files import AtomicFile, write_json
 
 FORMATS: tuple[str, ...] = ("sharegpt", "swift")
 DATASET = "mc_bench_sft"

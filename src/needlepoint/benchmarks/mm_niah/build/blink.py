@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
 
 SUBTASKS = ("Jigsaw", "Multi-view_Reasoning")
 
@@ -42,7 +42,7 @@ def _image_bytes(value: Any) -> bytes | None:
 
 def _decodes(data: bytes, where: str) -> bool:
     """Whether an image decodes whole (checked at reduced size)."""
-    from needlepoint.images import check_decodes
+    from needlepoint.core.images import check_decodes
 
     try:
         check_decodes(data, f"of {where}")

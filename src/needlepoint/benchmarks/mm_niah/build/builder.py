@@ -37,9 +37,9 @@ from needlepoint.benchmarks.mm_niah.build.haystack import (
     gather,
     write_context,
 )
-from needlepoint.build import COMPLETE, partial_folder, staged
-from needlepoint.errors import DataError
-from needlepoint.files import write_atomic
+from needlepoint.contract.build import COMPLETE, partial_folder, staged
+from needlepoint.core.errors import DataError
+from needlepoint.core.files import write_atomic
 
 
 @dataclass
@@ -299,7 +299,7 @@ class Builder:
 
     def run(self) -> dict[str, Any]:
         """Build every task's file into the partial folder, write the manifest, and rename the
-        folder into place (`needlepoint.build.staged`): a failed build leaves nothing."""
+        folder into place (`needlepoint.contract.build.staged`): a failed build leaves nothing."""
         cfg = self.config
         tasks = []
         for task in cfg.tasks:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from needlepoint.benchmarks.mm_niah.build import BUILD_TASKS, MANIFEST, tokens
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
 
 if TYPE_CHECKING:
     from needlepoint.benchmarks.mm_niah.build.builder import BuildConfig

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from needlepoint.conversation import ImageRef
-from needlepoint.errors import DataError
-from needlepoint.geometry import fitted_size
-from needlepoint.images import check_decodes, safe_path, transcode_jpeg
-from needlepoint.jsonl import read_jsonl
+from needlepoint.core.conversation import ImageRef
+from needlepoint.core.errors import DataError
+from needlepoint.core.geometry import fitted_size
+from needlepoint.core.images import check_decodes, safe_path, transcode_jpeg
+from needlepoint.core.jsonl import read_jsonl
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

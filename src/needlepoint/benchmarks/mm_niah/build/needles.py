@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from needlepoint.errors import DataError
+from needlepoint.core.errors import DataError
 
 # --- text needles -------------------------------------------------------------------------------
 
@@ -214,7 +214,7 @@ class CartoonSource:
                 raise DataError(
                     f"--needle-images {folder} holds {len(self.files)} images; give at least 4 (a needle and 3 distractors)"
                 )
-            from needlepoint.images import check_decodes
+            from needlepoint.core.images import check_decodes
 
             for path in self.files:
                 check_decodes(path, f"{path} of --needle-images")

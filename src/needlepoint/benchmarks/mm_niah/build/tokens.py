@@ -18,8 +18,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from needlepoint import marks
-from needlepoint.errors import DataError
+from needlepoint.core import marks
+from needlepoint.core.errors import DataError
 
 PLACEHOLDER = "<image>"
 ENCODING = "cl100k_base"

@@ -1,0 +1,238 @@
+"""What a leaderboard is made of, for the layouts that benchmark packages declare
+(`Declaration.leaderboard`): a finished run as the leaderboard reads it (`Run`), the tables
+(`Board`, `BoardRow`) and the helpers that read metrics.json cells defensively (`pct`, `at`,
+`count`), and a published row as a layout may lay it out (`PublishedRow`). A layout is
+`boards(runs: Sequence[Run]) -> list[Board]`; report/leaderboard.py finds the runs, adds published
+rows and writes the outputs. These are contracts between a benchmark package and the report, so
+they sit beside `Table` in the benchmarks' contract layer (a benchmark imports nothing from report/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from needlepoint.core.numeric import is_finite
+from needlepoint.core.text import writable
+
+__all__ = [
+    "CORRUPT",
+    "Board",
+    "BoardRow",
+    "Cell",
+    "Corrupt",
+    "PublishedRow",
+    "Run",
+    "answer_label",
+    "at",
+    "count",
+    "obj",
+    "pct",
+    "progress_mark",
+]
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    """One published CSV row: cells by leaderboard column name (a CSV column of no leaderboard
+    meaning keeps its own name), as written in the CSV; where it comes from."""
+
+    benchmark: str
+    cells: dict[str, str]
+    source: str
+
+
+@dataclass
+class Run:
+    """A finished run folder: its header (run.json) and metrics (metrics.json)."""
+
+    dir: Path
+    header: dict[str, Any]
+    metrics: dict[str, Any]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The `config` block of run.json (what the user asked for); empty when absent."""
+        return obj(self.header.get("config"))
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """The `identity` block of run.json (what must match to resume); empty when absent."""
+        return obj(self.header.get("identity"))
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The benchmark options given on the command line."""
+        return obj(self.config.get("options"))
+
+    @property
+    def benchmark(self) -> str:
+        """The benchmark's registry name, e.g. "mc_bench"."""
+        return str(self.config.get("benchmark") or self.identity.get("benchmark") or "")
+
+    @property
+    def model(self) -> str:
+        """The model name as a leaderboard shows it: the solver's label of the run (e.g.
+        `gpt-4o + grounding-dino-base (agentic)`), else the model as the run was asked for it
+        ("?" when the header has none); " + schema" when the answers were constrained by the answer's
+        JSON schema (`--structured-output`, a protocol of its own, never one row with free-form runs)."""
+        name = str(self.header.get("model_label") or self.config.get("model") or self.identity.get("model") or "?")
+        return name + " + schema" if self.identity.get("structured_output") else name
+
+    @property
+    def label(self) -> str:
+        """The model as a leaderboard row names it, marked when the run is incomplete."""
+        mark = progress_mark(self)
+        return f"{self.model} (incomplete: {mark})" if mark else self.model
+
+    def option(self, name: str) -> Any:
+        """A benchmark option as the run used it (identity first: it holds the defaults too)."""
+        ident = self.identity
+        if f"option.{name}" in ident:
+            return ident[f"option.{name}"]
+        return self.options.get(name)
+
+
+def answer_label(setting: str, run: Run) -> str:
+    """A row's setting label with the run's answer format when it is not JSON (e.g. "sequence,
+    grounding-tokens"): runs that differ only in it must not share a label."""
+    answer_format = run.option("answer_format")
+    if not answer_format or answer_format == "json":
+        return setting
+    return f"{setting}, {answer_format}" if setting else str(answer_format)
+
+
+def progress_mark(run: Run) -> str:
+    """ "" for a run whose every sample was answered; else e.g. "18 answered, 2 failed of 20"
+    (from metrics.json's `run` block: failed requests are counted apart from answers)."""
+    block = obj(run.metrics.get("run"))
+    total, answered, failed = (count(block.get(k)) for k in ("samples", "answered", "failed"))
+    if isinstance(total, Corrupt) or isinstance(answered, Corrupt) or isinstance(failed, Corrupt):
+        return "its run block is corrupt"
+    if total is None or answered is None or failed is None:
+        return ""
+    if failed == 0 and answered >= total:
+        return ""
+    return f"{answered} answered, {failed} failed of {total}"
+
+
+class Corrupt(float):
+    """The marker of a metrics.json cell that holds something other than a finite number (NaN,
+    Infinity, a string, a boolean): shown as "corrupt" in every output, never as a number. A float
+    (minus infinity) so that a layout's sort key takes it and ranks its row last."""
+
+    def __repr__(self) -> str:
+        return "corrupt"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return "corrupt"
+
+    def __neg__(self) -> float:  # sort keys negate rates: the row still ranks last
+        return float("inf")
+
+
+CORRUPT = Corrupt("-inf")
+
+
+def obj(value: Any) -> dict[str, Any]:
+    """`value` if it is a JSON object, else an empty one (run files are read, not trusted)."""
+    return value if isinstance(value, dict) else {}
+
+
+Cell = float | int | str | None  # a string: a published cell, shown as written
+
+
+@dataclass
+class BoardRow:
+    """One leaderboard line: labels (model, setting, ...), value cells, where it comes from."""
+
+    labels: list[str]
+    values: Sequence[Cell]
+    source: str
+    published: bool = False
+    spreads: Sequence[float | None] = ()  # per value: half its interval's width in % (shown "± x"), None for none
+
+    def __post_init__(self) -> None:
+        """Labels and source come from run files and folder names: made writable (text.py)."""
+        self.labels = [writable(str(label)) for label in self.labels]
+        self.source = writable(self.source)
+
+
+@dataclass
+class Board:
+    """One leaderboard table. Values are percentages (100 x metric) except the `counts` columns."""
+
+    key: str
+    title: str
+    label_columns: list[str]
+    columns: list[str]
+    rows: list[BoardRow] = field(default_factory=list)
+    counts: frozenset[str] = frozenset()
+    note: str = ""
+    # How `--with-published` lays the benchmark's published rows out on this board (None: as
+    # they are, cell for cell by column name), e.g. MM-NIAH's per-task rows merged into one.
+    lay_published: Callable[[Sequence[PublishedRow]], list[PublishedRow]] | None = None
+    headline: str | None = None  # the column rows are ranked by, published rows too (report/formats.py)
+
+    @property
+    def header(self) -> list[str]:
+        """All column names: labels, values, then the source column."""
+        return [*self.label_columns, *self.columns, "source"]
+
+    def cell(self, column: str, value: Cell) -> str:
+        """A value as shown to people: one decimal for rates, integers for counts, empty for none,
+        "corrupt" for a stored value that is no number, a published cell as written."""
+        if value is None:
+            return ""
+        if isinstance(value, Corrupt):
+            return "corrupt"
+        if isinstance(value, str):
+            return value
+        if column in self.counts:
+            return str(int(value))
+        return f"{value:.1f}"
+
+    def display_rows(self) -> list[list[str]]:
+        """Every row as the strings people see (see `cell`), source last."""
+        return [[*r.labels, *(self._shown(r, i) for i in range(len(r.values))), r.source] for r in self.rows]
+
+    def _shown(self, row: BoardRow, i: int) -> str:
+        """A value cell with its interval as "± x" (one decimal) where the run has one."""
+        text = self.cell(self.columns[i], row.values[i])
+        spread = row.spreads[i] if i < len(row.spreads) else None
+        return f"{text} ± {spread:.1f}" if spread is not None and text and text != "corrupt" else text
+
+
+def pct(value: Any) -> float | None:
+    """100 x a stored rate; None (absent) and containers (a cell of the wrong shape) stay None; a
+    value that is no finite number (NaN, a string, a boolean) is CORRUPT."""
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    if not is_finite(value) or not is_finite(100 * float(value)):  # 1e308 is no rate either
+        return CORRUPT
+    return 100 * float(value)
+
+
+def at(d: Any, *keys: Any) -> Any:
+    """The value under `keys` (dict keys, list indices) in `d`, or None where any step is missing."""
+    for k in keys:
+        if isinstance(d, dict):
+            d = d.get(k)
+        elif isinstance(d, list) and isinstance(k, int) and -len(d) <= k < len(d):
+            d = d[k]
+        else:
+            return None
+    return d
+
+
+def count(value: Any) -> int | None:
+    """A stored count as an int; None stays None; a value that is no finite number is CORRUPT."""
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    if not is_finite(value):
+        return CORRUPT  # type: ignore[return-value]  # a float marker, shown as "corrupt"
+    return int(value)

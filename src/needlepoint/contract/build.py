@@ -1,0 +1,176 @@
+"""`needlepoint build NAME ...`: builders of benchmark sets, by name, and the rule every builder
+follows for its output folder: a build is complete or it is not there.
+
+Each benchmark declares its builders (`Declaration.builders`): a module with
+`add_arguments(parser)` (its flags) and `run(ns) -> int`, imported when the parser is built or
+the builder runs.
+
+A builder writes into `FOLDER.partial` beside its output folder (`staged`), whose manifest says
+`"status": "incomplete"` from the start, and renames it into place only when everything is
+written. A failed build removes it; a killed one leaves it, marked incomplete, and the next build
+into the same place replaces it (and an interrupted build of an older version, recognised by its
+files). A complete build, or a folder holding anything else, is never overwritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import os
+import shutil
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from needlepoint.core.errors import EXIT_INTERRUPTED, DataError
+from needlepoint.core.files import write_json
+
+COMPLETE = "complete"
+INCOMPLETE = "incomplete"
+
+
+def builders() -> dict[str, tuple[str, str]]:
+    """Builder name -> (module, help), over every registered benchmark's declaration."""
+    from needlepoint.contract.registry import declarations
+
+    return {b.name: (b.target, b.help) for d in declarations() for b in d.builders}
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The `build` command with one sub-command per builder."""
+    bd = sub.add_parser("build", help="build data from your own: MM-NIAH haystacks to 1M tokens, MC-Bench training data")
+    names = bd.add_subparsers(dest="builder", required=True)
+    for name, (module, help_text) in builders().items():
+        p = names.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module).add_arguments(p)
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Run the builder the command line named. Builders decode big images reduced and skip
+    decompression bombs themselves, so Pillow's warning about big images is not shown."""
+    from PIL import Image
+
+    warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+    try:
+        return int(importlib.import_module(builders()[ns.builder][0]).run(ns))
+    except KeyboardInterrupt:  # the command line's own message speaks of a run's saved samples
+        print("\nneedlepoint: interrupted; the build was not finished and left nothing: rerun it to build again", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def partial_folder(final: Path) -> Path:
+    """Where a build of `final` is written until it is complete."""
+    return final.with_name(final.name + ".partial")
+
+
+def folder_state(folder: Path, manifest: str, leftover: Callable[[Path], bool]) -> str:
+    """What `folder` holds: "empty" (or absent), "complete" (a build whose manifest does not say
+    otherwise), "incomplete" (a manifest marked incomplete, or one that cannot be read, or no
+    manifest where `leftover(folder)` recognises an interrupted build's files) or "other"."""
+    if not folder.exists():
+        return "empty"
+    if not folder.is_dir():
+        return "other"
+    if not any(folder.iterdir()):
+        return "empty"
+    path = folder / manifest
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return INCOMPLETE
+        if not isinstance(data, dict) or data.get("status", COMPLETE) != COMPLETE:
+            return INCOMPLETE
+        return COMPLETE
+    return INCOMPLETE if leftover(folder) else "other"
+
+
+def _lock(parent: Path) -> int:
+    """An exclusive lock on the folder builds are written in (its own descriptor, so a killed
+    build leaves no lock file), so that two builds never replace each other's folders."""
+    import fcntl
+
+    fd = os.open(parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise DataError(f"another needlepoint build is writing into {parent}; wait for it or choose another --out") from None
+    return fd
+
+
+@contextmanager
+def staged(
+    final: Path, manifest: str, builder: str, leftover: Callable[[Path], bool], note: Callable[[str], None] = lambda text: None
+) -> Iterator[Path]:
+    """Build into `partial_folder(final)` and, when the block ends normally, put it in `final`'s
+    place; when the block raises, remove it. `final` may be absent, empty or an incomplete build
+    (replaced; `note` says so); a complete build or other files are refused, naming the folder.
+    The block must write its manifest (`manifest`, with `"status": "complete"`) last."""
+    final = Path(os.path.abspath(final))
+    if not final.name:
+        raise DataError(f"--out {final} is the root folder; give a folder below it")
+    parent = final.parent
+    if parent.exists() and not parent.is_dir():
+        raise DataError(f"--out {parent} is a file; give a folder")
+    created = not parent.exists()
+    parent.mkdir(parents=True, exist_ok=True)
+    lock = _lock(parent)
+    done = False
+    try:
+        state = folder_state(final, manifest, leftover)
+        if state == COMPLETE:
+            raise DataError(
+                f"{final} already holds a complete build ({final / manifest}); give --out another folder, or delete it to rebuild"
+            )
+        if state == "other":
+            raise DataError(f"{final} holds files that are not a needlepoint {builder} build; give --out an empty or new folder")
+        if state == INCOMPLETE:
+            note(f"replacing the incomplete build left in {final}")
+        work = partial_folder(final)
+        if folder_state(work, manifest, leftover) == "other":
+            raise DataError(f"{work} holds files that are not a needlepoint {builder} build; move it away and rebuild")
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        write_json(work / manifest, _incomplete(builder))
+        try:
+            yield work
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        _put_in_place(work, final)
+        done = True
+    finally:
+        os.close(lock)
+        if created and not done:
+            with contextlib.suppress(OSError):
+                parent.rmdir()  # the --out folder this build made, left empty
+
+
+def _incomplete(builder: str) -> dict[str, Any]:
+    from needlepoint import __version__
+
+    return {
+        "builder": builder,
+        "status": INCOMPLETE,
+        "needlepoint_version": __version__,
+        "note": "this build did not finish (it was stopped); nothing here may be used. "
+        "Run the same `needlepoint build` again to replace it",
+    }
+
+
+def _put_in_place(work: Path, final: Path) -> None:
+    """Rename the finished build to `final`, replacing an empty folder or an incomplete build."""
+    old = None
+    if final.exists():
+        old = final.with_name(final.name + ".replaced")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(final, old)
+    os.replace(work, final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,154 @@
+"""`needlepoint score BENCH --predictions FILE --out DIR`: saved predictions (the authors' released
+files) as a run folder, so that `report`, the leaderboard, `runs` and `compare` treat them as any run.
+
+The folder holds what a model run holds: run.json (model `published:<model>`, the file as its
+source, status complete), records.jsonl (one record per sample, with the sample ids a model run on
+the same data has, the answer and the benchmark's per-sample `scores`), metrics.json (exactly what
+`needlepoint score` prints for the file, plus the `run` block) and the file itself in the
+benchmark's own format, so that `needlepoint score BENCH --predictions DIR` gives the same numbers.
+
+A benchmark offers this through the optional verb `published_run(predictions, data) ->
+PublishedRun` (the records it reads from its own format); this module knows no benchmark.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Any
+
+from needlepoint import __version__
+from needlepoint.contract.base import Benchmark
+from needlepoint.contract.published import PublishedRun
+from needlepoint.contract.registry import make
+from needlepoint.core import status
+from needlepoint.core.config import dataset_fingerprint, hash_identity
+from needlepoint.core.errors import DataError
+from needlepoint.core.files import write_atomic, write_json, write_lines
+from needlepoint.core.intervalsettings import CiSettings
+from needlepoint.core.outcome import run_counts
+from needlepoint.core.records import RunHeader
+from needlepoint.core.store import HEADER, METRICS, RECORDS
+from needlepoint.run.evaluate import score
+
+__all__ = ["PUBLISHED_PREFIX", "PublishedRun", "is_published", "write_predictions_run"]
+
+PUBLISHED_PREFIX = "published:"
+
+
+def is_published(header: dict[str, Any]) -> bool:
+    """Whether a run.json describes saved predictions written as a run (not a model run)."""
+    source = header.get("source")
+    return isinstance(source, dict) and source.get("kind") == "published"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for p in files:
+        with p.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fingerprint(bench: Benchmark, data: Path | None) -> str | None:
+    """The dataset fingerprint a model run on `data` carries, when the data loads here (a release
+    without its images, or no --data, leaves it out: the sample ids still pair the runs)."""
+    if data is None:
+        return None
+    try:
+        return dataset_fingerprint(bench.load(data))
+    except (DataError, OSError):
+        return None
+
+
+def _check_out(out: Path) -> None:
+    """Refuse to write over anything but an empty folder or an earlier predictions run."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise DataError(f"--out {out} is a file; name a new folder for the run")
+    if (out / HEADER).is_file():
+        from needlepoint.core.jsonl import read_object
+
+        if is_published(read_object(out / HEADER, "move it aside", 1 << 20)):
+            return  # the same command again: rewritten
+        raise DataError(f"--out {out} holds a model run; name another folder for the predictions run")
+    if any(out.iterdir()):
+        raise DataError(f"--out {out} is a folder that is not empty; name a new folder for the run")
+
+
+def write_predictions_run(
+    benchmark: str,
+    predictions: Path,
+    data: Path | None,
+    out: Path,
+    label: str | None = None,
+    ci: CiSettings | None = None,
+    **options: Any,
+) -> tuple[Benchmark, dict[str, Any], Path]:
+    """Write the run folder `out` for a predictions file; return the benchmark, the metrics (as
+    `score` prints them, intervals included, with the `run` block) and the folder."""
+    predictions = Path(predictions).expanduser()
+    if not predictions.exists():
+        raise DataError(f"--predictions {predictions} does not exist")
+    out = Path(out).expanduser()
+    _check_out(out)
+    bench = make(benchmark, **options)
+    reader = getattr(bench, "published_run", None)
+    if reader is None:
+        raise DataError(f"{benchmark} cannot write saved predictions as a run folder; drop --out to score them")
+    published: PublishedRun = reader(predictions, data)
+    if not published.records:
+        raise DataError(f"{predictions} holds no predictions")
+    _, metrics = score(benchmark, predictions, data, ci=ci, **options)
+    model = label or published.model or predictions.stem
+    name = PUBLISHED_PREFIX + model
+    digest = _sha256(predictions)
+    counts = run_counts(published.records)
+    total = published.samples or len(published.records)
+    metrics["run"] = {
+        "samples": total,
+        "requested": len(published.records),
+        **counts,
+        "not_requested": max(0, total - len(published.records)),
+        "failed_ids": [r["id"] for r in published.records if r.get("status") in status.FAILED][:1000],
+        "skipped": [],
+    }
+    all_options = {**options, **published.options}
+    ident: dict[str, Any] = {
+        "benchmark": benchmark,
+        "model": name,
+        "predictions_sha256": digest,
+        **{f"option.{k}": v for k, v in sorted(all_options.items())},
+    }
+    fingerprint = _fingerprint(make(benchmark, **all_options) if published.options else bench, data)
+    if fingerprint:
+        ident["dataset"] = fingerprint
+    now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    header: RunHeader = {
+        "needlepoint": __version__,
+        "hash": hash_identity(ident),
+        "identity": ident,
+        "config": {
+            "benchmark": benchmark,
+            "model": name,
+            "data": str(Path(data).expanduser().resolve()) if data is not None else None,
+            "options": all_options,
+            "solver": "published",
+            "predictions": str(predictions.resolve()),
+        },
+        "created": now,
+        "finished": now,
+        "status": "complete" if not counts["failed"] and total == len(published.records) else "incomplete",
+    }
+    source = {"kind": "published", "model": published.model, "file": str(predictions.resolve()), "sha256": digest}
+    out.mkdir(parents=True, exist_ok=True)
+    for fname, content in published.files.items():
+        write_atomic(out / fname, content, fsync=True)
+    write_lines(out / RECORDS, published.records)
+    write_json(out / METRICS, metrics)
+    write_json(out / HEADER, {**header, "source": source})
+    return bench, metrics, out
