@@ -31,9 +31,9 @@ from needlepoint.benchmarks.mm_niah.rag import (
 )
 from needlepoint.benchmarks.mm_niah.retrieve import PieceScores, retrieve, score_document
 from needlepoint.core.conversation import ImageRef
-from needlepoint.core.errors import DataError
+from needlepoint.core.errors import DataError, RequestError
 from needlepoint.core.status import BACKEND_ERROR, CONTEXT_TOO_LONG, REQUEST_REJECTED
-from needlepoint.models.embeddings import EmbeddingError, ServedEmbedder, tokenize_url
+from needlepoint.models.embeddings import ServedEmbedder, tokenize_url
 from needlepoint.models.openai_compat import RetryPolicy
 from needlepoint.models.simulated import SimulatedServer
 
@@ -300,10 +300,10 @@ def test_transient_failures_are_retried_and_rejections_are_not() -> None:
         vectors = asyncio.run(embed(server))
         assert len(server.bodies("embeddings")) == 3
     assert vectors.shape == (2, 3) and float(vectors[0] @ vectors[1]) == pytest.approx(0.8, abs=1e-6)
-    with embedding_server(embed_faults=["400"]) as server, pytest.raises(EmbeddingError) as err:
+    with embedding_server(embed_faults=["400"]) as server, pytest.raises(RequestError) as err:
         asyncio.run(embed(server))
     assert err.value.kind == REQUEST_REJECTED and len(server.bodies("embeddings")) == 1
-    with embedding_server(embed_faults=["500", "500", "500"]) as server, pytest.raises(EmbeddingError) as err:
+    with embedding_server(embed_faults=["500", "500", "500"]) as server, pytest.raises(RequestError) as err:
         asyncio.run(embed(server))
     assert err.value.kind == BACKEND_ERROR and "gave up after 3 attempts" in str(err.value)
 
@@ -318,14 +318,14 @@ def test_rejections_are_classified_and_scrubbed_and_long_waits_refused() -> None
         finally:
             await emb.aclose()
 
-    with embedding_server(embed_faults=["context"]) as server, pytest.raises(EmbeddingError) as err:
+    with embedding_server(embed_faults=["context"]) as server, pytest.raises(RequestError) as err:
         asyncio.run(embed(server))
     assert err.value.kind == CONTEXT_TOO_LONG  # vLLM's 400 "maximum context length" body
-    with embedding_server(embed_faults=["echo"]) as server, pytest.raises(EmbeddingError) as err:
+    with embedding_server(embed_faults=["echo"]) as server, pytest.raises(RequestError) as err:
         asyncio.run(embed(server))  # a 400 whose body repeats the Authorization header
     assert err.value.kind == REQUEST_REJECTED
     assert key not in str(err.value) and "[redacted]" in str(err.value)
-    with embedding_server(embed_faults=["429long"]) as server, pytest.raises(EmbeddingError) as err:
+    with embedding_server(embed_faults=["429long"]) as server, pytest.raises(RequestError) as err:
         asyncio.run(embed(server))
     assert err.value.kind == BACKEND_ERROR and "not waited for" in str(err.value)
     assert len(server.bodies("embeddings")) == 1

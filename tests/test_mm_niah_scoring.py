@@ -27,11 +27,11 @@ from needlepoint.benchmarks.mm_niah.judge import (
     score_answer,
     vqa_normalise,
 )
-from needlepoint.benchmarks.mm_niah.leaderboard import (
+from needlepoint.benchmarks.mm_niah.response_files import (
     parse_file_name,
-    read_leaderboard_dir,
-    score_leaderboard,
-    write_leaderboard,
+    read_response_files,
+    score_response_files,
+    write_response_files,
 )
 from needlepoint.contract.base import DataError
 
@@ -322,7 +322,7 @@ def test_draw_all_covers_tasks_and_overall(tmp_path: Path) -> None:
 # --- leaderboard ----------------------------------------------------------------------------------
 
 
-def _leaderboard_rows(task: str) -> list[dict]:
+def _response_rows(task: str) -> list[dict]:
     answer = "[1, 2]" if task.startswith("counting") else (1 if task.endswith("image") else "paris")
     response = "[1, 3]" if task.startswith("counting") else ("B" if task.endswith("image") else "Paris.")
     return [
@@ -339,15 +339,15 @@ def _leaderboard_rows(task: str) -> list[dict]:
 
 
 def test_leaderboard_round_trip_and_scores(tmp_path: Path) -> None:
-    rows = {task: _leaderboard_rows(task) for task in TASKS}
-    paths = write_leaderboard(tmp_path, "my_model_v2", "val", rows)
+    rows = {task: _response_rows(task) for task in TASKS}
+    paths = write_response_files(tmp_path, "my_model_v2", "val", rows)
     assert {p.name for p in paths} == {f"my_model_v2_{t}-val.jsonl" for t in TASKS}
     (tmp_path / "README.md").write_text("not a leaderboard file")
     (tmp_path / "results").mkdir()
-    read = read_leaderboard_dir(tmp_path)
+    read = read_response_files(tmp_path)
     assert list(read) == ["my_model_v2"]
     assert read["my_model_v2"] == rows
-    metrics = score_leaderboard(read["my_model_v2"])
+    metrics = score_response_files(read["my_model_v2"])
     # rows land at 1k (depth 1.0 -> bin 4) and twice in the 4k range (depth 0.6 -> bin 2): 1/5 each
     assert metrics["tasks"]["retrieval-text"]["scores"][:3] == [0.2, 0.0, 0.2]
     # counting: half credit per row, answers given as JSON strings
@@ -356,8 +356,8 @@ def test_leaderboard_round_trip_and_scores(tmp_path: Path) -> None:
 
 
 def test_leaderboard_keeps_only_its_fields(tmp_path: Path) -> None:
-    row = dict(_leaderboard_rows("retrieval-text")[0], extra="dropped")
-    (path,) = write_leaderboard(tmp_path, "m", "test", {"retrieval-text": [row]})
+    row = dict(_response_rows("retrieval-text")[0], extra="dropped")
+    (path,) = write_response_files(tmp_path, "m", "test", {"retrieval-text": [row]})
     assert list(json.loads(path.read_text())) == [
         "question_id",
         "question",
@@ -392,27 +392,27 @@ def test_parse_file_name(name: str, parsed: tuple[str, str, str]) -> None:
 def test_misnamed_file_is_named_in_the_error(tmp_path: Path, name: str) -> None:
     (tmp_path / name).write_text("")
     with pytest.raises(DataError, match=name):
-        read_leaderboard_dir(tmp_path)
+        read_response_files(tmp_path)
 
 
 def test_several_models_and_splits(tmp_path: Path) -> None:
-    write_leaderboard(tmp_path, "a", "val", {"retrieval-text": _leaderboard_rows("retrieval-text")})
-    write_leaderboard(tmp_path, "b", "val", {"counting-text": _leaderboard_rows("counting-text")})
-    assert sorted(read_leaderboard_dir(tmp_path)) == ["a", "b"]
-    write_leaderboard(tmp_path, "a", "test", {"retrieval-text": _leaderboard_rows("retrieval-text")})
+    write_response_files(tmp_path, "a", "val", {"retrieval-text": _response_rows("retrieval-text")})
+    write_response_files(tmp_path, "b", "val", {"counting-text": _response_rows("counting-text")})
+    assert sorted(read_response_files(tmp_path)) == ["a", "b"]
+    write_response_files(tmp_path, "a", "test", {"retrieval-text": _response_rows("retrieval-text")})
     with pytest.raises(DataError, match="split"):
-        read_leaderboard_dir(tmp_path)
-    assert sorted(read_leaderboard_dir(tmp_path, split="test")) == ["a"]
+        read_response_files(tmp_path)
+    assert sorted(read_response_files(tmp_path, split="test")) == ["a"]
 
 
 def test_test_split_without_answers_cannot_be_scored() -> None:
-    rows = [dict(row, answer=None) for row in _leaderboard_rows("retrieval-image")]
+    rows = [dict(row, answer=None) for row in _response_rows("retrieval-image")]
     with pytest.raises(DataError, match="not public"):
-        score_leaderboard({"retrieval-image": rows})
+        score_response_files({"retrieval-image": rows})
 
 
 def test_bad_leaderboard_line_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "m_retrieval-text-val.jsonl"
     path.write_text('{"context_length": 1000, "placed_depth": 0.0, "response": "x"}\n{oops\n')
     with pytest.raises(DataError, match=r"m_retrieval-text-val\.jsonl line 2 "):
-        read_leaderboard_dir(tmp_path)
+        read_response_files(tmp_path)

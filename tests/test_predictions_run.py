@@ -124,7 +124,7 @@ def test_mc_bench_results_file_becomes_a_run(tmp_path: Path, capsys: pytest.Capt
 
 def test_mm_niah_leaderboard_files_become_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from needlepoint.benchmarks.mm_niah.aggregate import TASKS
-    from needlepoint.benchmarks.mm_niah.leaderboard import write_leaderboard
+    from needlepoint.benchmarks.mm_niah.response_files import write_response_files
 
     rows = {
         task: [
@@ -141,7 +141,7 @@ def test_mm_niah_leaderboard_files_become_a_run(tmp_path: Path, capsys: pytest.C
         for task in TASKS
     }
     files = tmp_path / "files"
-    write_leaderboard(files, "their_model", "val", rows)
+    write_response_files(files, "their_model", "val", rows)
     plain = _json(capsys, ["score", "mm_niah", "--predictions", str(files), "--json"])
     out = tmp_path / "niah"
     written = _json(capsys, ["score", "mm_niah", "--predictions", str(files), "--out", str(out), "--json"])
@@ -153,6 +153,6 @@ def test_mm_niah_leaderboard_files_become_a_run(tmp_path: Path, capsys: pytest.C
     assert main(["report", str(out), "--out", str(tmp_path / "board")]) == 0
     capsys.readouterr()
 
-    write_leaderboard(files, "another", "val", rows)  # two models in one folder: one run holds one
+    write_response_files(files, "another", "val", rows)  # two models in one folder: one run holds one
     assert main(["score", "mm_niah", "--predictions", str(files), "--out", str(tmp_path / "two")]) == 2
     assert "2 models" in one_sentence(capsys.readouterr().err)

@@ -1,6 +1,6 @@
 """Token counts are paid once a run, across samples and across kill -9: a series of real
 `needlepoint eval --solver rag` processes killed mid-run (the kill machinery of
-test_solvercalls_kill.py), then one that finishes; the server is asked each distinct piece once in
+tests/helpers/kills.py), then one that finishes; the server is asked each distinct piece once in
 all, though the demo's documents share most of their pieces."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_solvercalls_kill import Gate, GatedServer, _cli, _env, kill_series
+from helpers.kills import Gate, GatedServer, cli_command, cli_env, kill_series
 
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.demo import write_release
@@ -35,7 +35,7 @@ def test_a_killed_and_rerun_rag_run_asks_each_distinct_piece_once(tmp_path: Path
     with GatedServer(default="sings", models=(SIMULATED_MODEL_NAME,), gate=gate) as server:
         urls = ["--api-url", server.url, "--embed-url", server.url]
         killed = kill_series([*args, *urls], gate, rounds=4, step=5)
-        done = subprocess.run(_cli([*args, *urls]), env=_env(), capture_output=True, text=True, timeout=300)
+        done = subprocess.run(cli_command([*args, *urls]), env=cli_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert killed >= 3  # the kills landed mid-run
     counted = {k: n for k, n in gate.answered.items() if k.startswith("tokenize ")}

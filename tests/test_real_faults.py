@@ -23,8 +23,9 @@ from needlepoint.benchmarks.ref_adv.demo import make_rows
 from needlepoint.cli import build_parser, main
 from needlepoint.core import numeric, status
 from needlepoint.core.errors import DataError
+from needlepoint.core.files import json_text, write_json
 from needlepoint.core.geometry import AbsFrame, check_abs_frame, iou, model_frame, smart_resize, to_absolute
-from needlepoint.core.store import RunStore, json_text, read_records, write_json
+from needlepoint.core.store import RunStore, read_records
 from needlepoint.report.html import _heatmap_section, write_run_report
 from needlepoint.run.evaluate import evaluate, score
 

@@ -35,6 +35,7 @@ from needlepoint.contract.boards import Corrupt
 from needlepoint.contract.registry import BUILTIN, declaration
 from needlepoint.core.conversation import ImageRef
 from needlepoint.core.errors import DataError
+from needlepoint.core.files import write_atomic
 from needlepoint.report import html as report_html
 from needlepoint.report import leaderboard as lb
 from needlepoint.report import thumbs
@@ -837,8 +838,8 @@ def test_legend_follows_the_boxes() -> None:
 
 
 def test_write_atomic_leaves_no_temporary_file(tmp_path: Path) -> None:
-    path = report_html.write_atomic(tmp_path / "a" / "b.txt", "é")
+    path = write_atomic(tmp_path / "a" / "b.txt", "é")
     assert path.read_text(encoding="utf-8") == "é"
-    report_html.write_atomic(path, b"\x00\x01")
+    write_atomic(path, b"\x00\x01")
     assert path.read_bytes() == b"\x00\x01"
     assert [p.name for p in path.parent.iterdir()] == ["b.txt"]

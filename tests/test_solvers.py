@@ -22,14 +22,14 @@ from needlepoint.contract.registry import declaration, register, unregister
 from needlepoint.core import status
 from needlepoint.core.config import RunConfig, hash_identity, identity
 from needlepoint.core.conversation import Conversation, Generation, Message
-from needlepoint.core.errors import DataError
+from needlepoint.core.errors import DataError, RequestError
 from needlepoint.core.records import scores
 from needlepoint.core.store import RunStore, read_records
 from needlepoint.models.openai_compat import OpenAICompatModel, RetryPolicy
 from needlepoint.models.replay import ReplayModel
 from needlepoint.run.evaluate import evaluate
 from needlepoint.run.runner import pending
-from needlepoint.solvers import SolveContext, ToolError, make_solver
+from needlepoint.solvers import SolveContext, make_solver
 from needlepoint.solvers.default import read_reply
 
 _good = good_ref_reply
@@ -122,7 +122,7 @@ class ToolFails:
 
     async def solve(self, sample: Any, ctx: SolveContext) -> Parsed:
         async def embed() -> None:
-            raise ToolError(status.CONTEXT_TOO_LONG, "the embedder says the text is too long")
+            raise RequestError(status.CONTEXT_TOO_LONG, "the embedder says the text is too long")
 
         await ctx.tool("embed", embed)
         return Parsed(answer=None)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from needlepoint.core.errors import DataError
-from needlepoint.core.store import HEADER, RECORDS, RunStore, json_line, read_records
+from needlepoint.core.files import json_line
+from needlepoint.core.store import HEADER, RECORDS, RunStore, read_records
 
 
 def _header(box_format: str = "abs_xyxy", model: str = "m") -> dict:

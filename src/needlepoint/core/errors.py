@@ -18,8 +18,7 @@ class RequestError(Exception):
     """A request to a server (a chat model, a localizer, an embedding model, `/tokenize`) that failed
     for good: `kind` is a `status.REQUEST_FAILURES` value, the message is scrubbed of credentials;
     `attempts` and `endpoint` (the redacted URL that answered last) say where it ended. The one
-    failure type of every client (models/http.py); `solvers.ToolError` and
-    `models.embeddings.EmbeddingError` are other names for it."""
+    failure type of every client (models/http.py), and what a solver raises for a failed tool call."""
 
     def __init__(self, kind: str, message: str, attempts: int = 1, endpoint: str | None = None) -> None:
         super().__init__(message)

@@ -21,14 +21,8 @@ from typing import IO, TYPE_CHECKING, Any, cast
 from needlepoint.core.errors import DataError
 from needlepoint.core.files import (
     AppendLog,
-    AtomicFile,
-    finite_only,
     json_line,
-    json_text,
-    write_atomic,
     write_json,
-    write_lines,
-    write_parquet,
 )
 from needlepoint.core.jsonl import read_back
 from needlepoint.core.records import Record, RunHeader
@@ -36,22 +30,7 @@ from needlepoint.core.records import Record, RunHeader
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotation is never evaluated
     from typing_extensions import Unpack
 
-__all__ = [
-    "HEADER",
-    "METRICS",
-    "RECORDS",
-    "AtomicFile",
-    "RunStore",
-    "finite_only",
-    "identity_diff",
-    "json_line",
-    "json_text",
-    "read_records",
-    "write_atomic",
-    "write_json",
-    "write_lines",
-    "write_parquet",
-]
+__all__ = ["HEADER", "METRICS", "RECORDS", "RunStore", "identity_diff", "read_records"]
 
 HEADER = "run.json"
 RECORDS = "records.jsonl"

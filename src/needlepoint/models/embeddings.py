@@ -56,7 +56,7 @@ from needlepoint.core.images import base64_jpeg
 from needlepoint.models.http import InvalidAnswer, RetryPolicy, Transport, Unreachable, endpoint, head, load_json
 from needlepoint.models.tokencount import LocalTokenizer
 
-__all__ = ["EMBEDDINGS", "TOKENIZE", "Embedder", "EmbeddingError", "ServedEmbedder", "normalise", "tokenize_url"]
+__all__ = ["EMBEDDINGS", "TOKENIZE", "Embedder", "ServedEmbedder", "normalise", "tokenize_url"]
 
 EMBEDDINGS = "embeddings"  # the lanes of the two kinds of request (their bounds in flight, the wait note)
 TOKENIZE = "token counts"
@@ -67,8 +67,6 @@ TOKENIZER_PROBES = (
     "Ünïcödé — naïve café, 東京 and emoji 🐧!",
 )
 """Texts a local tokenizer must count as the server does before it replaces `/tokenize`."""
-
-EmbeddingError = RequestError  # the old name of the one failure type (errors.RequestError)
 
 
 class Embedder(Protocol):

@@ -39,7 +39,7 @@ from needlepoint.report.assets import CSS, JS
 from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
 from needlepoint.stats.tables import with_intervals
 
-__all__ = ["bench_title", "public_config", "write_atomic", "write_run_report"]
+__all__ = ["bench_title", "public_config", "write_run_report"]
 
 REPORT_DIR = "report"
 THUMBS_DIR = "thumbs"

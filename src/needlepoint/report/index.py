@@ -9,8 +9,9 @@ from pathlib import Path
 
 from needlepoint.contract.registry import make
 from needlepoint.core.errors import DataError
+from needlepoint.core.files import write_atomic
 from needlepoint.core.outcome import has_metrics
-from needlepoint.report.html import HEATMAPS_DIR, REPORT_DIR, bench_title, esc, href, page, table_html, write_atomic
+from needlepoint.report.html import HEATMAPS_DIR, REPORT_DIR, bench_title, esc, href, page, table_html
 from needlepoint.report.leaderboard import read_run
 
 __all__ = ["write_index"]

@@ -25,12 +25,13 @@ from needlepoint.contract.declaration import load_target
 from needlepoint.contract.registry import declaration, names
 from needlepoint.contract.usage import usage_board
 from needlepoint.core.errors import DataError
+from needlepoint.core.files import write_atomic
 from needlepoint.core.jsonl import read_object
 from needlepoint.core.store import HEADER, METRICS
 from needlepoint.report.agreement import add_human_mean, human_boards
 from needlepoint.report.assets import BOARD_JS
 from needlepoint.report.formats import rank_rows, render, select_rows
-from needlepoint.report.html import esc, page, write_atomic
+from needlepoint.report.html import esc, page
 from needlepoint.report.published import published_notes, published_rows
 
 __all__ = [

@@ -115,7 +115,7 @@ def check_endpoints(config: RunConfig) -> None:
 
 class EvaluateSettings(TypedDict, total=False):
     """evaluate()'s keywords: RunConfig's fields, with `data` a str too, `api_urls` one URL too, and
-    `model` a model object too (tests/test_h11_types.py keeps the two in step)."""
+    `model` a model object too (tests/test_typed_surfaces.py keeps the two in step)."""
 
     benchmark: str
     data: str | Path

@@ -20,7 +20,7 @@ from typing import Any
 
 from needlepoint import __version__
 from needlepoint.contract.base import Benchmark
-from needlepoint.contract.published import PublishedRun
+from needlepoint.contract.predictions import PublishedRun
 from needlepoint.contract.registry import make
 from needlepoint.core import status
 from needlepoint.core.config import dataset_fingerprint, hash_identity

@@ -23,13 +23,13 @@ from typing import Any
 from needlepoint.contract.base import Benchmark, Parsed
 from needlepoint.core import status
 from needlepoint.core.conversation import MAIN, Generation, Model, Scrubs
-from needlepoint.core.errors import DataError, InternalFault
+from needlepoint.core.errors import DataError, InternalFault, RequestError
 from needlepoint.core.files import json_line
 from needlepoint.core.progress import make_progress
 from needlepoint.core.records import Record, outcome
 from needlepoint.core.redact import scrub
 from needlepoint.core.store import RunStore
-from needlepoint.solvers.base import RequestGate, SolveContext, Solver, ToolError
+from needlepoint.solvers.base import RequestGate, SolveContext, Solver
 from needlepoint.solvers.calls import CallLog
 from needlepoint.solvers.sent import forget_described
 
@@ -89,7 +89,7 @@ async def solve(
         record["turns"] = ctx.turns
         try:
             parsed = await solver.solve(sample, ctx)
-        except ToolError as exc:
+        except RequestError as exc:
             parsed = Parsed(error=exc.kind)
         _settle(record, ctx)
         if parsed.error in status.REQUEST_FAILURES:

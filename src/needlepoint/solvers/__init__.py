@@ -13,9 +13,9 @@ from typing import Any
 
 from needlepoint.contract.base import Benchmark
 from needlepoint.core.errors import DataError
-from needlepoint.solvers.base import MAIN, SolveContext, Solver, ToolError
+from needlepoint.solvers.base import MAIN, SolveContext, Solver
 
-__all__ = ["DEFAULT", "MAIN", "SolveContext", "Solver", "ToolError", "make_solver", "solver_class", "solver_names"]
+__all__ = ["DEFAULT", "MAIN", "SolveContext", "Solver", "make_solver", "solver_class", "solver_names"]
 
 DEFAULT = "default"
 _REGISTRY = {DEFAULT: "needlepoint.solvers.default:DefaultSolver"}

@@ -25,11 +25,9 @@ from needlepoint.core.structured import without_schema
 from needlepoint.solvers.calls import CallCache, CallLog, calls_path, conversation_key
 from needlepoint.solvers.sent import sent_messages
 
-__all__ = ["MAIN", "RequestGate", "SolveContext", "Solver", "ToolError", "reply_from_turn", "reply_turn"]
+__all__ = ["MAIN", "RequestGate", "SolveContext", "Solver", "reply_from_turn", "reply_turn"]
 
 T = TypeVar("T")
-
-ToolError = errors.RequestError  # the one failure type of a request (models/http.py), under its old name
 
 
 class RequestGate(Protocol):
@@ -259,7 +257,7 @@ class SolveContext:
         about: Mapping[str, Any] | None = None,
     ) -> T:
         """Await a tool call, recording its latency and result summary (`summary(result)`, JSON-ready)
-        or its failure: a ToolError (or any exception with a `kind` of status.REQUEST_FAILURES, as
+        or its failure: an errors.RequestError (or any exception with a `kind` of status.REQUEST_FAILURES, as
         the embedding client raises) is recorded with that kind and raised again. `about` as for
         `complete`."""
         started = time.perf_counter()
@@ -274,7 +272,7 @@ class SolveContext:
                 turn["error"], turn["error_kind"] = str(exc), kind
                 turn["latency_s"] = round(time.perf_counter() - started, 4)
                 self.turns.append(turn)
-                raise ToolError(str(kind), str(exc)) from exc
+                raise errors.RequestError(str(kind), str(exc)) from exc
             raise
         turn["latency_s"] = round(time.perf_counter() - started, 4)
         if summary is not None:

@@ -407,7 +407,7 @@ class McBench(BaseBenchmark):
 
     def published_run(self, predictions: Path, data: Path | None = None) -> Any:
         """A COCO results file as the records of a run (predictions_run.py); needs --data as `score_file` does."""
-        from needlepoint.benchmarks.mc_bench.published_run import published_run
+        from needlepoint.benchmarks.mc_bench.predictions import published_run
 
         if data is None:
             raise DataError("scoring mc_bench needs --data: the release folder or its annotation file (images not needed)")

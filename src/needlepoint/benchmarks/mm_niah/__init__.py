@@ -1,8 +1,8 @@
 """MM-NIAH: needles in long interleaved image-text documents (docs/protocols/mm-niah.md).
 
 The package, in the order of the flow: `data` and `benchmark` (load, prompt), `retrieve` and `rag`
-(the RAG baseline's parts), `judge`, `aggregate` (the official numbers), `heatmap`, `leaderboard`
-(the authors' leaderboard files), `board` (needlepoint's leaderboard layout), `demo`, and `build`
+(the RAG baseline's parts), `judge`, `aggregate` (the official numbers), `heatmap`, `response_files`
+(the authors' response files), `board` (needlepoint's leaderboard layout), `demo`, and `build`
 (`needlepoint build mm_niah`). This module is the declaration only, cheap to import.
 """
 

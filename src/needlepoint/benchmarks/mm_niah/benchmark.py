@@ -45,8 +45,8 @@ def _parts(text: str, images: list[ImageRef]) -> list[Part]:
     return parts
 
 
-def leaderboard_rows(samples: Sequence[NiahSample], records: dict[str, Record]) -> dict[str, list[dict[str, Any]]]:
-    """Rows in the leaderboard format, per task, in the run's sample order."""
+def response_rows(samples: Sequence[NiahSample], records: dict[str, Record]) -> dict[str, list[dict[str, Any]]]:
+    """Rows of the response files, per task, in the run's sample order."""
     out: dict[str, list[dict[str, Any]]] = {}
     for s in samples:
         rec = records.get(s.id)
@@ -179,12 +179,12 @@ class MmNiah(BaseBenchmark):
     def export(
         self, run_dir: Path, dataset: Dataset[NiahSample], records: Sequence[Record], model: str, metrics: dict[str, Any]
     ) -> list[Path]:
-        from needlepoint.benchmarks.mm_niah.leaderboard import write_leaderboard
+        from needlepoint.benchmarks.mm_niah.response_files import write_response_files
         from needlepoint.core.config import model_slug
 
-        rows = leaderboard_rows(dataset, {r["id"]: r for r in records})
+        rows = response_rows(dataset, {r["id"]: r for r in records})
         assert dataset.split is not None, "load() finds the split of every dataset it returns"
-        return write_leaderboard(run_dir / "leaderboard", model_slug(model), dataset.split, rows)
+        return write_response_files(run_dir / "leaderboard", model_slug(model), dataset.split, rows)
 
     def figures(self, run_dir: Path, metrics: dict[str, Any]) -> list[Path]:
         """The heatmaps (depth by context range) of every task and the overall, for the report."""
@@ -226,17 +226,17 @@ class MmNiah(BaseBenchmark):
         return items
 
     def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
-        """Metrics of leaderboard files (a folder, one model or several, or one file)."""
-        from needlepoint.benchmarks.mm_niah.leaderboard import read_leaderboard_dir, score_leaderboard
+        """Metrics of response files (a folder, one model or several, or one file)."""
+        from needlepoint.benchmarks.mm_niah.response_files import read_response_files, score_response_files
 
         folder = predictions / "leaderboard" if (predictions / "leaderboard").is_dir() else predictions
-        by_model = read_leaderboard_dir(folder, split=self.split)
+        by_model = read_response_files(folder, split=self.split)
         if len(by_model) == 1:
-            return score_leaderboard(next(iter(by_model.values())))
-        return {"models": {m: score_leaderboard(rows) for m, rows in by_model.items()}}
+            return score_response_files(next(iter(by_model.values())))
+        return {"models": {m: score_response_files(rows) for m, rows in by_model.items()}}
 
     def published_run(self, predictions: Path, data: Path | None = None) -> Any:
-        """One model's leaderboard files as the records of a run (predictions_run.py)."""
-        from needlepoint.benchmarks.mm_niah.published_run import published_run
+        """One model's response files as the records of a run (predictions_run.py)."""
+        from needlepoint.benchmarks.mm_niah.predictions import published_run
 
         return published_run(predictions, self.split)

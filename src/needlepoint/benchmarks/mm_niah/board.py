@@ -1,5 +1,5 @@
 """MM-NIAH on a leaderboard (`needlepoint report`): by context range and by task, as the paper's
-tables; the authors' own leaderboard files are `leaderboard.py`."""
+tables; the authors' response files are `response_files.py`."""
 
 from __future__ import annotations
 

@@ -206,7 +206,7 @@ class RefAdv(BaseBenchmark):
 
     def published_run(self, predictions: Path, data: Path | None = None) -> Any:
         """The authors' prediction file as the records of a run (predictions_run.py)."""
-        from needlepoint.benchmarks.ref_adv.published_run import published_run
+        from needlepoint.benchmarks.ref_adv.predictions import published_run
 
         return published_run(predictions)
 

@@ -23,11 +23,10 @@ from needlepoint.core import status
 from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message
 from needlepoint.core.errors import DataError, RequestError
 from needlepoint.core.store import read_records
-from needlepoint.models.embeddings import EMBEDDINGS, EmbeddingError, ServedEmbedder
+from needlepoint.models.embeddings import EMBEDDINGS, ServedEmbedder
 from needlepoint.models.http import RetryPolicy
 from needlepoint.models.openai_compat import OpenAICompatModel
 from needlepoint.models.simulated import EMBED_DIM, OMIT, SIMULATED_EMBEDDER_NAME, SimulatedServer
-from needlepoint.solvers import ToolError
 
 
 def _embedder(server: SimulatedServer, **retry: Any) -> ServedEmbedder:
@@ -54,9 +53,8 @@ def _requests(server: SimulatedServer, kind: str) -> int:
     return sum(1 for k, _ in server.embed_log if k == kind)
 
 
-def test_one_failure_type_under_its_old_names() -> None:
-    assert ToolError is RequestError and EmbeddingError is RequestError
-    err = ToolError(status.CONTEXT_TOO_LONG, "too long")
+def test_one_failure_type_carries_its_kind() -> None:
+    err = RequestError(status.CONTEXT_TOO_LONG, "too long")
     assert err.kind == status.CONTEXT_TOO_LONG and str(err) == "too long" and err.attempts == 1
 
 

@@ -1,4 +1,4 @@
-"""MM-NIAH leaderboard files of one model as the records of a run (predictions_run.py): one record
+"""MM-NIAH response files of one model as the records of a run (predictions_run.py): one record
 per row, its id `task/question_id` as a model run on the release names it, its answer the
 response, its score the official judge's verdict, as `score` gives it."""
 
@@ -8,18 +8,18 @@ import os
 from pathlib import Path
 
 from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
-from needlepoint.benchmarks.mm_niah.leaderboard import parse_file_name, read_leaderboard_dir
-from needlepoint.contract.published import PublishedRun
+from needlepoint.benchmarks.mm_niah.response_files import parse_file_name, read_response_files
+from needlepoint.contract.predictions import PublishedRun
 from needlepoint.core import status
 from needlepoint.core.errors import DataError
 from needlepoint.core.records import Record
 
 
 def published_run(predictions: Path, split: str | None) -> PublishedRun:
-    """The records of one model's leaderboard files (a folder, or one file); the files are kept
+    """The records of one model's response files (a folder, or one file); the files are kept
     under leaderboard/, where `score` of a run folder reads them."""
     folder = predictions / "leaderboard" if (predictions / "leaderboard").is_dir() else predictions
-    by_model = read_leaderboard_dir(folder, split=split)
+    by_model = read_response_files(folder, split=split)
     if len(by_model) != 1:
         raise DataError(
             f"{predictions} holds the files of {len(by_model)} models ({', '.join(sorted(by_model))}); "

@@ -10,7 +10,7 @@ from typing import Any
 from needlepoint.benchmarks.ref_adv.data import read_box
 from needlepoint.benchmarks.ref_adv.export import PREDICTIONS
 from needlepoint.benchmarks.ref_adv.scoring import read_authors_predictions
-from needlepoint.contract.published import PublishedRun
+from needlepoint.contract.predictions import PublishedRun
 from needlepoint.core import status
 from needlepoint.core.errors import DataError
 from needlepoint.core.jsonl import read_jsonl

@@ -1,7 +1,9 @@
-"""The MM-NIAH leaderboard format: one JSONL per task and split, `{model}_{task}-{split}.jsonl`.
+"""MM-NIAH response files, the format the authors' evaluation and project page take: one JSONL per
+task and split, `{model}_{task}-{split}.jsonl` (a run keeps them under `leaderboard/`, the authors'
+folder name).
 
-We write exactly what the leaderboard takes and read it back, so published response files can be
-re-scored with the official judge and aggregation.
+We write exactly those files and read them back, so released response files can be re-scored with
+the official judge and aggregation.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def file_name(model: str, task: str, split: str) -> str:
 
 
 def parse_file_name(path: Path) -> tuple[str, str, str]:
-    """(model, task, split) from a leaderboard file name; DataError naming the file otherwise."""
+    """(model, task, split) from a response file's name; DataError naming the file otherwise."""
     name = path.name
     model, _, rest = name[: -len(".jsonl")].rpartition("_") if name.endswith(".jsonl") else ("", "", "")
     for split in SPLITS:
@@ -44,15 +46,15 @@ def parse_file_name(path: Path) -> tuple[str, str, str]:
         if model and rest.endswith(f"-{split}") and task in TASKS:
             return model, task, split
     raise DataError(
-        f"{path} does not fit the leaderboard naming '{{model}}_{{task}}-{{split}}.jsonl' (task one of "
+        f"{path} does not fit the response files' naming '{{model}}_{{task}}-{{split}}.jsonl' (task one of "
         f"{', '.join(TASKS)}; split val or test, e.g. mymodel_counting-image-test.jsonl); rename or move it."
     )
 
 
-def write_leaderboard(
+def write_response_files(
     out_dir: Path, model: str, split: str, rows_by_task: Mapping[str, Sequence[Mapping[str, Any]]]
 ) -> list[Path]:
-    """Write one leaderboard file per task; rows keep exactly the six leaderboard fields."""
+    """Write one response file per task; rows keep exactly the six fields of the authors' format."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -61,9 +63,7 @@ def write_leaderboard(
         for index, row in enumerate(rows):
             absent = [key for key in FIELDS if key not in row]
             if absent:
-                raise DataError(
-                    f"Row {index} of {task} lacks {', '.join(absent)}; every leaderboard row needs {', '.join(FIELDS)}."
-                )
+                raise DataError(f"Row {index} of {task} lacks {', '.join(absent)}; every response row needs {', '.join(FIELDS)}.")
         with AtomicFile(path) as fh:
             for row in rows:
                 fh.write(json_text({key: row[key] for key in FIELDS}) + "\n")
@@ -71,8 +71,8 @@ def write_leaderboard(
     return paths
 
 
-def read_leaderboard_file(path: Path) -> list[dict[str, Any]]:
-    """The rows of one leaderboard file, in file order (order matters for the official sums).
+def read_response_file(path: Path) -> list[dict[str, Any]]:
+    """The rows of one response file, in file order (order matters for the official sums).
     A file that repeats a `question_id` is refused with the count: each copy would count again."""
     rows = []
     first: dict[str, str] = {}
@@ -95,7 +95,7 @@ def read_leaderboard_file(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def read_leaderboard_dir(path: Path, split: str | None = None) -> dict[str, dict[str, list[dict[str, Any]]]]:
+def read_response_files(path: Path, split: str | None = None) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """{model: {task: rows}} from a folder of leaderboard files (or one such file).
 
     Files not ending in .jsonl and sub-folders are skipped; a .jsonl file whose name does not fit
@@ -121,11 +121,11 @@ def read_leaderboard_dir(path: Path, split: str | None = None) -> dict[str, dict
         raise DataError(f"{path} holds the splits {', '.join(found)}; choose one with --split to score them apart.")
     result: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for file, model, task, _ in named:
-        result.setdefault(model, {})[task] = read_leaderboard_file(file)
+        result.setdefault(model, {})[task] = read_response_file(file)
     return result
 
 
-def score_leaderboard(rows_by_task: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+def score_response_files(rows_by_task: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
     """Official metrics for one model's leaderboard rows ({task: rows}), via judge and aggregate.
 
     Rows without an answer (the test split: its answers are not public) cannot be scored.

@@ -9,7 +9,7 @@ from typing import Any
 
 from needlepoint.benchmarks.mc_bench.groundtruth import GroundTruth
 from needlepoint.benchmarks.mc_bench.scoring import check_results, detections, read_results
-from needlepoint.contract.published import PublishedRun
+from needlepoint.contract.predictions import PublishedRun
 from needlepoint.core import status
 from needlepoint.core.errors import DataError
 from needlepoint.core.files import json_text
