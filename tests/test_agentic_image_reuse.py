@@ -1,7 +1,7 @@
-"""Issue 26, the agentic solver at high concurrency: the localizer reads and encodes an image once
-for all the phrases of a sample (the phrases go out together, one request each with its image),
-not once per phrase; the image cache that allows it stays bounded. End to end through the CLI
-against local simulated servers (tests/helpers/agentic.py)."""
+"""The agentic solver at high concurrency: the localizer reads and encodes an image once for all the
+phrases of a sample (the phrases go out together, one request each with its image), not once per
+phrase; the image cache that allows it stays bounded. End to end through the CLI against local
+simulated servers (tests/helpers/agentic.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.cli import main
 from needlepoint.core.conversation import ImageRef
-from needlepoint.core.images import ENTRY_BYTES, ImageCache
+from needlepoint.core.images import ENTRY_BYTES, ImageCache, read_small_image
 from needlepoint.models import openai_compat
 
 
@@ -31,7 +31,7 @@ def test_an_image_is_read_once_for_all_the_phrases_of_a_sample(
     localizer = serve(script=localizer_script, default=None, models=(LOCALIZER,))
 
     reads: Counter[str] = Counter()
-    real = openai_compat.read_small_image
+    real = read_small_image  # what openai_compat reads a file with, patched below
 
     def counting(ref: ImageRef) -> bytes | None:
         reads[ref.key] += 1

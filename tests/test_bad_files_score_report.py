@@ -1,6 +1,6 @@
 """Files are data, not code paths: `score` and `report` over hostile prediction, run.json and
-metrics.json files (issue 20, items 4 and 5). Each bad file ends in exit 2 and one sentence that
-names the file, never a traceback; a bad run folder among good ones is skipped with its reason."""
+metrics.json files. Each bad file ends in exit 2 and one sentence that names the file, never a
+traceback; a bad run folder among good ones is skipped with its reason."""
 
 from __future__ import annotations
 
@@ -298,7 +298,10 @@ def test_mc_bench_reads_a_bom_and_lone_surrogates(tmp_path: Path, capsys: pytest
 
 # --- report over hostile run folders -------------------------------------------------------------
 
-HEADER = {"config": {"benchmark": "ref_adv_s", "model": "good", "options": {}}, "created": "2026-01-01T00:00:00+0000"}
+HEADER: dict[str, Any] = {
+    "config": {"benchmark": "ref_adv_s", "model": "good", "options": {}},
+    "created": "2026-01-01T00:00:00+0000",
+}
 METRICS = {"n": 2, "acc@0.5": 0.5, "acc@0.75": 0.25, "acc@0.9": 0.0, "bins": {}, "parse_fail": 0}
 
 

@@ -1,8 +1,9 @@
-"""No reply from a server can stop, poison or crash a run (issue 19, item 1): an absurd number, JSON
-nested thousands deep, NaN and Infinity literals, lone surrogates in values and keys. Each run below
-gets such replies from a real local server, for the default solver on all three benchmarks and for
-MC-Bench's agentic reasoner; every run completes, writes its metrics and report, counts the replies
-it cannot read as parse errors, and never records `internal_error` (a fault in needlepoint itself)."""
+"""No reply from a server can stop, poison or crash a run: an absurd number, JSON nested thousands
+deep, NaN and Infinity literals, lone surrogates in values and keys. Each run below gets such
+replies from a real local server, for the default solver on all three benchmarks and for
+MC-Bench's agentic reasoner; every run completes, writes its metrics and report, counts the
+replies it cannot read as parse errors, and never records `internal_error` (a fault in
+needlepoint itself)."""
 
 from __future__ import annotations
 
@@ -19,12 +20,13 @@ from needlepoint.benchmarks.mc_bench.demo import write_release as write_mc_relea
 from needlepoint.benchmarks.mc_bench.parse import OutOfRange, PairGeometry, group_number, parse_answer
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.judge import judge
-from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import make_rows
 from needlepoint.benchmarks.ref_adv.demo import write_release as write_ref_release
 from needlepoint.cli import main
 from needlepoint.core import status
 from needlepoint.core.jsonfind import MAX_DEPTH, find_json, loads
+from needlepoint.core.records import Record
 from needlepoint.core.store import read_records
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer, script_key
 from needlepoint.run.evaluate import evaluate
@@ -69,7 +71,7 @@ HOSTILE: dict[str, tuple[str, str | None]] = {
 REPLIES = [reply for reply, _ in HOSTILE.values()]
 
 
-def _assert_no_internal_error(out: Path, n: int) -> dict[str, dict[str, Any]]:
+def _assert_no_internal_error(out: Path, n: int) -> dict[str, Record]:
     records = read_records(out / "records.jsonl")
     assert len(records) == n
     assert not [r["id"] for r in records.values() if r["status"] == status.INTERNAL_ERROR], [
@@ -184,7 +186,7 @@ def test_mm_niah_judge_survives_hostile_replies() -> None:
 
 def test_mc_bench_run_survives_hostile_replies(serve: Any, tmp_path: Path) -> None:
     folder, _ = write_mc_release(tmp_path / "data", pairs=len(HOSTILE))
-    options = {"box_format": "norm_1000_xyxy", "input_mode": "sequence"}
+    options: dict[str, Any] = {"box_format": "norm_1000_xyxy", "input_mode": "sequence"}
     bench = McBench(**options)
     samples = bench.load(folder)
     names = list(HOSTILE)
@@ -204,7 +206,7 @@ def test_mc_bench_run_survives_hostile_replies(serve: Any, tmp_path: Path) -> No
 def test_ref_adv_run_survives_hostile_replies(serve: Any, tmp_path: Path) -> None:
     rows = make_rows(len(HOSTILE))
     folder = write_ref_release(tmp_path / "data", rows)
-    options = {"box_format": "abs_xyxy", "prompt_mode": "direct"}
+    options: dict[str, Any] = {"box_format": "abs_xyxy", "prompt_mode": "direct"}
     bench = RefAdv(**options)
     samples = bench.load(folder)
     # Ref-Adv-s replies name boxes under "bbox_2d" in a list: the same hostile values, in its shape

@@ -38,7 +38,9 @@ class BatchServer:
         form = await request.post()
         assert form["purpose"] == "batch"
         file_id = f"file-{len(self.files)}"
-        self.files[file_id] = form["file"].file.read()  # type: ignore[union-attr]
+        upload = form["file"]
+        assert isinstance(upload, web.FileField)
+        self.files[file_id] = upload.file.read()
         return web.json_response({"id": file_id, "object": "file", "purpose": "batch"})
 
     async def content(self, request: web.Request) -> web.Response:

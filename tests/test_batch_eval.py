@@ -1,5 +1,5 @@
-"""`needlepoint eval --batch` against a local server with OpenAI's Batch API (tests/helpers/
-batch_server.py): the same metrics as the live path, repair turns as a second batch, a batch that
+"""`needlepoint eval --batch` against a local server with OpenAI's Batch API
+(needlepoint.models.simulated_batch): the same metrics as the live path, repair turns as a second batch, a batch that
 completes partly or expires (failed samples, completed by --retry-failed), a needlepoint killed
 while it polls (the rerun waits for the same batch), and the combinations refused."""
 
@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 from helpers import REPO, TEST_MODELS, one_sentence, ref_eval_args, run_cli, run_quiet, scripted_ref_release, untimed
-from helpers.batch_server import BatchServer
 
 from needlepoint.core.store import read_records
+from needlepoint.models.simulated_batch import BatchServer
 
 N = 10  # the demo script's samples 5 and 7 need a repair turn
 

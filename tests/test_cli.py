@@ -1,11 +1,18 @@
-"""The command line: re-scoring published predictions, bad input as one sentence, demo, exports."""
+"""The command line: re-scoring published predictions, bad input as one sentence, demo (and its
+model kept serving, `demo --serve`), exports."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shlex
+import signal
 import socket
+import subprocess
+import sys
+import threading
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from helpers import REF_ADV_PREDICTIONS, REPO, prompt_key, run_cli, write_jsonl_release
+from helpers.cli import start_cli
 
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import answers_for, make_rows, write_release
@@ -311,6 +319,177 @@ DEMO_REF_ADV_METRICS = {
         "skipped": [],
     },
 }
+
+
+# --- the demo's model kept serving: `needlepoint demo --serve`
+
+
+def _read_guide(proc: subprocess.Popen[str], timeout: float = 240) -> list[str]:
+    """The lines `demo --serve` prints on stdout, up to its last command (the human page's)."""
+    lines: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if " human " in line:
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if reader.is_alive() or not lines or " human " not in lines[-1]:
+        proc.kill()
+        raise AssertionError(f"no guide printed: {lines} {proc.communicate()[1]}")
+    return lines
+
+
+def _serve_demo(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    return start_cli(["demo", "--serve", *args], cwd)
+
+
+def _stop(proc: subprocess.Popen[str], signum: int) -> str:
+    """Send `signum`; the server's stderr once it has exited (killed, and the test failed, if it does not)."""
+    proc.send_signal(signum)
+    try:
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "Traceback" not in err and "stopped serving" in err, err
+    return err
+
+
+def _port(url: str) -> int:
+    match = re.fullmatch(r"http://127\.0\.0\.1:(\d+)/v1", url)
+    assert match, url
+    return int(match.group(1))
+
+
+def _closed(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _served_metrics(run: Path) -> dict[str, Any]:
+    metrics: dict[str, Any] = json.loads((run / "metrics.json").read_text())
+    assert metrics.pop("intervals")["metrics"]["acc@0.5"]["estimate"] == 23 / 30
+    assert metrics.pop("usage")["roles"]["model"]["requests"] == 36  # 30 samples, 6 repair turns
+    return metrics
+
+
+def test_demo_serve_prints_commands_that_run_as_printed_from_another_folder(tmp_path: Path) -> None:
+    """`demo --serve --out demo` (a relative folder) serves every demo set's script; its printed
+    eval commands, run by a shell in another folder, get the plain demo's numbers (the same
+    requests: the same run identity), live and through the Batch API; SIGTERM ends it with 0 and
+    the port closes."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = _serve_demo(tmp_path, "--out", "demo")
+    try:
+        lines = _read_guide(proc)
+        url = next(line.split()[1] for line in lines if line.strip().startswith("--api-url"))
+        port = _port(url)
+        commands = [line for line in lines if line.startswith(sys.executable)]
+        evals = [c for c in commands if " eval " in c]
+        for name in ("ref_adv_s", "mc_bench", "mm_niah"):
+            assert any(f" eval {name} " in c and "--solver" not in c for c in evals), evals
+        assert any("--solver agentic" in c for c in evals) and any("--solver rag" in c for c in evals)
+        assert all(f"--api-url {url}" in c for c in evals) and all(str(tmp_path / "demo") in c for c in commands)
+        assert [c.split()[3] for c in commands if " eval " not in c] == ["report", "compare", "human"]
+        plain = next(c for c in evals if " eval ref_adv_s " in c and "--batch" not in c)
+        batch = next(c for c in evals if " eval ref_adv_s " in c and "--batch" in c)
+        for command in (plain, batch):
+            done = subprocess.run(["/bin/sh", "-c", command], cwd=elsewhere, capture_output=True, text=True, timeout=240)
+            assert done.returncode == 0, done.stderr
+            run = Path(shlex.split(command)[-1])
+            assert run.is_relative_to(tmp_path / "demo" / "served")
+            assert json.loads((run / "run.json").read_text())["hash"] == DEMO_REF_ADV_HASH
+            assert _served_metrics(run) == DEMO_REF_ADV_METRICS
+        assert json.loads((run / "run.json").read_text())["config"]["batch"] is True
+        assert (tmp_path / "demo" / "data" / "mm_niah").is_dir() and not list(elsewhere.iterdir())
+    finally:
+        _stop(proc, signal.SIGTERM)
+    assert _closed(port)
+
+
+def test_demo_serve_listens_on_the_port_asked_until_ctrl_c(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port free a moment ago
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = _serve_demo(tmp_path, "--benchmarks", "ref_adv_s", "--port", str(port), "--out", str(tmp_path / "demo"))
+    try:
+        lines = _read_guide(proc)
+        url = next(line.split()[1] for line in lines if line.strip().startswith("--api-url"))
+        assert _port(url) == port
+        with urllib.request.urlopen(f"{url}/models", timeout=30) as resp:
+            assert [m["id"] for m in json.load(resp)["data"]] == ["needlepoint-simulated"]
+        evals = [line for line in lines if " eval " in line and not line.startswith("#")]
+        assert len(evals) == 2 and not any("--solver" in c for c in evals)  # live and batch: Ref-Adv-s declares no solver run
+    finally:
+        _stop(proc, signal.SIGINT)
+    assert _closed(port)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--serve", "--port", "70000"], "not a port number"),
+        (["--port", "8000"], "add --serve"),
+        (["--serve", "--benchmarks", ","], "names no benchmark"),
+        (["--serve", "--benchmarks", "nope"], "no demo for nope"),
+    ],
+)
+def test_demo_serve_bad_input_is_one_sentence(
+    args: list[str], words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--out", str(tmp_path / "demo"), *args]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("needlepoint: error: ") and words in line and "\n" not in line, line
+
+
+def test_demo_serve_on_a_taken_port_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["demo", "--serve", "--port", str(port), "--out", str(tmp_path / "demo")]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("needlepoint: error: cannot listen on 127.0.0.1:") and "--port" in line and "\n" not in line, line
+    assert not (tmp_path / "demo").exists()  # refused before anything was written
+
+
+def test_a_printed_eval_command_gives_every_setting_or_refuses() -> None:
+    """`eval_argv` writes each setting of a demo run as its flag (a repeated one per item, a
+    solver's own flags), and refuses a setting it cannot print rather than drop it."""
+    from needlepoint.core.config import RunConfig
+    from needlepoint.demo.commands import eval_argv
+
+    config = RunConfig(
+        benchmark="mc_bench",
+        data=Path("/d"),
+        model="m",
+        api_urls=["http://h:1/v1"],
+        options={"box_format": "norm_1000_xyxy"},
+        solver="agentic",
+        solver_options={"localizer": "vlm:loc", "localizer_url": ["http://a:1/v1", "http://b:2/v1"], "unflagged": 3},
+        out=Path("/o"),
+    )
+    assert eval_argv(config, "--batch") == [
+        *("eval", "mc_bench", "--data", "/d", "--model", "m", "--api-url", "http://h:1/v1", "--box-format", "norm_1000_xyxy"),
+        *(
+            "--solver",
+            "agentic",
+            "--localizer",
+            "vlm:loc",
+            "--localizer-url",
+            "http://a:1/v1",
+            "--localizer-url",
+            "http://b:2/v1",
+        ),
+        *("--solver-option", "unflagged=3", "--batch", "--out", "/o"),
+    ]
+    with pytest.raises(ValueError, match="limit"):
+        eval_argv(RunConfig(benchmark="ref_adv_s", data=Path("/d"), model="m", api_urls=["http://h:1/v1"], limit=3))
 
 
 # --- a run through the CLI: exports in the authors' schema, re-scored to the same metrics

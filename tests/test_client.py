@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 from helpers import prompt_key, ref_run_config, write_jsonl_release
+from helpers.images import in_memory
 from helpers.servers import count_piece_writes
 from PIL import Image
 
-from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
 from needlepoint.core.config import RunConfig
 from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message
+from needlepoint.core.images import read_small_image
 from needlepoint.core.store import read_records
 from needlepoint.models.openai_compat import (
     OpenAICompatModel,
@@ -79,7 +81,11 @@ def test_request_body_is_the_json_of_the_message_with_the_images_spliced_in() ->
     # File URLs (--local-images) are serialised in place, alone or beside base64: the same bytes.
     file_urls = [b"file:///data/a%20b.jpg", b"file:///data/b.jpg"]
     for sent, second_url in ((file_urls, file_urls[1].decode()), ([file_urls[0], images[1]], urls[id(second)])):
-        payload = message_payload(conversation, lambda ref, at=second_url: file_urls[0].decode() if ref is first else at)
+
+        def url_of(ref: ImageRef, at: str = second_url) -> str:
+            return file_urls[0].decode() if ref is first else at
+
+        payload = message_payload(conversation, url_of)
         expected = {"model": "m", "messages": payload, **sampling_params(gen)}
         assert (
             request_body("m", conversation, gen, sent) == json.dumps(expected, ensure_ascii=False, separators=(",", ":")).encode()
@@ -277,8 +283,8 @@ def test_run_with_faults_then_retry_failed(serve: Any, ref_release: Any, tmp_pat
     assert msgs[2]["content"] == REPAIR
 
     metrics = result.metrics
-    assert metrics["n"] == 9  # the headline metrics cover the answered samples (issue 19)
-    # failed requests are counted apart from parse failures (issue 8): the model never answered
+    assert metrics["n"] == 9  # the headline metrics cover the answered samples
+    # failed requests are counted apart from parse failures: the model never answered
     assert metrics["parse_errors"] == {"no_bbox_found": 1} and metrics["failures"] == {}
     assert metrics["parse_fail"] == 1
     assert metrics["repair_used"] == 3
@@ -430,9 +436,9 @@ def test_a_document_s_images_are_read_off_the_event_loop_and_a_pair_s_on_it(
         Image.new("RGB", (40 + k, 30), (10 * k, 20, 30)).save(path, quality=80)
         refs.append(ImageRef(key=path.name, path=path))
     readers: list[int] = []
-    real = oc.read_small_image
+    real = read_small_image  # what openai_compat reads a file with, patched below
 
-    def read(ref: ImageRef) -> Any:
+    def read(ref: ImageRef) -> bytes | None:
         readers.append(threading.get_ident())
         return real(ref)
 
@@ -450,7 +456,7 @@ def test_a_document_s_images_are_read_off_the_event_loop_and_a_pair_s_on_it(
     readers.clear()
     pair, loop_thread = asyncio.run(encode(refs[:2]))
     assert readers == [loop_thread, loop_thread]
-    assert document == [base64.b64encode(r.path.read_bytes()) for r in refs] and pair == document[:2]  # type: ignore[union-attr]
+    assert document == [base64.b64encode(r.read_bytes()) for r in refs] and pair == document[:2]  # the files as stored
 
 
 def test_a_body_of_megabytes_goes_out_in_pieces_equal_to_the_joined_body(serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -468,7 +474,7 @@ def test_a_body_of_megabytes_goes_out_in_pieces_equal_to_the_joined_body(serve: 
         buf = io.BytesIO()
         Image.fromarray(rng.integers(0, 255, (700, 700, 3), dtype=np.uint8)).save(buf, format="JPEG", quality=95)
         jpegs.append(buf.getvalue())
-    refs = [ImageRef(f"p{i}.jpg", loader=lambda data=data: data) for i, data in enumerate(jpegs)]
+    refs = [in_memory(f"p{i}.jpg", data) for i, data in enumerate(jpegs)]
     conversation = Conversation([Message("user", ["look", refs[0], "and", refs[1], refs[2], "end"])])
     generation = Generation(timeout_s=5)
     joined = request_body("m", conversation, generation, [to_base64(j) for j in jpegs])

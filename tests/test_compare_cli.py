@@ -40,7 +40,8 @@ def metric_at(metrics: dict[str, Any], name: str) -> Any:
 
 
 def metrics_json(run: Path) -> dict[str, Any]:
-    return json.loads((run / "metrics.json").read_text())
+    metrics: dict[str, Any] = json.loads((run / "metrics.json").read_text())
+    return metrics
 
 
 @pytest.fixture(scope="module")

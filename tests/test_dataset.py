@@ -4,6 +4,7 @@ dataset verbs take it, so no verb depends on what an earlier call left in the be
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,9 +14,10 @@ from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.demo import write_release as write_niah
 from needlepoint.contract.base import Dataset, Parsed
 from needlepoint.core.errors import DataError
+from needlepoint.core.records import Record
 
 
-def _records(bench: McBench | MmNiah, dataset: Dataset) -> list[dict]:
+def _records(bench: McBench | MmNiah, dataset: Dataset[Any]) -> list[Record]:
     """A record per sample whose answer is empty (MC-Bench: no box; MM-NIAH: no text)."""
     empty = Parsed(answer=[]) if isinstance(bench, McBench) else Parsed(answer="")
     return [

@@ -23,6 +23,7 @@ from PIL import Image
 
 from needlepoint.core.conversation import ImageRef
 from needlepoint.core.errors import DataError
+from needlepoint.core.records import Record
 from needlepoint.models.detector import DEFAULT_THRESHOLD, Detection, Detector
 
 DEVICE = TEST_DEVICE
@@ -213,10 +214,10 @@ def test_a_detected_box_reaches_results_coco_json(grounding_dino: Path, tmp_path
     log = ForwardLog(detector.model)
     detections = detector.detect(queries)  # three samples' phrases: one pass
     assert len(log.calls) == 1 and log.calls[0]["input_ids"][0] == 3
-    records = []
+    records: list[Record] = []
     for k, (sample, targets) in enumerate(zip(samples, plans)):
         parsed = answer_from_detections(targets, detections[2 * k : 2 * k + 2])
-        records.append({"id": sample.id, "answer": parsed.answer, **bench.judge(sample, parsed)})
+        records.append({"id": sample.id, "answer": parsed.answer, "scores": bench.judge(sample, parsed)})
     (path,) = bench.export(tmp_path, samples, records, "reasoner + tiny detector", {})
     expected = []
     for sample, targets, pair in zip(samples, plans, [detections[i : i + 2] for i in range(0, 6, 2)]):

@@ -1,6 +1,6 @@
-"""Issue 19 (items 3 and 5) in Chromium: a run page with failed requests shows them under their own
-badge and filter (never as "wrong"), and "What the model saw" unfolds each turn's messages, texts
-as text and images by path, size and thumbnail. Screenshots go to artifacts/ (git-ignored)."""
+"""The run page in Chromium: failed requests show under their own badge and filter (never as
+"wrong"), and "What the model saw" unfolds each turn's messages, texts as text and images by
+path, size and thumbnail. Screenshots go to artifacts/ (git-ignored)."""
 
 from __future__ import annotations
 

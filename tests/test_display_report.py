@@ -1,6 +1,6 @@
-"""Issue 19 (items 3, 5 and 6), what the run page shows: failed requests as their own badge and
-filter, what the model saw, the solver's label, answered / requested, a run with nothing answered,
-and a finished run rerun that rewrites neither its heatmaps nor its report."""
+"""What the run page shows: failed requests as their own badge and filter, what the model saw, the
+solver's label, answered / requested, a run with nothing answered, and a finished run rerun that
+rewrites neither its heatmaps nor its report."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from helpers import report_blob, small_niah
 from helpers.display import HOSTILE, failed_run, run_block
 
 from needlepoint.report import html as report_html
+from needlepoint.report.assets import JS
 
 
 def test_failed_requests_get_their_own_badge_and_filter(tmp_path: Path) -> None:
@@ -24,7 +25,7 @@ def test_failed_requests_get_their_own_badge_and_filter(tmp_path: Path) -> None:
     assert [by_id[r["id"]].get("st") for r in recs] == [None, None, "backend_error", "backend_error", "backend_error"]
     text = page.read_text(encoding="utf-8")
     assert 'id="np-failed"' in text and "failed requests only (3)" in text
-    assert "failed request: " in report_html.JS and "it.st" in report_html.JS
+    assert "failed request: " in JS and "it.st" in JS  # the page's script
     # The configuration and the headline say how much of the run the numbers cover.
     assert "2 answered / 5 requested (3 failed)" in text
     assert "answered 2 of 5 requested (3 failed)" in text

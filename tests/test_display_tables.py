@@ -1,6 +1,6 @@
-"""Issue 19 (items 3 and 6), what the terminal and the boards show: headline tables that fit 80
-columns, MM-NIAH's tasks in the paper's order, ranges without samples marked, answered / requested
-for an incomplete run and a sentence for a run with nothing answered."""
+"""What the terminal and the boards show: headline tables that fit 80 columns, MM-NIAH's tasks in
+the paper's order, ranges without samples marked, answered / requested for an incomplete run and
+a sentence for a run with nothing answered."""
 
 from __future__ import annotations
 

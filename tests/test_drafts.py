@@ -19,10 +19,12 @@ from helpers import records as stored_records
 from helpers import report_blob as blob
 from PIL import Image
 
-from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import HEIGHT, WIDTH, make_rows, write_release
-from needlepoint.contract.base import ReportImage
+from needlepoint.contract.base import ReportImage, ReportItem
+from needlepoint.core import forks
 from needlepoint.core.config import RunConfig
+from needlepoint.core.records import Record
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 from needlepoint.report import drafts, thumbs
 from needlepoint.run.evaluate import evaluate
@@ -71,7 +73,7 @@ def test_drafts_draw_what_the_records_file_names_from_their_own_reads(release: t
     old = "".join(json.dumps(_record(s)) + "\n" for s in earlier)  # a resumed run's: the report's to make
     records.write_text(old)
 
-    def items_of(done: list[Any], recs: list[Any]) -> list[Any]:
+    def items_of(done: list[Any], recs: list[Record]) -> list[ReportItem]:
         return bench.report_items(samples.with_samples(done), recs)
 
     started = drafts.start(folder, records, list(samples), items_of, expected=SAMPLES, processes=2)
@@ -113,7 +115,7 @@ def test_drafts_draw_what_the_records_file_names_from_their_own_reads(release: t
 
 def test_an_interrupt_while_forking_stops_the_drafts_forked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     forked: list[int] = []
-    real = drafts.fork
+    real = forks.fork  # what drafts forks with, patched below
 
     def fork_once(child: Any) -> int:
         if forked:

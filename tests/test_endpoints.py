@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from helpers import prompt_key, run_cli
 
-from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
 from needlepoint.core.config import RunConfig
 from needlepoint.core.conversation import Conversation, Generation, Message
 from needlepoint.core.endpoints import add_stats, split_weight

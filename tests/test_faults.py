@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 from helpers import good_ref_reply, prompt_key, ref_eval_args, ref_run_config, report_blob, run_cli
 
-from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
 from needlepoint.cli import build_parser, main
 from needlepoint.core import status
 from needlepoint.core.conversation import Conversation, Generation, Message
 from needlepoint.core.errors import DataError
 from needlepoint.core.progress import BarProgress
+from needlepoint.core.records import Record
 from needlepoint.core.redact import scrub
 from needlepoint.core.store import read_records
 from needlepoint.models.openai_compat import (
@@ -29,7 +30,7 @@ from needlepoint.models.openai_compat import (
     classify_rejection,
     unknown_body_keys,
 )
-from needlepoint.models.simulated import VLLM_CONTEXT_ERROR, VLLM_IMAGES_ERROR
+from needlepoint.models.simulated import VLLM_CONTEXT_ERROR, VLLM_IMAGES_ERROR, ScriptReply, SimulatedServer
 from needlepoint.report import html as report_html
 from needlepoint.run.evaluate import evaluate
 
@@ -55,7 +56,7 @@ def _ask(urls: list[str], text: str = "hi", api_key: str | None = None, **retry:
     return asyncio.run(go())
 
 
-# --- 1. every wait is capped, and the progress line says what the run waits for
+# --- every wait is capped, and the progress line says what the run waits for
 
 
 @pytest.mark.parametrize(("fault", "asked"), [("429long", "100000 s"), ("429date", "")])
@@ -139,7 +140,7 @@ def test_progress_line_shows_the_wait_note() -> None:
         def wait_note(self) -> None:
             return None
 
-    progress = BarProgress(Bench(), 3, [], True, [Waiting(), Quiet(), object(), Embedder()])  # type: ignore[arg-type]
+    progress = BarProgress(Bench(), 3, [], True, [Waiting(), Quiet(), object(), Embedder()])
     try:
         progress.tick()
         assert progress.bar is not None
@@ -150,7 +151,7 @@ def test_progress_line_shows_the_wait_note() -> None:
         progress.close()
 
 
-# --- 2. the endpoint check
+# --- the endpoint check
 
 
 def _eval_args(data: Path, url: str, out: Path, model: str = "sim-model") -> list[str]:
@@ -216,7 +217,7 @@ def test_endpoint_check_passes_with_the_right_key(serve: Any, ref_release: Any, 
     assert result.metrics["run"]["answered"] == 2
 
 
-# --- 3. several endpoints
+# --- several endpoints
 
 
 def test_dead_endpoint_taken_out_of_rotation_and_probed_after_cooldown(serve: Any) -> None:
@@ -269,10 +270,10 @@ def test_run_survives_a_failing_endpoint(serve: Any, ref_release: Any, tmp_path:
 def test_run_survives_an_endpoint_stopped_mid_run(serve: Any, ref_release: Any, tmp_path: Path) -> None:
     folder, rows = ref_release
     samples = RefAdv(box_format="abs_xyxy").load(folder)
-    script = {prompt_key(s): [_good(r)] for s, r in zip(samples, rows)}
+    script: dict[str, list[ScriptReply]] = {prompt_key(s): [_good(r)] for s, r in zip(samples, rows)}
     one = serve(script=script, delay_s=0.02)
 
-    class Stopping(type(one)):  # type: ignore[misc]
+    class Stopping(SimulatedServer):
         """Stops serving (its port then refuses connections) after answering three requests."""
 
         stopping = False
@@ -296,7 +297,7 @@ def test_run_survives_an_endpoint_stopped_mid_run(serve: Any, ref_release: Any, 
     assert len(one.log) >= 12 - len(two.log)
 
 
-# --- 4. failure kinds
+# --- failure kinds
 
 
 def test_classify_vllm_rejections() -> None:
@@ -336,7 +337,7 @@ def test_failure_kinds_in_a_run(serve: Any, ref_release: Any, tmp_path: Path) ->
     assert notes[0].startswith("4 sample(s) failed (1 backend_error, 2 context_too_long, 1 too_many_images)")
     assert notes[1] == "rerun with --retry-failed to request the 1 transient failure(s) again"
     assert notes[2].startswith("context_too_long, too_many_images: the server refuses these samples as they are")
-    longest = max(records[s.id]["turns"][0]["usage"]["prompt_tokens"] for s in samples[4:])
+    longest = max((records[s.id]["turns"][0].get("usage") or {})["prompt_tokens"] for s in samples[4:])
     assert longest > 0
     assert notes[3].startswith(
         f"2 sample(s) exceed the model's context (8192 tokens, the server says); the longest prompt that fit had {longest} prompt tokens"
@@ -348,7 +349,7 @@ def test_failure_kinds_in_a_run(serve: Any, ref_release: Any, tmp_path: Path) ->
     assert server.log[before:] == [(keys[3], 0)]
 
 
-# --- 5. reasoning models
+# --- reasoning models
 
 
 def test_reasoning_replies(serve: Any, ref_release: Any, tmp_path: Path) -> None:
@@ -399,7 +400,7 @@ def test_few_empty_replies_do_not_warn(serve: Any, ref_release: Any, tmp_path: P
     assert not any("--max-tokens" in n for n in result.notes)  # 1 of 12 is under a tenth
 
 
-# --- 6. the sampling parameters sent
+# --- the sampling parameters sent
 
 
 def test_sampling_sent_is_recorded(serve: Any, ref_release: Any, tmp_path: Path) -> None:
@@ -451,7 +452,7 @@ def test_unknown_extra_body_keys_warn(serve: Any, ref_release: Any, tmp_path: Pa
     assert len(warnings) == 1 and "--extra-body key(s) topk are known to neither" in warnings[0]
 
 
-# --- 7. credentials never stored or printed
+# --- credentials never stored or printed
 
 
 def test_scrub() -> None:
@@ -526,7 +527,7 @@ def test_report_scrubs_errors_of_older_records(ref_release: Any, tmp_path: Path)
     bench = RefAdv(box_format="abs_xyxy")
     samples = bench.load(folder)[:1]
     error = "http_400: echo of Authorization: Bearer sk-OLD-LEAK to http://h:1/v1/chat?key=q-OLD-LEAK"
-    recs = [
+    recs: list[Record] = [
         {
             "id": samples[0].id,
             "status": "request_rejected",
@@ -534,8 +535,7 @@ def test_report_scrubs_errors_of_older_records(ref_release: Any, tmp_path: Path)
             "repair_used": False,
             "answer": None,
             "parse_error": "request_rejected",
-            "iou": 0.0,
-            "hit": False,
+            "scores": {"iou": 0.0, "hit": False},
             "error": error,
         }
     ]

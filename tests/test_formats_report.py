@@ -1,7 +1,7 @@
-"""Issue 23 item 4: `needlepoint report --format markdown|latex|csv [--rows PATTERN]`: rows ranked
-by the headline column with the published rows, the report's runs marked, ± from metrics.json's
-intervals block where it is there (and nothing where it is not), LaTeX that parses as balanced
-tables. Run folders written from the authors' released predictions (tests/data)."""
+"""`needlepoint report --format markdown|latex|csv [--rows PATTERN]`: rows ranked by the headline
+column with the published rows, the report's runs marked, ± from metrics.json's intervals block
+where it is there (and nothing where it is not), LaTeX that parses as balanced tables. Run
+folders written from the authors' released predictions (tests/data)."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def test_rows_ranked_by_headline_with_published_rows(capsys: pytest.CaptureFixtu
 
 
 def test_intervals_shown_as_plus_minus(capsys: pytest.CaptureFixture[str], ref_run: Path, tmp_path: Path) -> None:
-    """metrics.json's intervals block (issue 23 item 1) gives ± on the cells whose value is its
+    """metrics.json's intervals block (the bootstrap's) gives ± on the cells whose value is its
     estimate; a metric without an interval (or with none) stays a bare value."""
     import shutil
 

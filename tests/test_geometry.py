@@ -7,7 +7,16 @@ import pytest
 from helpers import extra_module
 
 from needlepoint.core.errors import DataError
-from needlepoint.core.geometry import check_box_format, dedupe, iou, iou_matrix, to_absolute, xywh_to_xyxy, xyxy_to_xywh
+from needlepoint.core.geometry import (
+    BoxFormat,
+    check_box_format,
+    dedupe,
+    iou,
+    iou_matrix,
+    to_absolute,
+    xywh_to_xyxy,
+    xyxy_to_xywh,
+)
 
 
 @pytest.mark.parametrize(
@@ -118,8 +127,8 @@ def test_box_conversions_roundtrip() -> None:
         ("norm_1000_xyxy", (1100, -50, 500, 500), (320, 0, 640, 240)),
     ],
 )
-def test_to_absolute(fmt: str, box: tuple[float, ...], expected: tuple[float, ...]) -> None:
-    out = to_absolute(box, fmt, 640, 480)  # type: ignore[arg-type]
+def test_to_absolute(fmt: BoxFormat, box: tuple[float, ...], expected: tuple[float, ...]) -> None:
+    out = to_absolute(box, fmt, 640, 480)
     assert out == pytest.approx(expected, abs=1e-9)
     assert all(isinstance(v, float) for v in out)
 

@@ -17,6 +17,7 @@ from helpers import MC_BENCH_RELEASE, one_sentence, prompt_key, records, run_qui
 from needlepoint.benchmarks.mc_bench.benchmark import (
     FINETUNED_PROMPT,
     GROUNDING_REPAIR_TEXT,
+    GROUNDING_SEQUENCE_PROMPT,
     REPAIR_TEXT,
     SEQUENCE_PROMPT,
     McBench,
@@ -31,6 +32,7 @@ from needlepoint.benchmarks.mc_bench.sft.draw import AnswerBox
 from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv.parse import GROUNDING_REPAIR_TEXT as REF_GROUNDING_REPAIR
 from needlepoint.contract.boards import Run, answer_label
+from needlepoint.contract.boxoptions import BoxOptions
 from needlepoint.contract.grounding import find_boxes, format_box, format_image_line, format_ref
 from needlepoint.core import status
 from needlepoint.core.errors import DataError
@@ -126,7 +128,7 @@ def test_the_builders_writer_and_the_parser_agree() -> None:
     trained to write parses back to the boxes it was trained on."""
     sizes = ((640.0, 480.0), (500.0, 1000.0))
     boxes = ((AnswerBox(1, 11, (64.0, 48.0, 320.0, 240.0)), AnswerBox(2, 12, (0.0, 0.0, 64.0, 96.0))), ())
-    text = grounding_answer(boxes, sizes)  # type: ignore[arg-type]
+    text = grounding_answer(boxes, sizes)
     assert text.splitlines()[1] == "Image 2: none"
     assert text.startswith(f"Image 1: {format_ref('group 1')}{format_box([100, 100, 500, 500])}")
     parsed = parse_grounding_answer(text, GEOMETRY, merged=False)
@@ -134,7 +136,7 @@ def test_the_builders_writer_and_the_parser_agree() -> None:
         (0, 1, pytest.approx([64.0, 48.0, 320.0, 240.0])),
         (0, 2, pytest.approx([0.0, 0.0, 64.0, 96.0])),
     ]
-    json_parsed = parse_answer(json_answer(boxes, sizes, "norm_1000_xyxy"), GEOMETRY, "norm_1000_xyxy", merged=False)  # type: ignore[arg-type]
+    json_parsed = parse_answer(json_answer(boxes, sizes, "norm_1000_xyxy"), GEOMETRY, "norm_1000_xyxy", merged=False)
     assert json_parsed.answer == parsed.answer
     assert format_image_line(2, [(1, [])]) == "Image 2: none"
     assert [b.group for b in find_boxes(text).boxes] == [1, 2]
@@ -224,9 +226,45 @@ def test_ref_adv_reads_real_looking_replies(tmp_path: Path, reply: str, expected
     assert RefAdv(box_format="norm_1000_xyxy").parse(sample, json_reply).answer == parsed.answer
 
 
+def test_box_options_are_checked_together_and_keep_the_run_identity() -> None:
+    """The box flags fold into one checked value; the identity it gives is the one runs recorded
+    before (the frame and the answer format only off their defaults), so older runs resume."""
+    assert BoxOptions.from_flags("abs_xyxy").identity() == {"box_format": "abs_xyxy", "max_image_side": None}
+    qwen = BoxOptions.from_flags("abs_xyxy", abs_frame="qwen-smart-resize", max_image_side=768)
+    assert qwen.identity() == {
+        "box_format": "abs_xyxy",
+        "max_image_side": 768,
+        "abs_frame": "qwen-smart-resize",
+        "abs_frame_factor": 28,
+        "abs_frame_min_pixels": 3136,
+        "abs_frame_max_pixels": 1003520,
+    }
+    tokens = BoxOptions.from_flags(answer_format="grounding-tokens")
+    assert tokens.grounding and tokens.require("x") == "norm_1000_xyxy"
+    assert tokens.identity() == {"box_format": "norm_1000_xyxy", "max_image_side": None, "answer_format": "grounding-tokens"}
+    with pytest.raises(DataError, match="needs --box-format abs_xyxy, not norm_1_xyxy"):
+        BoxOptions.from_flags("norm_1_xyxy", abs_frame="qwen-smart-resize")
+    with pytest.raises(DataError, match="--box-format is required for my_bench"):
+        BoxOptions.from_flags().require("my_bench")
+    assert RefAdv(box_format="abs_xyxy", max_image_side=768).identity() == {
+        "box_format": "abs_xyxy",
+        "prompt_mode": "direct",
+        "repair_on_length_only": False,
+        "max_image_side": 768,
+    }
+    assert McBench(box_format="norm_1000_xyxy", answer_format="grounding-tokens").identity() == {
+        "box_format": "norm_1000_xyxy",
+        "input_mode": "sequence",
+        "template": GROUNDING_SEQUENCE_PROMPT,
+        "styles": None,
+        "max_image_side": None,
+        "answer_format": "grounding-tokens",
+    }
+
+
 def test_grounding_tokens_imply_norm_1000_and_refuse_another_box_format() -> None:
-    assert McBench(answer_format="grounding-tokens").box_format == "norm_1000_xyxy"
-    assert RefAdv(answer_format="grounding-tokens", box_format="norm_1000_xyxy").box_format == "norm_1000_xyxy"
+    assert McBench(answer_format="grounding-tokens").boxes.box_format == "norm_1000_xyxy"
+    assert RefAdv(answer_format="grounding-tokens", box_format="norm_1000_xyxy").boxes.box_format == "norm_1000_xyxy"
     for cls in (McBench, RefAdv):
         with pytest.raises(DataError, match="drop --box-format abs_xyxy"):
             cls(answer_format="grounding-tokens", box_format="abs_xyxy")

@@ -12,10 +12,11 @@ import pytest
 from helpers.cli import run_quiet
 
 from needlepoint.contract.boards import Run
+from needlepoint.core.records import Record
 from needlepoint.report.agreement import box_f1, cohen_kappa, human_boards, matched_boxes, pair_agreement, seconds_per_sample
 
 
-def rec(sid: str, answer: Any, seconds: float = 10.0, **facts: Any) -> dict[str, Any]:
+def rec(sid: str, answer: Any, seconds: float = 10.0, **facts: Any) -> Record:
     return {"id": sid, "answer": answer, "solver": {"annotator": "x", "seconds": seconds, **facts}}
 
 
@@ -82,9 +83,7 @@ def test_seconds_per_sample_leaves_skipped_out() -> None:
     assert seconds_per_sample(recs) == 6.0
 
 
-def write_human_run(
-    folder: Path, name: str, acc: float, ap50: float, records: list[dict[str, Any]], confidence: bool = False
-) -> Path:
+def write_human_run(folder: Path, name: str, acc: float, ap50: float, records: list[Record], confidence: bool = False) -> Path:
     folder.mkdir(parents=True)
     config = {"benchmark": "mc_bench", "model": f"human:{name}", "solver_options": {"confidence": confidence}}
     header = {"model_label": f"human:{name}", "config": config, "identity": {"solver.confidence": confidence}}
@@ -112,16 +111,16 @@ def test_human_boards(tmp_path: Path) -> None:
     ]
     per, agree = human_boards("mc_bench", runs, with_published=True)
     rows = {r.labels[0]: r for r in per.rows}
-    assert rows["ann"].values == [pytest.approx(90.0), pytest.approx(40.0), 4.0]
+    assert rows["ann"].values == pytest.approx([90.0, 40.0, 4.0])
     assert rows["ann"].labels[1:] == ["2", "no (1.0)"] and rows["cy"].labels[2] == "yes"
-    assert rows["humans (mean of 3)"].values == [pytest.approx(80.0), pytest.approx(40.0), pytest.approx(19 / 3)]
+    assert rows["humans (mean of 3)"].values == pytest.approx([80.0, 40.0, 19 / 3])
     assert rows["Volunteer 1"].values[:2] == [94.3, 46.0] and rows["Volunteer 1"].published
     assert rows["Humans (mean of 3)"].values[:2] == [92.3, 41.3]
     pairs = {(r.labels[0], r.labels[1]): r for r in agree.rows}
     # ann/bob share s1 (both boxed image 1) and s2 (ann none, bob one): kappa over 4 images
     # [T,F,F,F] vs [T,F,T,F]: observed 3/4, chance 1/4*2/4 + 3/4*2/4 = 1/2: kappa 0.5; F1 2*1/3
     assert pairs[("ann", "bob")].labels[2] == "2"
-    assert pairs[("ann", "bob")].values == [pytest.approx(0.5), pytest.approx(200 / 3)]
+    assert pairs[("ann", "bob")].values == pytest.approx([0.5, 200 / 3])
     assert pairs[("ann", "cy")].labels[2] == "1"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,8 @@ def test_export_writes_config_tasks_and_images(mc_data: Path, tmp_path: Path) ->
         ("boxes_2", "image_2"),
     ]
     assert [e.get("value") for e in root.iter("RectangleLabels")][0] is None
-    assert len(list(root.iter("Label"))) == 18 and root.find(".//Text").get("value") == "$prompt"  # type: ignore[union-attr]
+    text = root.find(".//Text")
+    assert len(list(root.iter("Label"))) == 18 and text is not None and text.get("value") == "$prompt"
     tasks = json.loads((out / TASKS_FILE).read_text())
     plan = make_plan("mc_bench", mc_data, 6, 1)
     assert [t["data"]["sample_id"] for t in tasks] == plan.ids
@@ -114,10 +116,11 @@ def size_of(mc_data: Path, tmp_path: Path) -> tuple[float, float]:
     export_project("mc_bench", mc_data, 2, 0, tmp_path / "ls")
     sid = json.loads((tmp_path / "ls" / TASKS_FILE).read_text())[0]["data"]["sample_id"]
     _, dataset = load_plan_data("mc_bench", mc_data)
-    return next(s for s in dataset if s.id == sid).geometry.sizes[0]
+    size: tuple[float, float] = next(s for s in dataset if s.id == sid).geometry.sizes[0]
+    return size
 
 
-BAD = {
+BAD: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {  # a change to a result, the refusal's words
     "rotated": (lambda r: r["value"].update(rotation=30), "rotated by 30 degrees"),
     "two labels": (lambda r: r["value"].update(rectanglelabels=["group 1", "group 2"]), "not exactly one label"),
     "no group": (lambda r: r["value"].update(rectanglelabels=["cat"]), "not 'group N'"),

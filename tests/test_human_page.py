@@ -128,7 +128,7 @@ def test_ref_adv_one_box_two_annotators_and_the_prediction_file(data: dict[str, 
         for sid, rec in recs.items():
             assert len(rec["answer"]) == 1 and close_to(rec["answer"][0], boxes[name][sid])
     # the same boxes as a prediction file in the authors' schema score the same
-    from needlepoint.benchmarks.ref_adv import RefAdv
+    from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
 
     samples = {s.id: s for s in RefAdv(box_format="abs_xyxy").load(data["ref_adv_s"])}
     lines = [

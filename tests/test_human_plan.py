@@ -59,10 +59,10 @@ def test_run_folder_scores_as_a_prediction_file(mc: tuple[Path, list[dict[str, A
     folder, _ = mc
     plan = make_plan("mc_bench", folder, 6, seed=2, gold=1)
     run = HumanRun.open("mc_bench", folder, "ann1", plan, tmp_path / "run")
-    given = []
+    given: list[tuple[str, list[dict[str, Any]]]] = []
     for n, sid in enumerate(plan.ids):
         w, h = run.sample(sid).geometry.sizes[n % 2]
-        answer = [{"image": n % 2, "group": 1, "bbox": [w * 0.1, h * 0.2, w * 0.5, h * 0.6]}]
+        answer: list[dict[str, Any]] = [{"image": n % 2, "group": 1, "bbox": [w * 0.1, h * 0.2, w * 0.5, h * 0.6]}]
         run.add(sid, answer, seconds=2.5, unsure=n == 1, note="hm" if n == 2 else "")
         given.append((sid, answer))
     run.add(plan.gold_ids[0], [], seconds=1.0)
@@ -132,7 +132,7 @@ def test_niah_answers_of_each_type(niah: Path, tmp_path: Path) -> None:
     plan = make_plan("mm_niah", niah, None, seed=0)
     run = HumanRun.open("mm_niah", niah, "ann1", plan, tmp_path / "run")
     try:
-        by_task = {}
+        by_task: dict[str, Any] = {}  # the first sample of each task
         for s in run.dataset:
             by_task.setdefault(s.task, s)
         counting = by_task["counting-text"]

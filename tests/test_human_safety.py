@@ -9,15 +9,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from helpers.browser import ARTIFACTS, chromium
-from helpers.cli import ctrl_c_stops
+from helpers.cli import start_cli
 from helpers.human import Person, releases, request, serving
-from helpers.paths import REPO
 
 from needlepoint.core.conversation import ImageRef
 from needlepoint.core.store import read_records
@@ -99,15 +97,7 @@ def test_data_texts_are_escaped(data: dict[str, Path], tmp_path: Path) -> None:
 
 
 def _start(args: list[str], cwd: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "needlepoint.cli", "human", *args],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")},
-        preexec_fn=ctrl_c_stops,
-    )
+    proc = start_cli(["human", *args], cwd)
     assert proc.stdout is not None
     line = proc.stdout.readline()  # "open http://127.0.0.1:PORT/TOKEN/"
     if not line.startswith("open "):

@@ -4,7 +4,9 @@ PNGs in bands) with the size the boxes are mapped back from, and parquet images 
 from __future__ import annotations
 
 import io
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -12,9 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
 from needlepoint.core import images, pngstrips
 from needlepoint.core.conversation import ImageRef
+from needlepoint.core.errors import DataError
 from needlepoint.core.geometry import fitted_size, to_absolute
 from needlepoint.core.parquet import ParquetImage, ParquetTable
 
@@ -35,9 +38,11 @@ def _encode(im: Image.Image, fmt: str, **kw: object) -> bytes:
     ("mode", "kw"),
     [("RGB", {}), ("RGB", {"progressive": True}), ("L", {}), ("CMYK", {}), ("RGB", {"subsampling": 0})],
 )
-def test_jpeg_header_agrees_with_pillow(mode: str, kw: dict) -> None:
+def test_jpeg_header_agrees_with_pillow(mode: str, kw: dict[str, Any]) -> None:
     data = _encode(Image.fromarray(_noise(97, 61)).convert(mode), "JPEG", **kw)
-    width, height, components = images.jpeg_header(data)  # type: ignore[misc]
+    header = images.jpeg_header(data)
+    assert header is not None
+    width, height, components = header
     im = Image.open(io.BytesIO(data))
     assert (width, height) == im.size
     assert {"L": 1, "RGB": 3, "CMYK": 4}[im.mode] == components
@@ -53,7 +58,7 @@ def test_non_jpeg_and_broken_headers_go_to_pillow() -> None:
     assert images.jpeg_header(png) is None
     assert images.passes_through(png, ImageRef("p")) is False
     assert images.jpeg_header(b"\xff\xd8\xff") is None
-    with pytest.raises(images.DataError, match="cannot be read"):
+    with pytest.raises(DataError, match="cannot be read"):
         images.passes_through(b"\xff\xd8\xffgarbage", ImageRef("g"))
 
 
@@ -96,10 +101,20 @@ def test_big_png_is_decoded_in_bands_to_the_size_boxes_map_back_from(monkeypatch
     monkeypatch.setattr(images, "BAND_PIXELS", 100_000)  # the file is 16 bands' worth
     calls: list[int] = []
     real = pngstrips.decode_reduced
-    monkeypatch.setattr(pngstrips, "decode_reduced", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+
+    def decode_reduced(*a: Any, **k: Any) -> Any:
+        calls.append(a[2])
+        return real(*a, **k)
+
+    monkeypatch.setattr(pngstrips, "decode_reduced", decode_reduced)
     holds: list[int] = []
     real_hold = images.DECODE_BUDGET.hold
-    monkeypatch.setattr(images.DECODE_BUDGET, "hold", lambda n: holds.append(n) or real_hold(n))
+
+    def hold(n: int) -> AbstractContextManager[None]:
+        holds.append(n)
+        return real_hold(n)
+
+    monkeypatch.setattr(images.DECODE_BUDGET, "hold", hold)
 
     sent = Image.open(io.BytesIO(images.transcode_jpeg(data, ImageRef("big", max_side=side))))
     assert calls and calls[0] >= 2  # reduced by an integer factor while decoding
@@ -114,9 +129,14 @@ def test_big_png_is_decoded_in_bands_to_the_size_boxes_map_back_from(monkeypatch
 
 def test_jpeg_is_decoded_at_reduced_scale(monkeypatch: pytest.MonkeyPatch) -> None:
     data = _encode(Image.fromarray(_noise(1600, 1200)), "JPEG", quality=90)
-    decoded: list[tuple[int, int]] = []
+    decoded: list[int] = []  # the pixels each decode held
     real_hold = images.DECODE_BUDGET.hold
-    monkeypatch.setattr(images.DECODE_BUDGET, "hold", lambda n: decoded.append(n) or real_hold(n))
+
+    def hold(n: int) -> AbstractContextManager[None]:
+        decoded.append(n)
+        return real_hold(n)
+
+    monkeypatch.setattr(images.DECODE_BUDGET, "hold", hold)
     im = images.decode_rgb(data, "j", 200)
     assert im.size == fitted_size(1600, 1200, 200) and im.mode == "RGB"
     assert decoded == [400 * 300]  # draft mode: 1/4 scale, still twice the target

@@ -39,7 +39,9 @@ def _tokenizer() -> Any:
     tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.Whitespace()
     tk.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 2), ("</s>", 3)])
-    return PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>")
+    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call, unused-ignore]  # unannotated in transformers 5
+        tokenizer_object=tk, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    )
 
 
 TOWER = {"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2, "num_attention_heads": 4}
@@ -254,10 +256,12 @@ def test_internvl_g_plumbing_with_a_stand_in_model(images: dict[str, ImageRef]) 
     """The InternVL-G embedder's own code with a stand-in for the 14B model (the real weights are not
     available here): texts padded and truncated to 80 tokens with pad id 0, batches of 8, images in
     bfloat16 through encode_image(mode="InternVL-G"), unit vectors, the authors' token count."""
-    torch, transformers = models_extra()
+    _, transformers = models_extra()
+    import torch
+
     from needlepoint.models.internvl_embed import BATCH, TEXT_TOKENS, InternVLEmbedder, is_internvl
 
-    class StandIn(torch.nn.Module):
+    class StandIn(torch.nn.Module):  # type: ignore[misc, unused-ignore]  # torch is Any without the models extra
         def __init__(self) -> None:
             super().__init__()
             self.calls: list[tuple[str, Any, Any]] = []

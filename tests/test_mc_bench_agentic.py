@@ -29,6 +29,7 @@ from needlepoint.benchmarks.mc_bench.scoring import read_results, score_results
 from needlepoint.contract.base import Dataset
 from needlepoint.core.conversation import ImageRef
 from needlepoint.core.geometry import model_frame, xywh_to_xyxy
+from needlepoint.core.records import Record
 from needlepoint.models.detector import Detection
 
 
@@ -132,10 +133,10 @@ def test_localizer_prompt_is_one_image_and_its_phrase() -> None:
     conv = localizer_prompt('the "big" dog', image, "norm_1000_xyxy")
     (message,) = conv.messages
     assert message.role == "user" and message.parts[0] == image and len(message.images) == 1
-    text = message.parts[1]
+    text = message.text
     assert 'described as "the "big" dog"' in text
     assert "normalised to 0-1000 over the width and height of the image" in text
-    assert "in pixels of the image" in localizer_prompt("a cat", image, "abs_xyxy").messages[0].parts[1]
+    assert "in pixels of the image" in localizer_prompt("a cat", image, "abs_xyxy").messages[0].text
 
 
 LOCALIZER_REPLIES: list[tuple[str, str, str, Any]] = [
@@ -194,21 +195,22 @@ def perfect(dataset: Dataset[McSample], sample: McSample) -> tuple[list[Target],
 def test_a_perfect_agent_scores_one_under_both_protocols(release: tuple[McBench, Dataset[McSample]], tmp_path: Path) -> None:
     bench, samples = release
     assert samples.truth is not None
-    records = []
+    records: list[Record] = []
     for sample in samples:
         targets, boxes, scores = perfect(samples, sample)
         parsed = assemble_answer(targets, boxes, scores)
         assert [b["phrase"] for b in parsed.answer] == [t["phrase"] for t in targets]
-        records.append({"id": sample.id, "answer": parsed.answer, **bench.judge(sample, parsed)})
-    assert sum(r["boxes"] for r in records) == len(samples.truth.boxes) > 0
-    assert any(r["groups"] == 2 for r in records) and any(r["boxes"] == 0 for r in records)  # two-group and negative samples
+        records.append({"id": sample.id, "answer": parsed.answer, "scores": bench.judge(sample, parsed)})
+    judged = [r["scores"] for r in records]
+    assert sum(j["boxes"] for j in judged) == len(samples.truth.boxes) > 0
+    assert any(j["groups"] == 2 for j in judged) and any(j["boxes"] == 0 for j in judged)  # two-group and negative samples
 
     # Sample 0 holds the GT box with annotation id 0, which the official evaluator never matches:
     # without it, a perfect answer is 1.0 under both protocols.
     metrics = bench.score(samples[1:], records[1:])
     for protocol in ("official", "corrected"):
         assert metrics[protocol]["acc"] == 1.0 and metrics[protocol]["ap50"] == 1.0, protocol
-    assert metrics["counts"]["predictions"] == sum(r["boxes"] for r in records[1:])
+    assert metrics["counts"]["predictions"] == sum(j["boxes"] for j in judged[1:])
 
     # With it, the official number is the evaluator's own on the ground truth given as predictions.
     metrics = bench.score(samples, records)
@@ -251,7 +253,7 @@ def test_localizer_requests_and_boxes_per_target(tmp_path: Path) -> None:
     target = T(1, 1, "the second square")
     (message,) = localizer_request(sample, target, "abs_xyxy").messages
     assert message.parts[0] == sample.images[1] and message.parts[0].max_side == 200
-    assert '"the second square"' in message.parts[1]
+    assert '"the second square"' in message.text
     width, height = sample.geometry.sizes[1]
     assert (width, height) == (360.0, 360.0)
     parsed = parse_localizer_target(sample, target, '{"bbox_2d": [10, 20, 110, 120]}', "abs_xyxy")

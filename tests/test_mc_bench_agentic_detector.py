@@ -34,7 +34,7 @@ PHRASES = ["the red square", "a blue circle", "big green square", "the left blue
 
 
 @pytest.fixture(scope="module")
-def small_release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, McBench, list[McSample]]:
+def small_release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, McBench, Dataset[McSample]]:
     folder, _ = write_release(tmp_path_factory.mktemp("mc_agentic_det"), pairs=4)
     bench = McBench(box_format="abs_xyxy")
     return folder, bench, bench.load(folder)

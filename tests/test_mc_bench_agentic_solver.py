@@ -20,13 +20,14 @@ from needlepoint.benchmarks.mc_bench.benchmark import McBench, McSample
 from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.benchmarks.mc_bench.scoring import read_results
 from needlepoint.cli import main
+from needlepoint.contract.base import Dataset
 from needlepoint.core.store import read_records
 from needlepoint.models.simulated import script_key
 from needlepoint.solvers.calls import CALLS_DIR, read_logs, sample_name
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, McBench, list[McSample]]:
+def release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, McBench, Dataset[McSample]]:
     folder, _ = write_release(tmp_path_factory.mktemp("mc_agentic"), pairs=6)
     bench = McBench(box_format=FMT)
     return folder, bench, bench.load(folder)
@@ -248,6 +249,7 @@ def test_identity_changes_with_the_localizer_and_threshold(release: Any) -> None
 def test_the_localizer_s_requests_in_flight_follow_the_run_s_concurrency() -> None:
     """A sample asks about two phrases on average, so the localizer admits twice the run's samples
     in flight (at least 32) unless --localizer-concurrency says otherwise (a fixed 32 held a run of 64 back)."""
+    from needlepoint.benchmarks.mc_bench.agentic_solver import AgenticSolver
     from needlepoint.models.openai_compat import ClientSettings
     from needlepoint.solvers import make_solver
 
@@ -256,6 +258,7 @@ def test_the_localizer_s_requests_in_flight_follow_the_run_s_concurrency() -> No
         solver = make_solver(
             "agentic", McBench(box_format=FMT), client, localizer="vlm:a", localizer_url="http://127.0.0.1:9/v1", **settings
         )
+        assert isinstance(solver, AgenticSolver)
         return solver.localizer_model.max_in_flight
 
     assert [in_flight(1), in_flight(16), in_flight(64), in_flight(64, localizer_concurrency=8)] == [32, 32, 128, 8]

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from helpers import MC_BENCH_RELEASE, run_cli
+from helpers.images import rgb_at
 from PIL import Image
 
 from needlepoint.benchmarks.mc_bench.benchmark import BAND, REPAIR_TEXT, McBench
@@ -257,7 +258,7 @@ def test_sequence_mode_perfect_answers(
         assert "normalised to 0-1000" in content[4]["text"]
         images = decoded_images(body)
         assert [im.size for im in images] == [size(gt, i) for i in sample.image_ids]
-        assert [number_of_colour(im.getpixel((im.width // 2, im.height // 2))) for im in images] == [
+        assert [number_of_colour(rgb_at(im, (im.width // 2, im.height // 2))) for im in images] == [
             file_number(gt, i) for i in sample.image_ids
         ]
 
@@ -278,7 +279,7 @@ def test_sequence_mode_perfect_answers(
     assert metrics["counts"]["samples"] == N_SAMPLES
     assert metrics["counts"]["gt_boxes"] == metrics["counts"]["predictions"] == len(gt.subset(ids).boxes)
     assert metrics["parse_errors"] == {}
-    # --limit bounds what is requested; `samples` counts the whole release (issue 8: never shrink a run)
+    # --limit bounds what is requested; `samples` counts the whole release (a run never shrinks)
     assert metrics["run"] == {
         "samples": len(gt.samples),
         "requested": N_SAMPLES,
@@ -334,12 +335,12 @@ def test_merged_mode_perfect_answers(
         assert canvas.size == (w1 + BAND + w2, max(h1, h2))
         if n < 40:  # the pixels: image 1 left, white band, image 2 right, top-aligned on white
             px = canvas.convert("RGB")
-            assert number_of_colour(px.getpixel((int(w1) // 2, int(h1) // 2))) == file_number(gt, sample.image_ids[0])
-            assert min(px.getpixel((int(w1) + BAND // 2, 0))) > 235
-            assert number_of_colour(px.getpixel((int(w1 + BAND + w2 // 2), int(h2) // 2))) == file_number(gt, sample.image_ids[1])
+            assert number_of_colour(rgb_at(px, (int(w1) // 2, int(h1) // 2))) == file_number(gt, sample.image_ids[0])
+            assert min(rgb_at(px, (int(w1) + BAND // 2, 0))) > 235
+            assert number_of_colour(rgb_at(px, (int(w1 + BAND + w2 // 2), int(h2) // 2))) == file_number(gt, sample.image_ids[1])
             if abs(h1 - h2) >= 16:  # below the shorter image: white (away from JPEG's 16-pixel blocks)
                 shorter_x = int(w1) // 2 if h1 < h2 else int(w1 + BAND + w2 // 2)
-                assert min(px.getpixel((shorter_x, int(max(h1, h2)) - 1))) > 235
+                assert min(rgb_at(px, (shorter_x, int(max(h1, h2)) - 1))) > 235
 
     records = records_of(run)
     assert all(r["parse_error"] is None and not r["repair_used"] for r in records.values())

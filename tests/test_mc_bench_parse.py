@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 from needlepoint.benchmarks.mc_bench.parse import PairGeometry, parse_answer
+from needlepoint.contract.base import Parsed
+from needlepoint.core.geometry import BoxFormat
 
 # Image 1 is 400x300, image 2 is 200x500; merged canvas: 400 + 20 + 200 = 620 wide, 500 high.
 GEO = PairGeometry(((400.0, 300.0), (200.0, 500.0)), band=20)
 
 
-def boxes(parsed):
+def boxes(parsed: Parsed) -> list[tuple[int, int, list[float]]]:
     assert parsed.error is None, parsed.error
     return [(b["image"], b["group"], [round(v, 6) for v in b["bbox"]]) for b in parsed.answer]
 
@@ -69,7 +71,7 @@ SEQUENCE_CASES = [
 
 
 @pytest.mark.parametrize("name,text,fmt,expected", SEQUENCE_CASES, ids=[c[0] for c in SEQUENCE_CASES])
-def test_sequence_mode(name, text, fmt, expected):
+def test_sequence_mode(name: str, text: str, fmt: BoxFormat, expected: list[tuple[int, int, list[float]]]) -> None:
     assert boxes(parse_answer(text, GEO, fmt, merged=False)) == expected
 
 
@@ -87,7 +89,7 @@ def test_sequence_mode(name, text, fmt, expected):
         ('{"image_1": [[1, 2, Infinity, 4]], "image_2": []}', "bad_schema"),
     ],
 )
-def test_sequence_errors(text, error):
+def test_sequence_errors(text: str, error: str) -> None:
     assert parse_answer(text, GEO, "abs_xyxy", merged=False).error == error
 
 
@@ -125,11 +127,11 @@ MERGED_CASES = [
 
 
 @pytest.mark.parametrize("name,text,fmt,expected", MERGED_CASES, ids=[c[0] for c in MERGED_CASES])
-def test_merged_mode(name, text, fmt, expected):
+def test_merged_mode(name: str, text: str, fmt: BoxFormat, expected: list[tuple[int, int, list[float]]]) -> None:
     assert boxes(parse_answer(text, GEO, fmt, merged=True)) == expected
 
 
-def test_scores_carry_over_and_default_to_one():
+def test_scores_carry_over_and_default_to_one() -> None:
     parsed = parse_answer(
         '{"image_1": [{"bbox_2d": [1, 1, 2, 2], "score": 0.25}, [3, 3, 4, 4]], "image_2": []}', GEO, "abs_xyxy", False
     )

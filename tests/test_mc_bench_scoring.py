@@ -87,7 +87,8 @@ def pycocotools_precision(coco_gt: dict[str, Any], results: list[dict[str, Any]]
         ev = eval_mod.COCOeval(coco, coco.loadRes(copy.deepcopy(results)), "bbox")
         ev.evaluate()
         ev.accumulate()
-    return ev.eval["precision"][0, :, :, :, 2].transpose(2, 1, 0)
+    precision: np.ndarray = ev.eval["precision"][0, :, :, :, 2].transpose(2, 1, 0)
+    return precision
 
 
 def our_precision(gt: GroundTruth, results: list[dict[str, Any]], id0_artefact: bool = True) -> np.ndarray:
@@ -351,7 +352,8 @@ def test_results_round_trip_and_empty_write(gt: GroundTruth, tmp_path: Path) -> 
 
 
 def _release() -> dict[str, Any]:
-    return json.loads(RELEASE.read_text())
+    release: dict[str, Any] = json.loads(RELEASE.read_text())
+    return release
 
 
 @pytest.mark.parametrize(

@@ -24,9 +24,9 @@ from needlepoint.benchmarks.mc_bench.scoring import score_results
 from needlepoint.benchmarks.mc_bench.sft.templates import KINDS, NEGATIVE_SHARE
 from needlepoint.cli import main
 from needlepoint.core.conversation import ImageRef
-from needlepoint.core.geometry import xyxy_to_xywh
+from needlepoint.core.geometry import BoxFormat, xyxy_to_xywh
 
-FORMATS = ("abs_xyxy", "norm_1000_xyxy", "norm_1_xyxy")
+FORMATS: tuple[BoxFormat, ...] = ("abs_xyxy", "norm_1000_xyxy", "norm_1_xyxy")
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,11 @@ def build(coco: tuple[Path, dict[str, Any]], out: Path, *extra: str, fmt: str = 
     return main(args + list(extra))
 
 
-def read_output(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+Output = tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]  # samples, their meta lines, the manifest
+Built = tuple[BoxFormat, Path, Output]  # the box format, the output folder, what it holds
+
+
+def read_output(out: Path) -> Output:
     samples = json.loads((out / "mc_bench_sft.json").read_text(encoding="utf-8"))
     meta = [json.loads(line) for line in (out / "samples_meta.jsonl").read_text(encoding="utf-8").splitlines()]
     return samples, meta, json.loads((out / "manifest.json").read_text(encoding="utf-8"))
@@ -77,13 +81,13 @@ def expected_box(ann: dict[str, Any], size: tuple[int, int], fmt: str) -> list[f
 
 
 @pytest.fixture(scope="module", params=FORMATS)
-def built(request: pytest.FixtureRequest, coco: tuple[Path, dict[str, Any]], tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def built(request: pytest.FixtureRequest, coco: tuple[Path, dict[str, Any]], tmp_path_factory: pytest.TempPathFactory) -> Built:
     out = tmp_path_factory.mktemp("out")
     assert build(coco, out, fmt=request.param) == 0
     return request.param, out, read_output(out)
 
 
-def test_every_answer_box_is_its_annotation_converted(built: Any, coco: tuple[Path, dict[str, Any]]) -> None:
+def test_every_answer_box_is_its_annotation_converted(built: Built, coco: tuple[Path, dict[str, Any]]) -> None:
     fmt, _, (samples, meta, manifest) = built
     data = coco[1]
     anns = {a["id"]: a for a in data["annotations"]}
@@ -106,7 +110,7 @@ def test_every_answer_box_is_its_annotation_converted(built: Any, coco: tuple[Pa
     assert seen_kinds == set(KINDS)
 
 
-def test_kinds_keep_their_promises(built: Any, coco: tuple[Path, dict[str, Any]]) -> None:
+def test_kinds_keep_their_promises(built: Built, coco: tuple[Path, dict[str, Any]]) -> None:
     """first/second: no box in the other image; negatives: none, and the category is in neither
     image; category kinds: every non-crowd box of the named category(ies) in the asked images,
     groups in the order named; never a category with a crowd or degenerate box in that image."""
@@ -155,18 +159,19 @@ def test_kinds_keep_their_promises(built: Any, coco: tuple[Path, dict[str, Any]]
         assert "a val split sentence" not in m["text"] and "crowd of apples" not in m["text"]
 
 
-def test_prompt_is_the_eval_prompt(built: Any) -> None:
+def test_prompt_is_the_eval_prompt(built: Built) -> None:
     fmt, _, (samples, meta, _) = built
     bench = McBench(box_format=fmt)
     for s, m in list(zip(samples, meta, strict=True))[:20]:
-        refs = tuple(ImageRef(key=n, path=Path(p)) for n, p in zip(m["file_names"], s["images"], strict=True))
-        conv = bench.prompt(McSample("x", m["text"], None, tuple(m["image_ids"]), refs, PairGeometry(((1, 1), (1, 1)), BAND)))  # type: ignore[arg-type]
+        ref_1, ref_2 = (ImageRef(key=n, path=Path(p)) for n, p in zip(m["file_names"], s["images"], strict=True))
+        id_1, id_2 = m["image_ids"]
+        conv = bench.prompt(McSample("x", m["text"], None, (id_1, id_2), (ref_1, ref_2), PairGeometry(((1, 1), (1, 1)), BAND)))
         expected = "".join("<image>" if isinstance(p, ImageRef) else p for p in conv.messages[0].parts)
         assert s["messages"][0] == {"role": "user", "content": expected}
         assert expected.count("<image>") == 2 and s["messages"][1]["role"] == "assistant"
 
 
-def test_answers_parse_and_score_one_with_the_corrected_protocol(built: Any, coco: tuple[Path, dict[str, Any]]) -> None:
+def test_answers_parse_and_score_one_with_the_corrected_protocol(built: Built, coco: tuple[Path, dict[str, Any]]) -> None:
     fmt, _, (samples, meta, _) = built
     data = coco[1]
     anns = {a["id"]: a for a in data["annotations"]}
@@ -222,7 +227,7 @@ def test_answers_parse_and_score_one_with_the_corrected_protocol(built: Any, coc
     assert len(results) == len(release["annotations"]) > 0
 
 
-def test_manifest_records_inputs_shares_and_skips(built: Any, coco: tuple[Path, dict[str, Any]]) -> None:
+def test_manifest_records_inputs_shares_and_skips(built: Built, coco: tuple[Path, dict[str, Any]]) -> None:
     import hashlib
 
     _, out, (_, meta, manifest) = built

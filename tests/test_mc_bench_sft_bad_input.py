@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.coco import make_coco
+from helpers.coco import make_coco, sft_build_args
 from helpers.images import big_png, png_header_only
 
 from needlepoint.cli import main
@@ -30,27 +30,6 @@ OUTPUTS = ["dataset_info.json", "manifest.json", "mc_bench_sft.json", "samples_m
 def coco(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     folder = tmp_path / "coco"
     return folder, make_coco(folder)
-
-
-def args(folder: Path, out: Path, *extra: str, samples: int = 120) -> list[str]:
-    return [
-        "build",
-        "mc_bench_sft",
-        "--coco",
-        str(folder / "instances.json"),
-        "--images",
-        str(folder / "images"),
-        "--out",
-        str(out),
-        "--samples",
-        str(samples),
-        "--box-format",
-        "norm_1000_xyxy",
-        "--seed",
-        "0",
-        "--no-progress",
-        *extra,
-    ]
 
 
 def tree(folder: Path) -> dict[str, bytes]:
@@ -71,9 +50,9 @@ def test_a_folder_holding_a_build_is_refused_and_kept(
 ) -> None:
     folder, _ = coco
     out = tmp_path / "out"
-    assert run(args(folder, out, "--format", "swift"), capsys)[0] == 0
+    assert run(sft_build_args(folder, out, "--format", "swift"), capsys)[0] == 0
     before = tree(out)
-    rc, err = run(args(folder, out), capsys)
+    rc, err = run(sft_build_args(folder, out), capsys)
     assert rc == 2 and "already holds a complete build" in err and len(err.strip().splitlines()) == 1, err
     assert tree(out) == before, "the old build is untouched, nothing of the new one beside it"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["coco", "out"]
@@ -86,7 +65,7 @@ def test_a_folder_of_other_files_is_refused(
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    rc, err = run(args(folder, out), capsys)
+    rc, err = run(sft_build_args(folder, out), capsys)
     assert rc == 2 and "not a needlepoint mc_bench_sft build" in err
     assert tree(out) == {"notes.txt": b"mine"}
 
@@ -100,7 +79,7 @@ def test_an_older_builds_leftover_is_replaced_whole(
     (out / "mc_bench_sft.jsonl.tmp").write_text('{"messages": [')  # an older version, killed while writing in place
     (out / "samples_meta.jsonl.tmp").write_text("{}\n")
     (out / "dataset_info.json").write_text('{"old": {"file_name": "old.json"}}')
-    rc, err = run(args(folder, out), capsys)
+    rc, err = run(sft_build_args(folder, out), capsys)
     assert rc == 0 and "replacing the incomplete build left in" in err, err
     assert sorted(tree(out)) == OUTPUTS
     assert "old" not in json.loads((out / "dataset_info.json").read_text())
@@ -112,7 +91,7 @@ def test_kill_9_leaves_only_a_partial_folder_that_the_next_build_replaces(
 ) -> None:
     folder, _ = coco
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "needlepoint.cli", *args(folder, out, samples=200_000)]
+    argv = [sys.executable, "-m", "needlepoint.cli", *sft_build_args(folder, out, samples=200_000)]
     proc = subprocess.Popen(
         argv, env={**os.environ, "PYTHONPATH": str(SRC)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -126,7 +105,7 @@ def test_kill_9_leaves_only_a_partial_folder_that_the_next_build_replaces(
         proc.wait()
     assert not out.exists()
     assert json.loads((tmp_path / "out.partial" / "manifest.json").read_text())["status"] == "incomplete"
-    rc, err = run(args(folder, out), capsys)
+    rc, err = run(sft_build_args(folder, out), capsys)
     assert rc == 0, err
     assert sorted(tree(out)) == OUTPUTS and not (tmp_path / "out.partial").exists()
 
@@ -142,7 +121,7 @@ def test_absolute_paths_inside_images_are_accepted_and_outside_refused(
     for im in data["images"]:
         im["file_name"] = str(images / im["file_name"])
     (folder / "instances.json").write_text(json.dumps(data))
-    rc, err = run(args(folder, tmp_path / "a"), capsys)
+    rc, err = run(sft_build_args(folder, tmp_path / "a"), capsys)
     assert rc == 0, err
     samples = json.loads((tmp_path / "a" / "mc_bench_sft.json").read_text())
     assert {p for s in samples for p in s["images"]} <= {im["file_name"] for im in data["images"]}
@@ -150,7 +129,7 @@ def test_absolute_paths_inside_images_are_accepted_and_outside_refused(
     shutil.copy(images / data["images"][0]["file_name"], tmp_path / "outside_secret.jpg")
     data["images"][0]["file_name"] = str(images / ".." / ".." / "outside_secret.jpg")
     (folder / "instances.json").write_text(json.dumps(data))
-    rc, err = run(args(folder, tmp_path / "b"), capsys)
+    rc, err = run(sft_build_args(folder, tmp_path / "b"), capsys)
     assert (
         rc == 2 and "outside_secret.jpg" in err and "lies outside the images folder" in err and len(err.strip().splitlines()) == 1
     ), err
@@ -172,7 +151,7 @@ def test_images_that_do_not_decode_are_never_referenced_only_counted(
     (path / text).write_text("not a picture\n")
     (path / bomb).write_bytes(png_header_only(100_000, 100_000))
     big_png(path / huge, 12_000)  # decodes (reduced): used
-    rc, err = main(args(folder, tmp_path / "out", samples=300)), capsys.readouterr().err
+    rc, err = main(sft_build_args(folder, tmp_path / "out", samples=300)), capsys.readouterr().err
     assert rc == 0 and "Traceback" not in err and "DecompressionBomb" not in err, err
     samples = json.loads((tmp_path / "out" / "mc_bench_sft.json").read_text())
     used = {Path(p).relative_to(path.resolve()).as_posix() for s in samples for p in s["images"]}
@@ -195,7 +174,7 @@ def test_a_mix_sample_with_an_image_that_does_not_decode_is_skipped_and_counted(
     (mix / "mix.json").write_text(
         json.dumps([{"conversations": turns, "images": ["a.jpg"]}, {"conversations": turns, "images": ["b.jpg"]}])
     )
-    rc, err = run(args(folder, tmp_path / "out", "--mix", str(mix / "mix.json"), samples=20), capsys)
+    rc, err = run(sft_build_args(folder, tmp_path / "out", "--mix", str(mix / "mix.json"), samples=20), capsys)
     assert rc == 0, err
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["mix_samples"] == 1 and manifest["images_not_decodable"]["mix_samples_skipped"] == 1
@@ -205,7 +184,7 @@ def test_a_mix_sample_with_an_image_that_does_not_decode_is_skipped_and_counted(
 
 def test_a_build_says_what_it_does(coco: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder, _ = coco
-    argv = args(folder, tmp_path / "out")
+    argv = sft_build_args(folder, tmp_path / "out")
     argv.remove("--no-progress")
     rc, err = run(argv, capsys)
     assert rc == 0 and f"build mc_bench_sft: reading {folder / 'instances.json'}" in err and "wrote 120 samples" in err, err

@@ -20,14 +20,16 @@ import pytest
 from helpers import run_quiet
 from PIL import Image
 
-from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_EDGES, EXTENDED_RANGES, aggregate
-from needlepoint.benchmarks.mm_niah.benchmark import MmNiah, niah_tables
+from needlepoint.benchmarks.mm_niah.aggregate import aggregate
+from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.build import needles, tokens
 from needlepoint.benchmarks.mm_niah.demo import simulated_answer
 from needlepoint.benchmarks.mm_niah.judge import judge
+from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_EDGES, EXTENDED_RANGES
+from needlepoint.benchmarks.mm_niah.tables import niah_tables
 from needlepoint.cli import main
 from needlepoint.demo.obelics import write_corpus
-from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer, script_key
+from needlepoint.models.simulated import SIMULATED_MODEL_NAME, ScriptReply, SimulatedServer, script_key
 
 BUILT = ["retrieval-text", "retrieval-image", "counting-text", "counting-image", "reasoning-text"]
 LENGTHS = [1000, 2000]
@@ -273,11 +275,18 @@ def test_paste_puts_each_cartoon_apart_at_a_bounded_scale(copies: int) -> None:
         assert 0.12 * 480 * 0.8 <= max(height, width) <= 0.3 * 480 + 1
 
 
+def _counted(statement: str) -> int:
+    """The number a counting needle's statement names ("... counted 3 ...")."""
+    found = re.search(r"counted (\d+) ", statement)
+    assert found is not None, statement
+    return int(found.group(1))
+
+
 def test_counting_answers_equal_the_needles_inserted(built: Built) -> None:
     for row in built.rows["counting-text"]:
         statements = [s for s in row["meta"]["needles"]]
         positions = sorted((row["context"].index(s), s) for s in statements)
-        counted = [int(re.search(r"counted (\d+) ", s).group(1)) for _, s in positions]  # type: ignore[union-attr]
+        counted = [_counted(s) for _, s in positions]
         assert counted == row["answer"] and len(row["answer"]) >= 2
     for row in built.rows["counting-image"]:
         n = row["context"].count("<image>")
@@ -315,7 +324,7 @@ def test_every_row_loads_and_evaluates_with_the_simulated_model(built: Built) ->
     samples = bench.load(built.root)
     assert samples.skipped == [] and len(samples) == sum(len(r) for r in built.rows.values())
     rng = random.Random(5)
-    script: dict[str, list[str]] = {}
+    script: dict[str, list[ScriptReply]] = {}
     expected = []
     for s in samples:
         reply = simulated_answer(s.task, s.answer, s.context_length, rng)
@@ -447,9 +456,9 @@ def test_extended_ranges_sit_beside_the_unchanged_official_ones(tmp_path: Path) 
     run = Run(tmp_path, {"config": {"benchmark": "mm_niah", "model": "m"}}, {**metrics, "split": "val"})
     boards = {b.key: b for b in build_boards([run])}
     assert list(boards) == ["mm_niah_ranges", "mm_niah_ranges_extended", "mm_niah_tasks"]
-    wide = boards["mm_niah_ranges_extended"]
-    assert wide.columns[-5:] == ["128k", "256k", "512k", "1M", "overall"]
-    assert wide.rows[0].values[-2] == pytest.approx(100 * ext["overall"]["scores"][-1])
+    board = boards["mm_niah_ranges_extended"]
+    assert board.columns[-5:] == ["128k", "256k", "512k", "1M", "overall"]
+    assert board.rows[0].values[-2] == pytest.approx(100 * ext["overall"]["scores"][-1])
     assert boards["mm_niah_ranges"].rows[0].values[-1] == pytest.approx(100 * metrics["overall"]["overall"])
 
 
@@ -597,7 +606,7 @@ def test_a_map_pointing_outside_its_folder_is_refused(tmp_path: Path) -> None:
 
 
 def test_build_command_lists_its_builders(capsys: pytest.CaptureFixture[str]) -> None:
-    from needlepoint.contract.build import builders
+    from needlepoint.contract.cli import builders
 
     with pytest.raises(SystemExit) as exc:
         main(["build", "--help"])

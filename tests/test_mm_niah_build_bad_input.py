@@ -342,7 +342,7 @@ def test_the_catch_all_says_decode_not_path(monkeypatch: pytest.MonkeyPatch) -> 
     def broken(ns: Any) -> int:
         raise OSError("image file is truncated (16 bytes not processed)")
 
-    monkeypatch.setattr("needlepoint.contract.build.run", broken)
+    monkeypatch.setattr("needlepoint.contract.cli.run", broken)
     rc, err = run_quiet(["build", "mm_niah", "--corpus", "x", "--out", "y"])
     assert rc == 2 and "truncated" in err and "check the path" not in err and ": ;" not in err, err
 

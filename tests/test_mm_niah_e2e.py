@@ -28,7 +28,7 @@ from needlepoint.benchmarks.mm_niah.demo import simulated_answer, write_release
 from needlepoint.benchmarks.mm_niah.heatmap import draw_all
 from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
 from needlepoint.cli import main
-from needlepoint.models.simulated import SimulatedServer
+from needlepoint.models.simulated import ScriptReply, SimulatedServer
 
 TASKS = ["retrieval-text", "retrieval-image", "counting-text", "counting-image", "reasoning-text", "reasoning-image"]
 LEADERBOARD_FIELDS = ["question_id", "question", "answer", "response", "context_length", "placed_depth"]
@@ -462,7 +462,7 @@ def full_run(tmp_path_factory: pytest.TempPathFactory) -> FullRun:
     root = write_release(tmp_path_factory.mktemp("full"), per_task=12)
     annotations = root / "mm_niah_val" / "annotations"
     rng = random.Random(3)
-    script: dict[str, list[str]] = {}
+    script: dict[str, list[ScriptReply]] = {}
     replies: dict[tuple[str, Any], str] = {}
     rows: dict[str, list[dict[str, Any]]] = {}
     scored = []

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from needlepoint.benchmarks.mm_niah.aggregate import (
-    CONTEXT_RANGES,
-    TASKS,
-    aggregate,
-    context_bin,
-    depth_bin,
-    depth_value,
-)
+from needlepoint.benchmarks.mm_niah.aggregate import aggregate, context_bin, depth_bin, depth_value
+from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
 from needlepoint.benchmarks.mm_niah.heatmap import draw_all, draw_heatmap
 from needlepoint.benchmarks.mm_niah.judge import (
     ANSWER_TYPE,
@@ -27,17 +22,17 @@ from needlepoint.benchmarks.mm_niah.judge import (
     score_answer,
     vqa_normalise,
 )
+from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_RANGES, TASKS
 from needlepoint.benchmarks.mm_niah.response_files import (
     parse_file_name,
     read_response_files,
-    score_response_files,
     write_response_files,
 )
 from needlepoint.contract.base import DataError
 
 # --- judge ----------------------------------------------------------------------------------------
 
-OPTION_CASES = [
+OPTION_CASES: list[tuple[str, object, float, str]] = [
     # (response, answer, score, why)
     ("2", 2, 1.0, "digits compare as a number"),
     ("02", 2, 1.0, "digits compare as a number, leading zero"),
@@ -64,7 +59,7 @@ OPTION_CASES = [
     ("", 0, 0.0, "empty response"),
 ]
 
-LIST_CASES = [
+LIST_CASES: list[tuple[str, object, float, str]] = [
     ("[1, 2, 3]", [1, 2, 3], 1.0, "exact list"),
     ("[1, 2, 4]", [1, 2, 3], 2 / 3, "partial credit per position"),
     ("[1]", [1, 2], 0.5, "missing positions score nothing"),
@@ -82,7 +77,7 @@ LIST_CASES = [
     ("[1, 2]", ["1", "2"], 0.0, "a list answer in a text task uses the same rule"),
 ]
 
-OPEN_CASES = [
+OPEN_CASES: list[tuple[str, object, float, str]] = [
     ("Paris", "paris", 1.0, "case-insensitive"),
     ("It is Paris.", "Paris", 1.0, "answer found as whole words"),
     ("Parisian", "Paris", 0.0, "not a whole word"),
@@ -223,7 +218,7 @@ def test_depth_one_becomes_099_and_lists_average() -> None:
 # --- aggregation ----------------------------------------------------------------------------------
 
 
-def _row(task: str, length: int, depth: float | list[float], score: float, crash: str | None = None) -> dict:
+def _row(task: str, length: object, depth: float | list[float], score: float, crash: str | None = None) -> dict[str, Any]:
     return {"task": task, "context_length": length, "placed_depth": depth, "score": score, "crash": crash}
 
 
@@ -291,7 +286,7 @@ def test_partial_credit_sums_in_cells() -> None:
         (_row("retrieval-text", 1000, 0.0, 2.0), "score"),
     ],
 )
-def test_aggregate_rejects_bad_rows(row: dict, message: str) -> None:
+def test_aggregate_rejects_bad_rows(row: dict[str, Any], message: str) -> None:
     with pytest.raises(DataError, match=message):
         aggregate([row])
 
@@ -322,7 +317,7 @@ def test_draw_all_covers_tasks_and_overall(tmp_path: Path) -> None:
 # --- leaderboard ----------------------------------------------------------------------------------
 
 
-def _response_rows(task: str) -> list[dict]:
+def _response_rows(task: str) -> list[dict[str, Any]]:
     answer = "[1, 2]" if task.startswith("counting") else (1 if task.endswith("image") else "paris")
     response = "[1, 3]" if task.startswith("counting") else ("B" if task.endswith("image") else "Paris.")
     return [
@@ -347,7 +342,10 @@ def test_leaderboard_round_trip_and_scores(tmp_path: Path) -> None:
     read = read_response_files(tmp_path)
     assert list(read) == ["my_model_v2"]
     assert read["my_model_v2"] == rows
-    metrics = score_response_files(read["my_model_v2"])
+    bench = MmNiah()
+    found = bench.predictions_run(tmp_path, None)  # the files read as a run, scored as any run
+    assert (found.model, found.dataset.split, len(found.records)) == ("my_model_v2", "val", 3 * len(TASKS))
+    metrics = bench.score(found.dataset, found.records)
     # rows land at 1k (depth 1.0 -> bin 4) and twice in the 4k range (depth 0.6 -> bin 2): 1/5 each
     assert metrics["tasks"]["retrieval-text"]["scores"][:3] == [0.2, 0.0, 0.2]
     # counting: half credit per row, answers given as JSON strings
@@ -405,10 +403,11 @@ def test_several_models_and_splits(tmp_path: Path) -> None:
     assert sorted(read_response_files(tmp_path, split="test")) == ["a"]
 
 
-def test_test_split_without_answers_cannot_be_scored() -> None:
+def test_test_split_without_answers_cannot_be_scored(tmp_path: Path) -> None:
     rows = [dict(row, answer=None) for row in _response_rows("retrieval-image")]
-    with pytest.raises(DataError, match="not public"):
-        score_response_files({"retrieval-image": rows})
+    write_response_files(tmp_path, "m", "test", {"retrieval-image": rows})
+    with pytest.raises(DataError, match="3 of the 3 retrieval-image rows .* have no answer .*not public"):
+        MmNiah().predictions_run(tmp_path, None)
 
 
 def test_bad_leaderboard_line_names_file_and_line(tmp_path: Path) -> None:

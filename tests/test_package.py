@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
+import subprocess
 import sys
 from importlib.resources import files
 from pathlib import Path
 
 import pytest
+from draw_architecture import import_sites as read_import_sites
+from draw_architecture import package_modules, type_checking_only
 from helpers import MC_BENCH_RELEASE, REF_ADV_PREDICTIONS, REPO, TEST_DATA
 
 import needlepoint
@@ -22,53 +26,14 @@ else:  # pytest depends on tomli before Python 3.11
 PACKAGE = REPO / "src" / "needlepoint"
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-
-
-def _type_checking_only(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
+MODULES = package_modules(PACKAGE)
 
 
 def import_sites(module: str, path: Path | None = None) -> list[tuple[int, str]]:
     """(line, package module) of every run-time import of needlepoint's modules in `module` (read
-    from `path`, by default the package's file), at any depth (function-level imports count;
-    `if TYPE_CHECKING:` blocks do not). `from a import b` names `a.b` when that is a module (so
-    `from needlepoint import status` is needlepoint.core.status), else `a`."""
-    path = path or MODULES[module]
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: list[tuple[int, str]] = []
-
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _type_checking_only(child):
-                for other in child.orelse:
-                    visit(other)
-                continue
-            if isinstance(child, ast.Import):
-                found.extend((child.lineno, a.name) for a in child.names if a.name in MODULES)
-            elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
-                if child.level:
-                    head = package.split(".")[: len(package.split(".")) - child.level + 1]
-                    base = ".".join([*head, *([child.module] if child.module else [])])
-                for alias in child.names:
-                    name = f"{base}.{alias.name}"
-                    if name in MODULES:
-                        found.append((child.lineno, name))
-                    elif base in MODULES:
-                        found.append((child.lineno, base))
-            visit(child)
-
-    visit(ast.parse(path.read_text(encoding="utf-8")))
-    return [(line, target) for line, target in found if target != module]
+    from `path`, by default the package's file): scripts/draw_architecture.py's reader, the one
+    the architecture picture is drawn with."""
+    return read_import_sites(module, path or MODULES[module], MODULES)
 
 
 def imports_of(module: str) -> set[str]:
@@ -201,8 +166,8 @@ def sub_package(module: str) -> str | None:
 
 def mutual_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
     """The pairs of sub-packages that import each other (at any depth), each pair once, sorted."""
-    edges = {(sub_package(m), sub_package(t)) for m, targets in graph.items() for t in targets}
-    edges = {(a, b) for a, b in edges if a and b and a != b}
+    pairs = {(sub_package(m), sub_package(t)) for m, targets in graph.items() for t in targets}
+    edges = {(a, b) for a, b in pairs if a and b and a != b}
     return sorted((a, b) for a, b in edges if a < b and (b, a) in edges)
 
 
@@ -285,16 +250,85 @@ def test_no_two_folders_import_each_other() -> None:
     assert mutual_imports({module: imports_of(module) for module in MODULES}) == []
 
 
-def test_the_toy_grounding_benchmark_touches_only_its_own_package() -> None:
+# The public faces: benchmark authors import needlepoint through `needlepoint.contract`, solver
+# authors through `needlepoint.solvers` (a layer above: a solver's names cannot come from the
+# contract). The contract's face names its modules lazily (strings, which `import_sites` cannot
+# see), so its own test below holds each name to the layers.
+FACES = ("needlepoint.contract", "needlepoint.solvers")
+
+
+def face_imports(path: Path) -> list[tuple[str, str]]:
+    """(face, name) of every `from FACE import name` in the file at `path`, at any depth."""
+    return [
+        (node.module, alias.name)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module in FACES
+        for alias in node.names
+    ]
+
+
+def defined_in(face: str, name: str) -> str:
+    """The module that defines the name a face offers (the contract's own map for its lazy names)."""
+    module = importlib.import_module(face)
+    lazy: dict[str, str] = getattr(module, "_WHERE", {})
+    if name in lazy:
+        return lazy[name]
+    value = getattr(module, name)
+    return value.__name__ if inspect.ismodule(value) else str(value.__module__)
+
+
+def test_the_toy_grounding_benchmark_imports_needlepoint_only_through_the_faces() -> None:
     """tests/toybench, a grounding benchmark built like a built-in one (an image, a box, a published
-    CSV, a board, a solver of its own), imports from needlepoint only what lies below the benchmark
-    packages: a new benchmark needs no edit and no import anywhere else (no built-in benchmark's
-    module, no report, no runner)."""
+    CSV, a board, a solver of its own), imports nothing of needlepoint but the public faces, and
+    what it takes from them (boards, boxes in a reply, IoU, the solver's context) lies below the
+    benchmark packages: a new benchmark needs no edit and no import anywhere else (no built-in
+    benchmark's module, no report, no runner)."""
     toybench = REPO / "tests" / "toybench"
     below = [name for name, _ in LAYERS].index("benchmarks")
-    used = {target for path in sorted(toybench.glob("*.py")) for _, target in import_sites(f"toybench.{path.stem}", path)}
-    assert {"needlepoint.contract.boards", "needlepoint.contract.boxes", "needlepoint.core.geometry"} <= used
-    assert sorted(t for t in used if t != PUBLIC_SURFACE and layer_of(t) >= below) == []
+    files = sorted(toybench.glob("*.py"))
+    used = {target for path in files for _, target in import_sites(f"toybench.{path.stem}", path)}
+    assert used == set(FACES)
+    taken = {defined_in(face, name) for path in files for face, name in face_imports(path)}
+    assert {"needlepoint.contract.boards", "needlepoint.contract.boxes", "needlepoint.core.geometry"} <= taken
+    assert {"needlepoint.contract.base", "needlepoint.contract.declaration", "needlepoint.solvers.base"} <= taken
+    assert sorted(m for m in taken if layer_of(m) >= below) == []
+
+
+def _lazy_face_imports() -> list[tuple[str, str]]:
+    """(module, name) of the contract face's `if TYPE_CHECKING:` imports (what mypy reads)."""
+    tree = ast.parse(MODULES["needlepoint.contract"].read_text(encoding="utf-8"))
+    block = next(n for n in tree.body if isinstance(n, ast.If) and type_checking_only(n))
+    return [(str(n.module), a.name) for n in block.body if isinstance(n, ast.ImportFrom) for a in n.names]
+
+
+def test_the_contract_face_lists_each_name_once_and_imports_nothing_above_it() -> None:
+    """needlepoint.contract: `__all__`, its lazy map and its typing imports name the same names
+    from the same modules; each name resolves; every module behind it lies in the contract's
+    layer or below (the lazy map is strings: the import check cannot see it)."""
+    import needlepoint.contract as face
+
+    lazy: dict[str, str] = face._WHERE
+    assert sorted(face.__all__) == sorted(lazy) and len(face.__all__) == len(set(face.__all__))
+    assert sorted(_lazy_face_imports()) == sorted((module, name) for name, module in lazy.items())
+    here = layer_of("needlepoint.contract")
+    assert sorted(m for m in set(lazy.values()) if layer_of(m) > here) == []
+    for name in face.__all__:
+        assert getattr(face, name) is not None, name
+
+
+def test_the_solver_face_offers_what_it_lists() -> None:
+    import needlepoint.solvers as face
+
+    assert [name for name in face.__all__ if not hasattr(face, name)] == []
+    assert layer_of(defined_in("needlepoint.solvers", "SolveContext")) == layer_of("needlepoint.solvers")
+
+
+def test_a_declaration_through_the_face_stays_cheap() -> None:
+    """A declaration module imports the face whenever the command line is built: the face loads
+    its modules when a name is first used, so `Declaration` and `Option` come without numpy."""
+    code = "import sys\nfrom needlepoint.contract import Declaration, Option\nprint('numpy' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
 
 def test_imports_run_down_the_layers_only() -> None:

@@ -27,9 +27,9 @@ def _without_run(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metrics.items() if k != "run"}
 
 
-def test_ref_adv_published_predictions_become_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ref_adv_authors_predictions_become_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plain = _json(capsys, ["score", "ref_adv_s", "--predictions", str(REF_ADV_PREDICTIONS), "--json"])
-    out = tmp_path / "published"
+    out = tmp_path / "predictions"
     written = _json(capsys, ["score", "ref_adv_s", "--predictions", str(REF_ADV_PREDICTIONS), "--out", str(out), "--json"])
     assert _without_run(written) == plain  # the same numbers as `score` without --out
     assert written["run"]["answered"] == written["run"]["samples"] == 1142 and written["run"]["failed"] == 0
@@ -62,11 +62,13 @@ def test_ref_adv_published_predictions_become_a_run(tmp_path: Path, capsys: pyte
     (other / "notes.txt").write_text("mine")
     assert main(["score", "ref_adv_s", "--predictions", str(REF_ADV_PREDICTIONS), "--out", str(other)]) == 2
     assert "not empty" in one_sentence(capsys.readouterr().err)
+    assert main(["score", "ref_adv_s", "--predictions", str(out), "--out", str(tmp_path / "again")]) == 2
+    assert "is a run folder already" in one_sentence(capsys.readouterr().err)
     assert main(["score", "ref_adv_s", "--predictions", str(REF_ADV_PREDICTIONS), "--label", "x"]) == 2
     assert "--label" in one_sentence(capsys.readouterr().err)
 
 
-def test_published_run_pairs_with_a_model_run(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_predictions_run_pairs_with_a_model_run(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A model run's exported predictions, written back as a run, give the model run's ids, IoUs,
     hits and dataset fingerprint: the two pair sample by sample."""
     data, _, _, script = scripted_ref_release(tmp_path)
@@ -76,7 +78,7 @@ def test_published_run_pairs_with_a_model_run(serve: Any, tmp_path: Path, capsys
     capsys.readouterr()
     exported = tmp_path / "exported.jsonl"
     shutil.copy(model_run / "predictions_ref_adv.jsonl", exported)
-    out = tmp_path / "published"
+    out = tmp_path / "predictions"
     args = ["score", "ref_adv_s", "--predictions", str(exported), "--data", str(data), "--out", str(out), "--json"]
     written = _json(capsys, args)
 
@@ -123,7 +125,7 @@ def test_mc_bench_results_file_becomes_a_run(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_mm_niah_leaderboard_files_become_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from needlepoint.benchmarks.mm_niah.aggregate import TASKS
+    from needlepoint.benchmarks.mm_niah.ranges import TASKS
     from needlepoint.benchmarks.mm_niah.response_files import write_response_files
 
     rows = {

@@ -117,8 +117,8 @@ def test_agentic_localizer_bounds_are_shared(serve: Any, tmp_path: Path) -> None
     assert reasoner.most == 4 and localizer.most == 2
     with CountingServer(script=localizer_script, default=None, models=(LOCALIZER,), delay_s=0.05) as localizer:
         reasoner = serve(script=reasoner_script, default=None, models=(REASONER,))
-        one = ["--processes", "2", "--concurrency", "4", "--localizer-concurrency", "1"]  # too few for two
-        assert main_ok(agentic_args(folder, reasoner.url, localizer.url, tmp_path / "one", *one))
+        single = ["--processes", "2", "--concurrency", "4", "--localizer-concurrency", "1"]  # too few for two
+        assert main_ok(agentic_args(folder, reasoner.url, localizer.url, tmp_path / "one", *single))
     assert localizer.most == 1
 
 

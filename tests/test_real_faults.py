@@ -1,5 +1,5 @@
-"""Issue 8, part B: exit codes, runs that never shrink, one rule for numbers, Qwen2.5-VL box frames,
-and the small things a first run trips over. Real local HTTP servers, real files, real processes."""
+"""Exit codes, runs that never shrink, one rule for numbers, Qwen2.5-VL box frames, and the small
+things a first run trips over. Real local HTTP servers, real files, real processes."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from helpers import REPO, one_sentence, ref_eval_args, report_blob, run_cli, scr
 from helpers.cli import ctrl_c_stops
 
 from needlepoint.benchmarks.mm_niah.benchmark import shown_answer
-from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import make_rows
 from needlepoint.cli import build_parser, main
 from needlepoint.core import numeric, status
@@ -39,7 +39,7 @@ def _strict(text: str) -> Any:
     return json.loads(text, parse_constant=refuse)
 
 
-# --- 1. exit codes --------------------------------------------------------------------------------
+# --- exit codes -----------------------------------------------------------------------------------
 
 
 def test_exit_codes_answered_failed_and_resumed(serve: Any, tmp_path: Path) -> None:
@@ -141,7 +141,7 @@ def test_mc_bench_failed_requests_are_not_parse_errors(serve: Any, tmp_path: Pat
     assert not any(n.startswith("parse errors backend_error") for n in notes)
 
 
-# --- 8. never shrink a finished run -------------------------------------------------------------
+# --- never shrink a finished run ----------------------------------------------------------------
 
 
 def test_limit_never_shrinks_a_finished_run(serve: Any, tmp_path: Path) -> None:
@@ -219,7 +219,7 @@ def test_score_refuses_another_benchmarks_run_and_reads_data_from_run_json(
     assert printed["official"] == result.metrics["official"]
 
 
-# --- 9. one rule for numbers --------------------------------------------------------------------
+# --- one rule for numbers -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -318,9 +318,9 @@ def test_data_files_refuse_non_finite_and_negative_sizes(tmp_path: Path) -> None
 
     data, _, _ = demo_mc.build(tmp_path / "mc")
     release = json.loads((data / "mc-bench_v0.2_val.json").read_text())
-    for field, value in (("width", -5), ("area", -1.0)):
+    for field, bad in (("width", -5), ("area", -1.0)):
         broken = json.loads(json.dumps(release))
-        (broken["images"] if field == "width" else broken["annotations"])[0][field] = value
+        (broken["images"] if field == "width" else broken["annotations"])[0][field] = bad
         path = tmp_path / f"mc_{field}.json"
         path.write_text(json.dumps(broken))
         with pytest.raises(DataError):
@@ -390,7 +390,7 @@ def test_runs_write_no_numpy_warnings(tmp_path: Path) -> None:
     assert json.loads(done.stdout)["acc@0.5"] == 0.0
 
 
-# --- 10. box frames of Qwen2.5-VL ---------------------------------------------------------------
+# --- box frames of Qwen2.5-VL -------------------------------------------------------------------
 
 
 def test_smart_resize_matches_qwens_rule() -> None:
@@ -447,7 +447,7 @@ def test_ref_adv_run_with_qwen_frame(serve: Any, tmp_path: Path) -> None:
     assert header["identity"]["option.abs_frame_max_pixels"] == 28 * 28 * 1280
 
 
-# --- 11. first run and small things -------------------------------------------------------------
+# --- first run and small things -----------------------------------------------------------------
 
 
 def test_readme_creates_a_venv_before_pip_install() -> None:
@@ -535,7 +535,7 @@ def test_each_record_is_down_with_its_calls_logged_and_the_run_holds_outcomes(
         figures.append([dict(r) for r in records])
         return running(records)
 
-    bench.running = spy  # type: ignore[method-assign]
+    bench.running = spy  # type: ignore[method-assign]  # a spy on this one object's running figure
 
     def on_record(sample: Any, record: Any) -> None:
         on_disk = sample.id in read_records(store.records_path)

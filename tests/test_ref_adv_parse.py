@@ -175,7 +175,7 @@ def test_case_ids_unique() -> None:
     ],
 )
 def test_box_formats(box_format: str, raw: list[float], expected: list[float]) -> None:
-    parsed = parse_boxes(json.dumps({"bbox_2d": raw}), box_format, W, H)  # type: ignore[arg-type]
+    parsed = parse_boxes(json.dumps({"bbox_2d": raw}), box_format, W, H)
     assert parsed.error is None
     assert parsed.answer == [pytest.approx(expected, abs=1e-9)]
 

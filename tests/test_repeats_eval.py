@@ -1,7 +1,7 @@
-"""Issue 23 item 5: `eval --repeats K`: K sub-runs with seeds --seed + r sent as the request's seed,
-each resuming like a run; repeats.json with the mean and spread over repeats, the interval over
-samples where there is one, and the share of samples whose correctness changes. A simulated
-server on 127.0.0.1 that answers by the request's seed."""
+"""`eval --repeats K`: K sub-runs with seeds --seed + r sent as the request's seed, each resuming
+like a run; repeats.json with the mean and spread over repeats, the interval over samples where
+there is one, and the share of samples whose correctness changes. A simulated server on 127.0.0.1
+that answers by the request's seed."""
 
 from __future__ import annotations
 

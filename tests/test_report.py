@@ -27,15 +27,17 @@ from PIL import Image
 
 from needlepoint.benchmarks.mc_bench.board import mc_values
 from needlepoint.benchmarks.mc_bench.tables import table2_row
-from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
+from needlepoint.benchmarks.ref_adv.data import RefAdvSample
 from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release
 from needlepoint.cli import main as cli_main
-from needlepoint.contract.base import ReportBox, ReportImage, ReportItem, format_cell
+from needlepoint.contract.base import Dataset, ReportBox, ReportImage, ReportItem, format_cell
 from needlepoint.contract.boards import Corrupt
 from needlepoint.contract.registry import BUILTIN, declaration
 from needlepoint.core.conversation import ImageRef
 from needlepoint.core.errors import DataError
 from needlepoint.core.files import write_atomic
+from needlepoint.core.records import Record
 from needlepoint.report import html as report_html
 from needlepoint.report import leaderboard as lb
 from needlepoint.report import thumbs
@@ -86,7 +88,8 @@ def parse_page(path: Path) -> PageParser:
 
 
 def metrics(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    loaded: dict[str, Any] = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    return loaded
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +102,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def hostile_run(
     tmp_path: Path, header_extra: dict[str, Any] | None = None
-) -> tuple[Path, RefAdv, list[Any], list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[Path, RefAdv, Dataset[RefAdvSample], list[Record], dict[str, Any]]:
     """A small Ref-Adv-s run whose captions and answers are hostile strings."""
     rows = make_rows(4)
     for row, text in zip(rows, HOSTILE):
@@ -107,7 +110,7 @@ def hostile_run(
     data = write_release(tmp_path / "data", rows)
     bench = RefAdv(box_format="abs_xyxy")
     samples = bench.load(data)
-    recs = []
+    recs: list[Record] = []
     for s, text in zip(samples, [*HOSTILE, "fine"]):
         box = [1.0, 2.0, 30.0, 40.0]
         recs.append(
@@ -118,11 +121,10 @@ def hostile_run(
                 "repair_used": False,
                 "answer": [box],
                 "parse_error": "no_bbox_found" if text == HOSTILE[1] else None,
-                "iou": 0.0,
-                "hit": False,
+                "scores": {"iou": 0.0, "hit": False},
             }
         )
-    header = {
+    header: dict[str, Any] = {
         "config": {
             "benchmark": "ref_adv_s",
             "model": "<script>alert('model')</script>",
@@ -173,6 +175,7 @@ def test_hostile_answers_and_prompts_are_escaped(tmp_path: Path) -> None:
     )
     # The CSP allows only the page's own script.
     csp = next(a["content"] for t, a in parsed.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    assert csp is not None
     assert "script-src 'sha256-" in csp and "unsafe-inline" not in csp.split("script-src")[1].split(";")[0]
 
 
@@ -301,8 +304,9 @@ def test_what_a_run_could_not_draft_is_copied_at_its_end(tmp_path: Path) -> None
     folder = run_dir / "report" / "thumbs"
     for s in samples[:2]:  # drafted (drawn small) while the run answered (report.drafts); the others not
         assert thumbs.draw(folder, thumbs.thumb_key(ReportImage(s.image)), s.image) is not None
-    ended = thumbs.Thumbnails(folder, copy_missing=True)  # the run's end
-    page = report_html.write_run_report(run_dir, bench, samples, recs, bench.score(samples, recs), header, ended)
+    page = report_html.write_run_report(  # at the run's end
+        run_dir, bench, samples, recs, bench.score(samples, recs), header, copy_missing=True
+    )
     shown = {it["id"]: it["im"][0][0] for it in blob(page)["items"]}
     for s in samples:
         made = (run_dir / "report" / shown[s.id]).read_bytes()
@@ -433,13 +437,13 @@ def test_mm_niah_report_shows_heatmaps(demo: Path) -> None:
 def test_demo_index_links_every_run(demo: Path) -> None:
     index = demo / "report" / "index.html"
     parsed = parse_page(index)
-    links = [a["href"] for t, a in parsed.tags if t == "a" and a.get("href")]
+    links = [href for t, a in parsed.tags if t == "a" and (href := a.get("href"))]
     targets = {(index.parent / h).resolve() for h in links}
     for name in NAMES:
         assert (demo / "runs" / name / "report" / "index.html").resolve() in targets
     text = index.read_text(encoding="utf-8")
     assert "Acc@0.5" in text and "AP50" in text and "overall" in text
-    images = [a["src"] for t, a in parsed.tags if t == "img"]
+    images = [a["src"] or "" for t, a in parsed.tags if t == "img"]
     assert images and all((index.parent / s).is_file() for s in images)
 
 
@@ -547,12 +551,17 @@ def test_leaderboard_cells_equal_metrics(many_runs: list[Path], tmp_path: Path) 
     assert checked > 60
 
 
+def _number(value: object) -> float:
+    assert isinstance(value, (int, float)), value
+    return value
+
+
 def test_leaderboard_sorts_by_headline_and_takes_newest_run(many_runs: list[Path]) -> None:
     runs = [lb.read_run(p) for p in many_runs]
     assert {r.model for r in runs} == {"needlepoint-simulated", "org/Model-B"}
     boards = {b.key: b for b in lb.build_boards(runs)}
     ref = boards["ref_adv_s"]
-    acc = [r.values[ref.columns.index("Acc@0.5")] for r in ref.rows]
+    acc = [_number(r.values[ref.columns.index("Acc@0.5")]) for r in ref.rows]
     assert acc == sorted(acc, reverse=True)
     assert all(r.dir.name != "20250101-000000" for r in runs)
     assert sum(r.dir.name == "20260101-000000" for r in runs) == 3

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from helpers import REPO, prompt_key, ref_eval_args, report_blob, run_cli
 
-from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release
 from needlepoint.cli import main
 from needlepoint.core.store import read_records

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from needlepoint.benchmarks.mc_bench.sft import coco
+from needlepoint.core.errors import DataError
 
 
 def _file(path: Path, annotations: list[Any], federated: bool = False) -> Path:
@@ -99,8 +100,8 @@ def test_a_file_of_another_shape_is_still_one_sentence(tmp_path: Path, monkeypat
     monkeypatch.setattr(coco, "COMPACT_FROM_BYTES", 0)
     path = tmp_path / "instances.json"
     path.write_text(json.dumps({"images": [], "annotations": {}}))
-    with pytest.raises(coco.DataError, match="has no lists 'images', 'annotations' and 'categories'"):
+    with pytest.raises(DataError, match="has no lists 'images', 'annotations' and 'categories'"):
         coco.read_detections(path)
     path.write_text("{not json")
-    with pytest.raises(coco.DataError, match="is not valid JSON"):
+    with pytest.raises(DataError, match="is not valid JSON"):
         coco.read_detections(path)

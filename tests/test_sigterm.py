@@ -1,6 +1,6 @@
-"""Issue 19 item 4: SIGTERM at any point of a run prints no asyncio or aiohttp traceback, exits 130
-(or 0/3 when the run had already ended) and leaves the run folder intact and resumable. A slow
-simulated server on 127.0.0.1, the command line as a real process, signals at random points."""
+"""SIGTERM at any point of a run prints no asyncio or aiohttp traceback, exits 130 (or 0/3 when the
+run had already ended) and leaves the run folder intact and resumable. A slow simulated server on
+127.0.0.1, the command line as a real process, signals at random points."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 from helpers import REPO, prompt_key, run_cli
 from helpers.cli import ctrl_c_stops
 
-from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
 from needlepoint.benchmarks.ref_adv.demo import answers_for, make_rows, write_release
 from needlepoint.core.store import read_records
 

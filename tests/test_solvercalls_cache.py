@@ -6,9 +6,17 @@ by the next run for its pending samples, and compacted to what may still be aske
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message
-from needlepoint.solvers.calls import CALLS_DIR, CallCache, CallLog, calls_path, compact, conversation_key, read_logs
+from needlepoint.solvers.calls import CALLS_DIR, CallCache, CallLog, calls_path, compact, conversation_key, key_of, read_logs
+
+
+def next_turn(cache: CallCache, key: str) -> Any:
+    """The turn of the next stored answer of `key` (there must be one)."""
+    entry = cache.take(key)
+    assert entry is not None, key
+    return entry["turn"]
 
 
 def test_entries_survive_a_torn_line_and_are_handed_out_once(tmp_path: Path) -> None:
@@ -22,7 +30,7 @@ def test_entries_survive_a_torn_line_and_are_handed_out_once(tmp_path: Path) -> 
         fh.write(b'{"key": "c", "kind": "chat", "turn": {"rep')  # killed mid-write
     again = CallCache(path)
     assert len(again) == 3
-    assert [again.take("a")["turn"]["reply"], again.take("a")["turn"]["reply"], again.take("a")] == ["one", "two", None]
+    assert [next_turn(again, "a")["reply"], next_turn(again, "a")["reply"], again.take("a")] == ["one", "two", None]
     assert again.take("c") is None
     again.drop(lambda e: e["kind"] == "tokenize")
     assert CallCache(path).take("b") is None and len(CallCache(path)) == 2
@@ -41,8 +49,8 @@ def test_a_runs_log_holds_every_sample_and_the_next_run_reads_its_pending_ones(t
     with logs[0].open("ab") as fh:
         fh.write(b'{"sample": "x", "key": "k", "kind": "ch')  # killed mid-write
     again = CallLog(tmp_path, ["s1", "s3"])  # s2's record was stored
-    assert again.cache("s1").take("k")["turn"] == {"reply": "one"}
-    assert again.cache("s3").take("k")["turn"] == {"reply": "three"}
+    assert next_turn(again.cache("s1"), "k") == {"reply": "one"}
+    assert next_turn(again.cache("s3"), "k") == {"reply": "three"}
     assert again.cache("s2").take("k") is None  # not pending: not loaded
     fresh = again.cache("s4")
     assert len(fresh) == 0 and fresh.take("k") is None
@@ -60,7 +68,7 @@ def test_dropped_kinds_live_in_the_samples_own_file(tmp_path: Path) -> None:
     log.close()
     resumed = CallLog(tmp_path, ["s1"], dropped=("embed_texts",))
     again = resumed.cache("s1")
-    assert again.take("v") is None and again.take("c")["turn"] == {"reply": "yes"}
+    assert again.take("v") is None and next_turn(again, "c") == {"reply": "yes"}
     again.put("v2", "embed_texts", answer={"f32": "BBBB"})
     assert own.exists()
     resumed.forget("s1")
@@ -95,9 +103,9 @@ def test_an_answer_orjson_cannot_read_back_is_still_taken(tmp_path: Path) -> Non
     cache = CallCache(path)
     cache.put("a", "chat", turn={"reply": "x\ud800", "usage": {"prompt_tokens": 10**25}})
     cache.close()
-    turn = CallCache(path).take("a")["turn"]
-    assert turn == {"reply": "x\ud800", "usage": {"prompt_tokens": 10**25}}
-    assert type(turn["usage"]["prompt_tokens"]) is int
+    answer = next_turn(CallCache(path), "a")
+    assert answer == {"reply": "x\ud800", "usage": {"prompt_tokens": 10**25}}
+    assert type(answer["usage"]["prompt_tokens"]) is int
 
 
 def test_the_key_names_what_is_asked_not_how_long_to_wait() -> None:
@@ -110,6 +118,15 @@ def test_the_key_names_what_is_asked_not_how_long_to_wait() -> None:
     assert key != conversation_key(
         "model", "m", Conversation([Message("user", ["Find it", ImageRef("a.jpg", max_side=64)])]), Generation()
     )
+
+
+def test_the_key_is_pinned() -> None:
+    """The key of a fixed request, pinned: a change of its digest or of the request's encoding
+    shows here. Such a change must bump `_KEY_VERSION` (a resumed run then asks its pending calls
+    again, never takes an answer under another key's meaning) and update this value (version 3:
+    SHA-256 from the standard library, issue 40)."""
+    key = key_of("chat", "model", "m", [["user", ["find the cup"]]], {"temperature": 0.0})
+    assert key == "ce3286a0b9bb86572e0eb57bae5f92ded054da77"
 
 
 def test_a_generation_as_json_has_every_field_and_its_own_extra() -> None:

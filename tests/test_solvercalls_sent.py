@@ -16,6 +16,7 @@ import pytest
 from helpers import ref_run_config, write_jsonl_release
 from PIL import Image
 
+from needlepoint.core.images import encode_jpeg
 from needlepoint.core.store import read_records
 from needlepoint.run.evaluate import evaluate
 from needlepoint.solvers import sent as sent_module
@@ -50,7 +51,7 @@ def test_turns_record_the_messages_as_sent(serve: Any, ref_release: Any, tmp_pat
     _, rows = ref_release
     folder = write_jsonl_release(tmp_path / "release", rows, fmt="PNG")  # PNG: transcoded to JPEG when sent
     encoded: list[str] = []
-    real = sent_module.encode_jpeg
+    real = encode_jpeg  # what solvers/sent.py encodes with, patched below
 
     def counting(ref: Any, *args: Any) -> bytes:
         encoded.append(ref.key)
@@ -96,6 +97,7 @@ def test_an_image_rewritten_between_two_runs_of_one_process_is_described_afresh(
         config = ref_run_config(folder / "data.jsonl", [server.url], out, limit=1, options={"box_format": "abs_xyxy"})
         evaluate(config)
         (record,) = read_records(out / "records.jsonl").values()
+        image: dict[str, Any]
         (image,) = [p for m in record["turns"][0]["sent"] for p in m["content"] if p["type"] == "image"]
         return image
 

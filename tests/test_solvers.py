@@ -9,21 +9,21 @@ import dataclasses
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from helpers import CountingServer, good_ref_reply, prompt_key, ref_run_config
 from helpers import report_blob as blob
 
 from needlepoint.benchmarks.ref_adv import RefAdv
-from needlepoint.cli import EXIT_INTERNAL, main
+from needlepoint.cli import main
 from needlepoint.contract.base import Parsed, replies_text
 from needlepoint.contract.registry import declaration, register, unregister
 from needlepoint.core import status
 from needlepoint.core.config import RunConfig, hash_identity, identity
 from needlepoint.core.conversation import Conversation, Generation, Message
-from needlepoint.core.errors import DataError, RequestError
-from needlepoint.core.records import scores
+from needlepoint.core.errors import EXIT_INTERNAL, DataError, RequestError
+from needlepoint.core.records import Record, scores
 from needlepoint.core.store import RunStore, read_records
 from needlepoint.models.openai_compat import OpenAICompatModel, RetryPolicy
 from needlepoint.models.replay import ReplayModel
@@ -369,7 +369,7 @@ def test_replay_of_a_run_redrives_it_to_the_same_metrics(serve: Any, ref_release
     # Records written before the `scores` key (judge fields at the top level) score the same.
     bench = RefAdv(box_format="abs_xyxy")
     loaded = bench.load(folder)
-    legacy = [{**{k: v for k, v in a[s.id].items() if k != "scores"}, **a[s.id]["scores"]} for s in loaded]
+    legacy = [cast(Record, {**{k: v for k, v in a[s.id].items() if k != "scores"}, **a[s.id]["scores"]}) for s in loaded]
     assert bench.score(loaded, legacy) == bench.score(loaded, [a[s.id] for s in loaded])
     assert scores(legacy[0]) == a[loaded[0].id]["scores"]
 
@@ -456,7 +456,8 @@ def test_a_run_folder_with_records_of_the_old_layout_resumes_scores_and_reports(
     assert set(items) == {s.id for s in samples}
     assert items[samples[0].id]["c"] is False and all(items[s.id]["c"] is True for s in samples[1:])
     mixed = read_records(path)
-    assert "scores" not in mixed[samples[0].id] and mixed[samples[0].id]["hit"] is False
+    flat_record = cast(dict[str, Any], mixed[samples[0].id])  # an old record: its judge fields at the top level
+    assert "scores" not in flat_record and flat_record["hit"] is False
     assert mixed[samples[11].id]["scores"]["hit"] is True
 
 

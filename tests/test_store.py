@@ -7,15 +7,17 @@ import re
 import shlex
 import subprocess
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from needlepoint.core.errors import DataError
 from needlepoint.core.files import json_line
+from needlepoint.core.records import RunHeader
 from needlepoint.core.store import HEADER, RECORDS, RunStore, read_records
 
 
-def _header(box_format: str = "abs_xyxy", model: str = "m") -> dict:
+def _header(box_format: str = "abs_xyxy", model: str = "m") -> RunHeader:
     ident = {
         "version": 1,
         "benchmark": "ref_adv_s",
@@ -26,7 +28,7 @@ def _header(box_format: str = "abs_xyxy", model: str = "m") -> dict:
     return {"hash": f"{model}-{box_format}", "identity": ident, "status": "running"}
 
 
-def _lines(path: Path) -> list[dict]:
+def _lines(path: Path) -> list[dict[str, Any]]:
     raw = path.read_bytes()
     assert raw.endswith(b"\n")
     return [json.loads(line) for line in raw.splitlines()]
@@ -36,13 +38,13 @@ def test_append_then_reopen(tmp_path: Path) -> None:
     run = tmp_path / "run"
     store = RunStore.open(run, _header())
     for i in range(3):
-        store.append({"id": str(i), "status": "done", "iou": i / 10})
+        store.append({"id": str(i), "status": "done", "scores": {"iou": i / 10}})
     store.close()
     assert json.loads((run / HEADER).read_text())["hash"] == "m-abs_xyxy"
     assert [r["id"] for r in _lines(run / RECORDS)] == ["0", "1", "2"]
     again = RunStore.open(run, _header())
     assert set(again.records()) == {"0", "1", "2"}
-    assert again.records()["2"]["iou"] == 0.2
+    assert again.records()["2"]["scores"]["iou"] == 0.2
 
 
 def test_torn_tail_is_cut_on_open(tmp_path: Path) -> None:
@@ -89,11 +91,11 @@ def test_last_record_wins(tmp_path: Path) -> None:
     store = RunStore.open(run, _header())
     store.append({"id": "7", "status": "backend_error", "error": "http_500"})
     store.append({"id": "8", "status": "done"})
-    store.append({"id": "7", "status": "done", "iou": 0.9})
+    store.append({"id": "7", "status": "done", "scores": {"iou": 0.9}})
     store.close()
     records = RunStore.open(run, _header()).records()
     assert list(records) == ["7", "8"]
-    assert records["7"] == {"id": "7", "status": "done", "iou": 0.9}
+    assert records["7"] == {"id": "7", "status": "done", "scores": {"iou": 0.9}}
 
 
 def test_records_read_as_the_standard_parser_reads_them(tmp_path: Path) -> None:
@@ -110,7 +112,7 @@ def test_records_read_as_the_standard_parser_reads_them(tmp_path: Path) -> None:
         '{"id": "f", "turns": [{"usage": {"n": 9223372036854775807, "x": 0.1}}], "sent": ["' + "long " * 5000 + '"]}',
     ]
     path.write_text("\n".join(lines) + "\n")
-    got = read_records(path)
+    got = cast(dict[str, dict[str, Any]], read_records(path))  # plain JSON objects: keys no Record declares
     expected = {str(json.loads(line)["id"]): json.loads(line) for line in lines}
     assert list(got) == ["a", "b", "c", "d", "e", "f"]
     assert got["b"]["iou"] != got["b"]["iou"]  # NaN
@@ -180,7 +182,11 @@ def test_json_line_is_strict_compact_json_whatever_the_record_holds(tmp_path: Pa
     """A record reaches disk as strict JSON: a reply's NaN or infinity becomes null, an integer
     over 64 bits and a lone surrogate (which orjson does not write) are kept, non-string keys
     become strings; the line reads back as the standard library reads it."""
-    record = {"id": "ä1", "usage": {"total_tokens": 2**70, 3: "x"}, "scores": {"iou": float("nan"), "v": [float("inf"), 0.1]}}
+    record: dict[str, Any] = {
+        "id": "ä1",
+        "usage": {"total_tokens": 2**70, 3: "x"},
+        "scores": {"iou": float("nan"), "v": [float("inf"), 0.1]},
+    }
     for obj in (record, {k: v for k, v in record.items() if k != "usage"}):  # the fallback and orjson alike
         line = json_line(obj)
         assert b"\n" not in line
@@ -191,6 +197,6 @@ def test_json_line_is_strict_compact_json_whatever_the_record_holds(tmp_path: Pa
     hostile = {"id": "s", "turns": [{"reply": json.loads('"a\\ud800b"')}]}  # a lone surrogate, as a server can send it
     assert json.loads(json_line(hostile)) == hostile
     store = RunStore.open(tmp_path / "run", _header())
-    store.append(record)
+    store.append(record)  # type: ignore[arg-type]  # deliberately no Record: an int key, a top-level "usage"
     store.close()
     assert read_records(tmp_path / "run" / RECORDS)["ä1"]["scores"]["iou"] is None

@@ -101,7 +101,8 @@ def test_unbounded_schemas_are_named() -> None:
 
 def test_coordinates_follow_the_box_format() -> None:
     def coordinate(fmt: str) -> dict[str, Any]:
-        return ref_adv_schema(fmt)["properties"]["bboxes"]["items"]["items"]
+        items: dict[str, Any] = ref_adv_schema(fmt)["properties"]["bboxes"]["items"]["items"]
+        return items
 
     assert coordinate("abs_xyxy") == {"type": "integer", "minimum": 0, "maximum": ABS_MAX}
     assert coordinate("norm_1000_xyxy") == {"type": "integer", "minimum": 0, "maximum": 1000}

@@ -20,7 +20,8 @@ from needlepoint.report.leaderboard import build_boards, read_run
 
 
 def _header(out: Path) -> dict[str, Any]:
-    return json.loads((out / "run.json").read_text(encoding="utf-8"))
+    header: dict[str, Any] = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    return header
 
 
 def test_request_bodies_carry_the_answer_schema(serve: Any, tmp_path: Path) -> None:

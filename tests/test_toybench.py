@@ -3,6 +3,7 @@ through the registry alone, and eval, score, report and the HTML report all serv
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import sys
@@ -65,11 +66,18 @@ def _images(body: dict[str, Any]) -> int:
     return sum(part.get("type") == "image_url" for part in body["messages"][0]["content"])
 
 
+def _command_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of one sub-command of `needlepoint`."""
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    parser: argparse.ArgumentParser = sub.choices[name]
+    return parser
+
+
 def test_a_registered_package_runs_eval_score_report_and_the_html_report(
     toy: None, serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert "toy_shapes" in names()
-    help_text = build_parser().format_help() + build_parser()._subparsers._group_actions[0].choices["eval"].format_help()  # type: ignore[union-attr]
+    help_text = build_parser().format_help() + _command_parser("eval").format_help()
     assert "--instruction" in help_text and "(toy_shapes)" in help_text  # its declared flag, named for it
 
     script = {f"Where is the {c} square? {INSTRUCTION}": replies for _, c, _, replies in SHAPES}
@@ -190,8 +198,8 @@ def test_an_entry_point_makes_a_benchmark_known(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(registry, "_entry_points", None)  # read the installed entry points again
     monkeypatch.setattr(registry, "_loaded", {})
     assert names()[-1] == "toy_shapes" and declaration("toy_shapes").benchmark == "toybench.benchmark:ToyShapes"
-    ev = build_parser()._subparsers._group_actions[0].choices["eval"]  # type: ignore[union-attr]
-    assert "toy_shapes" in next(a for a in ev._actions if a.dest == "benchmark").choices  # type: ignore[operator]
+    choices = next(a for a in _command_parser("eval")._actions if a.dest == "benchmark").choices
+    assert choices is not None and "toy_shapes" in choices
     monkeypatch.setattr(registry, "_entry_points", None)
     monkeypatch.syspath_prepend(str(tmp_path / "elsewhere"))
     sys.path.remove(str(tmp_path))

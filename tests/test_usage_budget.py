@@ -16,7 +16,8 @@ from needlepoint.core.errors import DataError
 
 
 def _metrics(out: Path) -> dict[str, Any]:
-    return json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    metrics: dict[str, Any] = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    return metrics
 
 
 def _sums(out: Path) -> dict[str, int]:
@@ -112,7 +113,7 @@ def test_token_budget_stops_the_run_and_a_rerun_with_more_continues(serve: Any, 
     assert rc == 3, err  # the exit code of failed samples: the run is not finished
     assert "the --max-tokens-total budget of 60 tokens is spent" in err
     first = records(out)
-    used = sum(t["usage"]["prompt_tokens"] + t["usage"]["completion_tokens"] for r in first for t in r["turns"] if t.get("usage"))
+    used = sum(u["prompt_tokens"] + u["completion_tokens"] for r in first for t in r["turns"] if (u := t.get("usage")))
     assert 0 < len(server.log) < 10 and used <= 60
     refused = [r for r in first if r["status"] != "done"]
     assert all(r["status"] == "backend_error" and "not sent" in r["error"] for r in refused)  # retryable

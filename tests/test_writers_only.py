@@ -1,8 +1,9 @@
-"""One writer per kind of file (issue 21, item 1): every module of the package writes files through
-`needlepoint.core.files` (`AtomicFile`, `write_atomic`, `write_json`, `write_lines`, `write_parquet`),
-which writes through a temporary file and a rename and cannot fail on text a reply carries. An AST
-walk over the package lists the modules that open files for writing, rename or replace files, or
-write through another library, and fails on any module outside the allowlist below."""
+"""One writer per kind of file: every module of the package writes files through
+`needlepoint.core.files` (`AtomicFile`, `write_atomic`, `write_json`, `write_lines`,
+`write_parquet`), which writes through a temporary file and a rename and cannot fail on text a
+reply carries. An AST walk over the package lists the modules that open files for writing, rename
+or replace files, or write through another library, and fails on any module outside the allowlist
+below."""
 
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def _opens_for_writing(call: ast.Call) -> bool:
 def writes(source: str) -> list[str]:
     """What in `source` writes a file, as `line: what` (empty when nothing does)."""
     tree = ast.parse(source)
-    buffers = set()  # names bound to in-memory files: what is saved into them is no file
+    buffers: set[str] = set()  # names bound to in-memory files: what is saved into them is no file
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             called = node.value.func

@@ -45,7 +45,7 @@ def _vllm() -> Any:
     return module
 
 
-def run(command: list[str], stage: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+def run(command: list[str], stage: str, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
     """A stage as its own process; fails the test with its output's tail when it fails."""
     started = time.monotonic()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
@@ -78,7 +78,8 @@ def build(coco: Path, out: Path, *extra: str) -> list[dict[str, Any]]:
         ],
         "build " + (" ".join(extra) or "json"),
     )
-    return json.loads((out / "mc_bench_sft.json").read_text(encoding="utf-8"))
+    built: list[dict[str, Any]] = json.loads((out / "mc_bench_sft.json").read_text(encoding="utf-8"))
+    return built
 
 
 def parse_errors(run_dir: Path) -> tuple[int, int]:

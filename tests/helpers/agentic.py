@@ -11,11 +11,11 @@ from typing import Any
 from needlepoint.benchmarks.mc_bench.agentic import Target, localizer_request, reasoner_prompt
 from needlepoint.benchmarks.mc_bench.benchmark import McBench, McSample
 from needlepoint.contract.base import Dataset
-from needlepoint.core.geometry import xywh_to_xyxy
+from needlepoint.core.geometry import BoxFormat, xywh_to_xyxy
 from needlepoint.models.simulated import script_key
 
 REASONER, LOCALIZER = "sim/reasoner", "sim/localizer"
-FMT = "norm_1000_xyxy"
+FMT: BoxFormat = "norm_1000_xyxy"
 
 
 def gt_targets(samples: Any, sample: McSample) -> list[tuple[Target, list[float]]]:

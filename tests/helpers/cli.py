@@ -22,7 +22,7 @@ def ctrl_c_stops() -> None:
 
 def run_cli(
     args: list[str], cwd: Path = REPO, env: dict[str, str] | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     """`python -m needlepoint.cli ARGS` as a separate process."""
     return subprocess.run(
         [sys.executable, "-m", "needlepoint.cli", *args],
@@ -31,6 +31,20 @@ def run_cli(
         capture_output=True,
         text=True,
         timeout=timeout,
+    )
+
+
+def start_cli(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    """`python -m needlepoint.cli ARGS` started in `cwd` with this checkout's package first on the
+    path, its output piped as text, Ctrl-C stopping it (`ctrl_c_stops`)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "needlepoint.cli", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")},
+        preexec_fn=ctrl_c_stops,
     )
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import io
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-CATEGORIES = [
+CATEGORIES: list[dict[str, Any]] = [
     {"id": 1, "name": "cat", "supercategory": "animal"},
     {"id": 2, "name": "dog", "supercategory": "animal"},
     {"id": 3, "name": "car", "supercategory": "vehicle"},
@@ -24,7 +25,7 @@ CROWD = (1, 7)  # (image id, category id) of the crowd annotation
 DEGENERATE = (2, 4)
 
 
-def render_jpeg(rng: random.Random, w: int, h: int, boxes: list[tuple[list[float], tuple[int, int, int]]]) -> bytes:
+def render_jpeg(rng: random.Random, w: int, h: int, boxes: Sequence[tuple[Sequence[float], tuple[int, int, int]]]) -> bytes:
     """A w x h JPEG of smooth noise with the boxes (xywh) filled in their colours."""
     noise = np.random.default_rng(rng.randrange(1 << 30)).integers(0, 255, (h // 8, w // 8, 3), dtype=np.uint8)
     im = Image.fromarray(noise).resize((w, h), Image.Resampling.BILINEAR)
@@ -86,3 +87,25 @@ def make_coco(folder: Path, n_images: int = 14, seed: int = 5) -> dict[str, Any]
     (folder / "instances.json").write_text(json.dumps(data), encoding="utf-8")
     (folder / "refs.json").write_text(json.dumps(refs), encoding="utf-8")
     return data
+
+
+def sft_build_args(folder: Path, out: Path, *extra: str, samples: int = 120) -> list[str]:
+    """`needlepoint build mc_bench_sft` over the COCO set `make_coco(folder)` wrote, into `out`."""
+    return [
+        "build",
+        "mc_bench_sft",
+        "--coco",
+        str(folder / "instances.json"),
+        "--images",
+        str(folder / "images"),
+        "--out",
+        str(out),
+        "--samples",
+        str(samples),
+        "--box-format",
+        "norm_1000_xyxy",
+        "--seed",
+        "0",
+        "--no-progress",
+        *extra,
+    ]

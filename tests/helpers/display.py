@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
+from needlepoint.benchmarks.ref_adv.data import RefAdvSample
 from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release
+from needlepoint.contract.base import Dataset
+from needlepoint.core.records import Record, Turn
 
 HOSTILE = "<script>alert(1)</script> & </pre>"
 
@@ -21,16 +25,16 @@ def sent(text: str, path: str) -> list[dict[str, Any]]:
     ]
 
 
-def failed_run(tmp_path: Path, answered: int = 2) -> tuple[Path, RefAdv, Any, list[dict[str, Any]], dict[str, Any]]:
+def failed_run(tmp_path: Path, answered: int = 2) -> tuple[Path, RefAdv, Dataset[RefAdvSample], list[Record], dict[str, Any]]:
     """A Ref-Adv-s run of 5 samples: `answered` answered (with `sent` turns), the rest failed
     (backend_error), and a wrong answer among the answered ones."""
     data = write_release(tmp_path / "data", make_rows(5))
     bench = RefAdv(box_format="abs_xyxy")
     samples = bench.load(data)
-    recs = []
+    recs: list[Record] = []
     for n, s in enumerate(samples):
         if n < answered:
-            turn = {
+            turn: Turn = {
                 "reply": "[[1, 2, 30, 40]]",
                 "sent": sent(f"Find the object {n}. {HOSTILE}", str(s.image.path or s.image.key)),
             }
@@ -56,7 +60,7 @@ def failed_run(tmp_path: Path, answered: int = 2) -> tuple[Path, RefAdv, Any, li
                     "scores": {"iou": 0.0, "hit": False},
                 }
             )
-    header = {
+    header: dict[str, Any] = {
         "config": {"benchmark": "ref_adv_s", "model": "m"},
         "identity": {"model": "m"},
         "status": "incomplete",
@@ -67,7 +71,7 @@ def failed_run(tmp_path: Path, answered: int = 2) -> tuple[Path, RefAdv, Any, li
     return run_dir, bench, samples, recs, header
 
 
-def run_block(recs: list[dict[str, Any]]) -> dict[str, Any]:
+def run_block(recs: Sequence[Record]) -> dict[str, Any]:
     """The metrics' `run` block of these records (answered, failed, requested)."""
     failed = sum(r["status"] != "done" for r in recs)
     return {"samples": len(recs), "answered": len(recs) - failed, "failed": failed, "not_requested": 0, "requested": len(recs)}

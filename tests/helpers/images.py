@@ -1,10 +1,15 @@
-"""Image files the hostile-input tests need: PNGs written byte by byte."""
+"""Image files the hostile-input tests need: PNGs written byte by byte; an image held in memory;
+a pixel's colour."""
 
 from __future__ import annotations
 
 import struct
 import zlib
 from pathlib import Path
+
+from PIL import Image
+
+from needlepoint.core.conversation import ImageRef
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -29,3 +34,15 @@ def big_png(path: Path, side: int) -> None:
     comp = zlib.compressobj(9)
     body = b"".join(comp.compress(row) for _ in range(side)) + comp.flush()
     path.write_bytes(_png(side, side, body))
+
+
+def in_memory(key: str, data: bytes) -> ImageRef:
+    """An image whose loader returns `data` (as a parquet row's does)."""
+    return ImageRef(key, loader=lambda: data)
+
+
+def rgb_at(im: Image.Image, xy: tuple[int, int]) -> tuple[int, ...]:
+    """The colour of the pixel at `xy` of a colour image (Pillow's tuple of its bands)."""
+    pixel = im.getpixel(xy)
+    assert isinstance(pixel, tuple), (im.mode, pixel)
+    return pixel

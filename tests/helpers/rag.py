@@ -13,10 +13,11 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from PIL import Image
 
+from helpers.images import rgb_at
 from needlepoint.models.simulated import SimulatedServer
 
 EMBED_MODEL = "test/keyword-embedder"
@@ -70,10 +71,17 @@ def text_vector(text: str) -> list[float]:
 def image_vector(data: bytes) -> list[float]:
     """An image's vector: that of its dominant colour (red, green or blue), times 3."""
     im = Image.open(io.BytesIO(data)).convert("RGB")
-    mean = list(im.resize((1, 1), Image.Resampling.BOX).getpixel((0, 0)))  # type: ignore[arg-type]
+    mean = list(rgb_at(im.resize((1, 1), Image.Resampling.BOX), (0, 0)))
     return [3.0 * x for x in IMAGE_VECTORS[("red", "green", "blue")[mean.index(max(mean))]]]
 
 
+S = TypeVar("S", bound=SimulatedServer)
+
+
+@overload
+def embedding_server(**kwargs: Any) -> SimulatedServer: ...
+@overload
+def embedding_server(cls: type[S], **kwargs: Any) -> S: ...
 def embedding_server(cls: type[SimulatedServer] = SimulatedServer, **kwargs: Any) -> SimulatedServer:
     """The simulated server (or a subclass) embedding with the keyword vectors as EMBED_MODEL,
     keeping every request (SimulatedServer keywords override); start it with `with`."""

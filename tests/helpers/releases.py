@@ -7,13 +7,14 @@ import random
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.ref_adv import RefAdv
+from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
 from needlepoint.core.drawing import render
 
 
 def prompt_key(sample: Any, bench: RefAdv | None = None) -> str:
     """The text the simulated server looks a sample's answers up by."""
-    return (bench or RefAdv(box_format="abs_xyxy")).prompt(sample).messages[0].text
+    text: str = (bench or RefAdv(box_format="abs_xyxy")).prompt(sample).messages[0].text
+    return text
 
 
 def write_jsonl_release(folder: Path, rows: list[dict[str, Any]], fmt: str = "PNG") -> Path:

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from needlepoint.core.records import Record
 
-def records(run_dir: Path) -> list[dict[str, Any]]:
+
+def records(run_dir: Path) -> list[Record]:
     """A run folder's records.jsonl, every line in file order (a resumed sample's lines each)."""
     path = Path(run_dir) / "records.jsonl"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines: list[Record] = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return lines
 
 
 TIMING = ("latency_s", "elapsed_s")
 
 
-def untimed_record(record: dict[str, Any], also: tuple[str, ...] = ()) -> dict[str, Any]:
+def untimed_record(record: Mapping[str, Any], also: tuple[str, ...] = ()) -> dict[str, Any]:
     """A record without its seconds (and the keys `also` names), on the record and on each turn:
     for comparing two runs of the same answers."""
     drop = (*TIMING, *also)
@@ -32,13 +36,14 @@ def report_blob(page: Path) -> dict[str, Any]:
     tag = '<script type="application/json" id="np-data">'
     assert text.count(tag) == 1
     start = text.index(tag) + len(tag)
-    return json.loads(text[start : text.index("</script>", start)])
+    blob: dict[str, Any] = json.loads(text[start : text.index("</script>", start)])
+    return blob
 
 
 def untimed(metrics: dict[str, Any]) -> dict[str, Any]:
     """A copy of metrics.json without the seconds its usage block sums (`request_s`: two runs of the
     same answers never take the same time), for comparing two runs to the last digit."""
-    out = json.loads(json.dumps(metrics))
+    out: dict[str, Any] = json.loads(json.dumps(metrics))
     usage = out.get("usage") or {}
     for row in [*usage.get("roles", {}).values(), usage.get("total", {})]:
         assert isinstance(row.pop("request_s"), (int, float))

@@ -3,19 +3,18 @@ coloured square in a drawn image and answer with its box. The test registers it
 (needlepoint.contract.registry.register) and runs eval, score, report and the HTML report on it without
 editing any file of needlepoint (tests/test_toybench.py).
 
-It is built like a built-in grounding benchmark and touches only its own package plus what
-needlepoint offers every benchmark: the contracts (benchmarks.base, .boards, .boxes for boxes in a
-reply), the core helpers (geometry, files, drawing, status names) and the solver protocol; its
-published table is its own CSV (published.csv, beside this file). tests/test_package.py checks the
-built-in benchmarks to the same rule.
+It is built like a built-in grounding benchmark and imports needlepoint only through its public
+faces: `needlepoint.contract` for the benchmark (protocols, Dataset, boxes in a reply, IoU, boards,
+file helpers) and `needlepoint.solvers` for its solver; its published table is its own CSV
+(published.csv, beside this file). tests/test_package.py holds it to that, and the built-in
+benchmarks to the layers.
 
 This module is the whole declaration; the code it names is imported only when used.
 """
 
 from __future__ import annotations
 
-from needlepoint.contract.declaration import Declaration, PublishedTable
-from needlepoint.core.options import Option
+from needlepoint.contract import Declaration, Option, PublishedTable
 
 BENCHMARK = Declaration(
     name="toy_shapes",

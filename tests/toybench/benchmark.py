@@ -1,7 +1,8 @@
 """The toy benchmark's verbs: a JSONL of {id, image, width, height, colour, box} (the image a file
 beside the JSONL); the model answers with the box of the square of that colour, read as absolute
 xyxy pixels, and is right at IoU >= 0.5. Rows without a box are skipped (and say so through the
-Dataset)."""
+Dataset). Its own prediction format (what `export` writes, `predictions_run` reads) is a JSONL of
+{id, image, box, gt}."""
 
 from __future__ import annotations
 
@@ -10,16 +11,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from needlepoint.contract.base import Dataset, Parsed, ReportBox, ReportImage, ReportItem, Table, replies_text, report_parse_error
-from needlepoint.contract.boxes import parse_boxes
-from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message
-from needlepoint.core.errors import DataError
-from needlepoint.core.files import write_lines
-from needlepoint.core.geometry import iou
-from needlepoint.core.images import safe_path
-from needlepoint.core.jsonl import read_jsonl
-from needlepoint.core.numeric import is_box
-from needlepoint.core.records import scores
+from needlepoint.contract import (
+    Conversation,
+    DataError,
+    Dataset,
+    Generation,
+    ImageRef,
+    Message,
+    Parsed,
+    PredictionsRun,
+    Record,
+    ReportBox,
+    ReportImage,
+    ReportItem,
+    Table,
+    iou,
+    is_box,
+    parse_boxes,
+    read_jsonl,
+    replies_text,
+    report_parse_error,
+    safe_path,
+    scores,
+    status,
+    write_lines,
+)
 
 EXPORT = "toy_predictions.jsonl"
 HIT = 0.5
@@ -98,17 +114,18 @@ class ToyShapes:
         overlap = first_iou(parsed.answer, sample.box)
         return {"correct": overlap is not None and overlap >= HIT, "iou": overlap}
 
-    def score(self, dataset: Dataset[Shape], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        return {**accuracy([bool(scores(r).get("correct")) for r in records]), "split": dataset.split}
+    def score(self, dataset: Dataset[Shape], records: Sequence[Record]) -> dict[str, Any]:
+        split = {"split": dataset.split} if dataset.split is not None else {}  # a prediction file names none
+        return {**accuracy([bool(scores(r).get("correct")) for r in records]), **split}
 
     def tables(self, metrics: dict[str, Any]) -> list[Table]:
         return [Table("Toy shapes", ["n", "Acc %"], [[metrics["n"], round(100 * metrics["accuracy"], 1)]])]
 
-    def running(self, records: Sequence[dict[str, Any]]) -> str:
+    def running(self, records: Sequence[Record]) -> str:
         return ""
 
     def export(
-        self, run_dir: Path, dataset: Dataset[Shape], records: Sequence[dict[str, Any]], model: str, metrics: dict[str, Any]
+        self, run_dir: Path, dataset: Dataset[Shape], records: Sequence[Record], model: str, metrics: dict[str, Any]
     ) -> list[Path]:
         by_id = {r["id"]: r for r in records}
         rows = [
@@ -118,11 +135,28 @@ class ToyShapes:
         ]
         return [write_lines(run_dir / EXPORT, rows)]
 
-    def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
+    def predictions_run(self, predictions: Path, data: Path | None = None) -> PredictionsRun:
+        """The export (a run folder's, or the file) read back as a run: one record a row, judged
+        as `judge` judges (the optional verb that `needlepoint score` reads)."""
         path = predictions / EXPORT if predictions.is_dir() else predictions
-        return accuracy([bool(row.get("box")) and iou(row["box"], row["gt"]) >= HIT for _, row in read_jsonl(path)])
+        samples: list[Shape] = []
+        records: list[Record] = []
+        for _, row in read_jsonl(path):
+            box, gt = row.get("box"), [float(v) for v in row["gt"]]
+            overlap = iou(box, gt) if box else None
+            samples.append(Shape(str(row["id"]), ImageRef(key=str(row["image"])), 0, 0, "", gt))
+            records.append(
+                {
+                    "id": str(row["id"]),
+                    "status": status.DONE,
+                    "answer": [box] if box else None,
+                    "parse_error": None,
+                    "scores": {"correct": overlap is not None and overlap >= HIT, "iou": overlap},
+                }
+            )
+        return PredictionsRun(model=None, records=records, dataset=Dataset(samples))
 
-    def report_items(self, dataset: Dataset[Shape], records: Sequence[dict[str, Any]]) -> list[ReportItem]:
+    def report_items(self, dataset: Dataset[Shape], records: Sequence[Record]) -> list[ReportItem]:
         by_id = {s.id: s for s in dataset}
         items = []
         for r in records:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from needlepoint.contract.boards import Board, BoardRow, Run, count, pct
+from needlepoint.contract import Board, BoardRow, Run, count, pct
 
 
 def boards(runs: Sequence[Run]) -> list[Board]:

@@ -6,11 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from needlepoint.contract.base import Benchmark, Parsed
-from needlepoint.core.conversation import Conversation, Message
-from needlepoint.core.options import Option
-from needlepoint.solvers.base import SolveContext
-from needlepoint.solvers.default import read_reply
+from needlepoint.contract import Benchmark, Conversation, Message, Option, Parsed
+from needlepoint.solvers import SolveContext, read_reply
 
 
 class Hinted:

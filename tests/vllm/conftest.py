@@ -40,7 +40,8 @@ START_TIMEOUT_S = float(os.environ.get("NEEDLEPOINT_VLLM_START_TIMEOUT", "600"))
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def get_json(url: str, api_key: str | None = None, timeout: float = 5.0) -> Any:
@@ -58,7 +59,7 @@ class VllmServer:
     api_key: str | None = None
     max_model_len: int = MAX_MODEL_LEN
     port: int = field(default_factory=free_port)
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen[bytes] | None = None
     served_name: str = MODEL_NAME
     extra_args: list[str] = field(default_factory=list)  # e.g. vLLM's pooling runner flags
 
@@ -235,13 +236,13 @@ def _cli_env(extra: dict[str, str] | None) -> dict[str, str]:
     return {**env, **(extra or {})}
 
 
-def needlepoint(args: list[str], env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+def needlepoint(args: list[str], env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     """`needlepoint ARGS` with the project's Python, as a separate process."""
     command = [sys.executable, "-m", "needlepoint.cli", *args]
     return subprocess.run(command, cwd=REPO, env=_cli_env(env), capture_output=True, text=True, timeout=timeout)
 
 
-def needlepoint_popen(args: list[str], stdout: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+def needlepoint_popen(args: list[str], stdout: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """`needlepoint ARGS` in the background; stdout and stderr go to a file."""
     with stdout.open("wb") as fh:
         command = [sys.executable, "-m", "needlepoint.cli", *args]

@@ -1,6 +1,6 @@
-"""vLLM's context-length refusal (issue 8, point 4): an MM-NIAH document longer than the server's
---max-model-len is answered with a 400 that needlepoint records as `context_too_long`, a property
-of the sample, while the documents that fit are answered."""
+"""vLLM's context-length refusal: an MM-NIAH document longer than the server's --max-model-len is
+answered with a 400 that needlepoint records as `context_too_long`, a property of the sample,
+while the documents that fit are answered."""
 
 from __future__ import annotations
 

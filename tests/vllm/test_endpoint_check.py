@@ -1,8 +1,9 @@
-"""The endpoint check against a real vLLM (issue 8, point 2): the three commonest set-up mistakes
-end before anything is sent, in one sentence, with exit code 2 and no run folder left behind."""
+"""The endpoint check against a real vLLM: the three commonest set-up mistakes end before anything
+is sent, in one sentence, with exit code 2 and no run folder left behind."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,9 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ref_adv.write_release(tmp_path_factory.mktemp("ref_adv_s"), ref_adv.make_rows(4))
 
 
-def run_eval(release: Path, url: str, out: Path, model: str = MODEL_NAME, key: str | None = None):
+def run_eval(
+    release: Path, url: str, out: Path, model: str = MODEL_NAME, key: str | None = None
+) -> subprocess.CompletedProcess[str]:
     args = [
         "eval",
         "ref_adv_s",

@@ -1,6 +1,6 @@
-"""Two real vLLM servers, one killed mid-run (issue 8, point 3): requests that fail on the dead
-server are sent to the live one, and no sample is lost. The doomed server is named first, so
-that a client which prefers it (ties, fewest in flight) keeps retrying on it."""
+"""Two real vLLM servers, one killed mid-run: requests that fail on the dead server are sent to the
+live one, and no sample is lost. The doomed server is named first, so that a client which prefers
+it (ties, fewest in flight) keeps retrying on it."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from needlepoint.benchmarks.ref_adv import RefAdv
 from needlepoint.benchmarks.ref_adv import demo as ref_adv
+from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
 from needlepoint.core.status import DONE
 
 from .conftest import API_KEY, MODEL_NAME, Servers, needlepoint, needlepoint_popen, read_records, vllm_counter

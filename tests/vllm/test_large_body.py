@@ -9,10 +9,11 @@ import io
 
 import numpy as np
 import pytest
+from helpers.images import in_memory
 from helpers.servers import count_piece_writes
 from PIL import Image
 
-from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message, Reply
+from needlepoint.core.conversation import Conversation, Generation, Message, Reply
 from needlepoint.models import openai_compat
 from needlepoint.models.openai_compat import PIECES_FROM_BYTES, OpenAICompatModel
 
@@ -31,7 +32,7 @@ def _noisy_jpeg(seed: int) -> bytes:
 
 def test_a_body_sent_in_pieces_is_the_request_vllm_reads_joined(servers: Servers, monkeypatch: pytest.MonkeyPatch) -> None:
     images = [_noisy_jpeg(1), _noisy_jpeg(2)]
-    refs = [ImageRef(f"noise-{i}.jpg", loader=lambda data=data: data) for i, data in enumerate(images)]
+    refs = [in_memory(f"noise-{i}.jpg", data) for i, data in enumerate(images)]
     conversation = Conversation([Message("user", ["What is in these two pictures?", *refs])])
     generation = Generation(max_tokens=8, timeout_s=300)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ LIMIT = 3
 
 
 @pytest.fixture(scope="module")
-def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, list[str], dict]]:
+def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, list[str], dict[str, Any]]]:
     """Each benchmark's demo release, its options, and the schema those options give."""
     root = tmp_path_factory.mktemp("structured-releases")
     ref = ref_adv.write_release(root / "ref_adv_s", ref_adv.make_rows(LIMIT))
@@ -45,7 +46,7 @@ def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, 
 
 @pytest.mark.parametrize("benchmark", ["ref_adv_s", "mc_bench"])
 def test_every_reply_parses_under_the_schema(
-    benchmark: str, releases: dict[str, tuple[Path, list[str], dict]], servers: Servers, tmp_path: Path
+    benchmark: str, releases: dict[str, tuple[Path, list[str], dict[str, Any]]], servers: Servers, tmp_path: Path
 ) -> None:
     data, options, schema = releases[benchmark]
     bound = longest_reply(schema)  # a reply that follows the schema has at most this many bytes, so tokens
@@ -78,7 +79,7 @@ def test_every_reply_parses_under_the_schema(
 
 
 def test_the_agentic_reasoner_replies_parse_under_the_phrase_schema(
-    releases: dict[str, tuple[Path, list[str], dict]], servers: Servers, tmp_path: Path
+    releases: dict[str, tuple[Path, list[str], dict[str, Any]]], servers: Servers, tmp_path: Path
 ) -> None:
     """The agentic solver's reasoner under its phrase schema (at most --max-phrases 2 an image), the
     same server as its `vlm:` localizer, whose requests go without the schema."""

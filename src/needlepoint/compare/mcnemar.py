@@ -40,7 +40,7 @@ def exact_p(b: int, c: int) -> float:
     if n == 0:
         return 1.0
     tail = sum(comb(n, k) for k in range(min(b, c) + 1))
-    return min(1.0, 2 * tail / 2**n)
+    return min(1.0, 2 * tail / (1 << n))
 
 
 def mcnemar(a: Sequence[bool], b: Sequence[bool]) -> McNemar:

@@ -39,8 +39,8 @@ RUN_STYLES = (  # (colour, SVG dash pattern) per run, in order: A, B, C, ...
 )
 
 
-def _clip(text: Any) -> str:
-    text = "" if text is None else str(text)
+def _clip(value: Any) -> str:
+    text = "" if value is None else str(value)
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + f"\n[... {len(text) - MAX_TEXT} more characters]"
 
 

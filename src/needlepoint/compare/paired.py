@@ -137,7 +137,8 @@ def _share(drawn: np.ndarray) -> np.ndarray:
     """Per row of drawn 0/1/NaN outcomes, the share of ones among the counted (NaN: none counted)."""
     counted = (~np.isnan(drawn)).sum(axis=1)
     right = np.nansum(drawn, axis=1)
-    return np.divide(right, counted, out=np.full(len(drawn), np.nan), where=counted > 0)
+    share: np.ndarray = np.divide(right, counted, out=np.full(len(drawn), np.nan), where=counted > 0)
+    return share
 
 
 def verdict_rows(pairing: Pairing, known: Sequence[dict[str, np.ndarray]]) -> list[tuple[str, list[np.ndarray]]]:

@@ -4,7 +4,7 @@ checked to be of one benchmark and one dataset, and paired on the samples every 
 "The same data" is the run identity's data fingerprint (run.json `identity.dataset`, a hash of the
 samples' content): each run's dataset is loaded from where the run read it (or `--data`) and must
 still have that fingerprint, and every run's fingerprint must be the first run's. A run may be a
-model run, a human run or rescored published predictions: any folder with a run.json and records.
+model run, a human run or the authors' predictions written as a run: any folder with a run.json and records.
 """
 
 from __future__ import annotations

@@ -10,25 +10,36 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload, runtime_checkable
 
 from needlepoint.core import status
 from needlepoint.core.conversation import Conversation, Generation
 from needlepoint.core.errors import DataError
 from needlepoint.core.records import Record, Turn, scores
 from needlepoint.core.redact import scrub
+from needlepoint.core.shard import WeighsSamples
+from needlepoint.core.structured import AnswersInJson
+
+if TYPE_CHECKING:  # annotations only: predictions.py builds on Dataset, stats/ lies above the contract
+    from needlepoint.contract.predictions import PredictionsRun
+    from needlepoint.stats.resampler import Resampler
 
 __all__ = [
+    "AnswersInJson",
     "BaseBenchmark",
     "Benchmark",
     "DataError",
     "Dataset",
+    "DrawsFigures",
     "Parsed",
+    "ReadsPredictions",
     "ReportBox",
     "ReportImage",
     "ReportItem",
+    "Resamples",
     "SampleLike",
     "Table",
+    "WeighsSamples",
     "count_parse_errors",
     "format_cell",
     "parse_errors",
@@ -236,20 +247,36 @@ def _tool_result(turn: Turn) -> str:
 
 
 class Benchmark(Protocol):
-    """The verbs every benchmark offers. See docs/writing-a-benchmark.md, 'The flow'.
-
-    Optional verb: `cost(sample) -> float`, what a sample costs to answer relative to the others
-    (e.g. its context length), for balancing `--shard` (shard.py); without it every sample costs 1.
-
-    Optional verb: `resampler(dataset, records) -> stats.Resampler`, the answered records as
-    bootstrap units, for the intervals of metrics.json (docs/statistics.md); without it, no intervals.
-
-    `generation_defaults` are the authors' sampling settings where they differ from Generation's.
+    """The verbs every benchmark offers (docs/writing-a-benchmark.md, "The verbs").
 
     The flow is load -> solve -> score -> report: `load` returns a Dataset carrying all it learned
-    (ground truth, skipped rows, split); the per-sample verbs (generation, prompt, parse, followup,
-    judge) serve the solver; the dataset verbs (score, report_items, export) take the Dataset, so
-    no verb relies on state an earlier call left behind.
+    (ground truth, skipped rows, split), and every later verb takes what it needs as arguments, so
+    that none relies on state an earlier call left behind. The verbs, by who calls them:
+
+    - the run: `name` (the registry's), `identity()` (the options in the run identity),
+      `generation_defaults` (the authors' sampling settings where they differ from Generation's),
+      `load(data)`;
+    - the solver, per sample (pure and synchronous): `generation`, `prompt`, `parse`, `followup`
+      (the repair turn), `judge` (the record's `scores`);
+    - scoring, over the dataset: `score` (metrics.json), `running` (the progress bar's figure);
+    - presentation and the report: `tables` (the terminal and the run page), `report_items` (the
+      run page's samples);
+    - the authors' files: `export` (the run's answers in the authors' formats).
+
+    Optional verbs, each a runtime-checkable protocol of its own that the caller tests with
+    `isinstance` (a benchmark only defines the method; `needlepoint.contract` exports them all):
+
+    - the run: `cost(sample)` (`WeighsSamples`), what a sample costs to answer, for balancing
+      `--shard` (without it every sample costs 1);
+    - the solver: `answer_schema()` (`AnswersInJson`), the answer's JSON schema for
+      `--structured-output` (a solver may declare its own);
+    - scoring: `resampler(dataset, records)` (`Resamples`), the records as bootstrap units for the
+      intervals of metrics.json (docs/statistics.md; without it, no intervals);
+    - presentation and the report: `figures(run_dir, metrics)` (`DrawsFigures`), drawings of the
+      metrics for the run's report (MM-NIAH's heatmaps);
+    - the authors' files: `predictions_run(predictions, data)` (`ReadsPredictions`), the authors'
+      prediction files read as a run's samples and records: `needlepoint score` scores them with
+      `score` (and `resampler`), `needlepoint score --out` writes them as a run folder.
     """
 
     name: str
@@ -296,10 +323,6 @@ class Benchmark(Protocol):
         answer, parse error, scores: `records.outcome`, without their turns)."""
         ...
 
-    def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
-        """Metrics of saved predictions in the authors' format (or a run folder), without a model."""
-        ...
-
     def report_items(self, dataset: Dataset[Any], records: Sequence[Record]) -> list[ReportItem]:
         """The samples as the HTML report shows them (only answered samples)."""
         ...
@@ -308,6 +331,30 @@ class Benchmark(Protocol):
         self, run_dir: Path, dataset: Dataset[Any], records: Sequence[Record], model: str, metrics: dict[str, Any]
     ) -> list[Path]:
         """Write the authors' formats into the run folder; return the paths written."""
+        ...
+
+
+@runtime_checkable
+class Resamples(Protocol):
+    """A benchmark whose records can be bootstrapped (optional verb `resampler`): the intervals of
+    metrics.json's `intervals` block (stats.run.interval_block, docs/statistics.md)."""
+
+    def resampler(self, dataset: Dataset[Any], records: Sequence[Record]) -> Resampler | None:
+        """The answered records of `dataset` as bootstrap units (a stats.Resampler, built on
+        needlepoint.stats), or None when nothing can be resampled (e.g. no record has a score)."""
+        ...
+
+
+@runtime_checkable
+class ReadsPredictions(Protocol):
+    """A benchmark that reads its authors' prediction files (optional verb `predictions_run`): the
+    file read as a run, which `needlepoint score` scores with the ordinary `score` and `resampler`
+    and `needlepoint score --out` writes as a run folder (run/predictions_run.py)."""
+
+    def predictions_run(self, predictions: Path, data: Path | None) -> PredictionsRun:
+        """The samples and records of a prediction file in the authors' format (or of a run folder,
+        which holds the run's answers in that format); `data`, the release, where the format
+        needs it (MC-Bench's annotation file). DataError names what is wrong with the file."""
         ...
 
 
@@ -327,8 +374,9 @@ class BaseBenchmark:
 
     The defaults: no options in the identity, the run's generation settings for every sample, no
     repair turn, one table of the metrics' top-level numbers, the parse failures as the running
-    figure, no export, a report that shows each sample's prompt, images and reply, and no
-    prediction format of its own for `needlepoint score`.
+    figure, no export, and a report that shows each sample's prompt, images and reply. It has none
+    of the optional verbs (Benchmark's docstring lists them): without `predictions_run`,
+    `needlepoint score` refuses in one sentence.
     """
 
     name: str
@@ -377,8 +425,3 @@ class BaseBenchmark:
                 )
             )
         return items
-
-    def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
-        raise DataError(
-            f"{self.name} writes no prediction file of its own to score; its run folder's metrics.json holds the scores"
-        )

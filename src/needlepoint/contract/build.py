@@ -1,9 +1,5 @@
-"""`needlepoint build NAME ...`: builders of benchmark sets, by name, and the rule every builder
-follows for its output folder: a build is complete or it is not there.
-
-Each benchmark declares its builders (`Declaration.builders`): a module with
-`add_arguments(parser)` (its flags) and `run(ns) -> int`, imported when the parser is built or
-the builder runs.
+"""The rule every builder of `needlepoint build NAME ...` (contract/cli.py) follows for its output
+folder: a build is complete or it is not there.
 
 A builder writes into `FOLDER.partial` beside its output folder (`staged`), whose manifest says
 `"status": "incomplete"` from the start, and renames it into place only when everything is
@@ -14,53 +10,20 @@ files). A complete build, or a folder holding anything else, is never overwritte
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import importlib
 import json
 import os
 import shutil
-import sys
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from needlepoint.core.errors import EXIT_INTERRUPTED, DataError
+from needlepoint.core.errors import DataError
 from needlepoint.core.files import write_json
 
 COMPLETE = "complete"
 INCOMPLETE = "incomplete"
-
-
-def builders() -> dict[str, tuple[str, str]]:
-    """Builder name -> (module, help), over every registered benchmark's declaration."""
-    from needlepoint.contract.registry import declarations
-
-    return {b.name: (b.target, b.help) for d in declarations() for b in d.builders}
-
-
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The `build` command with one sub-command per builder."""
-    bd = sub.add_parser("build", help="build data from your own: MM-NIAH haystacks to 1M tokens, MC-Bench training data")
-    names = bd.add_subparsers(dest="builder", required=True)
-    for name, (module, help_text) in builders().items():
-        p = names.add_parser(name, help=help_text, description=help_text)
-        importlib.import_module(module).add_arguments(p)
-
-
-def run(ns: argparse.Namespace) -> int:
-    """Run the builder the command line named. Builders decode big images reduced and skip
-    decompression bombs themselves, so Pillow's warning about big images is not shown."""
-    from PIL import Image
-
-    warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-    try:
-        return int(importlib.import_module(builders()[ns.builder][0]).run(ns))
-    except KeyboardInterrupt:  # the command line's own message speaks of a run's saved samples
-        print("\nneedlepoint: interrupted; the build was not finished and left nothing: rerun it to build again", file=sys.stderr)
-        return EXIT_INTERRUPTED
 
 
 def partial_folder(final: Path) -> Path:

@@ -86,7 +86,7 @@ def load_prices(path: Path | None, price: str | None = None) -> Prices:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+        import tomli as tomllib
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:

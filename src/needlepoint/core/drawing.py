@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import random
+from collections.abc import Sequence
 
 COLOURS = {
     "red": (220, 40, 40),
@@ -34,7 +35,7 @@ def place_boxes(
 def render(
     width: int,
     height: int,
-    shapes: list[tuple[list[float], str, str]],
+    shapes: Sequence[tuple[Sequence[float], str, str]],
     background: tuple[int, int, int] = (245, 245, 240),
     fmt: str = "JPEG",
 ) -> bytes:

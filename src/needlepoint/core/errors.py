@@ -3,6 +3,11 @@ exit code 2), a request that failed for good, and a run stopped by faults in nee
 
 from __future__ import annotations
 
+# The command's exit codes (docs/evaluating.md, "Exit codes").
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2  # one sentence says what is wrong, where, what to do
+EXIT_FAILED_SAMPLES = 3  # the run ended with samples a rerun with --retry-failed can answer
+EXIT_INTERNAL = 4  # a fault of needlepoint's own code, with its traceback
 EXIT_INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells use
 
 

@@ -95,7 +95,8 @@ class ParquetTable:
         """The given columns (those present) as Python dicts, one per row."""
         present = [c for c in columns if c in self.columns]
         try:
-            return self._file.read(columns=present).to_pylist()
+            rows: list[dict[str, Any]] = self._file.read(columns=present).to_pylist()
+            return rows
         except Exception as exc:  # pyarrow raises many types for damaged files
             raise DataError(f"{self.path} cannot be read ({exc}); re-download the release") from None
 

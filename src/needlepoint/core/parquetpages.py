@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 CHUNK = 1 << 20  # bytes of the file read at once
@@ -194,7 +194,7 @@ class _Snappy:
         return out + tail[: length - len(out)]  # ...and into the short elements
 
 
-def _varint(next_byte: Any) -> int:
+def _varint(next_byte: Callable[[], int]) -> int:
     value, shift = 0, 0
     while True:
         b = next_byte()

@@ -17,9 +17,11 @@ import heapq
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from needlepoint.core.errors import DataError
+
+__all__ = ["Shard", "WeighsSamples", "assign", "parse_shard", "sample_cost", "select"]
 
 _SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -50,11 +52,22 @@ def _id_hash(sample_id: str) -> str:
     return hashlib.sha256(sample_id.encode("utf-8")).hexdigest()
 
 
-def sample_cost(bench: Any) -> Callable[[Any], float]:
-    """The benchmark's per-sample cost (its optional `cost` verb, e.g. MM-NIAH's context length),
-    or 1 for every sample."""
-    cost = getattr(bench, "cost", None)
-    return cost if callable(cost) else (lambda _sample: 1.0)
+@runtime_checkable
+class WeighsSamples(Protocol):
+    """A benchmark whose samples cost unequal work to answer (optional verb `cost`): what a sample
+    costs relative to the others (MM-NIAH: its context length), for balancing `--shard`.
+
+    Declared here, where it is used, because the core lies below the benchmark contract;
+    `needlepoint.contract` re-exports it with the other verbs' protocols."""
+
+    def cost(self, sample: Any) -> float:
+        """The sample's cost to answer, in any unit shared by all samples (0 or more)."""
+        ...
+
+
+def sample_cost(bench: object) -> Callable[[Any], float]:
+    """The benchmark's per-sample cost (`WeighsSamples.cost`), or 1 for every sample."""
+    return bench.cost if isinstance(bench, WeighsSamples) else (lambda _sample: 1.0)
 
 
 def assign(ids_costs: Sequence[tuple[str, float]], count: int) -> dict[str, int]:

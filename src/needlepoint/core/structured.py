@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from needlepoint.core.conversation import Generation
 from needlepoint.core.errors import DataError
@@ -32,6 +32,7 @@ __all__ = [
     "FRACTION_DIGITS",
     "LABEL",
     "RESPONSE_FORMAT",
+    "AnswersInJson",
     "answer_schema",
     "longest_reply",
     "response_format",
@@ -85,12 +86,25 @@ def response_format(schema: dict[str, Any], name: str) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
 
-def answer_schema(benchmark: Any, solver: Any, benchmark_name: str) -> tuple[dict[str, Any], str]:
-    """The JSON schema of the main model's answer and its name: the solver's (`answer_schema()`)
+@runtime_checkable
+class AnswersInJson(Protocol):
+    """A benchmark or a solver whose main model answers in JSON of a known shape (optional verb
+    `answer_schema`), for `--structured-output`.
+
+    Declared here, where it is used, because the core lies below the benchmark and solver contracts;
+    `needlepoint.contract` re-exports it with the other verbs' protocols."""
+
+    def answer_schema(self) -> dict[str, Any] | None:
+        """The bounded JSON schema of the answer (boxschema.py); None when this configuration's
+        answer is not JSON (e.g. grounding tokens, a prompt file of the user's)."""
+        ...
+
+
+def answer_schema(benchmark: object, solver: object, benchmark_name: str) -> tuple[dict[str, Any], str]:
+    """The JSON schema of the main model's answer and its name: the solver's (`AnswersInJson`)
     when it declares one, else the benchmark's; DataError when neither answers in JSON."""
     for owner, name in ((solver, getattr(solver, "name", "solver")), (benchmark, benchmark_name)):
-        declared = getattr(owner, "answer_schema", None)
-        schema = declared() if callable(declared) else None
+        schema = owner.answer_schema() if isinstance(owner, AnswersInJson) else None
         if schema is not None:
             return schema, f"{benchmark_name}_{name}" if owner is solver else benchmark_name
     raise DataError(

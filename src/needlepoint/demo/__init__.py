@@ -1,5 +1,6 @@
 """`needlepoint demo`: every benchmark on small generated sample sets, answered by the simulated
-model over a real local HTTP endpoint. Offline, deterministic, and quick on two cores.
+model over a real local HTTP endpoint. Offline, deterministic, and quick on two cores. With
+`--serve` (serve.py) the model keeps serving the sets for commands a person types.
 
 Each benchmark declares its demo set (`Declaration.demo`, e.g. benchmarks/mc_bench/demo.py:build):
 `build(folder) -> (data path, run options, simulated answers)`. This package keeps what the sets
@@ -38,6 +39,27 @@ def builder(name: str) -> Build:
     return build
 
 
+Plan = tuple[str, Path, dict[str, Any]]
+"""A demo set as built: (benchmark, data path, run options)."""
+
+
+def build_sets(out: Path, benchmarks: list[str]) -> tuple[dict[str, list[Any]], list[Plan]]:
+    """Write the demo sets of `benchmarks` into `out/data/NAME`; return the simulated model's
+    script for them all and each set's plan. DataError names a benchmark without a demo."""
+    known = builders()
+    unknown = [b for b in benchmarks if b not in known]
+    if unknown:
+        raise DataError(f"no demo for {', '.join(unknown)}; choose from {', '.join(known)}")
+    script: dict[str, list[Any]] = {}
+    plans: list[Plan] = []
+    for name in benchmarks:
+        phase(f"building the {name} demo set in {out / 'data' / name}")
+        data, options, answers = builder(name)(out / "data" / name)
+        script.update(answers)
+        plans.append((name, data, options))
+    return script, plans
+
+
 def run_demo(out: Path, benchmarks: list[str]) -> int:
     """Build the demo sets, serve the simulated model, evaluate each benchmark, print the tables."""
     from needlepoint.contract.declaration import load_target
@@ -48,18 +70,8 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
     from needlepoint.report.terminal import print_tables
     from needlepoint.run.evaluate import evaluate
 
-    known = builders()
-    unknown = [b for b in benchmarks if b not in known]
-    if unknown:
-        raise DataError(f"no demo for {', '.join(unknown)}; choose from {', '.join(known)}")
     started = time.perf_counter()
-    script: dict[str, list[Any]] = {}
-    plans = []
-    for name in benchmarks:
-        _phase(f"building the {name} demo set in {out / 'data' / name}")
-        data, options, answers = builder(name)(out / "data" / name)
-        script.update(answers)
-        plans.append((name, data, options))
+    script, plans = build_sets(out, benchmarks)
     run_dirs = []
     failed = 0
     with SimulatedServer(script=script, default=None) as server:
@@ -81,7 +93,7 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
                 if target is not None:
                     config = load_target(target)(data, options, server, out / "runs")
                 config.concurrency, config.show_progress = 8, sys.stderr.isatty()
-                _phase(
+                phase(
                     f"evaluating {name}"
                     + (f" with --solver {config.solver}" if config.solver != "default" else "")
                     + f" into {config.out}"
@@ -91,14 +103,14 @@ def run_demo(out: Path, benchmarks: list[str]) -> int:
                     print_tables(result.benchmark.tables(result.metrics))
                 run_dirs.append(result.run_dir)
                 failed += len(result.failed)
-    _phase(f"writing the combined report in {out / 'report'}")
+    phase(f"writing the combined report in {out / 'report'}")
     report = _combined_report(out, run_dirs)
     print(f"demo finished in {time.perf_counter() - started:.1f} s; run folders under {out / 'runs'}")
     print(f"report: {report}")
     return 3 if failed else 0  # the exit codes of `needlepoint eval`
 
 
-def _phase(line: str) -> None:
+def phase(line: str) -> None:
     """Say on stderr what the demo does next, when stderr is no terminal (a log, CI): there no
     progress bar shows that the demo is working, and its phases take seconds each."""
     if not sys.stderr.isatty():

@@ -17,6 +17,7 @@ import json
 import secrets
 import sys
 import threading
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]  # what a middleware wraps
 MAX_POST = 4 << 20  # bytes of one posted answer
 
 
@@ -86,7 +88,7 @@ class HumanServer:
         return app
 
     @web.middleware
-    async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
+    async def _guard(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
         """Refuse any address without the token (403, the same answer for every wrong one), and
         give every response the safety headers."""
         first = request.path.split("/", 2)[1] if request.path.count("/") >= 1 else ""

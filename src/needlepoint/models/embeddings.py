@@ -407,7 +407,8 @@ class ServedEmbedder:
         vectors: np.ndarray = await self._post(
             _embeddings_url, EMBEDDINGS, payload, lambda d: self._vectors(d, 1, f"image {ref.key}")
         )
-        return vectors[0]
+        vector: np.ndarray = vectors[0]
+        return vector
 
     async def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
         """Embeddings of images, one request each, concurrently (each distinct image once)."""

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
@@ -193,6 +193,9 @@ def script_key(conversation: Conversation) -> str:
     return request_key(message_payload(conversation, lambda ref: (DATA_URL_PREFIX + base64_jpeg(ref)).decode("ascii")))
 
 
+_Server = TypeVar("_Server", bound="SimulatedServer")  # start() and `with` give back the subclass started
+
+
 @dataclass
 class SimulatedServer:
     """An OpenAI-compatible server on 127.0.0.1 running in a background thread.
@@ -265,7 +268,7 @@ class SimulatedServer:
         """The base URL to pass as --api-url."""
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self) -> SimulatedServer:
+    def start(self: _Server) -> _Server:
         """Start serving; returns self once the port is bound."""
         self._thread = threading.Thread(target=self._serve, name="simulated-model", daemon=True)
         self._thread.start()
@@ -288,7 +291,7 @@ class SimulatedServer:
             return [body for _, body in self.requests]
         return [body for kind, body in self.embed_requests if kind == endpoint]
 
-    def __enter__(self) -> SimulatedServer:
+    def __enter__(self: _Server) -> _Server:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -324,7 +327,7 @@ class SimulatedServer:
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # _server is set once start() has returned
 
     def _add_routes(self, app: Any) -> None:
-        """More routes for a subclass to serve (a test's Batch API, tests/helpers/batch_server.py)."""
+        """More routes for a subclass to serve (the Batch API of models/simulated_batch.py)."""
 
     async def _observe_request(self, request: Any, handler: Any) -> Any:
         """Count the request while it is answered and, with `keep_requests`, keep it."""

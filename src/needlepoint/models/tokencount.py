@@ -7,7 +7,10 @@ the model's tokenizer as transformers' `AutoTokenizer` loads it, so loading it t
 (offline, from local files) gives the same counts with no request at all. transformers is optional:
 without it the `tokenizers` package reads `tokenizer.json`, which for some models counts otherwise
 (transformers' Qwen2 class splits digit runs that the file keeps together); the served embedder
-compares the two on probes before it trusts the local one.
+compares the two on probes before it trusts the local one. Both are optional extras, imported only
+here: `tokenizers` is the `tokenizer` extra (`eval --dry-run --tokenizer`, `--embed-tokenizer`;
+`transformers` brings it too), kept out of the core install for the `huggingface_hub`, `hf-xet` and
+`httpx` it brings (issue 40).
 
 What must still be asked is asked once a run: `CountStore` keeps every paid count, by a digest of
 the model and the text, in an append-only file of the run folder, so pieces that several documents
@@ -29,7 +32,10 @@ from needlepoint.core.aio import gather_all
 from needlepoint.core.errors import DataError
 from needlepoint.core.files import AppendLog
 
-__all__ = ["COUNTS_FILE", "CountStore", "LocalTokenizer", "load_tokenizer"]
+__all__ = ["COUNTS_FILE", "CountStore", "LocalTokenizer", "TOKENIZER_EXTRA", "load_tokenizer"]
+
+TOKENIZER_EXTRA = "tokenizer"
+"""The optional install with the `tokenizers` package (pyproject.toml's optional-dependencies)."""
 
 COUNTS_FILE = Path("cache") / "token_counts.jsonl"
 """A run's paid `/tokenize` counts, one `{"k": digest, "n": count}` line each."""
@@ -127,7 +133,10 @@ class LocalTokenizer:
         try:
             from tokenizers import Tokenizer
         except ImportError:
-            raise DataError("counting tokens locally needs the `tokenizers` package; pip install tokenizers") from None
+            raise DataError(
+                "counting tokens with a model's own tokenizer (--tokenizer, --embed-tokenizer) needs the tokenizers package; "
+                f"install it with pip install -e '.[{TOKENIZER_EXTRA}]'"
+            ) from None
         file = _tokenizer_file(path_or_id)
         try:
             self._tok = Tokenizer.from_file(str(file))

@@ -151,14 +151,15 @@ def _scrub(value: Any, key: str = "") -> Any:
 
 def public_config(header: Mapping[str, Any]) -> dict[str, Any]:
     """The run header as a report may show it: no key-like fields, URLs without credentials."""
-    return _scrub(dict(header))
+    scrubbed: dict[str, Any] = _scrub(dict(header))
+    return scrubbed
 
 
 # --- the run report ------------------------------------------------------------------------------
 
 
-def _clip(text: Any) -> str:
-    text = "" if text is None else str(text)
+def _clip(value: Any) -> str:
+    text = "" if value is None else str(value)
     if len(text) > MAX_TEXT:
         return text[:MAX_TEXT] + f"\n[... {len(text) - MAX_TEXT} more characters; the full text is in records.jsonl]"
     return text

@@ -1,24 +1,22 @@
-"""`needlepoint runs [DIR]`: every run folder below a folder, one line each: benchmark, model,
-solver, configuration, status, answered/failed, when, and the headline number (the column the
-benchmark's leaderboard ranks by); `--json` for tools. The HTML index (report/index.py) lists and
-filters the same rows (`runs_html`)."""
+"""The rows of `needlepoint runs [DIR]` (its parser is report/cli.py's): every run folder below a
+folder, one line each: benchmark, model, solver, configuration, status, answered/failed, when, and
+the headline number (the column the benchmark's leaderboard ranks by). The HTML index
+(report/index.py) lists and filters the same rows (`runs_html`)."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from needlepoint.contract.boards import Run, count, obj
 from needlepoint.core.errors import DataError
-from needlepoint.core.files import json_text
 from needlepoint.core.jsonl import read_object
 from needlepoint.core.store import HEADER, METRICS
 
-__all__ = ["RUNS_JS", "RunRow", "add_parser", "find_runs", "headline", "run", "run_row", "runs_html"]
+__all__ = ["RUNS_JS", "RunRow", "find_runs", "headline", "print_runs", "run_row", "runs_html"]
 
 FILE_BYTES = 256 << 20
 
@@ -120,35 +118,18 @@ def _cells(row: RunRow) -> list[str]:
 COLUMNS = ["benchmark", "model", "solver", "configuration", "status", "answered", "when", "headline", "folder"]
 
 
-def add_parser(sub: Any) -> None:
-    """The `runs` sub-command's parser."""
-    p = sub.add_parser("runs", help="list every run folder below a folder (default: runs)")
-    p.add_argument("folder", nargs="?", type=Path, default=Path("runs"), help="where to look (default: runs)")
-    p.add_argument("--json", action="store_true", help="print the runs as a JSON list")
-
-
-def run(ns: argparse.Namespace) -> int:
-    """`needlepoint runs`: print the table (or JSON); 0 also when no run is found."""
-    rows, skipped = find_runs(ns.folder)
-    for line in skipped:
-        print(f"skipped {line}", file=sys.stderr)
-    if ns.json:
-        print(json_text([asdict(r) for r in rows], indent=2))
-        return 0
-    if not rows:
-        print(f"no run folder below {ns.folder}", file=sys.stderr)
-        return 0
+def print_runs(rows: list[RunRow], title: str) -> None:
+    """The runs as a table on stdout (220 columns wide when stdout is no terminal)."""
     from rich.console import Console
     from rich.table import Table
 
     console = Console() if sys.stdout.isatty() else Console(width=220)
-    table = Table(title=f"runs below {ns.folder}", title_justify="left")
+    table = Table(title=title, title_justify="left")
     for c in COLUMNS:
         table.add_column(c, justify="right" if c in ("answered", "headline") else "left")
     for r in rows:
         table.add_row(*_cells(r))
     console.print(table)
-    return 0
 
 
 def runs_html(rows: list[RunRow], link: Any = None) -> str:

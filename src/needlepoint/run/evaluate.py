@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from needlepoint import __version__
-from needlepoint.contract.base import Benchmark, Dataset
+from needlepoint.contract.base import Benchmark, Dataset, ReadsPredictions
+from needlepoint.contract.predictions import PredictionsRun
 from needlepoint.contract.registry import make
 from needlepoint.core import status
 from needlepoint.core.config import RunConfig, dataset_fingerprint, hash_identity, identity
@@ -248,8 +249,8 @@ def _main_generation(config: RunConfig, bench: Benchmark, solver: Solver) -> Gen
 
 
 def _identify(
-    config: RunConfig, bench: Benchmark, solver: Solver, samples: Dataset, generation: Generation
-) -> tuple[dict[str, Any], Dataset]:
+    config: RunConfig, bench: Benchmark, solver: Solver, samples: Dataset[Any], generation: Generation
+) -> tuple[dict[str, Any], Dataset[Any]]:
     """The run identity of `config` over the whole dataset `samples`, and the samples the run
     holds (a shard's part of them under --shard)."""
     ident = identity(
@@ -261,7 +262,7 @@ def _identify(
     return ident, samples
 
 
-def run_folder(config: RunConfig, bench: Benchmark, samples: Dataset) -> Path:
+def run_folder(config: RunConfig, bench: Benchmark, samples: Dataset[Any]) -> Path:
     """The folder `evaluate(config)` writes for the whole dataset `samples`, found without asking
     a server and without --fresh moving a run aside: the dry run keeps its estimate there."""
     from dataclasses import replace
@@ -619,14 +620,43 @@ def write_report(
     return [*figures, write_run_report(run_dir, bench, samples, records, metrics, header, copy_missing)]
 
 
+def read_predictions(bench: Benchmark, predictions: Path, data: Path | None) -> PredictionsRun:
+    """The authors' prediction file (or a run folder) read as a run by the benchmark's
+    `predictions_run` (`ReadsPredictions`); DataError for a benchmark that reads none."""
+    if not isinstance(bench, ReadsPredictions):
+        raise DataError(
+            f"{bench.name} reads no prediction file of its own to score; its run folder's metrics.json holds the scores"
+        )
+    return bench.predictions_run(predictions, data)
+
+
+def score_predictions(bench: Benchmark, found: PredictionsRun, ci: CiSettings | None = None) -> dict[str, Any]:
+    """The metrics of a prediction file read as a run: the benchmark's own `score` of its records,
+    every one of them (a failed request the file records counts as the authors' scorer counts it),
+    and with `ci` (default: 1,000 resamples at 95%) the `intervals` of its `resampler`. A file of
+    several models (`by_model`) gives {"models": {model: metrics}}, without intervals."""
+    if found.by_model:
+        return {"models": {m: bench.score(run.dataset, run.records) for m, run in found.by_model.items()}}
+    metrics = bench.score(found.dataset, found.records)
+    settings = ci or CiSettings()
+    if settings.enabled and "intervals" not in metrics:
+        from needlepoint.stats import interval_block, resampler_of
+
+        block = interval_block(resampler_of(bench, found.dataset, found.records), settings)
+        if block is not None:
+            metrics["intervals"] = block
+    return metrics
+
+
 def score(
     benchmark: str, predictions: str | Path, data: str | Path | None = None, *, ci: CiSettings | None = None, **options: Any
 ) -> tuple[Benchmark, dict[str, Any]]:
     """Metrics of saved predictions in the authors' format (or a run folder), without a model.
 
-    A run folder must be one of `benchmark`; its data path (run.json) stands in for a missing `data`.
-    With `ci` (default: 1,000 resamples at 95%) the metrics get an `intervals` block where the
-    benchmark can resample its prediction files (optional verb `file_resampler`)."""
+    The benchmark reads the file as a run (`predictions_run`) and scores it with its own `score`
+    and `resampler` (`score_predictions`). A run folder must be one of `benchmark`; its data path
+    (run.json) stands in for a missing `data`. With `ci` (default: 1,000 resamples at 95%) the
+    metrics get an `intervals` block where the benchmark can resample."""
     predictions = Path(predictions).expanduser()
     data = Path(data).expanduser() if data is not None else None
     bench = make(benchmark, **options)
@@ -643,13 +673,4 @@ def score(
             raise DataError(f"{folder} is a run folder of {ran}, not {benchmark}; score it with `needlepoint score {ran}`")
         if data is None and config.get("data"):
             data = Path(str(config["data"]))
-    metrics = bench.score_file(predictions, data)
-    resample = getattr(bench, "file_resampler", None)
-    settings = ci or CiSettings()
-    if resample is not None and settings.enabled and "intervals" not in metrics:
-        from needlepoint.stats import interval_block
-
-        block = interval_block(resample(predictions, data), settings)
-        if block is not None:
-            metrics["intervals"] = block
-    return bench, metrics
+    return bench, score_predictions(bench, read_predictions(bench, predictions, data), ci)

@@ -7,8 +7,11 @@ the same data has, the answer and the benchmark's per-sample `scores`), metrics.
 `needlepoint score` prints for the file, plus the `run` block) and the file itself in the
 benchmark's own format, so that `needlepoint score BENCH --predictions DIR` gives the same numbers.
 
-A benchmark offers this through the optional verb `published_run(predictions, data) ->
-PublishedRun` (the records it reads from its own format); this module knows no benchmark.
+A benchmark offers this through the optional verb `predictions_run(predictions, data) ->
+PredictionsRun` (contract/predictions.py: the samples and records it reads from its own format),
+the same reading `needlepoint score` scores; this module knows no benchmark. The strings on disk
+keep their first names: the model `published:<model>`, the source kind "published" and the solver
+"published" (MODEL_PREFIX, SOURCE_KIND), so that folders written before read as they did.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 from needlepoint import __version__
 from needlepoint.contract.base import Benchmark
-from needlepoint.contract.predictions import PublishedRun
+from needlepoint.contract.predictions import PredictionsRun
 from needlepoint.contract.registry import make
 from needlepoint.core import status
 from needlepoint.core.config import dataset_fingerprint, hash_identity
@@ -30,17 +33,19 @@ from needlepoint.core.intervalsettings import CiSettings
 from needlepoint.core.outcome import run_counts
 from needlepoint.core.records import RunHeader
 from needlepoint.core.store import HEADER, METRICS, RECORDS
-from needlepoint.run.evaluate import score
+from needlepoint.run.evaluate import read_predictions, score_predictions
 
-__all__ = ["PUBLISHED_PREFIX", "PublishedRun", "is_published", "write_predictions_run"]
+__all__ = ["MODEL_PREFIX", "SOURCE_KIND", "PredictionsRun", "is_predictions_run", "write_predictions_run"]
 
-PUBLISHED_PREFIX = "published:"
+# On disk, a predictions run keeps the names it was first written with (data formats, not words):
+MODEL_PREFIX = "published:"  # its model label in run.json, `published:<model>`
+SOURCE_KIND = "published"  # run.json's source.kind (and config.solver)
 
 
-def is_published(header: dict[str, Any]) -> bool:
+def is_predictions_run(header: dict[str, Any]) -> bool:
     """Whether a run.json describes saved predictions written as a run (not a model run)."""
     source = header.get("source")
-    return isinstance(source, dict) and source.get("kind") == "published"
+    return isinstance(source, dict) and source.get("kind") == SOURCE_KIND
 
 
 def _sha256(path: Path) -> str:
@@ -73,7 +78,7 @@ def _check_out(out: Path) -> None:
     if (out / HEADER).is_file():
         from needlepoint.core.jsonl import read_object
 
-        if is_published(read_object(out / HEADER, "move it aside", 1 << 20)):
+        if is_predictions_run(read_object(out / HEADER, "move it aside", 1 << 20)):
             return  # the same command again: rewritten
         raise DataError(f"--out {out} holds a model run; name another folder for the predictions run")
     if any(out.iterdir()):
@@ -94,37 +99,44 @@ def write_predictions_run(
     predictions = Path(predictions).expanduser()
     if not predictions.exists():
         raise DataError(f"--predictions {predictions} does not exist")
+    if (predictions / HEADER).is_file() or predictions.name == RECORDS:
+        raise DataError(f"--predictions {predictions} is a run folder already; give the authors' prediction file to write a run")
     out = Path(out).expanduser()
     _check_out(out)
     bench = make(benchmark, **options)
-    reader = getattr(bench, "published_run", None)
-    if reader is None:
-        raise DataError(f"{benchmark} cannot write saved predictions as a run folder; drop --out to score them")
-    published: PublishedRun = reader(predictions, data)
-    if not published.records:
+    if data is not None:
+        data = Path(data).expanduser()
+    found = read_predictions(bench, predictions, data)
+    if found.by_model:
+        models = sorted(found.by_model)
+        raise DataError(
+            f"{predictions} holds the files of {len(models)} models ({', '.join(models)}); "
+            "a run holds one model's: give a folder or file of one model"
+        )
+    if not found.records:
         raise DataError(f"{predictions} holds no predictions")
-    _, metrics = score(benchmark, predictions, data, ci=ci, **options)
-    model = label or published.model or predictions.stem
-    name = PUBLISHED_PREFIX + model
+    metrics = score_predictions(bench, found, ci)  # what `needlepoint score` prints for the file
+    model = label or found.model or predictions.stem
+    name = MODEL_PREFIX + model
     digest = _sha256(predictions)
-    counts = run_counts(published.records)
-    total = published.samples or len(published.records)
+    counts = run_counts(found.records)
+    total = found.samples or len(found.records)
     metrics["run"] = {
         "samples": total,
-        "requested": len(published.records),
+        "requested": len(found.records),
         **counts,
-        "not_requested": max(0, total - len(published.records)),
-        "failed_ids": [r["id"] for r in published.records if r.get("status") in status.FAILED][:1000],
+        "not_requested": max(0, total - len(found.records)),
+        "failed_ids": [r["id"] for r in found.records if r.get("status") in status.FAILED][:1000],
         "skipped": [],
     }
-    all_options = {**options, **published.options}
+    all_options = {**options, **found.options}
     ident: dict[str, Any] = {
         "benchmark": benchmark,
         "model": name,
         "predictions_sha256": digest,
         **{f"option.{k}": v for k, v in sorted(all_options.items())},
     }
-    fingerprint = _fingerprint(make(benchmark, **all_options) if published.options else bench, data)
+    fingerprint = _fingerprint(make(benchmark, **all_options) if found.options else bench, data)
     if fingerprint:
         ident["dataset"] = fingerprint
     now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -137,18 +149,18 @@ def write_predictions_run(
             "model": name,
             "data": str(Path(data).expanduser().resolve()) if data is not None else None,
             "options": all_options,
-            "solver": "published",
+            "solver": SOURCE_KIND,
             "predictions": str(predictions.resolve()),
         },
         "created": now,
         "finished": now,
-        "status": "complete" if not counts["failed"] and total == len(published.records) else "incomplete",
+        "status": "complete" if not counts["failed"] and total == len(found.records) else "incomplete",
     }
-    source = {"kind": "published", "model": published.model, "file": str(predictions.resolve()), "sha256": digest}
+    source = {"kind": SOURCE_KIND, "model": found.model, "file": str(predictions.resolve()), "sha256": digest}
     out.mkdir(parents=True, exist_ok=True)
-    for fname, content in published.files.items():
+    for fname, content in found.files.items():
         write_atomic(out / fname, content, fsync=True)
-    write_lines(out / RECORDS, published.records)
+    write_lines(out / RECORDS, found.records)
     write_json(out / METRICS, metrics)
     write_json(out / HEADER, {**header, "source": source})
     return bench, metrics, out

@@ -29,7 +29,7 @@ from needlepoint.core.progress import make_progress
 from needlepoint.core.records import Record, outcome
 from needlepoint.core.redact import scrub
 from needlepoint.core.store import RunStore
-from needlepoint.solvers.base import RequestGate, SolveContext, Solver
+from needlepoint.solvers.base import DropsCalls, RequestGate, SolveContext, Solver
 from needlepoint.solvers.calls import CallLog
 from needlepoint.solvers.sent import forget_described
 
@@ -174,7 +174,7 @@ async def run(
     limit = options.internal_limit or internal_error_limit(len(todo))
     loop = asyncio.get_running_loop()
     writer = ThreadPoolExecutor(1, thread_name_prefix="needlepoint-records")  # long records' lines on a slow disk
-    calls = CallLog(store.dir, todo_ids, getattr(solver, "dropped_calls", ()))
+    calls = CallLog(store.dir, todo_ids, solver.dropped_calls if isinstance(solver, DropsCalls) else ())
     slow_disk = False  # a write took SLOW_WRITE_S: long lines go to the writer thread from then on
 
     async def worker() -> None:

@@ -4,6 +4,11 @@ A benchmark declares extra solvers in its Declaration's `solvers`, mapping names
 (e.g. `solvers={"agentic": "needlepoint.benchmarks.mc_bench.agentic_solver:AgenticSolver"}` in
 benchmarks/mc_bench/__init__.py); a solver class is built as `cls(benchmark, **settings)`.
 See docs/solvers.md.
+
+This module is the public face for solver authors, beside `needlepoint.contract` for benchmark
+authors (a solver lies a layer above the benchmark contract, so its names cannot come from there):
+the Solver protocol and its optional verbs' protocols, the SolveContext a solver asks through,
+`read_reply` (the default solver's reading of a reply) and the registry's functions.
 """
 
 from __future__ import annotations
@@ -13,9 +18,27 @@ from typing import Any
 
 from needlepoint.contract.base import Benchmark
 from needlepoint.core.errors import DataError
-from needlepoint.solvers.base import MAIN, SolveContext, Solver
+from needlepoint.core.options import Option
+from needlepoint.core.structured import AnswersInJson
+from needlepoint.solvers.base import MAIN, DropsCalls, RequestGate, SolveContext, Solver, TakesOptions
+from needlepoint.solvers.default import DefaultSolver, read_reply
 
-__all__ = ["DEFAULT", "MAIN", "SolveContext", "Solver", "make_solver", "solver_class", "solver_names"]
+__all__ = [
+    "DEFAULT",
+    "MAIN",
+    "AnswersInJson",
+    "DefaultSolver",
+    "DropsCalls",
+    "RequestGate",
+    "SolveContext",
+    "Solver",
+    "TakesOptions",
+    "make_solver",
+    "read_reply",
+    "solver_class",
+    "solver_names",
+    "solver_options",
+]
 
 DEFAULT = "default"
 _REGISTRY = {DEFAULT: "needlepoint.solvers.default:DefaultSolver"}
@@ -46,6 +69,11 @@ def solver_class(name: str, benchmark: Any) -> type:
 
     cls: type = load_target(target)
     return cls
+
+
+def solver_options(cls: type) -> tuple[Option, ...]:
+    """The flags a solver class declares (its `options`, `TakesOptions`); () for a class with none."""
+    return tuple(cls.options) if isinstance(cls, TakesOptions) else ()
 
 
 def make_solver(name: str, benchmark: Benchmark, client: Any = None, /, **settings: Any) -> Solver:

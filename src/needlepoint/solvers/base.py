@@ -13,19 +13,20 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from needlepoint.contract.base import Benchmark, Parsed
 from needlepoint.core import errors, status
 from needlepoint.core.conversation import MAIN, Conversation, Generation, Model, Reply  # MAIN re-exported
+from needlepoint.core.options import Option
 from needlepoint.core.records import Turn
 from needlepoint.core.structured import without_schema
 from needlepoint.solvers.calls import CallCache, CallLog, calls_path, conversation_key
 from needlepoint.solvers.sent import sent_messages
 
-__all__ = ["MAIN", "RequestGate", "SolveContext", "Solver", "reply_from_turn", "reply_turn"]
+__all__ = ["MAIN", "DropsCalls", "RequestGate", "SolveContext", "Solver", "TakesOptions", "reply_from_turn", "reply_turn"]
 
 T = TypeVar("T")
 
@@ -52,9 +53,15 @@ class Solver(Protocol):
     of the run identity, empty for the default solver so older runs keep their hash); `label(model)`
     the model name a leaderboard shows (e.g. `gpt-4o + grounding-dino-base (agentic)`); `models()`
     the models and tools it needs besides the main one, by role, so that the caller checks their
-    endpoints and closes them (each may have `check_endpoints()` / `aclose()`). A solver that drops
-    answered calls from a sample's cache once they have served (`ctx.calls.drop`) names their
-    kinds in a `dropped_calls` attribute: those are kept in the sample's own file (solvers/calls.py).
+    endpoints and closes them (each may have `check_endpoints()` / `aclose()`).
+
+    Optional, each a protocol of its own that the caller tests with `isinstance`:
+    - `options` (`TakesOptions`): the class's own `needlepoint eval` flags (read through
+      `needlepoint.solvers.solver_options(cls)`);
+    - `dropped_calls` (`DropsCalls`): the call kinds it drops from a sample's cache once they have
+      served, kept in the sample's own file (solvers/calls.py);
+    - `answer_schema()` (`needlepoint.core.structured.AnswersInJson`): the JSON schema of the main
+      model's answer under `--structured-output`, where the solver's answer is not the benchmark's.
     """
 
     name: str
@@ -74,6 +81,22 @@ class Solver(Protocol):
     async def solve(self, sample: Any, ctx: SolveContext) -> Parsed:
         """One sample's answer (or parse/request error). Raise DataError for an input fault."""
         ...
+
+
+@runtime_checkable
+class TakesOptions(Protocol):
+    """A solver class with flags of its own: `needlepoint eval` adds them (in a group per solver)
+    and passes the given ones to the constructor by their `dest`."""
+
+    options: Sequence[Option]
+
+
+@runtime_checkable
+class DropsCalls(Protocol):
+    """A solver that removes answered calls of these kinds from a sample's cache once they have
+    served (`ctx.calls.drop`); the run keeps them in the sample's own file (solvers/calls.py)."""
+
+    dropped_calls: Collection[str]
 
 
 def reply_turn(reply: Reply, role: str, model: str) -> Turn:
@@ -200,7 +223,9 @@ class SolveContext:
         if stored is not None and isinstance(stored.get("turn"), dict):
             self.reused_calls += 1
             sent = await sent_messages(conversation, reencode)  # not in the cache: the same request, described again
-            self.turns.append({**stored["turn"], "sent": sent, "reused": True})
+            reused = cast(Turn, dict(stored["turn"]))  # JSON read back, of the shape reply_turn wrote
+            reused["sent"], reused["reused"] = sent, True
+            self.turns.append(reused)
             return reply_from_turn(stored["turn"])
         refused = self.gate.refusal() if self.gate is not None else None
         sending = asyncio.ensure_future(sent_messages(conversation, reencode))

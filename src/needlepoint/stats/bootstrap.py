@@ -64,7 +64,8 @@ def draw(n: int, resamples: int, seed: int = 0, strata: list[str] | None = None)
     start = np.cumsum(size) - size
     u = rng.random((resamples, n))
     pick = start[labels] + np.minimum((u * size[labels]).astype(np.int64), size[labels] - 1)
-    return order[pick]
+    drawn: np.ndarray = order[pick]
+    return drawn
 
 
 def bootstrap_interval(

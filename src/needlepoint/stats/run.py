@@ -1,11 +1,13 @@
-"""A run's intervals: the benchmark's resampler (optional verb), bootstrapped into metrics.json's
-`intervals` block, kept apart from the point estimates so those stay exactly as they were."""
+"""A run's intervals: the benchmark's resampler (optional verb `resampler`, contract.base.Resamples),
+bootstrapped into metrics.json's `intervals` block, kept apart from the point estimates so those stay
+exactly as they were."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from needlepoint.contract.base import Dataset, Resamples
 from needlepoint.core.intervalsettings import CiSettings
 from needlepoint.core.records import Record
 from needlepoint.stats.bootstrap import bootstrap_interval
@@ -14,14 +16,12 @@ from needlepoint.stats.resampler import Resampler
 __all__ = ["interval_block", "resampler_of"]
 
 
-def resampler_of(bench: Any, dataset: Any, records: Sequence[Record]) -> Resampler | None:
-    """The benchmark's resampler of these answered records (`bench.resampler(dataset, records)`),
-    or None for a benchmark without one or a run with nothing to resample."""
-    make = getattr(bench, "resampler", None)
-    if make is None or not records:
+def resampler_of(bench: object, dataset: Dataset[Any], records: Sequence[Record]) -> Resampler | None:
+    """The benchmark's resampler of these records (`Resamples.resampler(dataset, records)`), or
+    None for a benchmark without one or a run with nothing to resample."""
+    if not isinstance(bench, Resamples) or not records:
         return None
-    resampler: Resampler | None = make(dataset, records)
-    return resampler
+    return bench.resampler(dataset, records)
 
 
 def interval_block(resampler: Resampler | None, settings: CiSettings) -> dict[str, Any] | None:

@@ -27,6 +27,7 @@ import asyncio
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from needlepoint.benchmarks.mc_bench.agentic import (
@@ -45,7 +46,7 @@ from needlepoint.contract.base import Parsed
 from needlepoint.core import numeric, status
 from needlepoint.core.conversation import Reply
 from needlepoint.core.errors import DataError
-from needlepoint.core.geometry import BoxFormat, require_box_format
+from needlepoint.core.geometry import BoxFormat
 from needlepoint.core.options import Option
 from needlepoint.solvers.base import SolveContext
 
@@ -173,7 +174,7 @@ class AgenticSolver:
                     f"--localizer {localizer} needs --localizer-url: the base URL of the server that serves {self.ref} "
                     "(it may be the --api-url)"
                 )
-            if benchmark.box_format is None:
+            if benchmark.boxes.box_format is None:
                 raise DataError(
                     f"--box-format is required with --localizer {localizer}: the box convention of the localizer's model "
                     "family (abs_xyxy, norm_1000_xyxy or norm_1_xyxy; e.g. Qwen2.5-VL abs_xyxy, Qwen3-VL norm_1000_xyxy)"
@@ -201,13 +202,13 @@ class AgenticSolver:
             for flag, vlm_setting in (("--localizer-url", urls or None), ("--localizer-concurrency", localizer_concurrency)):
                 if vlm_setting is not None:
                     raise DataError(f"{flag} applies to --localizer vlm:...; drop it for a detector: localizer")
-            if benchmark.box_format not in (None, "abs_xyxy"):
+            if benchmark.boxes.box_format not in (None, "abs_xyxy"):
                 raise DataError(
-                    f"--box-format {benchmark.box_format} does not apply to --localizer {localizer} (a detector's boxes "
+                    f"--box-format {benchmark.boxes.box_format} does not apply to --localizer {localizer} (a detector's boxes "
                     "are pixels of the image); drop it"
                 )
             # A detector's boxes are pixels of the image as stored: the answer's format is abs_xyxy.
-            benchmark.box_format = "abs_xyxy"
+            benchmark.boxes = replace(benchmark.boxes, box_format="abs_xyxy")
             from needlepoint.models.detector import DEFAULT_THRESHOLD, Detector
             from needlepoint.models.detector_batch import BatchedDetector
 
@@ -228,7 +229,7 @@ class AgenticSolver:
         }
         if self.kind == "vlm":
             ident["localizer_prompt"] = prompt_hash(LOCALIZER_PROMPT)
-            ident["box_format"] = self.benchmark.box_format
+            ident["box_format"] = self.benchmark.boxes.box_format
         else:
             ident["threshold"] = self.threshold
         if self.max_phrases != DEFAULT_MAX_PHRASES:  # absent at the default: runs from before keep their hash
@@ -284,7 +285,7 @@ class AgenticSolver:
         return parsed
 
     async def _with_vlm(self, sample: McSample, targets: list[Target], ctx: SolveContext) -> Parsed:
-        box_format: BoxFormat = require_box_format(self.benchmark.box_format, self.benchmark.name)
+        box_format: BoxFormat = self.benchmark.boxes.require(self.benchmark.name)
 
         async def one(k: int, target: Target) -> tuple[Reply, Parsed | None]:
             conversation = localizer_request(sample, target, box_format)

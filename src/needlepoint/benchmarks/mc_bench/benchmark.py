@@ -28,19 +28,13 @@ from needlepoint.contract.base import (
     report_parse_error,
     request_failures,
 )
-from needlepoint.contract.grounding import check_answer_format
+from needlepoint.contract.boxoptions import BoxOptions
+from needlepoint.contract.predictions import PredictionsRun
 from needlepoint.core.conversation import Conversation, ImageRef, Message, Part
-from needlepoint.core.files import write_atomic
-from needlepoint.core.geometry import (
-    check_abs_frame,
-    check_box_format,
-    iou_matrix,
-    require_box_format,
-    xywh_to_xyxy,
-    xyxy_to_xywh,
-)
+from needlepoint.core.files import json_text, write_atomic
+from needlepoint.core.geometry import iou_matrix, xywh_to_xyxy, xyxy_to_xywh
 from needlepoint.core.records import Record, scores
-from needlepoint.core.store import RECORDS, read_records
+from needlepoint.stats.resampler import Resampler
 
 RELEASE_FILE = "mc-bench_v0.2_val.json"
 IMAGES_DIR = "mc-bench_images"
@@ -124,7 +118,8 @@ def results_from_records(samples: Sequence[McSample], records: Sequence[Record])
                 {
                     "image_id": sample.image_ids[box["image"]],
                     "category_id": box["group"],
-                    "bbox": xyxy_to_xywh(box["bbox"]),
+                    # a box read from a results file keeps the file's numbers (predictions.py)
+                    "bbox": list(box["bbox_xywh"]) if "bbox_xywh" in box else xyxy_to_xywh(box["bbox"]),
                     "score": box.get("score", 1.0),
                 }
             )
@@ -171,13 +166,13 @@ class McBench(BaseBenchmark):
         answer_format: str | None = None,
         prompt_wording: str | None = None,
     ) -> None:
-        self.answer_format, self.box_format = check_answer_format(answer_format, check_box_format(box_format))
-        self.frame = check_abs_frame(abs_frame, self.box_format, abs_frame_factor, abs_frame_min_pixels, abs_frame_max_pixels)
+        self.boxes = BoxOptions.from_flags(
+            box_format, answer_format, abs_frame, abs_frame_factor, abs_frame_min_pixels, abs_frame_max_pixels, max_image_side
+        )
         if input_mode not in ("sequence", "merged"):
             raise DataError(f"--input-mode must be sequence or merged, not {input_mode!r}")
         self.input_mode = input_mode
-        self.grounding = self.answer_format == "grounding-tokens"
-        if self.grounding:
+        if self.boxes.grounding:
             self.template = GROUNDING_MERGED_PROMPT if input_mode == "merged" else GROUNDING_SEQUENCE_PROMPT
         else:
             self.template = MERGED_PROMPT if input_mode == "merged" else SEQUENCE_PROMPT
@@ -196,18 +191,13 @@ class McBench(BaseBenchmark):
             if "{text}" not in self.template:
                 raise DataError(f"--prompt-file {prompt_file} has no {{text}} placeholder for the description")
         self.styles = _split_styles(styles)
-        self.max_image_side = max_image_side
 
     def identity(self) -> dict[str, Any]:
         return {
-            "box_format": self.box_format,
             "input_mode": self.input_mode,
             "template": self.template,
             "styles": self.styles,
-            "max_image_side": self.max_image_side,
-            **self.frame.identity(),
-            # Only when not the default, so that the runs of older versions keep their identity.
-            **({"answer_format": self.answer_format} if self.grounding else {}),
+            **self.boxes.identity(),  # box_format, max_image_side, and the frame and answer format off their defaults
         }
 
     def _ground_truth(self, data: Path) -> tuple[GroundTruth, list[str] | None]:
@@ -223,17 +213,22 @@ class McBench(BaseBenchmark):
         return gt, ids
 
     def load(self, data: Path) -> Dataset[McSample]:
-        from needlepoint.core.images import safe_path
-
-        require_box_format(self.box_format, self.name)
+        self.boxes.require(self.name)
         if not data.exists():
             raise DataError(f"--data {data} does not exist; download MC-Bench and point --data at the release folder")
         gt, ids = self._ground_truth(data)
-        wanted = set(ids) if ids is not None else None
         folder = data if data.is_dir() else data.parent
         images_root = folder / IMAGES_DIR
         if not images_root.is_dir():
             raise DataError(f"{images_root} does not exist; the release layout is {RELEASE_FILE} beside {IMAGES_DIR}/")
+        return Dataset(self._samples(gt, ids, images_root), truth=gt)
+
+    def _samples(self, gt: GroundTruth, ids: list[str] | None, images_root: Path | None) -> list[McSample]:
+        """The samples of `gt` (those of `ids` only, when given), their images under `images_root`
+        (None: images named by their key only, for scoring without them)."""
+        from needlepoint.core.images import safe_path
+
+        wanted = set(ids) if ids is not None else None
         samples = []
         for s in gt.samples:
             if wanted is not None and s.id not in wanted:
@@ -243,16 +238,16 @@ class McBench(BaseBenchmark):
                 im = gt.image_by_id[image_id]
                 # A missing file is found when its request is built: that sample is recorded as an
                 # input error and not sent, and the rest of the run goes on.
-                path = safe_path(images_root, im.file_name, f"image {image_id}")
-                refs.append(ImageRef(key=im.file_name, path=path, max_side=self.max_image_side))
+                path = safe_path(images_root, im.file_name, f"image {image_id}") if images_root is not None else None
+                refs.append(ImageRef(key=im.file_name, path=path, max_side=self.boxes.max_image_side))
             sizes = tuple((float(gt.image_by_id[i].width), float(gt.image_by_id[i].height)) for i in s.image_ids)
-            geometry = PairGeometry(sizes, BAND, self.max_image_side, self.frame)  # type: ignore[arg-type]  # a pair: the ground truth holds two images per sample
+            geometry = PairGeometry(sizes, BAND, self.boxes.max_image_side, self.boxes.frame)  # type: ignore[arg-type]  # a pair: the ground truth holds two images per sample
             samples.append(McSample(s.id, s.text, s.style, s.image_ids, (refs[0], refs[1]), geometry))
-        return Dataset(samples, truth=gt)
+        return samples
 
     def _instruction(self, sample: McSample) -> str:
         of = "the whole picture" if self.input_mode == "merged" else "its own image"
-        coords = COORDINATES[require_box_format(self.box_format, self.name)].format(of=of)
+        coords = COORDINATES[self.boxes.require(self.name)].format(of=of)
         return self.template.replace("{text}", sample.text).replace("{coordinates}", coords)
 
     def prompt(self, sample: McSample) -> Conversation:
@@ -262,7 +257,7 @@ class McBench(BaseBenchmark):
             canvas = ImageRef(
                 key=f"merged:{left.key}+{right.key}",
                 loader=functools.partial(_merged_loader, left, right, BAND),
-                max_side=self.max_image_side,
+                max_side=self.boxes.max_image_side,
             )
             parts: list[Part] = [canvas, "\n" + text]
         else:
@@ -270,9 +265,9 @@ class McBench(BaseBenchmark):
         return Conversation([Message("user", parts)])
 
     def parse(self, sample: McSample, text: str) -> Parsed:
-        if self.grounding:
+        if self.boxes.grounding:
             return parse_grounding_answer(text, sample.geometry, self.input_mode == "merged")
-        return parse_answer(text, sample.geometry, require_box_format(self.box_format, self.name), self.input_mode == "merged")
+        return parse_answer(text, sample.geometry, self.boxes.require(self.name), self.input_mode == "merged")
 
     def answer_schema(self) -> dict[str, Any] | None:
         """The JSON schema of the answer (`--structured-output`): the input mode's prompt's shape;
@@ -281,11 +276,11 @@ class McBench(BaseBenchmark):
 
         if self.template not in (MERGED_PROMPT, SEQUENCE_PROMPT):
             return None
-        item = mc_box_item(self.box_format)
+        item = mc_box_item(self.boxes.box_format)
         return boxes_object(item) if self.input_mode == "merged" else image_lists(item)
 
     def followup(self, sample: McSample, parsed: Parsed, finish_reason: str | None) -> str | None:
-        return GROUNDING_REPAIR_TEXT if self.grounding else REPAIR_TEXT
+        return GROUNDING_REPAIR_TEXT if self.boxes.grounding else REPAIR_TEXT
 
     def judge(self, sample: McSample, parsed: Parsed) -> dict[str, Any]:
         boxes = parsed.answer or []
@@ -304,8 +299,8 @@ class McBench(BaseBenchmark):
             ]
         return metrics
 
-    def resampler(self, dataset: Dataset[McSample], records: Sequence[Record]) -> Any:
-        """The answered samples as bootstrap units (stats.Resampler), matched once for both protocols."""
+    def resampler(self, dataset: Dataset[McSample], records: Sequence[Record]) -> Resampler:
+        """The samples as bootstrap units (stats.Resampler), matched once for both protocols."""
         from needlepoint.benchmarks.mc_bench.resample import McResampler
 
         return McResampler(_truth(dataset), results_from_records(dataset, records), [s.id for s in dataset])
@@ -372,46 +367,22 @@ class McBench(BaseBenchmark):
         write_results(path, results)
         return [path]
 
-    def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
-        """Metrics of a COCO results file (the authors' format) or a run folder; needs only the
-        annotation file, not the images."""
-        from needlepoint.benchmarks.mc_bench.scoring import score_results
-
-        return score_results(*self._file_inputs(predictions, data))
-
-    def file_resampler(self, predictions: Path, data: Path | None = None) -> Any:
-        """The samples `score_file` scores, as bootstrap units (stats.Resampler)."""
-        from needlepoint.benchmarks.mc_bench.resample import McResampler
-
-        gt, results, ids = self._file_inputs(predictions, data)
-        return McResampler(gt, results, ids if ids is not None else [s.id for s in gt.samples])
-
-    def _file_inputs(self, predictions: Path, data: Path | None) -> tuple[GroundTruth, list[dict[str, Any]], list[str] | None]:
-        """The ground truth, the results and the samples (None: all) that `score_file` scores."""
-        from needlepoint.benchmarks.mc_bench.scoring import read_results
+    def predictions_run(self, predictions: Path, data: Path | None = None) -> PredictionsRun:
+        """A COCO results file (the authors' format), or a run folder's, as a run's samples and
+        records (predictions.py); needs `data`, the annotation file or the release folder (not
+        the images). A run folder gives the samples it answered, as its metrics.json scores them."""
+        from needlepoint.benchmarks.mc_bench.predictions import read_predictions, records_of
 
         if data is None:
             raise DataError("scoring mc_bench needs --data: the release folder or its annotation file (images not needed)")
         gt, ids = self._ground_truth(data)
-        if predictions.is_dir():
-            # A run folder: score the samples that run answered, as its metrics.json does.
-            answered = read_records(predictions / RECORDS)
-            if not answered:
-                raise DataError(f"{predictions} holds no answered samples; is it a run folder of mc_bench?")
-            ids = [s.id for s in gt.samples if s.id in answered and (ids is None or s.id in ids)]
-            predictions = predictions / RESULTS_FILE
-            results = read_results(predictions) if predictions.exists() else []
-        else:
-            results = read_results(predictions)
-        return gt, results, ids
-
-    def published_run(self, predictions: Path, data: Path | None = None) -> Any:
-        """A COCO results file as the records of a run (predictions_run.py); needs --data as `score_file` does."""
-        from needlepoint.benchmarks.mc_bench.predictions import published_run
-
-        if data is None:
-            raise DataError("scoring mc_bench needs --data: the release folder or its annotation file (images not needed)")
-        return published_run(predictions, *self._ground_truth(data), RESULTS_FILE)
+        results, ids = read_predictions(predictions, gt, ids, RESULTS_FILE)
+        return PredictionsRun(
+            model=None,
+            records=records_of(results, gt, ids),
+            dataset=Dataset(self._samples(gt, ids, None), truth=gt),
+            files={RESULTS_FILE: json_text(results) + "\n"},
+        )
 
 
 def _pred_label(box: dict[str, Any]) -> str:

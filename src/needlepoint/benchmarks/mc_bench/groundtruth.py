@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import numpy as np
 
@@ -206,7 +206,7 @@ class _Reader:
         v = self.get(obj, key, where)
         if not is_number(v):
             self.fail(f"{where} field '{key}'", f"is {v!r}, not a finite number")
-        return v
+        return cast(float, v)
 
     def get_size(self, obj: Any, key: str, where: str) -> float:
         v = self.get_number(obj, key, where)

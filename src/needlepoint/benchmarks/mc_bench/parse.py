@@ -1,9 +1,10 @@
 """MC-Bench answers: JSON boxes per image with group numbers, in either input mode.
 
-Accepted shapes (specs/mc-bench.md): `{"image_1": [...], "image_2": [...]}` (keys also spelled
-"Image 1", "image1", "img1"); a flat list of `{"image": 1|2, "group": g, "bbox_2d"|"bbox": [...]}`;
-items that are bare boxes or lack a group (group 1). In `merged` mode boxes are in canvas
-coordinates and belong to the image that holds their centre, whatever key they came under.
+Accepted shapes (docs/protocols/mc-bench.md, "Reading the answer"): `{"image_1": [...],
+"image_2": [...]}` (keys also spelled "Image 1", "image1", "img1"); a flat list of
+`{"image": 1|2, "group": g, "bbox_2d"|"bbox": [...]}`; items that are bare boxes or lack a group
+(group 1). In `merged` mode boxes are in canvas coordinates and belong to the image that holds
+their centre, whatever key they came under.
 `--answer-format grounding-tokens` reads Qwen2-VL's grounding tokens instead
 (`parse_grounding_answer`, the syntax in contract/grounding.py) into the same answer.
 """

@@ -103,7 +103,8 @@ def _ap(wd: np.ndarray, tp: np.ndarray, fp: np.ndarray, npig: np.ndarray) -> np.
     ok = inds < nd
     q = np.zeros((rows, len(REC_THRS)))
     q[ok] = np.take_along_axis(pr, np.where(ok, inds, 0), axis=1)[ok]
-    return q.mean(axis=1)
+    mean: np.ndarray = q.mean(axis=1)
+    return mean
 
 
 def _least_counts(npig: np.ndarray) -> np.ndarray:
@@ -114,7 +115,8 @@ def _least_counts(npig: np.ndarray) -> np.ndarray:
     for _ in range(2):  # the product's rounding is off by at most one either way
         k = np.where((k > 0) & ((k - 1) / n >= REC_THRS), k - 1, k)
         k = np.where(k / n < REC_THRS, k + 1, k)
-    return k
+    least: np.ndarray = k
+    return least
 
 
 def _official_weighted(aps: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -236,4 +238,5 @@ class McResampler:
 
 
 def _share(count: np.ndarray, total: np.ndarray) -> np.ndarray:
-    return np.divide(count, total, out=np.full(len(count), np.nan), where=total > 0)
+    share: np.ndarray = np.divide(count, total, out=np.full(len(count), np.nan), where=total > 0)
+    return share

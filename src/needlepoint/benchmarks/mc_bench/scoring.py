@@ -25,7 +25,7 @@ from needlepoint.core.numeric import is_finite as is_number
 from needlepoint.core.text import writable
 
 
-def score_results(gt: GroundTruth, results: list[dict], sample_ids: Iterable[str] | None = None) -> dict[str, Any]:
+def score_results(gt: GroundTruth, results: list[dict[str, Any]], sample_ids: Iterable[str] | None = None) -> dict[str, Any]:
     """Score COCO results against the ground truth, optionally on a subset of samples.
 
     With `sample_ids` (description ids as strings) the ground truth is cut to those samples, as if
@@ -78,7 +78,7 @@ def _headline(official: dict[str, Any]) -> dict[str, Any]:
     return {"acc": official["acc"], "ap50": official["ap50"], "regrouping": official["regrouping"]}
 
 
-def detections(results: Sequence[dict], gt: GroundTruth) -> Detections:
+def detections(results: Sequence[dict[str, Any]], gt: GroundTruth) -> Detections:
     """Validated results as columns; every image id must be one of the ground truth's."""
     checked = check_results(results)
     n = len(checked)

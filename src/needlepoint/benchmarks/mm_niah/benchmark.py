@@ -8,17 +8,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.mm_niah.aggregate import (
-    EXTENDED_EDGES,
-    EXTENDED_RANGES,
-    TASKS,
-    aggregate,
-    context_bin,
-)
+from needlepoint.benchmarks.mm_niah.aggregate import aggregate, context_bin
 from needlepoint.benchmarks.mm_niah.cards import add_document
 from needlepoint.benchmarks.mm_niah.data import NiahSample, image_pieces, load_release
 from needlepoint.benchmarks.mm_niah.judge import judge
 from needlepoint.benchmarks.mm_niah.rag_results import add_rag, needle_shares, rag_note
+from needlepoint.benchmarks.mm_niah.ranges import EXTENDED_EDGES, EXTENDED_RANGES, TASKS
 from needlepoint.benchmarks.mm_niah.tables import niah_tables
 from needlepoint.contract.base import (
     BaseBenchmark,
@@ -30,8 +25,10 @@ from needlepoint.contract.base import (
     replies_text,
     report_parse_error,
 )
+from needlepoint.contract.predictions import PredictionsRun
 from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message, Part
 from needlepoint.core.records import Record, scores
+from needlepoint.stats.resampler import Resampler
 
 
 def _parts(text: str, images: list[ImageRef]) -> list[Part]:
@@ -155,7 +152,7 @@ class MmNiah(BaseBenchmark):
             metrics["rag"] = shares
         return metrics
 
-    def resampler(self, dataset: Dataset[NiahSample], records: Sequence[Record]) -> Any:
+    def resampler(self, dataset: Dataset[NiahSample], records: Sequence[Record]) -> Resampler | None:
         """The scored samples as bootstrap units (stats.Resampler), drawn within their cell (task,
         range, depth bin); None when no record carries a score (a split without answers)."""
         from needlepoint.benchmarks.mm_niah.resample import NiahResampler
@@ -225,18 +222,9 @@ class MmNiah(BaseBenchmark):
                 add_document(items[-1], s)
         return items
 
-    def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
-        """Metrics of response files (a folder, one model or several, or one file)."""
-        from needlepoint.benchmarks.mm_niah.response_files import read_response_files, score_response_files
+    def predictions_run(self, predictions: Path, data: Path | None = None) -> PredictionsRun:
+        """Response files (a folder, a run folder, or one file; of one model, or one run per model
+        under `by_model`) as a run's samples and records (predictions.py); `data` is not needed."""
+        from needlepoint.benchmarks.mm_niah.predictions import predictions_run
 
-        folder = predictions / "leaderboard" if (predictions / "leaderboard").is_dir() else predictions
-        by_model = read_response_files(folder, split=self.split)
-        if len(by_model) == 1:
-            return score_response_files(next(iter(by_model.values())))
-        return {"models": {m: score_response_files(rows) for m, rows in by_model.items()}}
-
-    def published_run(self, predictions: Path, data: Path | None = None) -> Any:
-        """One model's response files as the records of a run (predictions_run.py)."""
-        from needlepoint.benchmarks.mm_niah.predictions import published_run
-
-        return published_run(predictions, self.split)
+        return predictions_run(predictions, self.split)

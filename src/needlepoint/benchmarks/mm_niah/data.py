@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.mm_niah.aggregate import TASKS, checked_depth_bin
+from needlepoint.benchmarks.mm_niah.aggregate import checked_depth_bin
 from needlepoint.benchmarks.mm_niah.judge import official_answer
+from needlepoint.benchmarks.mm_niah.ranges import TASKS
 from needlepoint.contract.base import DataError
 from needlepoint.core import marks
 from needlepoint.core.conversation import ImageRef

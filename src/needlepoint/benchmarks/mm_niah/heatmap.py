@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, DEPTH_LABELS
-from needlepoint.benchmarks.mm_niah.ranges import paper_order
+from needlepoint.benchmarks.mm_niah.aggregate import DEPTH_LABELS
+from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_RANGES, paper_order
 from needlepoint.core.files import write_atomic
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_RANGES, TASKS, context_bin
+from needlepoint.benchmarks.mm_niah.aggregate import context_bin
 from needlepoint.benchmarks.mm_niah.data import NiahSample
+from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_RANGES, TASKS
 from needlepoint.contract.base import ReportItem, Table, percent
 from needlepoint.core.records import Record
 

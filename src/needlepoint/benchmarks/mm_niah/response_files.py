@@ -3,7 +3,8 @@ task and split, `{model}_{task}-{split}.jsonl` (a run keeps them under `leaderbo
 folder name).
 
 We write exactly those files and read them back, so released response files can be re-scored with
-the official judge and aggregation.
+the official judge and aggregation: predictions.py reads them as a run, which the benchmark's own
+`score` scores.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.mm_niah.aggregate import TASKS, aggregate, checked_depth_bin
-from needlepoint.benchmarks.mm_niah.judge import judge, official_answer
+from needlepoint.benchmarks.mm_niah.aggregate import checked_depth_bin
+from needlepoint.benchmarks.mm_niah.ranges import TASKS
 from needlepoint.contract.base import DataError
 from needlepoint.core.files import AtomicFile, json_text
 from needlepoint.core.jsonl import read_jsonl
@@ -123,32 +124,3 @@ def read_response_files(path: Path, split: str | None = None) -> dict[str, dict[
     for file, model, task, _ in named:
         result.setdefault(model, {})[task] = read_response_file(file)
     return result
-
-
-def score_response_files(rows_by_task: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
-    """Official metrics for one model's leaderboard rows ({task: rows}), via judge and aggregate.
-
-    Rows without an answer (the test split: its answers are not public) cannot be scored.
-    """
-    scored = []
-    for task, rows in rows_by_task.items():
-        if task not in TASKS:
-            raise DataError(f"Task {task!r} is not an MM-NIAH task; use one of {', '.join(TASKS)}.")
-        unanswered = sum(1 for row in rows if row.get("answer") is None)
-        if unanswered:
-            raise DataError(
-                f"{unanswered} of the {len(rows)} {task} rows have no answer (test-split answers are not "
-                "public), so they cannot be scored here; submit them to the leaderboard or score the val split."
-            )
-        for row in rows:
-            verdict = judge(row.get("response"), official_answer(task, row["answer"]))
-            scored.append(
-                {
-                    "task": task,
-                    "context_length": row.get("context_length"),
-                    "placed_depth": row.get("placed_depth"),
-                    "score": verdict.score,
-                    "crash": verdict.crash,
-                }
-            )
-    return aggregate(scored)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.ref_adv.data import REQUIRED, RefAdvSample, distractor_count, load_jsonl, load_parquet, load_samples
-from needlepoint.benchmarks.ref_adv.export import AUTHORS_FIELDS, PREDICTIONS, write_predictions
+from needlepoint.benchmarks.ref_adv.export import AUTHORS_FIELDS, write_predictions
 from needlepoint.benchmarks.ref_adv.parse import GROUNDING_PROMPTS, GROUNDING_REPAIR_TEXT, PROMPTS, REPAIR_TEXT, parse_reply
 from needlepoint.benchmarks.ref_adv.scoring import (
     BINS,
@@ -36,11 +36,13 @@ from needlepoint.contract.base import (
     report_parse_error,
 )
 from needlepoint.contract.boxes import parse_boxes
-from needlepoint.contract.grounding import check_answer_format
+from needlepoint.contract.boxoptions import BoxOptions
+from needlepoint.contract.predictions import PredictionsRun
 from needlepoint.core import status
 from needlepoint.core.conversation import Conversation, Message
-from needlepoint.core.geometry import check_abs_frame, check_box_format, iou, require_box_format
+from needlepoint.core.geometry import iou
 from needlepoint.core.records import Record, scores
+from needlepoint.stats.resampler import Resampler
 
 __all__ = [
     "AUTHORS_FIELDS",
@@ -78,54 +80,48 @@ class RefAdv(BaseBenchmark):
         abs_frame_max_pixels: int | None = None,
         answer_format: str | None = None,
     ) -> None:
-        self.answer_format, self.box_format = check_answer_format(answer_format, check_box_format(box_format))
-        self.grounding = self.answer_format == "grounding-tokens"
-        self.frame = check_abs_frame(abs_frame, self.box_format, abs_frame_factor, abs_frame_min_pixels, abs_frame_max_pixels)
+        self.boxes = BoxOptions.from_flags(
+            box_format, answer_format, abs_frame, abs_frame_factor, abs_frame_min_pixels, abs_frame_max_pixels, max_image_side
+        )
         if prompt_mode not in PROMPTS:
             raise DataError(f"--prompt-mode must be one of {', '.join(PROMPTS)}, not {prompt_mode!r}")
         self.prompt_mode = prompt_mode
         self.repair_on_length_only = repair_on_length_only
         self.images_dir = Path(images).expanduser() if images else None
-        self.max_image_side = max_image_side
 
     def identity(self) -> dict[str, Any]:
         return {
-            "box_format": self.box_format,
             "prompt_mode": self.prompt_mode,
             "repair_on_length_only": self.repair_on_length_only,
-            "max_image_side": self.max_image_side,
-            **self.frame.identity(),
-            **({"answer_format": self.answer_format} if self.grounding else {}),  # older runs keep their identity
+            **self.boxes.identity(),  # box_format, max_image_side, and the frame and answer format off their defaults
         }
 
     def load(self, data: Path) -> Dataset[RefAdvSample]:
-        require_box_format(self.box_format, self.name)
+        self.boxes.require(self.name)
         samples = load_samples(data, self.images_dir)
-        if self.max_image_side:
+        if self.boxes.max_image_side:
             for s in samples:
-                s.image = replace(s.image, max_side=self.max_image_side)
+                s.image = replace(s.image, max_side=self.boxes.max_image_side)
         return Dataset(samples)
 
     def prompt(self, sample: RefAdvSample) -> Conversation:
-        text = (GROUNDING_PROMPTS if self.grounding else PROMPTS)[self.prompt_mode].format(ref_sentence=sample.caption)
+        text = (GROUNDING_PROMPTS if self.boxes.grounding else PROMPTS)[self.prompt_mode].format(ref_sentence=sample.caption)
         return Conversation([Message("user", [text, sample.image])])
 
     def parse(self, sample: RefAdvSample, text: str) -> Parsed:
-        return parse_reply(
-            sample, text, require_box_format(self.box_format, self.name), self.max_image_side, self.frame, self.grounding
-        )
+        return parse_reply(sample, text, self.boxes, self.boxes.require(self.name))
 
     def answer_schema(self) -> dict[str, Any] | None:
         """The JSON schema of the answer (`--structured-output`): the boxes of the repair turn's shape,
         in the run's box format; None for grounding answers (special tokens, not JSON)."""
         from needlepoint.contract.boxschema import ref_adv_schema
 
-        return None if self.grounding else ref_adv_schema(self.box_format)
+        return None if self.boxes.grounding else ref_adv_schema(self.boxes.box_format)
 
     def followup(self, sample: RefAdvSample, parsed: Parsed, finish_reason: str | None) -> str | None:
         if self.repair_on_length_only and finish_reason != "length":
             return None
-        return GROUNDING_REPAIR_TEXT if self.grounding else REPAIR_TEXT
+        return GROUNDING_REPAIR_TEXT if self.boxes.grounding else REPAIR_TEXT
 
     def judge(self, sample: RefAdvSample, parsed: Parsed) -> dict[str, Any]:
         value = iou(parsed.answer[0], sample.gt) if parsed.answer else 0.0
@@ -134,8 +130,8 @@ class RefAdv(BaseBenchmark):
     def score(self, dataset: Dataset[RefAdvSample], records: Sequence[Record]) -> dict[str, Any]:
         return score_rows(sample_rows(dataset, records))
 
-    def resampler(self, dataset: Dataset[RefAdvSample], records: Sequence[Record]) -> Any:
-        """The bootstrap units of the answered records (stats.Resampler): one case each."""
+    def resampler(self, dataset: Dataset[RefAdvSample], records: Sequence[Record]) -> Resampler:
+        """The bootstrap units of the records (stats.Resampler): one case each."""
         from needlepoint.benchmarks.ref_adv.resample import RefAdvResampler
 
         return RefAdvResampler.from_rows([str(r["id"]) for r in records], sample_rows(dataset, records))
@@ -161,7 +157,7 @@ class RefAdv(BaseBenchmark):
         model: str,
         metrics: dict[str, Any],
     ) -> list[Path]:
-        return [write_predictions(run_dir, dataset, records, model, self.prompt_mode, self.box_format)]
+        return [write_predictions(run_dir, dataset, records, model, self.prompt_mode, self.boxes.box_format)]
 
     def report_items(self, dataset: Dataset[RefAdvSample], records: Sequence[Record]) -> list[ReportItem]:
         by_id = {s.id: s for s in dataset}
@@ -193,27 +189,9 @@ class RefAdv(BaseBenchmark):
             )
         return items
 
-    def score_file(self, predictions: Path, data: Path | None = None) -> dict[str, Any]:
-        """Metrics of a prediction file: the authors' schema, or a run's records.jsonl."""
-        return score_rows(read_authors_predictions(_prediction_file(predictions)))
+    def predictions_run(self, predictions: Path, data: Path | None = None) -> PredictionsRun:
+        """The authors' prediction file (or a run folder's copy of its answers in that schema) as a
+        run's cases and records (predictions.py); `data` is not needed."""
+        from needlepoint.benchmarks.ref_adv.predictions import predictions_run
 
-    def file_resampler(self, predictions: Path, data: Path | None = None) -> Any:
-        """The rows `score_file` scores as bootstrap units (stats.Resampler), named by their line."""
-        from needlepoint.benchmarks.ref_adv.resample import RefAdvResampler
-
-        rows = read_authors_predictions(_prediction_file(predictions))
-        return RefAdvResampler.from_rows([str(i) for i in range(len(rows))], rows)
-
-    def published_run(self, predictions: Path, data: Path | None = None) -> Any:
-        """The authors' prediction file as the records of a run (predictions_run.py)."""
-        from needlepoint.benchmarks.ref_adv.predictions import published_run
-
-        return published_run(predictions)
-
-
-def _prediction_file(predictions: Path) -> Path:
-    """The prediction file `score_file` reads: the given file, or a run folder's file in the authors' schema."""
-    if predictions.is_dir() or predictions.name == "records.jsonl":
-        folder = predictions if predictions.is_dir() else predictions.parent
-        return folder / PREDICTIONS
-    return predictions
+        return predictions_run(predictions)

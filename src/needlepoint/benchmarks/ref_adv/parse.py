@@ -8,8 +8,9 @@ from __future__ import annotations
 from needlepoint.benchmarks.ref_adv.data import RefAdvSample
 from needlepoint.contract.base import Parsed
 from needlepoint.contract.boxes import parse_boxes
+from needlepoint.contract.boxoptions import BoxOptions
 from needlepoint.contract.grounding import parse_grounded_boxes
-from needlepoint.core.geometry import AbsFrame, BoxFormat, model_frame
+from needlepoint.core.geometry import BoxFormat, model_frame
 
 PROMPTS = {
     "direct": '<image>\nLocate every object that matches the description "{ref_sentence}" in the image. '
@@ -44,12 +45,11 @@ GROUNDING_REPAIR_TEXT = (
 )
 
 
-def parse_reply(
-    sample: RefAdvSample, text: str, box_format: BoxFormat, max_image_side: int | None, frame: AbsFrame, grounding: bool = False
-) -> Parsed:
-    """The reply's boxes in the sample's pixels, allowing for the size the image was sent at;
-    `grounding`: read Qwen2-VL's grounding tokens (0-1000) instead of JSON."""
-    seen = model_frame(sample.width, sample.height, max_image_side, frame)
-    if grounding:
+def parse_reply(sample: RefAdvSample, text: str, boxes: BoxOptions, box_format: BoxFormat) -> Parsed:
+    """The reply's boxes in the sample's pixels, allowing for the size and frame the image was sent
+    at (`boxes`); read as Qwen2-VL's grounding tokens (0-1000) under `--answer-format
+    grounding-tokens`, else as JSON boxes in `box_format` (the run's, stated: `boxes.require`)."""
+    seen = model_frame(sample.width, sample.height, boxes.max_image_side, boxes.frame)
+    if boxes.grounding:
         return parse_grounded_boxes(text, sample.width, sample.height, seen)
     return parse_boxes(text, box_format, sample.width, sample.height, seen)

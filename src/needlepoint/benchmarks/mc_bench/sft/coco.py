@@ -14,7 +14,9 @@ A large file (COCO train's is 445 MB, LVIS's twice that) is decoded with only th
 the builder reads (`_Annotation`): the segmentation polygons, most of such a file, are skipped by
 the decoder and never become Python objects, so the peak stays under 1 GB where a plain load
 needs 2.7 GB. Whatever that typed decode cannot take (an annotation that is not an object, a
-number msgspec cannot hold, an escaped surrogate) goes the plain way, with the same result.
+number msgspec cannot hold, an escaped surrogate) goes the plain way, with the same result. The
+decoder is msgspec's, the `build` extra, imported only for such a file (the types it fills are plain
+dataclasses, so this module imports without it).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from needlepoint.core.errors import DataError
@@ -36,11 +37,14 @@ PRESENT, ABSENT, UNKNOWN = 1, 0, -1
 MIN_SIDE = 1.0  # a box narrower or lower than this many pixels is degenerate
 COMPACT_FROM_BYTES = 64 << 20  # files from this size on are decoded with the annotation keys only
 HINT = "give a COCO-format detection file (--coco instances.json)"
+BUILD_EXTRA = "build"  # the optional install with msgspec (pyproject.toml's optional-dependencies)
 
 
-class _Annotation(msgspec.Struct):
+@dataclass(slots=True)
+class _Annotation:
     """The keys of an annotation the builder reads; a missing one reads as null, which fails as a
-    missing key does (no image, category or id has the id null)."""
+    missing key does (no image, category or id has the id null). Slots: as small as a msgspec
+    Struct, and decoded as fast (msgspec fills dataclasses too)."""
 
     id: Any = None
     image_id: Any = None
@@ -49,7 +53,8 @@ class _Annotation(msgspec.Struct):
     iscrowd: Any = None
 
 
-class _Compact(msgspec.Struct):
+@dataclass
+class _Compact:
     images: list[Any]
     annotations: list[_Annotation]
     categories: list[Any]
@@ -159,6 +164,10 @@ def _read(path: Path) -> tuple[list[Any], list[Any], list[Any]]:
     raw = read_bytes(path, HINT)
     if len(raw) >= COMPACT_FROM_BYTES and not _SURROGATE_ESCAPE.search(raw):
         try:
+            import msgspec  # the build extra, needed only here
+        except ImportError:
+            raise DataError(_needs_msgspec(path, len(raw))) from None
+        try:
             got = msgspec.json.decode(raw[len(BOM) :] if raw.startswith(BOM) else raw, type=_Compact)
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass
@@ -169,6 +178,15 @@ def _read(path: Path) -> tuple[list[Any], list[Any], list[Any]]:
     if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in ("images", "annotations", "categories")):
         raise _fail(path, "has no lists 'images', 'annotations' and 'categories'")
     return data["images"], data["annotations"], data["categories"]
+
+
+def _needs_msgspec(path: Path, size: int) -> str:
+    """The one sentence when a large file meets an install without msgspec: such a file is not
+    loaded whole (the module's docstring), so the extra that brings msgspec is named."""
+    return (
+        f"reading {path} ({size >> 20} MB) with only the keys the builder uses needs msgspec; "
+        f"install the {BUILD_EXTRA} extra with pip install -e '.[{BUILD_EXTRA}]'"
+    )
 
 
 def _fields(annotations: list[Any]) -> Iterator[tuple[Any, Any, Any, Any, Any] | None]:

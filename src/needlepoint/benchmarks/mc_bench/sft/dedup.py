@@ -103,7 +103,8 @@ def hash_candidates(paths: Sequence[Path], workers: int | None = None) -> Iterab
 
 def hamming(values: np.ndarray, h: int) -> np.ndarray:
     """Bit distance between `h` and each 64-bit value."""
-    return np.bitwise_count(values ^ np.uint64(h))
+    distance: np.ndarray = np.bitwise_count(values ^ np.uint64(h))
+    return distance
 
 
 class Reference:

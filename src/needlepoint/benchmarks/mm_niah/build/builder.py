@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from needlepoint import __version__
-from needlepoint.benchmarks.mm_niah.aggregate import CONTEXT_EDGES, EXTENDED_EDGES
 from needlepoint.benchmarks.mm_niah.build import BUILD_TASKS, MANIFEST, SPOOL, looks_like_leftover, needles, tokens
 from needlepoint.benchmarks.mm_niah.build.corpus import (
     CorpusImage,
@@ -37,6 +36,7 @@ from needlepoint.benchmarks.mm_niah.build.haystack import (
     gather,
     write_context,
 )
+from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_EDGES, EXTENDED_EDGES
 from needlepoint.contract.build import COMPLETE, partial_folder, staged
 from needlepoint.core.errors import DataError
 from needlepoint.core.files import write_atomic

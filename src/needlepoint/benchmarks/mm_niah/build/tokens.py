@@ -52,7 +52,7 @@ def encoding() -> Any:
     try:
         import tiktoken
     except ImportError:
-        raise DataError("building MM-NIAH needs tiktoken; install it with `pip install 'tiktoken>=0.7'`") from None
+        raise DataError("building MM-NIAH needs tiktoken; install the build extra with `pip install -e '.[build]'`") from None
     raw = gzip.decompress(resources.files(__package__).joinpath("data/cl100k_base.tiktoken.gz").read_bytes())
     if hashlib.sha256(raw).hexdigest() != RANKS_SHA256:
         raise DataError("the bundled cl100k_base ranks file is damaged; reinstall needlepoint")

@@ -1,5 +1,6 @@
 """The simulated model with OpenAI's Batch API: `/v1/files`, `/v1/files/{id}/content`,
-`/v1/batches`, `/v1/batches/{id}`, on 127.0.0.1 in a background thread, for `eval --batch`.
+`/v1/batches`, `/v1/batches/{id}`, on 127.0.0.1 in a background thread, for `eval --batch`
+against `needlepoint demo --serve` and in the tests.
 
 Each line of a batch is answered by POSTing its body to the server's own `/v1/chat/completions`,
 so a batch answers exactly as the live path does (the same script, the same usage). Counters say
@@ -13,6 +14,8 @@ import json
 from typing import Any
 
 from needlepoint.models.simulated import SimulatedServer
+
+__all__ = ["BatchServer"]
 
 
 class BatchServer(SimulatedServer):
@@ -50,7 +53,8 @@ class BatchServer(SimulatedServer):
         from aiohttp import web
 
         form = await request.post()
-        assert form["purpose"] == "batch"
+        if form.get("purpose") != "batch" or not hasattr(form.get("file"), "file"):
+            return _refusal(400, "upload the batch's JSONL as `file` with purpose `batch`")
         self.uploads += 1
         file_id = f"file-{len(self.files)}"
         self.files[file_id] = form["file"].file.read()
@@ -62,14 +66,17 @@ class BatchServer(SimulatedServer):
 
         file_id = request.match_info["id"]
         if file_id not in self.files:
-            return web.json_response({"error": {"message": "no such file"}}, status=404)
+            return _refusal(404, "no such file")
         return web.Response(body=self.files[file_id], content_type="application/jsonl")
 
     async def _create(self, request: Any) -> Any:
         from aiohttp import web
 
         body = await request.json()
-        assert body["endpoint"] == "/v1/chat/completions" and body["completion_window"] == "24h"
+        if body.get("endpoint") != "/v1/chat/completions" or body.get("completion_window") != "24h":
+            return _refusal(400, "a batch is of /v1/chat/completions requests, with completion_window 24h")
+        if body.get("input_file_id") not in self.files:
+            return _refusal(404, "no such file")
         self.created += 1
         batch_id = f"batch-{self.created}"
         total = len(self.files[body["input_file_id"]].splitlines())
@@ -92,7 +99,9 @@ class BatchServer(SimulatedServer):
     async def _batch(self, request: Any) -> Any:
         from aiohttp import web
 
-        batch = self.batches[request.match_info["id"]]
+        batch = self.batches.get(request.match_info["id"])
+        if batch is None:
+            return _refusal(404, "no such batch")
         self.polls += 1
         batch["polls"] += 1
         if batch["status"] == "in_progress" and not self.hold and batch["polls"] >= self.polls_to_finish:
@@ -125,3 +134,10 @@ class BatchServer(SimulatedServer):
                 file_id = f"file-{len(self.files)}"
                 self.files[file_id] = b"".join(json.dumps(r).encode() + b"\n" for r in rows)
                 batch[name] = file_id
+
+
+def _refusal(status: int, message: str) -> Any:
+    """An error answer in OpenAI's shape."""
+    from aiohttp import web
+
+    return web.json_response({"error": {"message": message}}, status=status)
