@@ -13,6 +13,7 @@ from helpers.detector import write_grounding_dino
 
 from needlepoint.benchmarks.ref_adv.demo import make_rows, write_release
 from needlepoint.models.simulated import SimulatedServer
+from needlepoint.models.simulated_batch import BatchServer
 
 
 @pytest.fixture
@@ -25,6 +26,25 @@ def serve() -> Iterator[Callable[..., SimulatedServer]]:
         kwargs.setdefault("models", TEST_MODELS)
         kwargs.setdefault("keep_requests", True)
         server = SimulatedServer(**kwargs).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def batch_server() -> Iterator[Callable[..., BatchServer]]:
+    """Start simulated servers with OpenAI's Batch API: `batch_server(script, **settings)` (the
+    settings are the server's attributes: faults, polls to finish); all stopped after the test."""
+    started: list[BatchServer] = []
+
+    def start(script: dict[str, Any], **settings: Any) -> BatchServer:
+        server = BatchServer(script=script, models=TEST_MODELS, keep_requests=True)
+        for name, value in settings.items():
+            setattr(server, name, value)
+        server.start()
         started.append(server)
         return server
 

@@ -365,3 +365,37 @@ def test_merge_writes_records_with_lone_surrogates(serve: Any, tmp_path: Path) -
     assert len(records) == len(samples)
     assert {n["phrase"] for r in records.values() for n in r["solver"]["targets"]} == {"\ud800 the shape"}
     assert "\ufffd the shape" in (merged / "report" / "index.html").read_text(encoding="utf-8")
+
+
+# --- a reply without text: one rule in every benchmark (core/status.py) ------------------------------
+
+
+def _null_content_run(serve: Any, tmp_path: Path, benchmark: str) -> tuple[dict[str, Record], list[str]]:
+    """A run of `benchmark` whose first sample's replies have `content: null` (and no thinking),
+    the second's `content: null` beside a reasoning model's thinking, the third's white space."""
+    if benchmark == "mm_niah":
+        folder, options, _ = small_niah(tmp_path / "data")
+        bench: Any = MmNiah(**options)
+    elif benchmark == "mc_bench":
+        folder, _ = write_mc_release(tmp_path / "data", pairs=3)
+        options = {"box_format": "norm_1000_xyxy", "input_mode": "sequence"}
+        bench = McBench(**options)
+    else:
+        folder = write_ref_release(tmp_path / "data", make_rows(3))
+        options = {"box_format": "abs_xyxy", "prompt_mode": "direct"}
+        bench = RefAdv(**options)
+    samples = list(bench.load(folder))[:3]
+    answers: list[Any] = [{"text": None}, {"text": None, "reasoning": "let me think about"}, " \n "]
+    script = {script_key(bench.prompt(s)): [answers[i]] * 2 for i, s in enumerate(samples)}
+    out = tmp_path / "run"
+    _run(serve, benchmark, folder, options, script, out)
+    return read_records(out / "records.jsonl"), [s.id for s in samples]
+
+
+@pytest.mark.parametrize("benchmark", ["mm_niah", "mc_bench", "ref_adv_s"])
+def test_a_reply_without_text_is_empty_response_or_no_content_everywhere(serve: Any, tmp_path: Path, benchmark: str) -> None:
+    records, ids = _null_content_run(serve, tmp_path, benchmark)
+    assert records[ids[0]]["parse_error"] == status.EMPTY_RESPONSE  # content null, no thinking
+    assert records[ids[1]]["parse_error"] == status.NO_CONTENT  # content null, the thinking ran out
+    assert records[ids[2]]["parse_error"] == status.EMPTY_RESPONSE  # white space only
+    assert all(records[i]["status"] == status.DONE and records[i].get("answer") in (None, []) for i in ids[:3])

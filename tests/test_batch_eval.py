@@ -12,34 +12,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, TEST_MODELS, one_sentence, ref_eval_args, run_cli, run_quiet, scripted_ref_release, untimed
+from helpers import REPO, one_sentence, ref_eval_args, run_cli, run_quiet, scripted_ref_release, untimed
 
 from needlepoint.core.store import read_records
-from needlepoint.models.simulated_batch import BatchServer
 
 N = 10  # the demo script's samples 5 and 7 need a repair turn
-
-
-@pytest.fixture
-def batch_server() -> Iterator[Any]:
-    started: list[BatchServer] = []
-
-    def start(script: dict[str, Any], **settings: Any) -> BatchServer:
-        server = BatchServer(script=script, models=TEST_MODELS, keep_requests=True)
-        for name, value in settings.items():
-            setattr(server, name, value)
-        server.start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 def _args(data: Path, url: str, out: Path, *extra: str) -> list[str]:
@@ -70,7 +51,8 @@ def test_batch_run_matches_the_live_run(tmp_path: Path, batch_server: Any) -> No
     assert header["config"]["batch"] is True
     assert header["hash"] == json.loads((tmp_path / "live" / "run.json").read_text())["hash"]  # not in the identity
     state = [json.loads(line) for line in (tmp_path / "batched" / "batches.jsonl").read_text().splitlines()]
-    assert [e["batch"] for e in state] == ["batch-1", "batch-2"]
+    assert [e["batch"] for e in state if "batch" in e] == ["batch-1", "batch-2"]
+    assert [e["intent"] for e in state if "intent" in e] == [e["input_file"] for e in state if "batch" in e]  # intents first
 
 
 def test_partial_batch_leaves_failed_samples_that_a_retry_completes(tmp_path: Path, batch_server: Any) -> None:
@@ -127,7 +109,7 @@ def test_killed_while_polling_the_rerun_waits_for_the_same_batch(tmp_path: Path,
         proc.kill()
         proc.communicate()
     assert server.created == 1 and server.uploads == 1
-    assert json.loads((out / "batches.jsonl").read_text().splitlines()[0])["batch"] == "batch-1"
+    assert [e["batch"] for e in _state(out) if "batch" in e] == ["batch-1"]
     server.hold = False
     rerun = run_cli(_args(data, server.url, out))
     assert rerun.returncode == 0, rerun.stderr
@@ -143,6 +125,7 @@ def test_killed_while_polling_the_rerun_waits_for_the_same_batch(tmp_path: Path,
         (["--repeats", "2", "--temperature", "0.7"], "--batch does not run --repeats"),
         (["--api-url", "http://127.0.0.1:9/v1"], "exactly one --api-url"),
         (["--batch-poll", "0"], "--batch-poll must be a positive"),
+        (["--batch-deadline", "0"], "--batch-deadline must be a positive"),
     ],
 )
 def test_refused_combinations(tmp_path: Path, extra: list[str], words: str) -> None:
@@ -193,3 +176,7 @@ def test_refused_with_serve_and_with_solvers_that_ask_other_models(tmp_path: Pat
     assert "--serve" in str(refusal(config(serve=object()), {}))
     why = str(refusal(config(solver="agentic"), {"localizer": object()}))
     assert "--solver agentic also asks localizer" in why
+
+
+def _state(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "batches.jsonl").read_text().splitlines()]

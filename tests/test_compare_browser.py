@@ -129,3 +129,23 @@ def test_mm_niah_page_heatmap_and_task_filter(browser: Any, pages: dict[str, Any
     p.page.screenshot(path=str(ARTIFACTS / "compare-mm-niah.png"))
     assert p.errors == []
     p.close()
+
+
+def test_metrics_table_marks_the_primary_row_and_shows_holm(browser: Any, pages: dict[str, Any]) -> None:
+    """Issue 41 item 2 on the page: the primary row first, "primary" in its Holm cells, every other
+    row's Holm-adjusted p beside the raw one, and the line under the table saying what it is."""
+    _a, _b, path, result = pages["ref_adv_s"]
+    p = Page(browser, path)
+    table = p.page.locator("table").first
+    heads = [t.strip() for t in table.locator("thead th").all_inner_texts()]
+    assert heads.index("Holm") == heads.index("p") + 1 and "McNemar Holm" in heads
+    first = [t.strip() for t in table.locator("tbody tr").first.locator("td, th").all_inner_texts()]
+    assert first[0] == result["primary"] == "acc@0.5" and first[heads.index("Holm")] == "primary"
+    second = [t.strip() for t in table.locator("tbody tr").nth(1).locator("td, th").all_inner_texts()]
+    assert second[heads.index("Holm")] not in ("primary", "–")
+    note = p.page.locator("p.tablenote").first.inner_text()
+    assert "Primary comparison: acc@0.5" in note and "Holm" in note
+    p.page.evaluate("document.getElementById('metrics').scrollIntoView()")
+    p.page.screenshot(path=str(ARTIFACTS / "compare-ref-adv-metrics.png"))
+    assert p.errors == []
+    p.close()

@@ -28,6 +28,14 @@ def compare_json(*args: str) -> dict[str, Any]:
 
 
 def by_metric(result: dict[str, Any], contrast: int = 0) -> dict[str, dict[str, Any]]:
+    """The rows of a contrast by metric, a row left out as a repeat of another under its own name too."""
+    rows = _rows(result, contrast)
+    for name, twin in result.get("left_out_as_repeats", {}).items():
+        rows[name] = rows[twin]
+    return rows
+
+
+def _rows(result: dict[str, Any], contrast: int = 0) -> dict[str, dict[str, Any]]:
     return {m["metric"]: m for m in result["contrasts"][contrast]["metrics"]}
 
 

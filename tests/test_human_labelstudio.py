@@ -251,3 +251,71 @@ def test_command_line(mc_data: Path, tmp_path: Path) -> None:
     ]:  # fmt: skip
         rc, err = run_quiet(argv)
         assert rc == 2 and words in one_sentence(err), err
+
+
+# --- issue 42.4: the whole export is checked first; a failure names file, task and annotation ----------
+
+STRICT: dict[str, tuple[dict[str, Any], str]] = {  # an annotation's fields, the refusal's words
+    "lead_time of 1e7": ({"lead_time": 1e7}, "lead_time 10000000.0 is not a number of seconds from 0 to a week"),
+    "negative lead_time": ({"lead_time": -5}, "lead_time -5 is not a number of seconds from 0 to a week"),
+    "lead_time as text": ({"lead_time": "5"}, "lead_time '5' is not a finite number"),
+    "was_cancelled as text": ({"was_cancelled": "false"}, "was_cancelled is 'false', not true or false"),
+    "was_cancelled as 1": ({"was_cancelled": 1}, "was_cancelled is 1, not true or false"),
+    "group ²": ({"label": "group ²"}, "has label 'group ²', not 'group N'"),
+    "group ٣ (Arabic-Indic)": ({"label": "group ٣"}, "not 'group N'"),
+}
+
+
+def _two_annotators(mc_data: Path, tmp_path: Path, bad: dict[str, Any]) -> Path:
+    """An export of 3 tasks by users 1 and 2, user 2's last annotation changed by `bad`."""
+    export_project("mc_bench", mc_data, 3, 0, tmp_path / "ls")
+    tasks = json.loads((tmp_path / "ls" / TASKS_FILE).read_text())
+    _, dataset = load_plan_data("mc_bench", mc_data)
+    by_id = {s.id: s for s in dataset}
+    export = []
+    for t, task in enumerate(tasks, 1):
+        sizes = by_id[task["data"]["sample_id"]].geometry.sizes
+        annotations = []
+        for uid in (1, 2):
+            ann: dict[str, Any] = {"id": 10 * t + uid, "completed_by": uid, "lead_time": 3.0, "was_cancelled": False}
+            fields = bad if (uid, t) == (2, len(tasks)) else {}
+            label = fields.get("label", "group 1")
+            ann["result"] = [ls_rectangle([2, 2, 20, 20], sizes[0], "image_1", label, "boxes_1")]
+            ann.update({k: v for k, v in fields.items() if k != "label"})
+            annotations.append(ann)
+        export.append({"id": t, "data": task["data"], "annotations": annotations})
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(export, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("case", list(STRICT))
+def test_a_bad_annotation_anywhere_writes_nothing_and_names_it(case: str, mc_data: Path, tmp_path: Path) -> None:
+    fields, words = STRICT[case]
+    path = _two_annotators(mc_data, tmp_path, fields)
+    out = tmp_path / "runs"
+    argv = ["human", "import", "mc_bench", "--data", str(mc_data), "--from", "labelstudio", str(path), "--out", str(out)]
+    rc, err = run_quiet(argv)
+    line = one_sentence(err)
+    assert rc == 2 and words in line, line
+    assert f"{path} task 3 " in line and "annotation 2" in line and "reload the page" not in line
+    assert not out.exists()  # nothing written, not even user1's run
+
+
+def test_was_cancelled_is_read_strictly(mc_data: Path, tmp_path: Path) -> None:
+    _, dataset = load_plan_data("mc_bench", mc_data)
+    result = [ls_rectangle([2, 2, 20, 20], size_of(mc_data, tmp_path), "image_1", "group 1", "boxes_1")]
+    for value, skipped in ((False, False), (None, False), (True, True)):
+        path = one_task(mc_data, tmp_path, result, was_cancelled=value)
+        assert read_export("mc_bench", path, dataset)[1][0].skipped is skipped
+
+
+def test_a_run_folder_that_refuses_leaves_no_other_folder(mc_data: Path, tmp_path: Path) -> None:
+    path = _two_annotators(mc_data, tmp_path, {})
+    out = tmp_path / "runs"
+    other = make_plan("mc_bench", mc_data, 2, 9)  # user2's folder holds a run of another plan
+    direct_run("mc_bench", mc_data, "user2", other, {sid: [] for sid in other.ids}, out / "human-user2")
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(DataError):
+        import_export("mc_bench", mc_data, path, out)
+    assert sorted(p.name for p in out.iterdir()) == before == ["human-user2"]

@@ -49,10 +49,9 @@ def test_mc_bench_boxes_on_both_images_with_groups_and_a_reload(data: dict[str, 
         for step in range(4):
             sid = person.sample_id()
             assert person.progress() == (step + 1, 4)
-            first = person.drag_box(0, (0.1, 0.15, 0.45, 0.6))
-            person.page.keyboard.press("1")  # the group of the selected box (and of those drawn next)
+            first = person.drag_box(0, (0.1, 0.15, 0.45, 0.6))  # every sample starts at group 1
+            person.page.keyboard.press("2")  # the group of the next box: the one just drawn stays in group 1
             second = person.drag_box(1, (0.5, 0.2, 0.9, 0.7))
-            person.page.keyboard.press("2")  # the selected (last drawn) box goes to group 2
             assert person.page.locator("#box-list li").count() == 2
             drawn[sid] = [(0, 1, first), (1, 2, second)]
             if step == 0:

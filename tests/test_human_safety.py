@@ -181,3 +181,39 @@ def test_a_row_rewritten_during_a_session_is_refused(tmp_path: Path) -> None:
             assert person.page.locator("#intro").is_visible() and not person.page.locator("#work").is_visible()
             person.page.screenshot(path=str(ARTIFACTS / "human-row-changed.png"))
             person.close()
+
+
+def test_a_link_out_of_the_data_folder_and_a_file_that_is_no_image_are_not_served(data: dict[str, Path], tmp_path: Path) -> None:
+    """A symbolic link inside the data folder that points outside it is refused (the file it
+    names is read nowhere), and a file of the folder that is no image is not served either."""
+    copy = tmp_path / "mc"
+    shutil.copytree(data["mc_bench"], copy)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the host's secret\n")
+    with serving("mc_bench", copy, tmp_path / "run", size=2, seed=3) as server:
+        base = server.url
+        sid = server.run.plan.ids[0]
+        first, second = (ref.path for ref in server._samples[sid].images)
+        assert first is not None and second is not None
+        first.unlink()
+        first.symlink_to(secret)  # a link inside the folder, to a file outside it
+        code, body = request(f"{base}api/image?id={quote(sid)}&i=0")
+        assert code == 403 and "outside the data folder" in body["error"], body
+        second.unlink()
+        second.write_text("not an image, inside the folder\n")
+        code, body = request(f"{base}api/image?id={quote(sid)}&i=1")
+        assert code == 415 and "not an image" in body["error"], body
+
+
+def test_a_negative_image_index_and_a_float_image_number_are_refused(data: dict[str, Path], tmp_path: Path) -> None:
+    with serving("mc_bench", data["mc_bench"], tmp_path / "run", size=2, seed=3) as server:
+        base = server.url
+        sid = server.run.plan.ids[0]
+        for i in ("-1", "-2", "+0", "1e0", " 0", "٠"):
+            assert request(f"{base}api/image?id={quote(sid)}&i={quote(i)}")[0] == 404, i
+        assert request(f"{base}api/image?id={quote(sid)}&i=1")[0] == 200
+        for image in (0.0, 1.0, "0", True, None):
+            answer = [{"image": image, "group": 1, "bbox": [0, 0, 5, 5]}]
+            code, reply = request(base + "api/answer", {"id": sid, "answer": answer, "seconds": 1})
+            assert code == 400 and "must be 0 (image 1) or 1 (image 2)" in reply["error"], (image, reply)
+        assert read_records(tmp_path / "run" / "records.jsonl") == {}

@@ -51,8 +51,8 @@ def test_ref_adv_authors_predictions_become_a_run(tmp_path: Path, capsys: pytest
     md = (board / "leaderboard.md").read_text()
     row = next(line for line in md.splitlines() if "published:Qwen/Qwen2.5-VL-72B-Instruct" in line)
     # the published row's numbers, each with its bootstrap interval (the folder's metrics carry them)
-    assert [cell.split(" ± ")[0] for cell in row.split(" | ")[3:9]] == ["54.0", "40.1", "18.0", "57.0", "52.7", "41.1"]
-    assert all(" ± " in cell for cell in row.split(" | ")[3:9])
+    assert [cell.split(" ")[0] for cell in row.split(" | ")[3:9]] == ["54.0", "40.1", "18.0", "57.0", "52.7", "41.1"]
+    assert all(" ± " in cell or " [" in cell for cell in row.split(" | ")[3:9])  # as the leaderboard writes intervals
 
     # the same command again rewrites the folder; a folder of something else is refused
     assert main(["score", "ref_adv_s", "--predictions", str(REF_ADV_PREDICTIONS), "--out", str(out)]) == 0
@@ -158,3 +158,21 @@ def test_mm_niah_leaderboard_files_become_a_run(tmp_path: Path, capsys: pytest.C
     write_response_files(files, "another", "val", rows)  # two models in one folder: one run holds one
     assert main(["score", "mm_niah", "--predictions", str(files), "--out", str(tmp_path / "two")]) == 2
     assert "2 models" in one_sentence(capsys.readouterr().err)
+
+
+def test_another_models_predictions_run_is_never_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 42.4: `score --out DIR` rewrites DIR only for the same command again; a predictions run
+    of another model (or file) there is refused in one sentence, its files untouched."""
+    out = tmp_path / "predictions"
+    args = ["score", "ref_adv_s", "--predictions", str(REF_ADV_PREDICTIONS), "--out", str(out)]
+    assert main(args) == 0
+    capsys.readouterr()
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert main([*args, "--label", "someone-else"]) == 2
+    line = one_sentence(capsys.readouterr().err)
+    assert f"--out {out} holds the predictions run of published:Qwen/Qwen2.5-VL-72B-Instruct" in line
+    assert "name another --out folder" in line
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert main(args) == 0  # the same command again still rewrites its own run
+    capsys.readouterr()
+    assert main([*args[:-1], str(tmp_path / "theirs"), "--label", "someone-else"]) == 0

@@ -63,7 +63,11 @@ def test_repeats_store_every_answer_and_report_the_spread(tmp_path: Path, capsys
         assert acc["values"] == [100.0, 75.0, 100.0]
         assert acc["mean"] == pytest.approx(275 / 3) and acc["sd"] == pytest.approx(14.433756729740644)
         assert (acc["min"], acc["max"]) == (75.0, 100.0)
-        assert acc["interval_over_samples"] is None  # no intervals block in this run's metrics.json
+        # repeat-0's own Acc@0.5 interval, attached by the metric's name: its value (100.0) ties
+        # Acc@0.75's and Acc@0.9's, which once left it without one (issue 41 item 6)
+        lo, hi = acc["interval_over_samples"]
+        assert lo < 100.0 and hi == 100.0 and summary["level"] == 0.95
+        assert acc["sd_over_samples"] == pytest.approx((hi - lo) / (2 * 1.959964), rel=1e-5)
         assert summary["correctness_changes"] == {"samples": 4, "changed": 1, "share": 0.25}
 
         # the same command again resumes every repeat: nothing is asked again
@@ -73,7 +77,8 @@ def test_repeats_store_every_answer_and_report_the_spread(tmp_path: Path, capsys
         assert len(server.bodies()) == before
         assert main([a for a in args if a != "--json"]) == 0  # the terminal table
         table = capsys.readouterr().out
-        assert "3 repeats (seeds 40, 41, 42)" in table and "correctness changes" in table and "25.0%" in table
+        assert "3 repeats (seeds 40, 41, 42: repeat-0 ... repeat-2)" in table and "correctness changes" in table
+        assert "25.0%" in table and "95% interval over samples (repeat-0)" in table and "sd over samples" in table
         assert len(server.bodies()) == before
     finally:
         server.stop()

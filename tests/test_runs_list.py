@@ -79,3 +79,36 @@ def test_index_lists_and_filters_runs(runs: Path) -> None:
         ARTIFACTS.mkdir(exist_ok=True)  # git-ignored; docs/images/runs-index.png is a copy of it
         page.page.locator(".runs-list").screenshot(path=str(ARTIFACTS / "runs-index.png"))
         page.close()
+
+
+def test_runs_html_writes_an_index_linking_every_run_page(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 42 item 8: `needlepoint runs FOLDER --html` writes FOLDER/index.html outside the demo,
+    a link to every run's own page (a run that never finished listed too), opened in Chromium."""
+    unfinished = runs / "ref_adv_s" / "org-m" / "a"
+    copy = runs / "ref_adv_s" / "org-m" / "stopped"
+    copy.mkdir()
+    (copy / "run.json").write_text((unfinished / "run.json").read_text())  # a run killed before its metrics
+    assert main(["runs", str(runs), "--html"]) == 0
+    captured = capsys.readouterr()
+    index = runs / "index.html"
+    assert f"index of 4 run(s): {index}" in captured.err and "Acc@0.5" in captured.out
+    with chromium() as browser:
+        page = Page(browser, index, samples=False)
+        assert page.page.locator("#runs-table tbody tr").count() == 4
+        assert page.page.locator("h1").inner_text() == f"runs below {runs}" and page.page.title() == f"runs below {runs}"
+        links = page.page.locator("#runs-table tbody a")
+        hrefs = sorted(str(links.nth(i).get_attribute("href")) for i in range(links.count()))
+        assert hrefs == [f"{p}/report/index.html" for p in ("ref_adv_s/org-b/b", "ref_adv_s/org-m/a")]  # every run page there is
+        for href in hrefs:  # each opens the run's own page
+            page.page.goto((runs / href).resolve().as_uri(), wait_until="networkidle")
+            assert page.page.title()
+        page.page.goto(index.resolve().as_uri(), wait_until="networkidle")
+        page.page.locator("#runs-table tbody a").first.click()
+        page.page.wait_for_load_state("networkidle")
+        assert page.page.url.endswith("/report/index.html")
+        assert page.errors == []
+        page.page.goto(index.resolve().as_uri())
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.page.screenshot(path=str(ARTIFACTS / "runs-html.png"), full_page=False)
+        page.close()
+    assert not (runs / "report").exists()  # nothing else written into the folder

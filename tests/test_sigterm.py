@@ -84,3 +84,96 @@ def test_sigterm_at_random_points_prints_no_traceback(serve: Any, tmp_path: Path
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     records = read_records(out / "records.jsonl")
     assert set(records) == {s.id for s in samples} and all(r["status"] == "done" for r in records.values())
+
+
+_SCRIPT = """
+import os, signal, sys, time, weakref
+
+import needlepoint.cli as cli
+
+
+class Command:
+    def add_parser(self, sub):
+        sub.add_parser("probe")
+
+    def run(self, ns):
+        {body}
+        time.sleep(20)  # a second SIGTERM (sent again by needlepoint) ends it long before
+        print("not interrupted", file=sys.stderr)
+        return 0
+
+
+cli.COMMANDS["probe"] = Command()
+{before}
+sys.exit(cli.main(["probe"]))
+"""
+
+_IN_CALLBACK = """
+        class Thing:
+            pass
+
+        def gone(_):  # Python drops an exception raised in a weak reference's callback
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(100000):  # the handler runs here, in the callback
+                pass
+
+        thing = Thing()
+        ref = weakref.ref(thing, gone)
+        del thing
+"""
+
+_WHILE_STARTING = """
+build = cli.build_parser
+
+
+def slow_build():  # a SIGTERM while the parser is built (every declaration read, a plugin's too)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.5)
+    return build()
+
+
+cli.build_parser = slow_build
+"""
+
+
+def _probe(body: str = "pass", before: str = "") -> subprocess.CompletedProcess[str]:
+    script = _SCRIPT.format(body=body.strip(), before=before)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60, cwd=REPO)
+
+
+def test_a_sigterm_python_would_drop_in_a_callback_still_ends_the_run() -> None:
+    """A SIGTERM whose KeyboardInterrupt lands where Python drops exceptions (a weak reference's
+    callback: the import machinery's module locks have one) is not printed as "Exception ignored"
+    nor lost, and later SIGTERMs are not ignored: the run ends with 130 and the one line."""
+    proc = _probe(body=_IN_CALLBACK)
+    assert proc.returncode == 130, proc.stderr
+    assert "interrupted" in proc.stderr and "not interrupted" not in proc.stderr
+    assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_sigterm_while_the_program_starts_ends_it_with_130() -> None:
+    proc = _probe(before=_WHILE_STARTING)
+    assert proc.returncode == 130, (proc.returncode, proc.stderr)
+    assert "interrupted" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_sigterm_during_the_imports_ends_the_program_with_130(tmp_path: Path) -> None:
+    """`python -m needlepoint.cli`: a SIGTERM that comes while its modules are imported (a module
+    of the program sends it here, as a scheduler may at any moment) is the same interrupted run."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import builtins, os, signal\n"
+        "real = builtins.__import__\n"
+        "def hook(name, *a, **k):\n"
+        "    if name == 'needlepoint.run':\n"
+        "        builtins.__import__ = real\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = hook\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO / "src")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "needlepoint.cli", "runs", str(tmp_path)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 130, (proc.returncode, proc.stderr)
+    assert "interrupted" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

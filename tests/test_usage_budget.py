@@ -148,7 +148,9 @@ def test_tokens_of_reads_openai_and_vllm_usage() -> None:
         5,
         2,
     )
-    assert tokens_of({"prompt_tokens": -1, "completion_tokens": True, "reasoning_tokens": 4}) == (0, 0, 4)
+    assert tokens_of({"prompt_tokens": 7, "completion_tokens": 5, "reasoning_tokens": 4}) == (7, 5, 4)
+    # one impossible count leaves the whole turn's usage unknown (issue 42.3), never partly counted
+    assert tokens_of({"prompt_tokens": -1, "completion_tokens": True, "reasoning_tokens": 4}) == (0, 0, 0)
 
 
 def test_budget_counts_requests_in_flight() -> None:

@@ -13,22 +13,37 @@ itself (internal_error records keep their tracebacks); 130 interrupted (Ctrl-C o
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import os
 import signal
 import sys
-import threading
-from typing import Any, Protocol
 
-from needlepoint import __version__
-from needlepoint.compare import cli as compare_cli
-from needlepoint.contract import cli as contract_cli
-from needlepoint.core.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, DataError, InternalFault
-from needlepoint.demo import cli as demo_cli
-from needlepoint.human import cli as human_cli
-from needlepoint.report import cli as report_cli
-from needlepoint.run import cli as run_cli
+_pending = False  # a SIGTERM came while the program was starting: main ends it at once
+
+
+def _early_terminate(signum: int, frame: object) -> None:
+    """SIGTERM before `main` installs its handler (the imports below, a second or more on a busy
+    machine): remembered, so that the run ends as an interrupted one (130, one line) instead of
+    dying silently from the signal; raised here it would land in the import machinery."""
+    global _pending
+    _pending = True
+
+
+if __name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "needlepoint":  # the program, not an import
+    signal.signal(signal.SIGTERM, _early_terminate)
+
+import argparse  # noqa: E402 - after the early handler: these imports take a while
+import asyncio  # noqa: E402
+import threading  # noqa: E402
+from typing import Any, Protocol  # noqa: E402
+
+from needlepoint import __version__  # noqa: E402
+from needlepoint.compare import cli as compare_cli  # noqa: E402
+from needlepoint.contract import cli as contract_cli  # noqa: E402
+from needlepoint.core.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, DataError, InternalFault  # noqa: E402
+from needlepoint.demo import cli as demo_cli  # noqa: E402
+from needlepoint.human import cli as human_cli  # noqa: E402
+from needlepoint.report import cli as report_cli  # noqa: E402
+from needlepoint.run import cli as run_cli  # noqa: E402
 
 
 class SubCommand(Protocol):
@@ -80,6 +95,11 @@ def _list_in_order(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 _stopping = False  # a SIGTERM is being acted on: later ones change nothing
 
 
+class Terminated(KeyboardInterrupt):
+    """The KeyboardInterrupt a SIGTERM raises: ends the program as Ctrl-C does, and is known
+    again if Python drops it (`_dropped`)."""
+
+
 def _terminate(signum: int, frame: Any) -> None:
     """SIGTERM ends a run like Ctrl-C: records already written stay, the interrupt is reported,
     and nothing is printed but the one line of `main`.
@@ -89,26 +109,44 @@ def _terminate(signum: int, frame: Any) -> None:
     traceback as "never retrieved") or a finaliser (where it is lost and the run waits on a hung
     request). The loop's callback ends `asyncio.run`, which then cancels every task, so each one
     closes its connections. Outside a loop it is raised here, as Python's own SIGINT handler does,
-    unless a finaliser is running (the signal is then sent again 50 ms later). A second SIGTERM
-    while the first is acted on changes nothing."""
+    unless the interrupted code cannot take it (`_unsafe`: a finaliser, the import machinery; the
+    signal is then sent again 50 ms later). Where Python drops it all the same (a weak reference's
+    or the garbage collector's callback: "Exception ignored in ..."), `_dropped` sees it, says
+    nothing and sends the signal again. A second SIGTERM while the first is acted on changes nothing."""
     global _stopping
     if _stopping:
         return
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        if _in_finaliser(frame):  # raised there it would be "ignored" with a traceback: ask again in a moment
-            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        if _unsafe(frame):  # raised there it would be "ignored" with a traceback: ask again in a moment
+            _again()
             return
         _stopping = True
-        raise KeyboardInterrupt from None
+        raise Terminated from None
     _stopping = True
     loop.call_soon_threadsafe(_interrupt)
 
 
+def _again(delay_s: float = 0.05) -> None:
+    """Send this process SIGTERM again in a moment (from a daemon thread: it never holds up the exit)."""
+    timer = threading.Timer(delay_s, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.daemon = True
+    timer.start()
+
+
+def _unsafe(frame: Any) -> bool:
+    """Whether an exception raised in `frame` would be dropped or break Python's state: the frame
+    is the import machinery's own (its module locks and their weak-reference callbacks), or it runs
+    inside a `__del__` (e.g. of an aiohttp object), where an exception is printed and dropped."""
+    if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        return True
+    return _in_finaliser(frame)
+
+
 def _in_finaliser(frame: Any) -> bool:
-    """Whether the interrupted code runs inside a `__del__` (e.g. of an aiohttp object), where an
-    exception is printed and dropped instead of ending the program."""
+    """Whether the interrupted code runs inside a `__del__`, where an exception is printed and
+    dropped instead of ending the program."""
     while frame is not None:
         if frame.f_code.co_name == "__del__":
             return True
@@ -116,9 +154,21 @@ def _in_finaliser(frame: Any) -> bool:
     return False
 
 
+def _dropped(unraisable: Any, previous: Any) -> None:
+    """sys.unraisablehook while `main` runs: the Terminated a SIGTERM raised in code that cannot
+    pass it on (a weak reference's callback, a finaliser) is neither printed nor lost: the
+    SIGTERM is sent again, to land elsewhere. Anything else goes to the previous hook."""
+    global _stopping
+    if isinstance(unraisable.exc_value, Terminated):
+        _stopping = False
+        _again()
+        return
+    previous(unraisable)
+
+
 def _interrupt() -> None:
     """A loop callback that stops the loop with KeyboardInterrupt (asyncio lets it through)."""
-    raise KeyboardInterrupt
+    raise Terminated
 
 
 def _quiet_stdout() -> None:
@@ -132,17 +182,24 @@ def _quiet_stdout() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `needlepoint` command; returns the exit code (see the module docstring)."""
-    try:
-        parser = build_parser()  # reads every declaration, a plugin's too
-    except DataError as exc:
-        print(f"needlepoint: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    ns = parser.parse_args(argv)
-    global _stopping
+    global _stopping, _pending
     _stopping = False
-    if threading.current_thread() is threading.main_thread():
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread:  # before anything slow: a SIGTERM from here on ends the program with 130
         previous = signal.signal(signal.SIGTERM, _terminate)
+        previous_hook = sys.unraisablehook
+        sys.unraisablehook = lambda unraisable: _dropped(unraisable, previous_hook)
     try:
+        if _pending and main_thread:  # a SIGTERM came while the program started
+            _pending = False
+            _stopping = True
+            raise Terminated
+        try:
+            parser = build_parser()  # reads every declaration, a plugin's too
+        except DataError as exc:
+            print(f"needlepoint: error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        ns = parser.parse_args(argv)
         code = COMMANDS[ns.command].run(ns)
         sys.stdout.flush()  # here, so that a closed pipe is caught below and not at exit
         return code
@@ -167,8 +224,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"needlepoint: error: a file could not be decoded ({exc}); replace or remove it", file=sys.stderr)
         return EXIT_BAD_INPUT
     finally:
-        if threading.current_thread() is threading.main_thread():
+        if main_thread:
             signal.signal(signal.SIGTERM, previous)
+            sys.unraisablehook = previous_hook
 
 
 if __name__ == "__main__":

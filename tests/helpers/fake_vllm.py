@@ -2,7 +2,10 @@
 /v1/models and chat requests (the simulated model), starts a child process as vLLM starts its
 engine, and records its argv, its CUDA_VISIBLE_DEVICES and every pid it made in a state folder,
 so that a test can check that none is left. FAKE_SERVE_MODE: ok, die (exits 3 while starting,
-after a line of log), never (never answers)."""
+after a line of log), never (never answers), noisy (exits 3 while starting after a long log in
+colour that quotes its settings and the environment's OPENAI_API_KEY, as a real server's may).
+Like vLLM it logs its non-default settings, credentials included. FAKE_SERVE_ESCAPE=1: it also
+starts a process that leaves its process group (setsid) and records that pid in `escaped`."""
 
 from __future__ import annotations
 
@@ -27,7 +30,18 @@ with open(os.path.join(state, "pids"), "a") as fh:
     fh.write(f"{{os.getpid()}}\\n{{engine.pid}}\\n")
 with open(os.path.join(state, f"argv-{{os.getpid()}}.json"), "w") as fh:
     json.dump({{"argv": args, "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}}, fh)
+print("INFO non-default args:", {{a.lstrip("-").replace("-", "_"): b for a, b in zip(args, args[1:]) if a.startswith("--")}}, flush=True)
+if os.environ.get("FAKE_SERVE_ESCAPE") == "1":
+    away = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    with open(os.path.join(state, "escaped"), "a") as fh:
+        fh.write(f"{{away.pid}}\\n")
 print("INFO loading weights", flush=True)
+if mode == "noisy":
+    for i in range(400):
+        print(f"\\x1b[1;31mDEBUG\\x1b[0m step {{i}} " + "x" * 40 + "\\x07\\x1b]0;title\\x07", flush=True)
+    print("ERROR the key in use is " + os.environ.get("OPENAI_API_KEY", ""), flush=True)
+    print("\\x1b[31mValueError: the model at /weights is broken\\x1b[0m", flush=True)
+    sys.exit(3)
 if mode == "die":
     print("ValueError: the model at /weights is broken", flush=True)
     sys.exit(3)

@@ -38,9 +38,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def run(ns: argparse.Namespace) -> int:
     """Load, pair, compare, print; write the page. Bad input raises DataError (cli.main: exit 2)."""
     from needlepoint.compare.paired import compare_runs
-    from needlepoint.compare.runs import load_runs, pair_runs
-    from needlepoint.compare.tables import comparison_tables, pairing_lines
+    from needlepoint.compare.runs import load_runs, pair_runs, refuse_run_page
+    from needlepoint.compare.tables import comparison_tables, pairing_lines, table_notes
 
+    if not ns.no_page:
+        refuse_run_page(ns.out, ns.runs)
     runs = load_runs(ns.runs, ns.data)
     pairing = pair_runs(runs)
     comparison = compare_runs(pairing, ns.resamples, ns.ci_level, ns.seed)
@@ -51,7 +53,10 @@ def run(ns: argparse.Namespace) -> int:
 
         for line in pairing_lines(comparison):
             print(line)
-        print_tables(comparison_tables(comparison))
+        for table, contrast in zip(comparison_tables(comparison), comparison.contrasts):
+            print_tables([table])
+            for line in table_notes(comparison, contrast):
+                print(line)
     if not ns.no_page:
         from needlepoint.compare.page import write_page
 

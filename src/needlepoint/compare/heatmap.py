@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from needlepoint.compare.order import task_sorted
 from needlepoint.compare.runs import Pairing
 from needlepoint.report.html import esc
 
@@ -20,7 +21,7 @@ def grid_metrics(pairing: Pairing) -> list[dict[str, Any]] | None:
     has a grid; None for the others."""
     if pairing.runs[0].benchmark not in GRID_BENCHMARKS:
         return None
-    return [run.bench.score(pairing.dataset(run), pairing.records(run)) for run in pairing.runs]
+    return [pairing.read(run, "score", run.bench.score) for run in pairing.runs]
 
 
 def _colour(diff: float) -> str:
@@ -63,8 +64,9 @@ def _grid(title: str, first: dict[str, Any], other: dict[str, Any], ranges: Sequ
     )
 
 
-def heatmaps_html(metrics: Sequence[dict[str, Any]], letters: Sequence[str]) -> str:
-    """The difference heatmaps of each run against the first (points: 100 x the score's difference)."""
+def heatmaps_html(metrics: Sequence[dict[str, Any]], letters: Sequence[str], order: Sequence[str] = ()) -> str:
+    """The difference heatmaps of each run against the first (points: 100 x the score's difference),
+    the tasks in `order` (the paper's: compare.order.paper_tasks) where given."""
     first = metrics[0]
     ranges = [str(r) for r in first.get("context_ranges") or []]
     depths = [str(d) for d in first.get("depth_bins") or []]
@@ -75,7 +77,7 @@ def heatmaps_html(metrics: Sequence[dict[str, Any]], letters: Sequence[str]) -> 
         '<p class="note">each cell: the score of the run minus the first run\'s, in points, on the paired samples of that '
         "cell (n); blue: the run scores higher, red: lower, grey: no sample</p>"
     ]
-    tasks = list((first.get("tasks") or {}).keys())
+    tasks = task_sorted(list((first.get("tasks") or {}).keys()), str, order)
     for k in range(1, len(metrics)):
         other = metrics[k]
         label = f"{letters[k]} - {letters[0]}"

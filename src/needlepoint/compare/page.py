@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.compare.heatmap import grid_metrics, heatmaps_html
+from needlepoint.compare.order import paper_tasks
 from needlepoint.compare.page_assets import CSS as COMPARE_CSS
 from needlepoint.compare.page_assets import JS
 from needlepoint.compare.paired import Comparison
-from needlepoint.compare.tables import comparison_tables, letter, pairing_lines
+from needlepoint.compare.tables import comparison_tables, letter, pairing_lines, table_notes
 from needlepoint.contract.base import ReportImage, ReportItem, format_cell
 from needlepoint.core.files import write_atomic
 from needlepoint.report.html import bench_title, esc, filter_options, overlay_boxes, page, table_html
@@ -180,7 +181,8 @@ def write_page(comparison: Comparison, out: Path) -> Path:
         for r in blob["runs"]
     )
     grids = grid_metrics(pairing)
-    heat = heatmaps_html(grids, [letter(k) for k in range(len(pairing.runs))]) if grids else ""
+    order = paper_tasks(pairing.runs[0].benchmark)
+    heat = heatmaps_html(grids, [letter(k) for k in range(len(pairing.runs))], order) if grids else ""
     with_boxes = any(im for it in blob["items"] for im in it["im"])
     nav = (
         ['<a href="#metrics">metrics</a>']
@@ -195,7 +197,10 @@ def write_page(comparison: Comparison, out: Path) -> Path:
         f'<div class="sub">{len(pairing.ids)} paired samples</div><div class="runkey">{key}</div>'
         f'<nav class="toc">{"".join(nav)}</nav></header>\n<main>\n'
         f'<h2 id="metrics">Metrics</h2>\n<div class="pairing">{esc(chr(10).join(pairing_lines(comparison)))}</div>\n'
-        + "\n".join(table_html(t) for t in comparison_tables(comparison))
+        + "\n".join(
+            table_html(t) + "".join(f'<p class="note tablenote">{esc(line)}</p>' for line in table_notes(comparison, contrast))
+            for t, contrast in zip(comparison_tables(comparison), comparison.contrasts)
+        )
         + f"\n{heat}\n{samples}\n</main>"
     )
     from needlepoint.report.assets import CSS

@@ -10,10 +10,10 @@ model run, a human run or the authors' predictions written as a run: any folder 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from needlepoint.contract.base import Benchmark, Dataset, ReportItem
 from needlepoint.contract.boards import Run
@@ -24,7 +24,13 @@ from needlepoint.core.errors import DataError
 from needlepoint.core.records import Record
 from needlepoint.core.store import RECORDS, RunStore, read_records
 
-__all__ = ["LoadedRun", "Pairing", "load_runs", "pair_runs"]
+__all__ = ["LoadedRun", "Pairing", "load_runs", "pair_runs", "refuse_run_page"]
+
+T = TypeVar("T")
+
+# what a benchmark raises on a record whose field has a wrong type (an int where a reply is text, ...)
+READ_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError)
+TEXT_FIELDS = ("reply", "reasoning", "error", "role", "model", "finish_reason", "error_kind")
 
 
 @dataclass
@@ -59,8 +65,23 @@ class Pairing:
         """Run `k`'s paired samples as its run report shows them (`report_items`), by id; made once."""
         if k not in self._items:
             run = self.runs[k]
-            self._items[k] = {it.id: it for it in run.bench.report_items(self.dataset(run), self.records(run))}
+            made = self.read(run, "show", lambda d, r: list(run.bench.report_items(d, r)))
+            self._items[k] = {it.id: it for it in made}
         return self._items[k]
+
+    def read(self, run: LoadedRun, what: str, fn: Callable[[Dataset[Any], list[Record]], T]) -> T:
+        """`fn(dataset, records)` of the run's paired samples (its benchmark scoring, resampling or
+        showing them); a record the benchmark cannot read (a field of the wrong type) is a DataError
+        naming the run's records file and the sample, not a traceback."""
+        try:
+            return fn(self.dataset(run), self.records(run))
+        except READ_ERRORS as e:
+            bad = next((i for i in self.ids if _fails(fn, run.dataset.subset([i]), [run.records[i]])), None)
+            which = f"the record of sample {bad!r}" if bad is not None else "a record"
+            raise DataError(
+                f"{run.dir / RECORDS}: {which} holds a value {run.benchmark} cannot {what} ({type(e).__name__}: {e}); "
+                "fix or delete that line and rerun that sample"
+            ) from None
 
     def records(self, run: LoadedRun) -> list[Record]:
         """The run's records of the paired samples, in pairing order."""
@@ -69,6 +90,70 @@ class Pairing:
     def dataset(self, run: LoadedRun) -> Dataset[Any]:
         """The run's dataset cut to the paired samples, in pairing order (the dataset's own)."""
         return run.dataset.subset(self.ids)
+
+
+def _fails(fn: Callable[[Dataset[Any], list[Record]], Any], dataset: Dataset[Any], records: list[Record]) -> bool:
+    try:
+        fn(dataset, records)
+    except READ_ERRORS:
+        return True
+    except DataError:
+        return False
+    return False
+
+
+def _check_record(run_dir: Path, rec: Record) -> None:
+    """The fields every benchmark reads, of the types needlepoint writes; DataError naming the run,
+    the sample and the field otherwise (a hand-edited or foreign records file)."""
+    sid = rec.get("id")
+
+    def bad(what: str) -> DataError:
+        return DataError(
+            f"{run_dir / RECORDS}: the record of sample {sid!r} has {what}; fix or delete that line and rerun that sample"
+        )
+
+    if not isinstance(rec.get("status", ""), str):
+        raise bad(f"a status of type {type(rec.get('status')).__name__} (text expected)")
+    turns = rec.get("turns", [])
+    if turns is not None and not isinstance(turns, list):
+        raise bad(f"turns of type {type(turns).__name__} (a list expected)")
+    for n, turn in enumerate(turns or [], 1):
+        if not isinstance(turn, dict):
+            raise bad(f"a turn {n} of type {type(turn).__name__} (an object expected)")
+        for key in TEXT_FIELDS:
+            value = turn.get(key)
+            if value is not None and not isinstance(value, str):
+                raise bad(f"a {key} of type {type(value).__name__} in turn {n} (text expected)")
+    for key in ("scores", "solver", "request"):
+        value = rec.get(key)
+        if value is not None and not isinstance(value, dict):
+            raise bad(f"{key} of type {type(value).__name__} (an object expected)")
+
+
+def refuse_run_page(out: Path, run_dirs: Sequence[Path]) -> None:
+    """DataError when the page folder `out` is a run folder, lies inside one (its `report/` page
+    would be replaced) or is one of the compared runs' folders."""
+    target = Path(out).expanduser().resolve()
+    for folder in (target, *target.parents):
+        if (folder / "run.json").is_file() or any(folder == Path(d).expanduser().resolve() for d in run_dirs):
+            raise DataError(
+                f"--out {out} lies in the run folder {folder}, whose own report page it would replace; "
+                "pass a folder outside every run, e.g. --out compare"
+            )
+
+
+def _data_path(run_dir: Path, stored: str) -> Path:
+    """Where a run's stored data path is on this machine: as stored when absolute; a relative one
+    (the demo stores them relative to where it ran) as seen from here, else from the run folder or
+    the first of its parent folders that holds it."""
+    where = Path(stored).expanduser()
+    if where.is_absolute() or where.exists():
+        return where
+    base = run_dir.expanduser().resolve()
+    for folder in (base, *base.parents):
+        if (folder / where).exists():
+            return folder / where
+    return where
 
 
 def _header(run_dir: Path) -> dict[str, Any]:
@@ -118,25 +203,33 @@ def load_runs(run_dirs: Sequence[Path], data: Path | None = None) -> list[Loaded
     runs = []
     for probe, fp in zip(probes, prints):
         bench = _bench(probe)
-        where = data if data is not None else Path(str(probe.config.get("data") or ""))
-        if not str(where) or str(where) == ".":
+        stored_data = str(probe.config.get("data") or "")
+        if data is None and (not stored_data or stored_data == "."):
             raise DataError(f"{probe.dir / 'run.json'} names no data folder; pass --data with the dataset the runs answered")
+        where = data if data is not None else _data_path(probe.dir, stored_data)
+        source = "given by --data" if data is not None else f"from {probe.dir / 'run.json'}"
         key = json.dumps([str(where), json.dumps(bench.identity(), sort_keys=True, default=str)])
         if key not in loaded:
-            loaded[key] = bench.load(Path(where).expanduser())
+            try:
+                loaded[key] = bench.load(Path(where).expanduser())
+            except DataError as e:
+                raise DataError(f"cannot read the data of {probe.dir} at {where} ({source}): {e}") from None
         dataset = loaded[key]
         found = dataset_fingerprint(dataset)
         if fp and found != fp:
             raise DataError(
-                f"the data at {where} is not the dataset {probe.dir} answered (fingerprint {found}, the run's {fp}); "
-                "pass --data with that dataset"
+                f"the data at {where} ({source}) is not the dataset {probe.dir} answered (fingerprint {found}, the run's {fp}); "
+                + ("pass --data with that dataset" if data is None else "pass the dataset that run answered as --data")
             )
         if not fp and prints[0] and found != prints[0]:
             raise DataError(
-                f"{probe.dir} answered other data than {first.dir} (its data at {where} differs); compare runs of the same dataset only"
+                f"{probe.dir} answered other data than {first.dir} (its data at {where}, {source}, differs); "
+                "compare runs of the same dataset only"
             )
         ids = {s.id for s in dataset}
         stored = read_records(probe.dir / RECORDS)
+        for rec in stored.values():
+            _check_record(probe.dir, rec)
         answered = {i: r for i, r in stored.items() if i in ids and r.get("status") not in status.FAILED}
         failed = sum(1 for i, r in stored.items() if i in ids and r.get("status") in status.FAILED)
         runs.append(LoadedRun(probe.dir, probe.header, bench, dataset, answered, failed, str(probe.dir)))

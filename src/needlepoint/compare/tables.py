@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import string
 
-from needlepoint.compare.paired import Comparison, MetricDiff
+from needlepoint.compare.paired import Comparison, Contrast, MetricDiff
 from needlepoint.contract.base import Table
 
-__all__ = ["letter", "pairing_lines", "comparison_tables", "p_text"]
+__all__ = ["comparison_tables", "letter", "p_text", "pairing_lines", "table_notes"]
 
 
 def letter(k: int) -> str:
@@ -22,10 +22,10 @@ def pct(value: float | None) -> float | None:
 
 
 def p_text(p: float | None) -> str | None:
-    """A p-value as people read it: three decimals, "<0.001" below that."""
+    """A p-value as people read it: three decimals, "< 0.001" below that."""
     if p is None:
         return None
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def _interval(m: MetricDiff) -> str | None:
@@ -44,15 +44,33 @@ def pairing_lines(c: Comparison) -> list[str]:
     if failed:
         lines.append(f"failed requests (no answer, never paired): {', '.join(failed)}")
     lines.append(
-        f"{int(100 * c.level)}% intervals and p-values: paired bootstrap over the {c.unit}, {c.resamples} resamples, seed {c.seed}; "
-        "McNemar: exact, on the samples one run alone got right"
+        f"{int(100 * c.level)}% intervals and p-values: paired percentile bootstrap over the {c.unit}, {c.resamples} resamples, "
+        f"seed {c.seed} (p never below 1/{c.resamples + 1}); McNemar: exact, on the samples one run alone got right"
     )
     return lines
 
 
+def table_notes(c: Comparison, contrast: Contrast) -> list[str]:
+    """The lines under a contrast's table: what the primary row is and what the adjustment of the
+    others is; which rows were left out as repeats of another."""
+    n_p, n_mc = contrast.family()
+    mc = f" (McNemar's over its {n_mc})" if n_mc else ""
+    alpha = f"{1 - c.level:.2g}"
+    lines = [
+        f"Primary comparison: {c.primary}. Every other row's p is also shown Holm-adjusted ('Holm': Holm's step-down "
+        f"method over the {n_p} other rows with a p{mc}): a Holm p below {alpha} keeps the chance of any false "
+        f"difference among those rows at most {alpha}."
+    ]
+    if c.repeats:
+        same = ", ".join(f"{name} (= {twin})" for name, twin in c.repeats.items())
+        lines.append(f"Left out, as the same numbers as another row in every run: {same}.")
+    return lines
+
+
 def comparison_tables(c: Comparison) -> list[Table]:
-    """One table per contrast: each metric's values (%), the difference, its interval and p-value,
-    and McNemar's p with the samples each run alone got right (share metrics only)."""
+    """One table per contrast: each metric's values (%), the difference, its interval and p-value
+    (with its Holm adjustment, "primary" on the primary row), and McNemar's p (and Holm's) with the
+    samples each run alone got right (share metrics only)."""
     tables = []
     for contrast in c.contrasts:
         a, b = letter(0), letter(contrast.other)
@@ -65,7 +83,9 @@ def comparison_tables(c: Comparison) -> list[Table]:
                 f"{b} - {a}",
                 f"{int(100 * c.level)}% interval",
                 "p",
+                "Holm",
                 "McNemar p",
+                "McNemar Holm",
                 f"only {a} right",
                 f"only {b} right",
             ],
@@ -80,7 +100,9 @@ def comparison_tables(c: Comparison) -> list[Table]:
                     None if m.diff is None else round(100.0 * m.diff, 1),
                     _interval(m) or (m.note or None),
                     p_text(m.p),
+                    "primary" if m.primary else p_text(m.p_holm),
                     p_text(mc.p) if mc else None,
+                    ("primary" if m.primary else p_text(m.mcnemar_holm)) if mc else None,
                     mc.only_a if mc else None,
                     mc.only_b if mc else None,
                 ]

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         ReportItem,
         Resamples,
         SampleLike,
+        Stratifies,
         Table,
         count_parse_errors,
         format_cell,
@@ -116,6 +117,7 @@ _WHERE: dict[str, str] = {
     "WeighsSamples": "needlepoint.core.shard",
     "AnswersInJson": "needlepoint.core.structured",
     "Resamples": "needlepoint.contract.base",
+    "Stratifies": "needlepoint.contract.base",
     "DrawsFigures": "needlepoint.contract.base",
     "ReadsPredictions": "needlepoint.contract.base",
     # writing the verbs
@@ -273,6 +275,7 @@ __all__ = [
     "ReportItem",
     "RequestError",
     "Resamples",
+    "Stratifies",
     "Run",
     "SampleLike",
     "Table",

@@ -163,10 +163,12 @@ class ReportBox:
 
 @dataclass
 class ReportImage:
-    """One image of a sample, with the boxes to draw on it."""
+    """One image of a sample, with the boxes to draw on it and its caption ("" for the page's
+    default, "Image N")."""
 
     image: Any  # an ImageRef
     boxes: list[ReportBox] = field(default_factory=list)
+    caption: str = ""
 
 
 @dataclass
@@ -267,7 +269,8 @@ class Benchmark(Protocol):
     `isinstance` (a benchmark only defines the method; `needlepoint.contract` exports them all):
 
     - the run: `cost(sample)` (`WeighsSamples`), what a sample costs to answer, for balancing
-      `--shard` (without it every sample costs 1);
+      `--shard` (without it every sample costs 1); `stratum(dataset, sample)` (`Stratifies`), the
+      stratum a sample is drawn in for `eval --sample` and the human plans (without it, one stratum);
     - the solver: `answer_schema()` (`AnswersInJson`), the answer's JSON schema for
       `--structured-output` (a solver may declare its own);
     - scoring: `resampler(dataset, records)` (`Resamples`), the records as bootstrap units for the
@@ -342,6 +345,16 @@ class Resamples(Protocol):
     def resampler(self, dataset: Dataset[Any], records: Sequence[Record]) -> Resampler | None:
         """The answered records of `dataset` as bootstrap units (a stats.Resampler, built on
         needlepoint.stats), or None when nothing can be resampled (e.g. no record has a score)."""
+        ...
+
+
+@runtime_checkable
+class Stratifies(Protocol):
+    """A benchmark whose samples fall into strata (optional verb `stratum`): `eval --sample N` and
+    `needlepoint human --plan N` draw each stratum's share of N (run/strata.py)."""
+
+    def stratum(self, dataset: Dataset[Any], sample: Any) -> str:
+        """The sample's stratum, one label (e.g. "Reasoning/positive", "4-6")."""
         ...
 
 

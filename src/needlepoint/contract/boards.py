@@ -27,7 +27,11 @@ __all__ = [
     "Run",
     "answer_label",
     "at",
+    "bound",
+    "ci_level",
     "count",
+    "interval",
+    "level_text",
     "obj",
     "pct",
     "progress_mark",
@@ -154,7 +158,11 @@ class BoardRow:
     values: Sequence[Cell]
     source: str
     published: bool = False
-    spreads: Sequence[float | None] = ()  # per value: half its interval's width in % (shown "± x"), None for none
+    # per value: its interval (lo, hi) in % from metrics.json's `intervals` block, attached by the
+    # metric's name (never by matching values), None for none; shown "value [lo, hi]"
+    intervals: Sequence[tuple[float, float] | None] = ()
+    level: float | None = None  # the level of those intervals, as the run stored it (e.g. 0.95)
+    sds: Sequence[float | None] = ()  # a row of means over repeats: each value's standard deviation over them, "± sd"
 
     def __post_init__(self) -> None:
         """Labels and source come from run files and folder names: made writable (text.py)."""
@@ -198,13 +206,60 @@ class Board:
 
     def display_rows(self) -> list[list[str]]:
         """Every row as the strings people see (see `cell`), source last."""
-        return [[*r.labels, *(self._shown(r, i) for i in range(len(r.values))), r.source] for r in self.rows]
+        return [[*r.labels, *(self.shown(r, i) for i in range(len(r.values))), r.source] for r in self.rows]
 
-    def _shown(self, row: BoardRow, i: int) -> str:
-        """A value cell with its interval as "± x" (one decimal) where the run has one."""
+    def interval_of(self, row: BoardRow, i: int) -> tuple[float, float] | None:
+        """The interval of value `i` of `row`, None where it has none (or its cell no number)."""
+        found = row.intervals[i] if i < len(row.intervals) else None
+        value = row.values[i] if i < len(row.values) else None
+        if found is None or value is None or isinstance(value, (str, Corrupt)) or self.columns[i] in self.counts:
+            return None
+        return found
+
+    def shown(self, row: BoardRow, i: int) -> str:
+        """A value cell with its interval as "value [lo, hi]" where the run has one."""
         text = self.cell(self.columns[i], row.values[i])
-        spread = row.spreads[i] if i < len(row.spreads) else None
-        return f"{text} ± {spread:.1f}" if spread is not None and text and text != "corrupt" else text
+        sd = row.sds[i] if i < len(row.sds) else None
+        if sd is not None and text and text != "corrupt":
+            return f"{text} ± {sd:.1f}"
+        found = self.interval_of(row, i)
+        return f"{text} [{bound(found[0])}, {bound(found[1])}]" if found is not None and text else text
+
+    @property
+    def interval_note(self) -> str:
+        """One sentence on the intervals the board shows, at the level the runs stored ("" for none)."""
+        levels = sorted({r.level for r in self.rows if r.level is not None and any(r.intervals)})
+        if not levels or not any(self.interval_of(r, i) for r in self.rows for i in range(len(r.values))):
+            return ""
+        return f"[lo, hi]: the run's {level_text(levels)} interval over samples, as stored in its metrics.json."
+
+
+def bound(value: float) -> str:
+    """An interval's bound as a cell shows it: one decimal, 0 and 100 as such ("[92.5, 100]")."""
+    text = f"{value:.1f}"
+    return text[:-2] if text in ("100.0", "0.0", "-0.0") else text
+
+
+def level_text(levels: Sequence[float]) -> str:
+    """Levels as people read them: "95%", or "90% / 95%" where runs differ."""
+    return " / ".join(f"{100 * level:g}%" for level in levels)
+
+
+def ci_level(metrics: dict[str, Any]) -> float | None:
+    """The level of a run's intervals (metrics.json's `intervals.level`), None without a block."""
+    block = obj(metrics.get("intervals"))
+    level: Any = block.get("level")
+    return float(level) if is_finite(level) and 0 < float(level) < 1 else None
+
+
+def interval(metrics: dict[str, Any], name: str) -> tuple[float, float] | None:
+    """Metric `name`'s interval (lo, hi) in % from metrics.json's `intervals` block, None without one."""
+    cell = obj(obj(obj(metrics.get("intervals")).get("metrics")).get(name))
+    lo: Any = cell.get("lo")
+    hi: Any = cell.get("hi")
+    if not is_finite(lo) or not is_finite(hi):
+        return None
+    return 100 * float(lo), 100 * float(hi)
 
 
 def pct(value: Any) -> float | None:

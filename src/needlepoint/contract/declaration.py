@@ -65,7 +65,10 @@ class Declaration:
     - `leaderboard`: "module:function", `function(runs) -> list[Board]` (contract/boards.py), the
       paper's table layout for `needlepoint report`;
     - `published`: the papers' tables for `needlepoint report --with-published`;
-    - `builders`: its `needlepoint build` sub-commands.
+    - `builders`: its `needlepoint build` sub-commands;
+    - `primary_metric`: the metric (metrics.json path, e.g. "acc@0.5") a comparison is about, its
+      other rows a family of secondary ones with Holm-adjusted p-values (`needlepoint compare`);
+    - `task_order`: its tasks in the paper's order, for tables that list results by task.
     """
 
     name: str
@@ -81,6 +84,8 @@ class Declaration:
     leaderboard: str | None = None
     published: tuple[PublishedTable, ...] = ()
     builders: tuple[Builder, ...] = ()
+    primary_metric: str | None = None
+    task_order: tuple[str, ...] = ()
 
 
 def load_target(target: str) -> Any:

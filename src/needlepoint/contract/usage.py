@@ -23,9 +23,23 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.core.errors import DataError
+from needlepoint.core.numeric import MAX_TURN_TOKENS, clean_usage, unknown_usage, usable_tokens
 from needlepoint.core.records import Record, Turn
 
-__all__ = ["Budget", "Price", "Prices", "load_prices", "parse_price", "summarize", "summary_line", "tokens_of"]
+__all__ = [
+    "MAX_TURN_TOKENS",
+    "Budget",
+    "Price",
+    "Prices",
+    "clean_usage",
+    "load_prices",
+    "parse_price",
+    "summarize",
+    "summary_line",
+    "tokens_of",
+    "unknown_usage",
+    "usable_tokens",
+]
 
 TOOL_ROLES = {"embed": "embeddings"}  # a tool turn's name -> the role its calls are summed under
 PER = 1_000_000  # prices are per million tokens
@@ -105,19 +119,10 @@ def load_prices(path: Path | None, price: str | None = None) -> Prices:
     return prices
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
 def tokens_of(usage: Mapping[str, Any] | None) -> tuple[int, int, int]:
-    """(prompt, completion, reasoning) tokens of a server's `usage`; 0 for what it did not say.
-    Reasoning tokens are read from `completion_tokens_details.reasoning_tokens` (OpenAI, vLLM)
-    or a top-level `reasoning_tokens`."""
-    if not isinstance(usage, Mapping):
-        return 0, 0, 0
-    details = usage.get("completion_tokens_details")
-    reasoning = details.get("reasoning_tokens") if isinstance(details, Mapping) else usage.get("reasoning_tokens")
-    return _int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")), _int(reasoning)
+    """(prompt, completion, reasoning) tokens of a server's `usage` (`usable_tokens`); (0, 0, 0)
+    when it is unknown."""
+    return usable_tokens(usage) or (0, 0, 0)
 
 
 def _role(turn: Turn) -> str:
@@ -136,8 +141,11 @@ def _empty() -> dict[str, Any]:
         "completion_tokens": 0,
         "reasoning_tokens": 0,
         "request_s": 0.0,
+        "unknown_usage": 0,
     }
 
+
+_SUMMED = ("requests", "failed_requests", "prompt_tokens", "completion_tokens", "reasoning_tokens", "unknown_usage")
 
 ESTIMATE = "dry-run.json"  # a dry run's estimate, in the folder of the run it counted (dryrun.py)
 
@@ -157,7 +165,9 @@ def summarize(
 ) -> dict[str, Any]:
     """The `usage` block of metrics.json: per role (and in `total`) the requests (tool calls for a
     tool's role), those that failed, prompt/completion/reasoning tokens, the seconds the requests
-    took (`request_s`, summed: requests overlap), the models seen, and `cost` where every model of
+    took (`request_s`, summed: requests overlap), `unknown_usage`: the answered requests whose usage
+    is unknown (none sent, or a count that is not a whole number below MAX_TURN_TOKENS: counted as
+    no tokens and no cost), the models seen, and `cost` where every model of
     the role has a price (null where one has none). The same records give the same block (the
     run's wall time is run.json's `wall_s`). With a dry run's `estimate` of the first turns
     (dryrun.read_estimate), `dry_run` holds it beside what the main model's first turns used."""
@@ -167,7 +177,7 @@ def summarize(
     first = {"requests": 0, "prompt_tokens": 0}  # the main model's first turns, as the dry run counts them
     for record in records:
         turns = record.get("turns") or []
-        if turns and _role(turns[0]) == "model" and turns[0].get("usage"):
+        if turns and _role(turns[0]) == "model" and usable_tokens(turns[0].get("usage")) is not None:
             first["requests"] += 1
             first["prompt_tokens"] += tokens_of(turns[0].get("usage"))[0]
         for turn in turns:
@@ -179,6 +189,8 @@ def summarize(
             if turn.get("error"):
                 row["failed_requests"] += 1
             prompt, completion, reasoning = tokens_of(turn.get("usage"))
+            if not turn.get("error") and turn.get("role") != "tool" and usable_tokens(turn.get("usage")) is None:
+                row["unknown_usage"] += 1  # answered, but what it used is unknown: counted as nothing
             row["prompt_tokens"] += prompt
             row["completion_tokens"] += completion
             row["reasoning_tokens"] += reasoning
@@ -202,7 +214,7 @@ def summarize(
             row["models"] = sorted(models[role])
         if prices:
             row["cost"] = None if unpriced.get(role) else round(row.get("cost", 0.0), 10)
-        for key in ("requests", "failed_requests", "prompt_tokens", "completion_tokens", "reasoning_tokens", "request_s"):
+        for key in (*_SUMMED, "request_s"):
             total[key] += row[key]
     total["request_s"] = round(total["request_s"], 3)
     total["total_tokens"] = total["prompt_tokens"] + total["completion_tokens"]
@@ -230,6 +242,11 @@ def summary_line(usage: Mapping[str, Any], wall_s: float | None = None) -> str |
             if row.get("reasoning_tokens"):
                 text += f" ({row['reasoning_tokens']:,} reasoning)"
         text += f", {row['request_s']:.0f} s of requests"
+        if row.get("unknown_usage"):
+            text += (
+                f", usage unknown for {row['unknown_usage']:,} of them (the server sent none, or counts that are not "
+                f"whole numbers below {MAX_TURN_TOKENS:,}: tokens, cost and budgets count only the rest)"
+            )
         if "cost" in row:
             text += (
                 ", cost unknown (no price for " + ", ".join(row.get("models") or ["its model"]) + ")"
@@ -281,11 +298,28 @@ class Budget:
         self.answered = 0  # requests counted
         self.in_flight = 0
         self.reason: str | None = None
+        self.told = False  # whether an answer without usable usage was said
 
     @property
     def active(self) -> bool:
-        """Whether any limit is set."""
-        return self.max_cost is not None or self.max_tokens is not None
+        """Whether the run's requests are counted: a limit or a price is set (with a price alone,
+        nothing is refused; an answer without usable usage is still said, `charge`)."""
+        return self.max_cost is not None or self.max_tokens is not None or bool(self.prices)
+
+    def _unknown(self, model: Any, why: str) -> None:
+        """Say once, while the run goes on, that an answer's usage is unknown and what it leaves
+        uncounted (the run's end line says how many)."""
+        if self.told:
+            return
+        self.told = True
+        counted = [f for f, v in (("--max-cost", self.max_cost), ("--max-tokens-total", self.max_tokens)) if v is not None]
+        what = f"the {' and '.join(counted)} budget" if counted else "the cost"
+        print(
+            f"needlepoint: usage unknown for an answer of {model or 'the model'} ({why}); {what} counts only answers "
+            "whose usage is known (said once; the run's end says how many)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def add_records(self, records: Iterable[Record]) -> None:
         """Count what stored records already used (a resumed run spends from the same budget): each
@@ -293,7 +327,7 @@ class Budget:
         earlier record's that paid for them."""
         for record in records:
             for turn in record.get("turns") or []:
-                if turn.get("role") != "tool" and turn.get("usage"):
+                if turn.get("role") != "tool" and turn.get("usage") and usable_tokens(turn.get("usage")) is not None:
                     self.charge(turn.get("model"), turn.get("usage"))
 
     def refusal(self) -> str | None:
@@ -322,7 +356,12 @@ class Budget:
         self.in_flight = max(0, self.in_flight - 1)
 
     def charge(self, model: Any, usage: Mapping[str, Any] | None) -> None:
-        """Count an answered request's usage (`release` ends its time in flight)."""
+        """Count an answered request's usage (`release` ends its time in flight); usage that is
+        unknown (`unknown_usage`) counts as nothing, and is said once."""
+        why = unknown_usage(usage)
+        if why is not None:
+            self._unknown(model, why)
+            return  # nor a request to average over: a budget is never judged by what is not known
         prompt, completion, _ = tokens_of(usage)
         self.tokens += prompt + completion
         price = self.prices.of(str(model) if model else None)

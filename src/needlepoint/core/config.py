@@ -54,6 +54,8 @@ class RunConfig:
     solver: str = "default"  # --solver: the registry name (needlepoint.solvers)
     solver_options: dict[str, Any] = field(default_factory=dict)  # the solver's settings (its constructor's keywords)
     shard: str | None = None  # "I/N": answer only shard I of N (see shard.py)
+    sample: int | None = None  # --sample N: a stratified seeded subset of N samples (run/strata.py); identity when set
+    sample_seed: int = 0  # the subset's seed (--sample-seed, else --seed, else 0); identity with --sample
     ci: CiSettings = field(default_factory=CiSettings)  # the intervals of metrics.json (--resamples, --ci-level, --no-ci)
     serve: Any = field(default=None, repr=False)  # a serve.ServePlan: the servers evaluate starts (--serve), not identity
     price: str | None = None  # --price IN,OUT: per million prompt/completion tokens (usage.py)
@@ -63,6 +65,7 @@ class RunConfig:
     structured_output: bool = False  # --structured-output: send the benchmark's answer schema (response_format)
     batch: bool = False  # --batch: the requests go out as OpenAI batches (batchrun.py); recorded, not identity
     batch_poll_s: float = 30.0  # --batch-poll: seconds between batch status requests
+    batch_deadline_h: float = 24.0  # --batch-deadline: hours a run waits for an unfinished batch (batchrun.py); not identity
     processes: int = 1  # --processes: client processes answering the run (processes.py); not identity
     local_images: bool = False  # --local-images: image files go as file:// URLs (the same bytes); not identity
 
@@ -83,6 +86,7 @@ class RunConfig:
                 raise DataError(f"{name} must be a whole number, not {gen[key]!r}")
         checks = [
             (self.limit is None or self.limit >= 1, "--limit must be a positive number of samples"),
+            (self.sample is None or self.sample >= 1, "--sample must be a positive number of samples"),
             (self.concurrency >= 1, "--concurrency must be at least 1"),
             (self.processes >= 1, "--processes must be at least 1"),
             (
@@ -146,9 +150,14 @@ class RunConfig:
             "max_wait_s": self.max_wait_s,
             "neutral_sampling": self.neutral_sampling,
             **({"shard": self.shard} if self.shard else {}),
+            **({"sample": self.sample, "sample_seed": self.sample_seed} if self.sample is not None else {}),
             **({"serve": self.serve.public()} if self.serve is not None else {}),
             **{k: v for k, v in self._usage_settings().items() if v is not None},
-            **({"batch": True, "batch_poll_s": self.batch_poll_s} if self.batch else {}),
+            **(
+                {"batch": True, "batch_poll_s": self.batch_poll_s, "batch_deadline_h": self.batch_deadline_h}
+                if self.batch
+                else {}
+            ),
             **({"processes": self.processes} if self.processes > 1 else {}),
             **({"local_images": True} if self.local_images else {}),
             **(
@@ -204,6 +213,8 @@ def identity(
     noted: dict[str, Any] = (
         {"neutral_sampling": True} if config.neutral_sampling else {}
     )  # absent when off: older runs keep their hash
+    if config.sample is not None:  # --sample N: another set of samples; absent without it (older runs keep their hash)
+        noted["sample"] = {"size": config.sample, "seed": config.sample_seed}
     if config.structured_output:  # a protocol of its own (the answer schema is sent); absent when off
         noted["structured_output"] = True
     if config.solver != "default":

@@ -45,14 +45,13 @@ def stays_inside(relative: str) -> bool:
 
 
 def lies_inside(root: Path, path: Path) -> bool:
-    """True for an absolute `path` inside `root`: after `..` is collapsed, or once both are
-    resolved (symbolic links followed, so a root given through a link still matches)."""
-    base = os.path.normpath(os.path.abspath(root))
-    if os.path.commonpath([base, os.path.normpath(path)]) == base:
-        return True
+    """True for a `path` inside `root` once both are resolved: `..` collapsed and symbolic links
+    followed, so that a root given through a link still matches while a link inside the folder
+    that points outside it (`data/x.jpg -> /etc/passwd`) does not. The rule of every reader of
+    data-file paths (the human page's images, absolute image paths of a data file)."""
     try:
-        return path.resolve().is_relative_to(root.resolve())
-    except (OSError, RuntimeError):
+        return Path(root).resolve().joinpath(path).resolve().is_relative_to(Path(root).resolve())
+    except (OSError, RuntimeError, ValueError):
         return False
 
 

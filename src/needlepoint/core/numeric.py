@@ -12,6 +12,7 @@ number in its range, never 2.5, "five" or 10**30; a flag (`boolean`) is true or 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from needlepoint.core.errors import DataError
@@ -126,3 +127,63 @@ def whole_number(value: Any, maximum: int) -> int | None:
     if isinstance(value, float) and not value.is_integer():
         return None
     return int(value) if abs(value) <= maximum else None
+
+
+def count_below(value: Any, bound: int) -> int | None:
+    """`value` when it is a count a server may report: a JSON integer (not a bool, not a float
+    such as 12.0 or 1e30) from 0 to below `bound`; None otherwise (the count is unknown)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < bound:
+        return None
+    return value
+
+
+MAX_TURN_TOKENS = 10**9  # a turn's prompt, completion or reasoning count is below this (usage
+# a server reports for one request), else that turn's usage is unknown
+NO_USAGE = "the server sent no usage"
+
+
+def unknown_usage(usage: Any) -> str | None:
+    """Why a turn's `usage` says nothing usable (a clause, e.g. "prompt_tokens is 12.5, not a
+    whole number from 0 to 999,999,999"), or None when it is usable: `prompt_tokens` (and, where
+    given, `completion_tokens` and the reasoning tokens) each a JSON integer from 0 to below
+    MAX_TURN_TOKENS, the reasoning tokens no more than the completion tokens they are part of."""
+    if not isinstance(usage, Mapping) or "prompt_tokens" not in usage:
+        reason = usage.get("unknown") if isinstance(usage, Mapping) else None
+        return reason if isinstance(reason, str) and reason else NO_USAGE
+    details = usage.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, Mapping) else usage.get("reasoning_tokens")
+    counts = {"prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens", 0)}
+    counts["reasoning_tokens"] = 0 if reasoning is None else reasoning
+    for name, value in counts.items():
+        if count_below(value, MAX_TURN_TOKENS) is None:
+            return f"{name} is {_show(value)}, not a whole number from 0 to {MAX_TURN_TOKENS - 1:,}"
+    if counts["reasoning_tokens"] > counts["completion_tokens"]:
+        return (
+            f"reasoning_tokens {counts['reasoning_tokens']:,} exceed the completion_tokens "
+            f"{counts['completion_tokens']:,} they are part of"
+        )
+    return None
+
+
+def usable_tokens(usage: Any) -> tuple[int, int, int] | None:
+    """(prompt, completion, reasoning) tokens of a server's `usage`, or None when unknown
+    (`unknown_usage`). Reasoning tokens are read from `completion_tokens_details.reasoning_tokens`
+    (OpenAI, vLLM) or a top-level `reasoning_tokens`; an absent completion or reasoning count is 0."""
+    if unknown_usage(usage) is not None:
+        return None
+    details = usage.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, Mapping) else usage.get("reasoning_tokens")
+    return int(usage["prompt_tokens"]), int(usage.get("completion_tokens", 0)), int(reasoning or 0)
+
+
+def clean_usage(usage: Any) -> dict[str, Any]:
+    """What a turn keeps of a server's `usage`: the counts when usable, else `{"unknown": why}`
+    (no impossible number reaches the records, metrics.json or the report)."""
+    tokens = usable_tokens(usage)
+    if tokens is None:
+        return {"unknown": unknown_usage(usage)}
+    prompt, completion, reasoning = tokens
+    kept: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    if reasoning:
+        kept["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return kept

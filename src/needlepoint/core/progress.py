@@ -5,6 +5,9 @@ both say what the run waits for (the model's `wait_note()`), if anything.
 
 The runner calls `advance(failed=...)` once per finished sample, `tick()` about once a second and
 `close()` at the end; nothing here knows a benchmark beyond its `name` and `running(records)`.
+The running figure is over the answered samples only, as the run's table is (evaluate.finish: a
+failed request, e.g. one a spent budget did not send, is counted apart, never as a wrong answer),
+so that the last progress line and the table show one number.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from needlepoint.core import status
 from needlepoint.core.conversation import WaitNotes
 from needlepoint.core.records import Record
 
-__all__ = ["BarProgress", "PlainProgress", "RunProgress", "counts_text", "make_progress"]
+__all__ = ["BarProgress", "PlainProgress", "RunProgress", "counts_text", "make_progress", "running_figure"]
 
 
 class _Bench(Protocol):
@@ -54,6 +58,12 @@ def make_progress(
     return BarProgress(benchmark, total, finished, show, models)
 
 
+def running_figure(benchmark: _Bench, records: Sequence[Record]) -> str:
+    """The benchmark's running figure over the answered records (not the failed requests, which
+    the counts show): the samples and the rule of the run's headline metrics."""
+    return benchmark.running([r for r in records if r.get("status") not in status.FAILED])
+
+
 def wait_notes(models: Sequence[Any]) -> Callable[[], str | None] | None:
     """One `wait_note()` over every model that has one (each says what a request waits for)."""
     notes = [m.wait_note for m in models if isinstance(m, WaitNotes)]
@@ -82,7 +92,7 @@ class PlainProgress:
         elapsed = time.perf_counter() - self._t0
         rate = self.n / elapsed if elapsed > 0 else 0.0
         left = f", about {duration((self.total - self.n) / rate)} left" if rate > 0 and self.n < self.total else ""
-        figure = self.benchmark.running(self.records)
+        figure = running_figure(self.benchmark, self.records)
         note = self.wait_note() if self.wait_note is not None else None
         counts = counts_text(self.n - self.failed, self.failed, self.total)
         return (
@@ -145,7 +155,12 @@ class BarProgress:
             transient=False,
         )
         self.task = self.bar.add_task(
-            benchmark.name, total=total, counts=counts_text(0, 0, total), rate="", figure=benchmark.running(records), note=""
+            benchmark.name,
+            total=total,
+            counts=counts_text(0, 0, total),
+            rate="",
+            figure=running_figure(benchmark, records),
+            note="",
         )
         self.bar.start()
         self._t0 = time.perf_counter()
@@ -159,7 +174,9 @@ class BarProgress:
         now = time.perf_counter()
         if now - self._last > 0.25:
             self._last = now
-            fields.update(rate=f"{self._n / max(now - self._t0, 1e-9):6.1f}/s", figure=self.benchmark.running(self.records))
+            fields.update(
+                rate=f"{self._n / max(now - self._t0, 1e-9):6.1f}/s", figure=running_figure(self.benchmark, self.records)
+            )
         self.bar.update(self.task, advance=1, **fields)
 
     def note(self) -> str:
@@ -174,5 +191,5 @@ class BarProgress:
 
     def close(self) -> None:
         if self.bar is not None:
-            self.bar.update(self.task, figure=self.benchmark.running(self.records))
+            self.bar.update(self.task, figure=running_figure(self.benchmark, self.records))
             self.bar.stop()

@@ -8,12 +8,17 @@ A setting holds a credential when its name is one of CREDENTIAL_NAMES, exactly (
 aside), or one of its names of several words with a qualifier in front (`localizer_api_key`):
 `is_credential_name`, the one rule of every writer (run.json's solver settings, the run report's
 configuration). A pattern such as "contains token" would hide `--rag-max-tokens`.
+
+The same names mark credentials on a command line (`--api-key X`, `--api-key=X`, `--hf-token X`:
+`scrub_args`) and in what a program prints about its settings (`--api-key X`, `API_KEY=X`,
+`'api_key': 'X'`: `scrub`), e.g. an inference server's log echoing its arguments.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 REDACTED = "[redacted]"
@@ -48,8 +53,15 @@ CREDENTIAL_NAMES = frozenset(
         "bearer",
     }
 )
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]+")
+# A URL starts where no scheme character stands before it: one try per word, so that a long line
+# without a URL (a server's progress bar) is scanned in linear time, not once per letter.
+_URL = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]+")
 _BEARER = re.compile(r"(?i)\b(bearer)(\s+)[A-Za-z0-9._~+/=-]{4,}")
+# `--name VALUE`, `--name=VALUE`, `NAME=VALUE` and `'name': 'VALUE'` (a dict or JSON echo of the
+# settings) in free text; the value is replaced when `name` is a credential's (is_credential_name).
+_FLAG = re.compile(r"(?<![\w-])(--?)([A-Za-z][\w-]*)(=|[ \t]+)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;)}\]]+)")
+_ASSIGN = re.compile(r"(?<![\w-])([A-Za-z][\w]*)(=)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;)}\]]+)")
+_KEYED = re.compile(r"([\"'])([A-Za-z][\w-]*)\1(\s*:\s*)(\"[^\"\n]*\"|'[^'\n]*')")
 
 
 def credential_key(name: str) -> str:
@@ -106,10 +118,78 @@ def _scrub_url(match: re.Match[str]) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
+def _quoted(value: str) -> str:
+    """REDACTED in the quotes `value` had, if any."""
+    return f"{value[0]}{REDACTED}{value[0]}" if value[:1] in ("'", '"') and len(value) >= 2 else REDACTED
+
+
+def _scrub_flag(match: re.Match[str]) -> str:
+    dashes, name, sep, value = match.groups()
+    if not is_credential_name(name) or value.startswith(("-", REDACTED[:-1])):
+        return match.group(0)
+    return f"{dashes}{name}{sep}{_quoted(value)}"
+
+
+def _scrub_assign(match: re.Match[str]) -> str:
+    name, sep, value = match.groups()
+    return f"{name}{sep}{_quoted(value)}" if is_credential_name(name) and not value.startswith(REDACTED[:-1]) else match.group(0)
+
+
+def _scrub_keyed(match: re.Match[str]) -> str:
+    quote, name, sep, value = match.groups()
+    return f"{quote}{name}{quote}{sep}{_quoted(value)}" if is_credential_name(name) else match.group(0)
+
+
 def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """`text` with each of `secrets` (e.g. the API key), every URL's user info and query values, and
-    any `Bearer ...` credential replaced by "[redacted]"."""
+    """`text` with each of `secrets` (e.g. the API key), every URL's user info and query values,
+    any `Bearer ...` credential and the value of every credential setting it spells out
+    (`--api-key X`, `--hf-token=X`, `OPENAI_API_KEY=X`, `'api_key': 'X'`) replaced by "[redacted]"."""
     for secret in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
         text = text.replace(secret, REDACTED)
     text = _URL.sub(_scrub_url, text)
-    return _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+    text = _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+    text = _FLAG.sub(_scrub_flag, text)
+    text = _ASSIGN.sub(_scrub_assign, text)
+    return _KEYED.sub(_scrub_keyed, text)
+
+
+def arg_secrets(args: Sequence[str]) -> list[str]:
+    """The values of the credential flags of a command line (`--api-key X`, `--api-key=X`), to be
+    scrubbed wherever they turn up alone (a server echoing its settings in its own words)."""
+    out = []
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if not name.startswith("-") or not is_credential_name(name.lstrip("-")):
+            continue
+        if eq:
+            out.append(value)
+        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+            out.append(args[i + 1])
+    return [s for s in out if s]
+
+
+def scrub_args(args: Sequence[str], secrets: Iterable[str | None] = ()) -> list[str]:
+    """A command line as needlepoint stores or prints it: the value of every credential flag
+    (`--api-key X`, `--api-key=X`, `--hf-token X`) replaced by "[redacted]", and each argument
+    scrubbed (`scrub`: URLs' credentials, `secrets`)."""
+    hidden = set(arg_secrets(args))
+    out = []
+    after_flag = False
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        credential_flag = name.startswith("-") and is_credential_name(name.lstrip("-"))
+        if after_flag and not arg.startswith("--"):
+            out.append(REDACTED)
+        elif credential_flag and eq:
+            out.append(f"{name}={REDACTED}")
+        else:
+            out.append(scrub(arg, [*hidden, *secrets]))
+        after_flag = credential_flag and not eq and not after_flag
+    return out
+
+
+def environment_secrets(env: Mapping[str, str] | None = None) -> list[str]:
+    """The values of the environment's credential variables (`OPENAI_API_KEY`, `HF_TOKEN`, ...,
+    by `is_credential_name`): what a server started here may print."""
+    env = os.environ if env is None else env
+    return [v for k, v in env.items() if v and is_credential_name(k)]

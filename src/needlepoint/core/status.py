@@ -26,8 +26,12 @@ INTERNAL_ERROR_SHARE = 0.05
 INTERNAL_ERROR_MIN = 5
 
 # Parse errors: what stands in for an answer a reply did not give (record["parse_error"]).
-NO_CONTENT = "no_content"  # the reply had no content (a reasoning model's thinking ran out of tokens)
-EMPTY_RESPONSE = "empty_response"  # the reply's text was empty
+# One rule for a reply without text (`content` null, "" or white space), in every benchmark and
+# solver: with a reasoning model's thinking beside it, NO_CONTENT (its thinking ran out of tokens; no
+# repair turn, solvers/default.read_reply); without, EMPTY_RESPONSE (each benchmark's `parse`). Either
+# scores as a wrong answer, never as a failed request.
+NO_CONTENT = "no_content"  # no text, but thinking: a reasoning model's thinking ran out of tokens
+EMPTY_RESPONSE = "empty_response"  # no text and no thinking: the model answered nothing
 NO_BBOX_FOUND = "no_bbox_found"  # no box in the reply (contract/boxes.py: Ref-Adv-s, the agentic grounding calls)
 NO_JSON_FOUND = "no_json_found"  # MC-Bench: no JSON in the reply
 BAD_SCHEMA = "bad_schema"  # MC-Bench: JSON, but not the asked-for shape

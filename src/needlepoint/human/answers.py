@@ -43,7 +43,7 @@ def _mc_answer(sample: Any, answer: Any, confidence: bool) -> list[dict[str, Any
         if not isinstance(item, dict):
             raise DataError(f"{where} is not an object with image, group and bbox; reload the page")
         image, group = item.get("image"), item.get("group")
-        if image not in (0, 1) or isinstance(image, bool):
+        if type(image) is not int or image not in (0, 1):  # 0.0 == 0, but indexes nothing
             raise DataError(f"{where} names image {image!r}; it must be 0 (image 1) or 1 (image 2)")
         if isinstance(group, bool) or not isinstance(group, int) or not 1 <= group <= MAX_GROUPS:
             raise DataError(f"{where} has group {group!r}; groups are whole numbers 1 to {MAX_GROUPS}")

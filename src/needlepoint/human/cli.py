@@ -68,6 +68,7 @@ def serve(ns: argparse.Namespace) -> int:
         raise DataError("--confidence is for mc_bench only (its AP50 ranks boxes by confidence)")
     plan = make_plan(ns.human_command, ns.data, ns.plan, ns.seed, ns.gold)
     run_ = HumanRun.open(ns.human_command, ns.data, ns.annotator, plan, ns.out, ns.confidence)
+    run_.announce = True  # the terminal hears when the plan is done
     try:
         if run_.done():
             run_.finish()  # a resumed run: its scores as the records stand (a kill may have cut the last finish)

@@ -23,6 +23,8 @@ import argparse
 import hashlib
 import io
 import json
+import re
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +34,7 @@ from xml.sax.saxutils import quoteattr
 from needlepoint.core.errors import DataError
 from needlepoint.core.files import write_atomic, write_json
 from needlepoint.core.images import read_image
-from needlepoint.core.numeric import is_finite
+from needlepoint.core.numeric import boolean, is_finite
 from needlepoint.human.answers import MAX_GROUPS, check_answer
 from needlepoint.human.plan import Plan, load_plan_data, plan_of
 
@@ -60,6 +62,8 @@ MM_NIAH_REFUSAL = (
 EXPORT_BYTES = 512 << 20  # a Label Studio export of a few thousand tasks is megabytes
 PIXEL_DIGITS = 6  # decimals of a pixel kept from Label Studio's percents
 EDGE = 1e-6  # a box edge this far (relative) outside its image is rounding in Label Studio's percents
+MAX_SECONDS = 7 * 86400  # an annotation's lead_time: from 0 to a week, as a human run keeps it (runs.HumanRun.add)
+GROUP_LABEL = re.compile(r"group ([0-9]{1,3})")  # ASCII digits only: "group ²" is no group
 
 MC_INSTRUCTIONS = (
     "Box every object in Image 1 and Image 2 that the description refers to. It may refer to objects in one image, "
@@ -244,10 +248,10 @@ def _answer(bench_name: str, sample: Any, results: Any, where: str) -> Any:
                 raise DataError(f"{at} is drawn on {to!r}, not image_1 or image_2; use the labeling config `human export` wrote")
             image = int(str(to)[-1]) - 1
             box, label = _box(item, sample.geometry.sizes[image], at)
-            group = label.removeprefix("group ").strip()
-            if not group.isdigit():
-                raise DataError(f"{at} has label {label!r}, not 'group N'; use the labeling config `human export` wrote")
-            boxes.append({"image": image, "group": int(group), "bbox": box})
+            found = GROUP_LABEL.fullmatch(label.strip())
+            if found is None:  # its range is check_answer's (groups 1 to MAX_GROUPS), as on the page
+                raise DataError(f"{at} has label {label[:40]!r}, not 'group N'; use the labeling config `human export` wrote")
+            boxes.append({"image": image, "group": int(found.group(1)), "bbox": box})
         else:
             if to != "image":
                 raise DataError(f"{at} is drawn on {to!r}, not image; use the labeling config `human export` wrote")
@@ -257,6 +261,19 @@ def _answer(bench_name: str, sample: Any, results: Any, where: str) -> Any:
             raise DataError(f"{where} holds {len(boxes)} boxes; Ref-Adv-s takes one: delete the others in Label Studio")
         return boxes or None
     return boxes
+
+
+def _seconds(value: Any, where: str) -> float:
+    """An annotation's `lead_time` (absent or null: 0): a number of seconds from 0 to a week."""
+    if value is None:
+        return 0.0
+    seconds = _number(value, where, "lead_time")
+    if not 0 <= seconds <= MAX_SECONDS:
+        raise DataError(
+            f"{where}: lead_time {value!r} is not a number of seconds from 0 to a week ({MAX_SECONDS:,}); "
+            "fix that annotation's lead_time in the export or export the project again"
+        )
+    return seconds
 
 
 def _parse_names(items: Sequence[str]) -> dict[str, str]:
@@ -313,8 +330,10 @@ def read_export(
             if (name, sid) in seen:
                 raise DataError(f"{at} is a second annotation of this sample by {name}; delete one of them in Label Studio")
             seen.add((name, sid))
-            seconds = _number(ann.get("lead_time") or 0, at, "lead_time")
-            skipped = bool(ann.get("was_cancelled"))
+            seconds = _seconds(ann.get("lead_time"), at)
+            skipped = boolean(
+                ann.get("was_cancelled"), at, "was_cancelled", "it must be JSON true or false, as Label Studio writes it"
+            )
             answer = None if skipped else _answer(bench_name, by_id[sid], ann.get("result"), at)
             skipped = skipped or answer is None
             if not skipped:
@@ -347,18 +366,34 @@ def import_export(bench_name: str, data: Path, path: Path, out: Path, names: dic
     stray = next((a for a in annotations if a.sample_id not in planned), None)
     if stray is not None:
         raise DataError(f"{stray.where} is not in the plan of {size} samples with seed {seed}; export the tasks again")
+    # Every annotator's run folder is opened (or refused: another plan's run there) before anything
+    # is added; a refusal removes the folders this import made, so that a failure writes nothing.
+    runs: dict[str, HumanRun] = {}
+    made = [] if out.exists() else [out]
+    try:
+        for name in sorted({a.annotator for a in annotations}):
+            folder = out / f"human-{name}"
+            if not folder.exists():
+                made.append(folder)
+            runs[name] = HumanRun.open(bench_name, data, name, plan, out=folder)
+    except BaseException:
+        for run in runs.values():
+            run.close()
+        for folder in reversed(made):
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     folders = {}
-    for name in sorted({a.annotator for a in annotations}):
-        run = HumanRun.open(bench_name, data, name, plan, out=out / f"human-{name}")
-        try:
+    try:
+        for name, run in runs.items():
             done = run.done()
             for a in annotations:
                 if a.annotator == name and a.sample_id not in done:
                     run.add(a.sample_id, a.answer, seconds=a.seconds, skipped=a.skipped, source="labelstudio")
             run.finish()
-        finally:
+            folders[name] = run.dir
+    finally:
+        for run in runs.values():
             run.close()
-        folders[name] = run.dir
     return folders
 
 

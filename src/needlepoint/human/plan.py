@@ -1,25 +1,25 @@
 """The plan of a human baseline: which samples a person answers, in which order, stratified and
 seeded so that every annotator with the same seed gets the same samples (their rows compare).
 
-Strata: MC-Bench by prompt style x positive/negative (does the pair hold a target), Ref-Adv-s by
-distractor bin, MM-NIAH by task x context range x needle depth. A plan of N samples is a systematic
-sample of the samples sorted by stratum (seeded order within each), so each stratum gets its
-share of N within one sample; `gold` samples come from outside the scored ones.
+The strata and the pick are run/strata.py's (MC-Bench by prompt style x positive/negative,
+Ref-Adv-s by distractor bin, MM-NIAH by task x context range x needle depth), shared with
+`eval --sample N --seed S`, which so answers the same samples as a plan of the same N and seed;
+`gold` samples come from outside the scored ones.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from needlepoint.contract.base import Benchmark, Dataset
 from needlepoint.core.errors import DataError
+from needlepoint.run.strata import pick
 
-__all__ = ["HUMAN_OPTIONS", "Plan", "human_benchmark", "load_plan_data", "make_plan", "stratum"]
+__all__ = ["HUMAN_OPTIONS", "Plan", "human_benchmark", "load_plan_data", "make_plan", "plan_of"]
 
 # Answers from the page are in image pixels: the box benchmarks are made with this format.
 HUMAN_OPTIONS: dict[str, dict[str, Any]] = {"mc_bench": {"box_format": "abs_xyxy"}, "ref_adv_s": {"box_format": "abs_xyxy"}}
@@ -71,30 +71,6 @@ def load_plan_data(bench_name: str, data: Path) -> tuple[Benchmark, Dataset[Any]
     return bench, dataset
 
 
-def stratum(bench_name: str, dataset: Dataset[Any], sample: Any) -> str:
-    """The stratum label of a sample (one string, e.g. "Reasoning/positive", "4-6", "counting-text/8k/0.2")."""
-    if bench_name == "mc_bench":
-        truth = dataset.truth
-        gt = truth.sample_by_id.get(sample.id) if truth is not None else None
-        positive = getattr(gt, "positive", None)
-        if positive is None and truth is not None:  # the COCO layout has no flag: a box in the pair
-            positive = any(b.image_id in sample.image_ids for b in truth.boxes)
-        sign = "?" if positive is None else "positive" if positive else "negative"
-        return f"{sample.style or 'unknown'}/{sign}"
-    if bench_name == "ref_adv_s":
-        from needlepoint.benchmarks.ref_adv.scoring import bin_label
-
-        return bin_label(sample.distractors)
-    if bench_name == "mm_niah":
-        from needlepoint.benchmarks.mm_niah.aggregate import context_bin, depth_bin
-        from needlepoint.benchmarks.mm_niah.ranges import EXTENDED_EDGES, EXTENDED_RANGES
-
-        b = context_bin(sample.context_length, EXTENDED_EDGES)
-        rng = EXTENDED_RANGES[b - 1] if b > 0 else "<1k"
-        return f"{sample.task}/{rng}/depth{depth_bin(sample.placed_depth)}"
-    return "all"
-
-
 def make_plan(bench_name: str, data: Path, size: int | None, seed: int, gold: int = 0) -> Plan:
     """A seeded stratified plan of `size` scored samples (all samples when None) and `gold`
     training samples from the rest. The same arguments give the same plan on every machine."""
@@ -104,36 +80,5 @@ def make_plan(bench_name: str, data: Path, size: int | None, seed: int, gold: in
 
 def plan_of(bench_name: str, dataset: Dataset[Any], size: int | None, seed: int, gold: int = 0) -> Plan:
     """make_plan over samples already loaded."""
-    n = len(dataset)
-    if size is not None and size < 1:
-        raise DataError(f"--plan must be a positive number of samples, not {size}")
-    if gold < 0:
-        raise DataError(f"--gold must be 0 or more samples, not {gold}")
-    scored_n = n - gold if size is None else size
-    if scored_n + gold > n or scored_n < 1:
-        raise DataError(f"the plan asks for {scored_n} scored and {gold} gold samples, but the data holds {n}; ask for fewer")
-    strata = {s.id: stratum(bench_name, dataset, s) for s in dataset}
-    rng = random.Random(seed)
-    by_stratum: dict[str, list[str]] = {}
-    for s in dataset:
-        by_stratum.setdefault(strata[s.id], []).append(s.id)
-    for label in sorted(by_stratum):
-        rng.shuffle(by_stratum[label])
-    # Systematic sampling over the samples sorted by stratum (a seeded order within each): every
-    # stratum, and every level of a nested one (task, then range, then depth), gets its share
-    # of the plan within one sample.
-    line = [i for label in sorted(by_stratum) for i in by_stratum[label]]
-    step = n / scored_n
-    start = rng.random() * step
-    picked = {min(n - 1, int(start + k * step)) for k in range(scored_n)}
-    chosen = {line[k] for k in picked}
-    rest = [i for k, i in enumerate(line) if k not in picked]
-    rng.shuffle(rest)
-    gold_ids = rest[:gold]
-    if size is None:  # the whole set (less any gold): in the release's order
-        ids = [s.id for s in dataset if s.id in chosen]
-    else:
-        ids = sorted(chosen, key=lambda i: (strata[i], i))
-        rng.shuffle(ids)
-    kept = set(ids) | set(gold_ids)
-    return Plan(ids=ids, gold_ids=gold_ids, seed=seed, size=size, strata={i: strata[i] for i in strata if i in kept})
+    picked = pick(human_benchmark(bench_name), dataset, size, seed, gold)
+    return Plan(ids=picked.ids, gold_ids=picked.gold_ids, seed=seed, size=size, strata=picked.strata)

@@ -13,6 +13,7 @@ answer (parse error "skipped") and scores as a wrong answer, as a model's unpars
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -72,6 +73,8 @@ class HumanRun:
     _done: dict[str, Record] = field(default_factory=dict)
     _by_id: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    announce: bool = False  # say on stderr once when the plan is done and scored (the `human` command's terminal)
+    _announced: bool = False
 
     @property
     def dir(self) -> Path:
@@ -220,6 +223,14 @@ class HumanRun:
         self.store.update_header(status="complete" if complete else "incomplete", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         answered = samples.subset(records)  # the run page: the boxes drawn over the images, as a model's
         write_report(self.dir, self.bench, answered, [records[s.id] for s in answered], result.metrics, self.store.header)
+        if complete and self.announce and not self._announced:
+            self._announced = True
+            print(
+                f"needlepoint human: the plan is done: all {len(self.plan.order())} samples answered, scored into "
+                f"{self.dir / 'metrics.json'} (page: {self.dir / 'report' / 'index.html'}); Ctrl-C stops the page",
+                file=sys.stderr,
+                flush=True,
+            )
         return result.metrics
 
     def close(self) -> None:

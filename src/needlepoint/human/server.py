@@ -3,7 +3,8 @@
 Safety: it binds 127.0.0.1 unless told otherwise; every address starts with a random token
 (`/<token>/...`, compared in constant time), so that no other page or user of the machine can
 read the samples or post answers; images are addressed by sample id and position, never by a
-path, and served only when the file lies inside the data folder; every answer is checked
+path, and served only when the file, links followed, lies inside the data folder and opens as an
+image; every answer is checked
 (answers.py) and refused with one sentence; the page's script puts data texts in with
 `textContent` only, and the Content-Security-Policy allows no inline script and nothing from
 elsewhere.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import io
 import json
 import secrets
 import sys
@@ -25,8 +27,9 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from needlepoint.core.conversation import ImageRef
 from needlepoint.core.errors import DataError
-from needlepoint.core.images import lies_inside
+from needlepoint.core.images import lies_inside, read_image
 from needlepoint.human.runs import HumanRun
 from needlepoint.human.views import gold_answer, instructions, sample_view
 from needlepoint.report.thumbs import GROUP_COLOURS
@@ -53,6 +56,17 @@ def _image_type(data: bytes) -> str:
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "image/webp"
     return "application/octet-stream"
+
+
+def _decodes(data: bytes) -> bool:
+    """Whether the bytes open as an image (Pillow reads the header only: a cheap check)."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            return bool(im.width > 0 and im.height > 0)
+    except Exception:  # Pillow raises many types for what is no image
+        return False
 
 
 class HumanServer:
@@ -150,17 +164,28 @@ class HumanServer:
     async def _image(self, request: web.Request) -> web.Response:
         sample = self._known(request)
         refs = [sample.image] if self.run.bench_name == "ref_adv_s" else list(sample.images)
-        try:
-            ref = refs[int(request.query.get("i", ""))]
-        except (ValueError, IndexError):
+        text = request.query.get("i", "")
+        if not (
+            text.isascii() and text.isdigit() and len(text) <= 6 and int(text) < len(refs)
+        ):  # no -1: no counting from the end
             return _refuse(404, "no such image of this sample")
-        if ref.path is not None and not lies_inside(self.root, ref.path):
-            return _refuse(403, "that image lies outside the data folder")
+        ref = refs[int(text)]
+        if ref.path is not None:
+            try:  # the file itself, links followed: a link inside the folder to a file outside is refused
+                resolved = await asyncio.to_thread(ref.path.resolve, strict=True)
+            except (OSError, RuntimeError):
+                return _refuse(404, "the image cannot be read (no such file)")
+            if not lies_inside(self.root, resolved):
+                return _refuse(403, "that image lies outside the data folder")
+            ref = ImageRef(ref.key, resolved)
         try:
-            data = await asyncio.to_thread(ref.read_bytes)
+            data = await asyncio.to_thread(read_image, ref)
         except (OSError, DataError) as exc:
             return _refuse(404, f"the image cannot be read ({exc})")
-        return web.Response(body=data, content_type=_image_type(data))
+        kind = _image_type(data)
+        if kind == "application/octet-stream" or not await asyncio.to_thread(_decodes, data):
+            return _refuse(415, "that file is not an image")
+        return web.Response(body=data, content_type=kind)
 
     async def _answer(self, request: web.Request) -> web.Response:
         try:

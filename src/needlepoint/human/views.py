@@ -18,9 +18,10 @@ INSTRUCTIONS: dict[str, list[str]] = {
         "Find every object in Image 1 and Image 2 that the description refers to. It may refer to objects in one image, "
         "in both, or in neither. When it asks for several kinds of object (for example pairs of the same colour), number "
         "the kinds as groups 1, 2, 3, ...; otherwise put every box in group 1.",
-        "Draw a box with the mouse: press on one corner and drag to the opposite corner. Click a box to select it, drag it "
-        "to move it, drag a corner handle to resize it, Delete removes it. Keys 1-9 set the group of the selected box "
-        "(and of the boxes you draw next). No box in an image means: no target there.",
+        "Choose the group first, then draw: keys 1-9 set the group of the next box you draw (every sample starts at "
+        "group 1). Draw a box with the mouse: press on one corner and drag to the opposite corner. Drag a box to move it, "
+        "drag a corner handle to resize it, Delete removes the selected box. To change a box's group, click it, then press "
+        "the key: the group bar says when it edits the clicked box. No box in an image means: no target there.",
         "Zoom each image with its + and - buttons (or + and - keys over it); 0 fits it to its pane.",
     ],
     "ref_adv_s": [

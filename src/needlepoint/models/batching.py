@@ -8,11 +8,19 @@ answer (the caller says how many samples are in flight: `expect` and `recorded`)
 cannot know, once the queue has been quiet for `quiet_s`. A repair turn arrives after its
 sample's first answer and goes out in the next batch, and so on until no sample asks more.
 
-Before sending, each request whose id the run folder's state file (`<run>/batches.jsonl`) names is
-waited for in that batch: a needlepoint killed while waiting, rerun, waits for the batch it
-already paid for. A request the batch did not answer (an error line, or a batch that expired,
-failed or was cancelled) comes back as a `backend_error` reply (retryable with
-`--retry-failed`, which sends it in a new batch).
+Before sending, the batch of each creation intent the run folder's state file
+(`<run>/batches.jsonl`) holds without its batch id is looked up at the provider (a kill during
+`POST /v1/batches`), and each request whose id the state file names is waited for in that batch:
+a needlepoint killed while waiting or creating, rerun, waits for the batch it already paid for.
+Only a batch the provider no longer knows (404) has its requests sent again. A request the batch
+did not answer (an error line, or a batch that expired, failed or was cancelled) comes back as a
+`backend_error` reply (retryable with `--retry-failed`, which sends it in a new batch); a line of
+the output file that cannot be read is that request's `invalid_response` (a `backend_error`
+whose message says so), the other answers of the file are kept.
+
+A batch that cannot be followed for now (an answer without an id, polls failing for good, the
+deadline passed) raises `BatchStopped` in every call waiting for it: the run stops taking
+samples, those samples stay unrecorded, and `stopped` holds the sentence (what to do next).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import asyncio
 import hashlib
 import json
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +38,7 @@ from typing import Any, TextIO
 from needlepoint.core import status
 from needlepoint.core.conversation import Conversation, Generation, Reply
 from needlepoint.core.errors import RequestError
-from needlepoint.models.batch import BatchClient, BatchOutcome
+from needlepoint.models.batch import COMPLETION_WINDOW_H, BatchClient, BatchGone, BatchOutcome, BatchStopped
 from needlepoint.models.http import InvalidAnswer
 from needlepoint.models.openai_compat import OpenAICompatModel, chat_reply
 
@@ -53,23 +62,37 @@ def custom_id_of(body: bytes) -> str:
     return "np-" + hashlib.sha256(body).hexdigest()[:32]
 
 
-def batch_progress(out: TextIO | None = None) -> Callable[[dict[str, Any]], None]:
-    """A progress callback that prints one line per change of a batch's status or counts:
-    `batch ID: in_progress, 3/10 completed, 1 failed`."""
-    shown: dict[str, str] = {}
+def batch_progress(
+    out: TextIO | None = None, every_s: float = 300.0, clock: Callable[[], float] = time.monotonic
+) -> Callable[[dict[str, Any]], None]:
+    """A progress callback that prints one plain line (no terminal needed) per change of a
+    batch's status or counts, `batch ID: in_progress, 3/10 completed, 1 failed`, and the same line
+    with the time waited at least every `every_s` seconds while nothing changes."""
+    shown: dict[str, tuple[str, float]] = {}
+    started: dict[str, float] = {}
 
     def show(batch: dict[str, Any]) -> None:
         got = batch.get("request_counts")
         counts: dict[str, Any] = got if isinstance(got, dict) else {}
+        key = str(batch.get("id"))
         line = (
-            f"batch {batch.get('id')}: {batch.get('status')}, {counts.get('completed', 0)}/{counts.get('total', '?')} "
+            f"batch {key}: {batch.get('status')}, {counts.get('completed', 0)}/{counts.get('total', '?')} "
             f"completed, {counts.get('failed', 0)} failed"
         )
-        if shown.get(str(batch.get("id"))) != line:
-            shown[str(batch.get("id"))] = line
-            print(line, file=out or sys.stderr, flush=True)
+        now = clock()
+        start = started.setdefault(key, now)
+        last = shown.get(key)
+        if last is not None and last[0] == line and now - last[1] < every_s:
+            return
+        shown[key] = (line, now)
+        waited = f" (waiting {_minutes(now - start)})" if last is not None and last[0] == line else ""
+        print(line + waited, file=out or sys.stderr, flush=True)
 
     return show
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 class BatchingModel:
@@ -84,12 +107,13 @@ class BatchingModel:
         poll_s: float = 30.0,
         quiet_s: float = 30.0,
         progress: Callable[[dict[str, Any]], None] | None = None,
+        deadline_h: float = COMPLETION_WINDOW_H,
     ) -> None:
         self.inner = inner
         self.name = inner.name
         self.reencode_images = inner.reencode_images
         self.label = inner.endpoints[0].label
-        self.client = BatchClient(inner.endpoints[0].base, state, api_key, poll_s)
+        self.client = BatchClient(inner.endpoints[0].base, state, api_key, poll_s, inner.retry, deadline_h)
         self.quiet_s = quiet_s
         self.progress = progress
         self._queue: list[_Call] = []
@@ -101,6 +125,7 @@ class BatchingModel:
         self._collector: asyncio.Task[None] | None = None
         self._sending: set[asyncio.Task[None]] = set()
         self._known: dict[str, str] | None = None
+        self.stopped: str | None = None  # why a batch could not be followed (BatchStopped), once one could not
 
     # --- what the caller says about the samples in flight --------------------------------------
 
@@ -217,6 +242,7 @@ class BatchingModel:
     async def _send(self, calls: list[_Call]) -> None:
         try:
             if self._known is None:
+                await self.client.recover()  # batches whose creation was not seen to its end
                 self._known = self.client.known_ids()
             by_batch: dict[str, list[_Call]] = {}
             fresh: list[_Call] = []
@@ -229,6 +255,10 @@ class BatchingModel:
             again = await asyncio.gather(*(self._resume(batch_id, group) for batch_id, group in by_batch.items()))
             fresh.extend(c for group in again for c in group)
             await asyncio.gather(*(self._new(chunk) for chunk in _chunks(fresh)))
+        except BatchStopped as exc:
+            self.stopped = self.stopped or str(exc)
+            for call in calls:  # each waiting sample stops unrecorded: a rerun waits for the batch
+                self._settle(call, None, exc)
         except BaseException as exc:
             for call in calls:
                 self._settle(call, None, exc if isinstance(exc, Exception) else asyncio.CancelledError())
@@ -240,16 +270,23 @@ class BatchingModel:
         or no answer): those go out again in a new batch, as they would on --retry-failed."""
         try:
             outcome = await self.client.wait(batch_id, _ids(calls), self.progress)
-        except RequestError:
-            return calls  # the batch is gone (e.g. its files expired): ask again
+        except BatchGone:
+            return calls  # the provider no longer knows it (or its files expired): ask again
         left = []
         for call in calls:
             answer = outcome.answers.get(call.custom_id)
-            if answer is None:
-                left.append(call)
-            else:
+            if answer is not None:
                 self._settle(call, answer)
+            else:  # an error, an unreadable line, no answer: asked again, as --retry-failed asks
+                left.append(call)
         return left
+
+    def _invalid(self, outcome: BatchOutcome, cid: str) -> Reply:
+        return Reply(
+            error=f"{self.scrub(outcome.invalid[cid])[:500]} (batch {outcome.batch_id})",
+            error_kind=status.BACKEND_ERROR,
+            endpoint=self.label,
+        )
 
     async def _new(self, calls: list[_Call]) -> None:
         """Send `calls` as one new batch and resolve each from its outcome."""
@@ -272,6 +309,9 @@ class BatchingModel:
             cid = call.custom_id
             if cid in outcome.answers:
                 self._settle(call, outcome.answers[cid])
+                continue
+            if cid in outcome.invalid:
+                self._settle(call, self._invalid(outcome, cid))
                 continue
             if cid in outcome.errors:
                 error = f"batch {outcome.batch_id} answered this request with an error: {self.scrub(outcome.errors[cid])[:500]}"

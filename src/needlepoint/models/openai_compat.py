@@ -25,6 +25,7 @@ from needlepoint.core.endpoints import pasted_route_advice
 from needlepoint.core.errors import DataError, RequestError
 from needlepoint.core.files import json_line
 from needlepoint.core.images import ON_LOOP_IMAGES, ImageCache, base64_jpeg, file_url, passes_through, read_small_image, to_base64
+from needlepoint.core.numeric import clean_usage
 from needlepoint.core.redact import redact_url
 from needlepoint.core.text import writable
 from needlepoint.models.http import (
@@ -518,7 +519,7 @@ def chat_reply(raw: bytes) -> Reply:
     return Reply(
         text=writable(text),
         finish_reason=finish if isinstance(finish, str) else None,
-        usage=usage if isinstance(usage, dict) else None,
+        usage=None if usage is None else clean_usage(usage),  # an impossible count is kept as unknown, never stored
         reasoning=None if reasoning is None else writable(reasoning),
     )
 

@@ -4,8 +4,14 @@ against `needlepoint demo --serve` and in the tests.
 
 Each line of a batch is answered by POSTing its body to the server's own `/v1/chat/completions`,
 so a batch answers exactly as the live path does (the same script, the same usage). Counters say
-what a client did: `uploads`, `created` (batches created) and `polls`; `inputs` keeps each
-uploaded file's custom ids.
+what a client did: `uploads`, `created` (batches created), `polls` and `listed` (batch list
+pages); `inputs` keeps each uploaded file's custom ids.
+
+Faults a test sets (attributes): `poll_errors` (the next N status polls answer 500),
+`create_errors` (the next N batch creations create the batch and answer 500: the answer lost),
+`create_stall_s` (a creation answers only after this many seconds: a kill during the POST),
+`no_id` ("files" or "batches": that answer carries no `id`, the batch created all the same) and
+`corrupt` (a function of (line number, custom id, line) -> the bytes written for that output line).
 """
 
 from __future__ import annotations
@@ -28,6 +34,11 @@ class BatchServer(SimulatedServer):
     hold: bool = False
     partial_batches: int = 0
     expire_batches: int = 0
+    poll_errors: int = 0
+    create_errors: int = 0
+    create_stall_s: float = 0.0
+    no_id: str = ""
+    corrupt: Any = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -37,11 +48,14 @@ class BatchServer(SimulatedServer):
         self.uploads = 0
         self.created = 0
         self.polls = 0
+        self.listed = 0
 
     def _add_routes(self, app: Any) -> None:
         app.router.add_post("/v1/files", self._upload)
+        app.router.add_get("/v1/files", self._files)
         app.router.add_get("/v1/files/{id}/content", self._content)
         app.router.add_post("/v1/batches", self._create)
+        app.router.add_get("/v1/batches", self._list)
         app.router.add_get("/v1/batches/{id}", self._batch)
 
     async def _observe_request(self, request: Any, handler: Any) -> Any:
@@ -59,7 +73,31 @@ class BatchServer(SimulatedServer):
         file_id = f"file-{len(self.files)}"
         self.files[file_id] = form["file"].file.read()
         self.inputs.append([json.loads(line)["custom_id"] for line in self.files[file_id].splitlines()])
+        if self.no_id == "files":
+            return web.json_response({"object": "file", "purpose": "batch"})
         return web.json_response({"id": file_id, "object": "file", "purpose": "batch"})
+
+    async def _files(self, request: Any) -> Any:
+        from aiohttp import web
+
+        rows = [{"id": f, "object": "file", "purpose": "batch"} for f in self.files]
+        return web.json_response({"object": "list", "data": rows, "has_more": False})
+
+    async def _list(self, request: Any) -> Any:
+        """Batches newest first, `limit` a page, `after` the last id of the page before."""
+        from aiohttp import web
+
+        self.listed += 1
+        rows = [self._shown(b) for b in reversed(self.batches.values())]
+        after = request.query.get("after")
+        if after is not None:
+            ids = [r["id"] for r in rows]
+            rows = rows[ids.index(after) + 1 :] if after in ids else []
+        limit = int(request.query.get("limit", "20"))
+        page = rows[:limit]
+        return web.json_response(
+            {"object": "list", "data": page, "has_more": len(rows) > limit, "last_id": page[-1]["id"] if page else None}
+        )
 
     async def _content(self, request: Any) -> Any:
         from aiohttp import web
@@ -89,7 +127,17 @@ class BatchServer(SimulatedServer):
             "polls": 0,
             "partial": self.created <= self.partial_batches,
             "expire": self.created <= self.expire_batches,
+            "metadata": body.get("metadata"),
         }
+        if self.create_stall_s:
+            import asyncio
+
+            await asyncio.sleep(self.create_stall_s)
+        if self.create_errors > 0:
+            self.create_errors -= 1
+            return _refusal(500, "simulated: the batch was created, its answer lost")
+        if self.no_id == "batches":
+            return web.json_response({k: v for k, v in self._shown(self.batches[batch_id]).items() if k != "id"})
         return web.json_response(self._shown(self.batches[batch_id]))
 
     @staticmethod
@@ -103,6 +151,9 @@ class BatchServer(SimulatedServer):
         if batch is None:
             return _refusal(404, "no such batch")
         self.polls += 1
+        if self.poll_errors > 0:
+            self.poll_errors -= 1
+            return _refusal(500, "simulated: the status is not available now")
         batch["polls"] += 1
         if batch["status"] == "in_progress" and not self.hold and batch["polls"] >= self.polls_to_finish:
             await self._finish(batch)
@@ -132,7 +183,10 @@ class BatchServer(SimulatedServer):
         for name, rows in (("output_file_id", out), ("error_file_id", err)):
             if rows:
                 file_id = f"file-{len(self.files)}"
-                self.files[file_id] = b"".join(json.dumps(r).encode() + b"\n" for r in rows)
+                lines = [json.dumps(r).encode() for r in rows]
+                if self.corrupt is not None and name == "output_file_id":
+                    lines = [self.corrupt(k, r["custom_id"], x) for k, (r, x) in enumerate(zip(rows, lines, strict=True))]
+                self.files[file_id] = b"".join(x + b"\n" for x in lines)
                 batch[name] = file_id
 
 

@@ -2,24 +2,33 @@
 
 Per pair of human runs of one benchmark, over the samples both answered (skipped and gold samples
 left out): MC-Bench's image-level Cohen's kappa (target present in an image or not) and the F1 of
-boxes matched one to one at IoU >= 0.5 (groups ignored: people number groups differently);
+boxes matched one to one at IoU >= 0.5 (a maximum matching) that agree on the group, after each
+sample's groups of one person are renamed to the other's as MC-Bench's corrected scorer regroups
+(people number groups differently; they must still group alike); kappa is undefined (None) when
+both give one label everywhere;
 Ref-Adv-s's share of samples whose two boxes overlap at IoU >= 0.5; MM-NIAH's share of identical
 answers (case and spacing ignored). Beside each annotator: the time per sample.
 
 The report side (`human_rows`, `human_boards`): a human run is one whose model label starts with
 `human:`; its board row stays as any run's, a "humans (mean of k)" row is added (MC-Bench's Table
-2), and a per-annotator board in the layout of MC-Bench's Table 9 shows each person's headline
+2; empty, saying why, when the annotators had different plans, sample counts or confidence
+settings), and a per-annotator board in the layout of MC-Bench's Table 9 shows each person's headline
 numbers, time per sample, whether boxes carried confidences, and the pairwise agreement.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from needlepoint.benchmarks.mm_niah.grid import full_grid, measured_overall
 from needlepoint.contract.boards import Board, BoardRow, PublishedRow, Run, at, obj, pct
 from needlepoint.core.geometry import iou, iou_matrix
 from needlepoint.core.records import Record
@@ -106,8 +115,9 @@ def has_confidences(run: Run) -> bool:
 
 
 def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
-    """Cohen's kappa of two raters' yes/no labels of the same items; None without items, 1.0 when
-    both always agree on one label (chance agreement 1: no disagreement to measure)."""
+    """Cohen's kappa of two raters' yes/no labels of the same items; None without items, and None
+    (undefined, not 1.0) when chance agreement is 1: both raters give one and the same label
+    everywhere, so there is no variation whose agreement beyond chance could be measured."""
     if len(a) != len(b):
         raise ValueError("cohen_kappa needs two label lists of one length")
     n = len(a)
@@ -117,42 +127,97 @@ def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
     pa, pb = sum(a) / n, sum(b) / n
     expected = pa * pb + (1 - pa) * (1 - pb)
     if expected == 1.0:
-        return 1.0 if observed == 1.0 else 0.0
+        return None
     return (observed - expected) / (1 - expected)
 
 
-def matched_boxes(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], threshold: float = MATCH_IOU) -> int:
-    """How many boxes of `a` and `b` pair one to one at IoU >= threshold, greedily by IoU."""
+def matched_boxes(
+    a: Sequence[Sequence[float]],
+    b: Sequence[Sequence[float]],
+    threshold: float = MATCH_IOU,
+    groups: tuple[Sequence[int], Sequence[int]] | None = None,
+) -> int:
+    """How many boxes of `a` and `b` pair one to one at IoU >= threshold: a maximum matching
+    (`scipy.optimize.linear_sum_assignment` on the pairs that qualify), never a greedy one that
+    can pair the wrong two first. With `groups` (each box's group in `a` and in `b`), two boxes
+    qualify only when their groups are equal too."""
     if not a or not b:
         return 0
     m = iou_matrix(a, b)
-    pairs = sorted(((float(m[i, j]), i, j) for i in range(len(a)) for j in range(len(b))), reverse=True)
-    used_a: set[int] = set()
-    used_b: set[int] = set()
-    for value, i, j in pairs:
-        if value < threshold:
-            break
-        if i not in used_a and j not in used_b:
-            used_a.add(i)
-            used_b.add(j)
-    return len(used_a)
+    ok = m >= threshold
+    if groups is not None:
+        ok &= np.equal.outer(np.asarray(groups[0]), np.asarray(groups[1]))
+    if not ok.any():
+        return 0
+    rows, cols = linear_sum_assignment(-ok.astype(float))
+    return int(ok[rows, cols].sum())
 
 
-def box_f1(pairs: Sequence[tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]]) -> float | None:
-    """F1 of two people's boxes over images, `pairs` holding each image's (boxes of A, boxes of B):
-    2 * matched / (boxes of A + boxes of B); None when neither drew a box."""
-    total = sum(len(x) + len(y) for x, y in pairs)
+def box_f1(
+    pairs: Sequence[
+        tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]
+        | tuple[Sequence[Sequence[float]], Sequence[Sequence[float]], tuple[Sequence[int], Sequence[int]]]
+    ],
+) -> float | None:
+    """F1 of two people's boxes over images, `pairs` holding each image's (boxes of A, boxes of B)
+    and, optionally, their groups (then a matched pair must agree on the group): 2 * matched /
+    (boxes of A + boxes of B); None when neither drew a box."""
+    total = sum(len(p[0]) + len(p[1]) for p in pairs)
     if total == 0:
         return None
-    return 2 * sum(matched_boxes(x, y) for x, y in pairs) / total
+    return 2 * sum(matched_boxes(p[0], p[1], groups=p[2] if len(p) > 2 else None) for p in pairs) / total
 
 
-def _mc_images(rec: Record) -> tuple[list[list[float]], list[list[float]]]:
-    per: tuple[list[list[float]], list[list[float]]] = ([], [])
+def _mc_boxes(rec: Record) -> list[tuple[int, int, list[float]]]:
+    """A record's MC-Bench boxes as (image 0 or 1, group, xyxy box)."""
+    out = []
     for box in rec.get("answer") or []:
         if isinstance(box, dict) and box.get("image") in (0, 1):
-            per[int(box["image"])].append([float(v) for v in box["bbox"]])
-    return per
+            group = box.get("group")
+            out.append((int(box["image"]), group if isinstance(group, int) else 0, [float(v) for v in box["bbox"]]))
+    return out
+
+
+def regroup(a: Sequence[tuple[int, int, list[float]]], b: Sequence[tuple[int, int, list[float]]]) -> dict[int, int]:
+    """B's groups of one sample renamed to A's, as MC-Bench's corrected scorer regroups a
+    prediction onto the ground truth (benchmarks/mc_bench/corrected.py): a Hungarian assignment
+    between B's groups and A's, pairing two groups worth the summed IoU of their Hungarian box
+    matching on each image; a group of B left without a partner gets an id A does not use (its
+    boxes then agree with none). People number groups differently; this forgives only that."""
+    groups_a = sorted({g for _, g, _ in a})
+    groups_b = list(dict.fromkeys(g for _, g, _ in b))  # in the order first drawn, as the scorer orders them
+    if not groups_a or not groups_b:
+        return {}
+    gain = np.zeros((len(groups_b), len(groups_a)))
+    for image in (0, 1):
+        for p, gb in enumerate(groups_b):
+            boxes_b = [box for i, g, box in b if i == image and g == gb]
+            for q, ga in enumerate(groups_a):
+                boxes_a = [box for i, g, box in a if i == image and g == ga]
+                if boxes_a and boxes_b:
+                    m = iou_matrix(boxes_b, boxes_a)
+                    r, c = linear_sum_assignment(-m)
+                    gain[p, q] += float(m[r, c].sum())
+    rows, cols = linear_sum_assignment(-gain)
+    renamed = {groups_b[r]: groups_a[c] for r, c in zip(rows, cols)}
+    spare = max([*groups_a, *groups_b]) + 1
+    for g in groups_b:
+        if g not in renamed:
+            renamed[g] = spare
+            spare += 1
+    return renamed
+
+
+def _mc_pair_boxes(a: Record, b: Record) -> list[tuple[list[list[float]], list[list[float]], tuple[list[int], list[int]]]]:
+    """Per image of one sample: A's boxes, B's boxes, and their groups (B's regrouped onto A's)."""
+    boxes_a, boxes_b = _mc_boxes(a), _mc_boxes(b)
+    renamed = regroup(boxes_a, boxes_b)
+    out = []
+    for image in (0, 1):
+        xa = [(g, box) for i, g, box in boxes_a if i == image]
+        xb = [(renamed.get(g, g), box) for i, g, box in boxes_b if i == image]
+        out.append(([box for _, box in xa], [box for _, box in xb], ([g for g, _ in xa], [g for g, _ in xb])))
+    return out
 
 
 def _first_box(rec: Record) -> list[float] | None:
@@ -187,12 +252,12 @@ def pair_agreement(
     if benchmark == "mc_bench":
         labels_a: list[bool] = []
         labels_b: list[bool] = []
-        boxes: list[tuple[list[list[float]], list[list[float]]]] = []
+        boxes: list[tuple[list[list[float]], list[list[float]], tuple[list[int], list[int]]]] = []
         for sid in shared:
-            for x, y in zip(_mc_images(a[sid]), _mc_images(b[sid])):
+            for x, y, groups in _mc_pair_boxes(a[sid], b[sid]):
                 labels_a.append(bool(x))
                 labels_b.append(bool(y))
-                boxes.append((x, y))
+                boxes.append((x, y, groups))
         measures["image kappa"] = cohen_kappa(labels_a, labels_b)
         measures["box F1@0.5"] = box_f1(boxes)
     elif benchmark == "ref_adv_s":
@@ -210,10 +275,41 @@ def pair_agreement(
 # --- report ----------------------------------------------------------------------------------------
 
 
+def _plan(run: Run) -> str:
+    plan = run.identity.get("solver.plan")
+    return "" if plan is None else json.dumps(plan, sort_keys=True, default=str)
+
+
+def mean_refusal(runs: Sequence[Run], samples: Sequence[int]) -> str:
+    """Why the annotators' numbers must not be averaged into one "humans (mean of k)" row, or ""
+    when they may: different plans (sample sets), different numbers of answered samples, or some
+    with box confidences and some without (AP50 of tied and of ranked boxes differ in kind)."""
+    reasons = []
+    if len({_plan(r) for r in runs}) > 1:
+        reasons.append("different plans")
+    if len(set(samples)) > 1:
+        reasons.append(f"different sample counts ({', '.join(map(str, samples))})")
+    if len({has_confidences(r) for r in runs}) > 1:
+        reasons.append("box confidences for some, not all")
+    return "; ".join(reasons)
+
+
+def _answered_count(run: Run) -> int:
+    try:
+        return len(answered(read_records(run.dir / RECORDS)))
+    except (OSError, ValueError):
+        return -1
+
+
+def _mean_label(k: int, refusal: str) -> str:
+    return f"humans (mean of {k})" if not refusal else f"humans (no mean of {k}: {refusal})"
+
+
 def add_human_mean(board: Board, runs: Sequence[Run]) -> None:
     """Append "humans (mean of k)" to a board holding two or more human runs' rows: per column
-    the mean over the human rows of the same remaining labels (e.g. MC-Bench's protocol)."""
-    humans = {str(r.dir) for r in runs if is_human(r)}
+    the mean over the human rows of the same remaining labels (e.g. MC-Bench's protocol). When
+    the annotators are not comparable (`mean_refusal`) the row is there, empty, saying why."""
+    humans = {str(r.dir): r for r in runs if is_human(r)}
     groups: dict[tuple[str, ...], list[BoardRow]] = {}
     for row in board.rows:
         if row.source in humans and not row.published:
@@ -221,11 +317,13 @@ def add_human_mean(board: Board, runs: Sequence[Run]) -> None:
     for rest, rows in groups.items():
         if len(rows) < 2:
             continue
+        people = [humans[r.source] for r in rows]
+        refusal = mean_refusal(people, [_answered_count(r) for r in people])
         values: list[float | None] = []
         for i in range(len(board.columns)):
             cells = [v for r in rows if isinstance(v := r.values[i], int | float)]
-            values.append(sum(cells) / len(cells) if len(cells) == len(rows) else None)
-        board.rows.append(BoardRow([f"humans (mean of {len(rows)})", *rest], values, "humans"))
+            values.append(sum(cells) / len(cells) if len(cells) == len(rows) and not refusal else None)
+        board.rows.append(BoardRow([_mean_label(len(rows), refusal), *rest], values, "humans"))
 
 
 def _headline(benchmark: str, run: Run) -> dict[str, float | None]:
@@ -234,7 +332,12 @@ def _headline(benchmark: str, run: Run) -> dict[str, float | None]:
         return {"Acc": pct(at(m, "official", "acc")), "AP50": pct(at(m, "official", "ap50"))}
     if benchmark == "ref_adv_s":
         return {"Acc@0.5": pct(m.get("acc@0.5"))}
-    return {"Overall": pct(at(m, "overall", "overall"))}
+    measured, n, size = measured_overall(m)
+    return {
+        "Overall": pct(at(m, "overall", "overall")) if full_grid(m) else None,
+        "measured cells": pct(measured),
+        "cells": None if not size else float(n),
+    }
 
 
 def human_boards(benchmark: str, runs: Sequence[Run], with_published: bool = False) -> list[Board]:
@@ -247,24 +350,35 @@ def human_boards(benchmark: str, runs: Sequence[Run], with_published: bool = Fal
     heads = [_headline(benchmark, r) for r in humans]
     columns = list(heads[0]) + ["s/sample"]
     records = [read_records(r.dir / RECORDS) for r in humans]
+    note = "box confidences: without them every human box scores 1.0 in AP50"
+    if benchmark == "mm_niah":
+        note = (
+            "Overall: the authors' aggregate, shown only where the plan fills their grid (every task and "
+            "context range; they score an empty cell 0); measured cells: the mean over the task x range x "
+            "depth cells that hold a sample, and how many cells that is"
+        )
     per = Board(
         f"{benchmark}_humans",
         f"{benchmark}: annotators (%, the layout of MC-Bench's Table 9)",
         ["annotator", "samples", "box confidences"],
         columns,
-        note="box confidences: without them every human box scores 1.0 in AP50",
+        counts=frozenset({"cells"}),
+        note=note,
     )
+    counts: list[int] = []
     for run, head, recs in zip(humans, heads, records):
         conf = ("yes" if has_confidences(run) else "no (1.0)") if benchmark == "mc_bench" else ""
         row = [*head.values(), seconds_per_sample(recs)]
-        per.rows.append(BoardRow([annotator(run), str(len(answered(recs))), conf], row, str(run.dir)))
+        counts.append(len(answered(recs)))
+        per.rows.append(BoardRow([annotator(run), str(counts[-1]), conf], row, str(run.dir)))
     if len(humans) > 1:
         k = len(humans)
+        refusal = mean_refusal(humans, counts)
         means: list[float | None] = []
-        for i in range(len(columns)):
+        for i, column in enumerate(columns):
             got = [v for r in per.rows if isinstance(v := r.values[i], int | float)]
-            means.append(sum(got) / len(got) if len(got) == k else None)
-        per.rows.append(BoardRow([f"humans (mean of {k})", "", ""], means, "humans"))
+            means.append(sum(got) / len(got) if len(got) == k and not refusal and column != "cells" else None)
+        per.rows.append(BoardRow([_mean_label(k, refusal), "", ""], means, "humans"))
     if with_published:
         for label, cells in PUBLISHED_HUMANS.get(benchmark, []):
             values = [float(cells[c]) if c in cells else None for c in columns]
@@ -282,11 +396,20 @@ def human_boards(benchmark: str, runs: Sequence[Run], with_published: bool = Fal
             f"{benchmark}: agreement between annotators on shared samples",
             ["annotator A", "annotator B", "shared samples"],
             measure_names,
-            note="kappa: image-level target present or not; F1: boxes matched one to one at IoU 0.5, groups ignored",
+            note=(
+                "kappa: image-level target present or not (undefined when both give one label everywhere); "
+                "F1: boxes matched one to one at IoU 0.5 (a maximum matching) and on the group, after B's groups "
+                "of each sample are renamed to A's as MC-Bench's corrected scorer regroups"
+            )
+            if benchmark == "mc_bench"
+            else "",
         )
         for p in pairs:
-            values = [None if (v := p.measures[n]) is None else (100 * v if "kappa" not in n else v) for n in measure_names]
-            agree.rows.append(BoardRow([p.a, p.b, str(p.shared)], values, "agreement"))
+            shown: list[float | str | None] = [
+                ("undefined" if "kappa" in n else None) if (v := p.measures[n]) is None else (100 * v if "kappa" not in n else v)
+                for n in measure_names
+            ]
+            agree.rows.append(BoardRow([p.a, p.b, str(p.shared)], shown, "agreement"))
         boards.append(agree)
     return boards
 

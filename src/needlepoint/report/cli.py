@@ -47,6 +47,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser("runs", help="list every run folder below a folder (default: runs)")
     p.add_argument("folder", nargs="?", type=Path, default=Path("runs"), help="where to look (default: runs)")
     p.add_argument("--json", action="store_true", help="print the runs as a JSON list")
+    p.add_argument(
+        "--html",
+        action="store_true",
+        help="also write FOLDER/index.html: every run below FOLDER, filterable, each linking to its own report page",
+    )
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -68,6 +73,11 @@ def run_runs(ns: argparse.Namespace) -> int:
     rows, skipped = find_runs(ns.folder)
     for line in skipped:
         print(f"skipped {line}", file=sys.stderr)
+    if ns.html:
+        from needlepoint.report.index import write_index
+
+        index = write_index(ns.folder, [ns.folder / r.path for r in rows], ns.folder / "index.html", f"runs below {ns.folder}")
+        print(f"index of {len(rows)} run(s): {index}", file=sys.stderr)
     if ns.json:
         print(json_text([asdict(r) for r in rows], indent=2))
     elif not rows:

@@ -1,13 +1,19 @@
 """Leaderboards a paper can use: rows ranked by the board's headline column (published rows
-among the runs), the runs of the report marked, 95% intervals as ± where metrics.json has them,
-and `needlepoint report --format markdown|latex|csv [--rows PATTERN]` writing the boards in the
-papers' layouts, ready to paste (docs/reporting.md).
+among the runs), the runs of the report marked, intervals as `value [lo, hi]` (LaTeX: lo and hi
+as a sub/superscript pair) where metrics.json has them, and `needlepoint report --format
+markdown|latex|csv [--rows PATTERN]` writing the boards in the papers' layouts, ready to paste
+(docs/reporting.md).
 
-Intervals come from metrics.json's `intervals` block when it is there (`{"metrics": {path:
-{"estimate", "lo", "hi"}}}`, paths "/"-joined into metrics.json); a cell shows one when exactly
-one interval of its run has the cell's value as its estimate (a row's own labels, e.g. MC-Bench's
-protocol, settle a tie), so that no cell ever shows another metric's interval. A run without the
+Intervals come from metrics.json's `intervals` block when it is there (`{"level", "metrics": {path:
+{"estimate", "lo", "hi"}}}`, paths "/"-joined into metrics.json): each board layout attaches to a
+cell the interval of the metric the cell shows, by its name (`BoardRow.intervals`), so two cells of
+equal value each keep their own; the caption names the level the runs stored. A run without the
 block, or a metric without an interval, shows the value alone.
+
+Which rows are "ours": a complete run of the report is bold (CSV `ours = yes`); a published
+prediction file the report rescored (model `published:<model>`) is marked "‡" (`rescored`), an
+incomplete run "*" (`incomplete`), neither bold; a mean over repeats is bold when every repeat is
+a complete run.
 """
 
 from __future__ import annotations
@@ -18,10 +24,10 @@ import io
 import math
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from needlepoint.contract.boards import Board, BoardRow, Cell, Corrupt
-from needlepoint.core.numeric import is_finite
+from needlepoint.contract.boards import Board, BoardRow, Cell, Corrupt, Run, bound, level_text, progress_mark
 
 __all__ = ["FORMATS", "Interval", "intervals_of", "latex", "markdown", "rank_rows", "render", "select_rows", "table_csv"]
 
@@ -42,17 +48,23 @@ def _number(value: Cell) -> float | None:
 
 def rank_rows(board: Board) -> None:
     """Order the board's rows by its headline column, best first, published rows among the runs; a
-    run's rows stay together (MC-Bench's official and corrected rows: ranked by the first one);
-    rows without a headline value go last, in their order."""
+    run's rows stay together (MC-Bench's official and corrected rows: ranked by the first one), and
+    so do the repeats of a `--repeats` series with their mean row (ranked by the mean); rows
+    without a headline value go last, in their order."""
     if board.headline is None or board.headline not in board.columns:
         return
     col = board.columns.index(board.headline)
+    sources = {row.source for row in board.rows if not row.published}
     groups: dict[tuple[str, int], list[BoardRow]] = {}
     for n, row in enumerate(board.rows):  # a published row alone; a run's rows by its folder
-        groups.setdefault((row.source, n if row.published else -1), []).append(row)
+        series = str(Path(row.source).parent)  # a repeat beside its series' mean row: one group
+        key = series if not row.published and series in sources else row.source
+        groups.setdefault((key, n if row.published else -1), []).append(row)
 
     def best(rows: list[BoardRow]) -> float:
-        value = _number(rows[0].values[col]) if col < len(rows[0].values) else None
+        series = str(Path(rows[0].source).parent)
+        lead = next((r for r in rows if r.source == series), rows[0])  # a series ranks by its mean
+        value = _number(lead.values[col]) if col < len(lead.values) else None
         return -value if value is not None else math.inf
 
     ordered = sorted(groups.values(), key=best)  # stable: ties keep their order
@@ -72,53 +84,71 @@ def select_rows(board: Board, patterns: Sequence[str]) -> None:
     ]
 
 
-def _flat_intervals(block: Any) -> dict[str, tuple[float, float, float]]:
-    """path -> (estimate, lo, hi) of an intervals block, entries without an interval left out."""
-    entries = block.get("metrics") if isinstance(block, dict) else None
-    out: dict[str, tuple[float, float, float]] = {}
-    if not isinstance(entries, dict):
-        return out
-    for path, entry in entries.items():
-        if isinstance(entry, dict) and all(is_finite(entry.get(k)) for k in ("estimate", "lo", "hi")):
-            out[str(path)] = (float(entry["estimate"]), float(entry["lo"]), float(entry["hi"]))
-    return out
-
-
-def intervals_of(board: Board, metrics_by_source: Mapping[str, dict[str, Any]]) -> dict[tuple[int, int], Interval]:
-    """(row index, column index) -> (lo, hi) in percent, for the run cells whose interval metrics.json
-    holds (see the module's docstring); empty when no run has an intervals block."""
+def intervals_of(board: Board, metrics_by_source: Mapping[str, dict[str, Any]] | None = None) -> dict[tuple[int, int], Interval]:
+    """(row index, column index) -> (lo, hi) in percent, for the run cells whose layout attached an
+    interval (`BoardRow.intervals`, by the metric's name; see the module's docstring)."""
     found: dict[tuple[int, int], Interval] = {}
     for i, row in enumerate(board.rows):
-        metrics = metrics_by_source.get(row.source)
-        if row.published or not metrics:
+        if row.published:
             continue
-        flat = _flat_intervals(metrics.get("intervals"))
-        if not flat:
-            continue
-        labels = {label.lower() for label in row.labels}
-        for j, value in enumerate(row.values):
-            if j >= len(board.columns) or board.columns[j] in board.counts or value is None or isinstance(value, (str, Corrupt)):
-                continue
-            hits = [p for p, (est, _, _) in flat.items() if math.isclose(100 * est, float(value), rel_tol=1e-9, abs_tol=1e-9)]
-            if len(hits) > 1:  # a tie: the path that names one of the row's labels (official, corrected)
-                hits = [p for p in hits if labels & set(p.lower().split("/"))]
-            if len(hits) == 1:
-                _, lo, hi = flat[hits[0]]
-                found[(i, j)] = (100 * lo, 100 * hi)
+        for j in range(min(len(row.values), len(board.columns))):
+            got = board.interval_of(row, j)
+            if got is not None:
+                found[(i, j)] = got
     return found
+
+
+RESCORED, INCOMPLETE = "‡", "*"
+
+
+def kind(row: BoardRow, metrics_by_source: Mapping[str, dict[str, Any]]) -> str:
+    """What a row is in a paper's table: "published" (a paper's row), "rescored" (a published
+    prediction file rescored here: model `published:<model>`), "incomplete" (a run that did not
+    answer every sample), "ours" (a complete run of the report, the only rows set in bold)."""
+    if row.published:
+        return "published"
+    if row.labels and row.labels[0].startswith("published:"):
+        return "rescored"
+    metrics = metrics_by_source.get(row.source)
+    if metrics is not None and progress_mark(Run(Path(row.source), {}, metrics)):
+        return "incomplete"
+    if row.labels and "(incomplete" in row.labels[0]:  # a run's label, or a series mean's with an incomplete repeat
+        return "incomplete"
+    return "ours"
+
+
+def _marked(row: BoardRow, cells: list[str], what: str) -> list[str]:
+    """The row's first label with its mark: "‡" for a rescoring, "*" for an incomplete run."""
+    mark = {"rescored": RESCORED, "incomplete": INCOMPLETE}.get(what, "")
+    if mark and cells:
+        return [f"{cells[0]} {mark}", *cells[1:]]
+    return cells
 
 
 def _shown(board: Board, j: int, value: Cell, interval: Interval | None) -> str:
     text = board.cell(board.columns[j], value)
     if interval is None or not text:
         return text
-    return f"{text} ± {(interval[1] - interval[0]) / 2:.1f}"
+    return f"{text} [{bound(interval[0])}, {bound(interval[1])}]"
+
+
+def _sd(row: BoardRow, j: int) -> float | None:
+    return row.sds[j] if j < len(row.sds) else None
 
 
 def _cells(board: Board, intervals: Mapping[tuple[int, int], Interval]) -> list[list[str]]:
-    """Each row's label cells and value cells as people read them (± half the interval's width)."""
+    """Each row's label cells and value cells as people read them ("value [lo, hi]"; a mean over
+    repeats "mean ± sd")."""
     return [
-        [*row.labels, *(_shown(board, j, v, intervals.get((i, j))) for j, v in enumerate(row.values))]
+        [
+            *row.labels,
+            *(
+                f"{board.cell(board.columns[j], v)} ± {sd:.1f}"
+                if (sd := _sd(row, j)) is not None and v is not None
+                else _shown(board, j, v, intervals.get((i, j)))
+                for j, v in enumerate(row.values)
+            ),
+        ]
         for i, row in enumerate(board.rows)
     ]
 
@@ -127,14 +157,29 @@ def _sources(board: Board) -> list[str]:
     return list(dict.fromkeys(r.source.removeprefix("published: ") for r in board.rows if r.published))
 
 
-def _caption(board: Board, intervals: Mapping[tuple[int, int], Interval]) -> str:
+def _caption(board: Board, intervals: Mapping[tuple[int, int], Interval], kinds: Sequence[str], latex: bool = False) -> str:
     parts = [board.title + "."]
-    if any(not r.published for r in board.rows) and any(r.published for r in board.rows):
-        parts.append("Bold: our runs; the other rows as published")
+    if "ours" in kinds and any(k != "ours" for k in kinds):
+        parts.append("Bold: our complete runs")
         sources = _sources(board)
-        parts[-1] += f" ({'; '.join(sources)})." if sources else "."
+        if sources:
+            parts[-1] += f"; the other rows as published ({'; '.join(sources)})"
+        parts[-1] += "."
+    if "rescored" in kinds:
+        parts.append(f"{RESCORED}: a published prediction file rescored with needlepoint, not our model's run.")
+    if "incomplete" in kinds:
+        parts.append(f"{INCOMPLETE}: an incomplete run; its numbers cover the answered samples only.")
     if intervals:
-        parts.append("± half the width of the 95% bootstrap interval over samples.")
+        levels = sorted(
+            {
+                r.level
+                for i, r in enumerate(board.rows)
+                if r.level is not None and any((i, j) in intervals for j in range(len(r.values)))
+            }
+        )
+        level = level_text(levels) if levels else "stored"
+        shape = "subscript and superscript" if latex else "[lo, hi]"
+        parts.append(f"{shape}: the {level} interval over samples each run stored.")
     return " ".join(parts)
 
 
@@ -142,17 +187,22 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(board: Board, intervals: Mapping[tuple[int, int], Interval]) -> str:
+def markdown(
+    board: Board, intervals: Mapping[tuple[int, int], Interval], metrics_by_source: Mapping[str, dict[str, Any]] | None = None
+) -> str:
     """One board as a Markdown table, the report's runs in bold, the caption under it."""
+    metrics_by_source = metrics_by_source or {}
     head = [*board.label_columns, *board.columns]
     lines = [
         "| " + " | ".join(_md_cell(c) for c in head) + " |",
         "|" + "|".join(":---" if i < len(board.label_columns) else "---:" for i in range(len(head))) + "|",
     ]
-    for row, cells in zip(board.rows, _cells(board, intervals)):
-        shown = [f"**{_md_cell(c)}**" if not row.published and c else _md_cell(c) for c in cells]
+    kinds = [kind(r, metrics_by_source) for r in board.rows]
+    for row, cells, what in zip(board.rows, _cells(board, intervals), kinds):
+        cells = _marked(row, cells, what)
+        shown = [f"**{_md_cell(c)}**" if what == "ours" and c else _md_cell(c) for c in cells]
         lines.append("| " + " | ".join(shown) + " |")
-    return "\n".join([*lines, "", _caption(board, intervals), ""])
+    return "\n".join([*lines, "", _caption(board, intervals, kinds), ""])
 
 
 _LATEX_SPECIAL = {
@@ -187,34 +237,59 @@ def _latex_head(column: str) -> str:
     return latex_escape(column)
 
 
-def latex(board: Board, intervals: Mapping[tuple[int, int], Interval]) -> str:
-    """One board as a LaTeX table (booktabs rules), the report's runs in bold, a caption naming the
-    published sources."""
+def _latex_value(board: Board, j: int, value: Cell, interval: Interval | None, bold: bool, sd: float | None = None) -> str:
+    """A value cell in LaTeX: the number (bold for our complete runs), its interval as a subscript
+    (lo) and superscript (hi) pair, e.g. 97.5$_{92.5}^{100}$."""
+    text = latex_escape(board.cell(board.columns[j], value))
+    if not text:
+        return text
+    if sd is not None:
+        text += f" $\\pm$ {sd:.1f}"
+    if bold:
+        text = r"\textbf{" + text + "}"
+    if interval is not None and sd is None:
+        text += f"$_{{{bound(interval[0])}}}^{{{bound(interval[1])}}}$"
+    return text
+
+
+def latex(
+    board: Board, intervals: Mapping[tuple[int, int], Interval], metrics_by_source: Mapping[str, dict[str, Any]] | None = None
+) -> str:
+    """One board as a LaTeX table (booktabs rules), our complete runs in bold, a caption naming the
+    published sources, the marks and the intervals' level."""
+    metrics_by_source = metrics_by_source or {}
+    kinds = [kind(r, metrics_by_source) for r in board.rows]
     head = [*board.label_columns, *board.columns]
     spec = "l" * len(board.label_columns) + "r" * len(board.columns)
     lines = [
         r"\begin{table}[t]",
         r"\centering",
-        r"\caption{" + latex_escape(_caption(board, intervals)) + "}",
+        r"\caption{" + latex_escape(_caption(board, intervals, kinds, latex=True)) + "}",
         r"\label{tab:" + re.sub(r"[^A-Za-z0-9:-]", "-", board.key) + "}",
         r"\begin{tabular}{" + spec + "}",
         r"\toprule",
         " & ".join(_latex_head(c) for c in head) + r" \\",
         r"\midrule",
     ]
-    for row, cells in zip(board.rows, _cells(board, intervals)):
-        shown = [latex_escape(c) for c in cells]
-        if not row.published:
-            shown = [r"\textbf{" + c + "}" if c else c for c in shown]
-        lines.append(" & ".join(shown) + r" \\")
+    for i, (row, what) in enumerate(zip(board.rows, kinds)):
+        bold = what == "ours"
+        labels = [latex_escape(c) for c in _marked(row, list(row.labels), what)]
+        labels = [r"\textbf{" + c + "}" if bold and c else c for c in labels]
+        values = [_latex_value(board, j, v, intervals.get((i, j)), bold, _sd(row, j)) for j, v in enumerate(row.values)]
+        lines.append(" & ".join([*labels, *values]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
     return "\n".join(lines)
 
 
-def table_csv(board: Board, intervals: Mapping[tuple[int, int], Interval]) -> str:
-    """One board as CSV: unrounded values, `ours` (yes for the report's runs), the source, and a
-    `<column> lo` / `<column> hi` pair for each column that has an interval in some row."""
+def table_csv(
+    board: Board, intervals: Mapping[tuple[int, int], Interval], metrics_by_source: Mapping[str, dict[str, Any]] | None = None
+) -> str:
+    """One board as CSV: unrounded values, `ours` (yes for our complete runs; rescored, incomplete,
+    repeats or no), the source, and a `<column> lo` / `<column> hi` pair for each column that has
+    an interval in some row, and `ci level`."""
+    metrics_by_source = metrics_by_source or {}
     with_ci = sorted({j for _, j in intervals})
+    with_sd = sorted({j for r in board.rows for j in range(len(board.columns)) if _sd(r, j) is not None})
     buf = io.StringIO(newline="")
     w = csv.writer(buf)
     w.writerow(
@@ -222,6 +297,8 @@ def table_csv(board: Board, intervals: Mapping[tuple[int, int], Interval]) -> st
             *board.label_columns,
             *board.columns,
             *(f"{board.columns[j]} {e}" for j in with_ci for e in ("lo", "hi")),
+            "ci level",
+            *(f"{board.columns[j]} sd" for j in with_sd),
             "ours",
             "source",
         ]
@@ -229,7 +306,11 @@ def table_csv(board: Board, intervals: Mapping[tuple[int, int], Interval]) -> st
     for i, row in enumerate(board.rows):
         values = ["" if v is None else v if isinstance(v, str) else repr(v) for v in row.values]
         bounds = [repr(intervals[(i, j)][k]) if (i, j) in intervals else "" for j in with_ci for k in (0, 1)]
-        w.writerow([*row.labels, *values, *bounds, "no" if row.published else "yes", row.source])
+        what = kind(row, metrics_by_source)
+        ours = {"ours": "yes", "published": "no"}.get(what, what)
+        level = repr(row.level) if row.level is not None and any(b for b in bounds) else ""
+        sds = ["" if (sd := _sd(row, j)) is None else repr(sd) for j in with_sd]
+        w.writerow([*row.labels, *values, *bounds, level, *sds, ours, row.source])
     return buf.getvalue()
 
 
@@ -240,7 +321,7 @@ def render(boards: Sequence[Board], fmt: str, metrics_by_source: Mapping[str, di
     parts = []
     for board in boards:
         intervals = intervals_of(board, metrics_by_source)
-        text = writer(board, intervals)
+        text = writer(board, intervals, metrics_by_source)
         if fmt == "markdown":
             text = f"### {board.title}\n\n{text}"
         elif fmt == "latex":

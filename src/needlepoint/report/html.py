@@ -34,7 +34,7 @@ from needlepoint.core.files import json_line, json_text, write_atomic
 from needlepoint.core.numeric import is_box
 from needlepoint.core.pngstrips import read_header
 from needlepoint.core.records import Record
-from needlepoint.core.redact import is_credential_name, redact_url, scrub
+from needlepoint.core.redact import is_credential_name, redact_url, scrub, scrub_args
 from needlepoint.report.assets import CSS, JS
 from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
 from needlepoint.stats.tables import with_intervals
@@ -140,6 +140,8 @@ def _scrub(value: Any, key: str = "") -> Any:
         return "[redacted]"
     if isinstance(value, dict):
         return {k: _scrub(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return [_scrub(v, key) for v in scrub_args(value)]  # a command line: `--api-key X` too
     if isinstance(value, list):
         return [_scrub(v, key) for v in value]
     if isinstance(value, str) and "://" in value and " " not in value.strip():
@@ -268,7 +270,7 @@ def sample_blob(
         for n, im in enumerate(it.images, 1):
             key = thumb_key(im)
             size = thumbs.get(key)
-            caption = f"Image {n}" if len(it.images) > 1 else "image"
+            caption = im.caption or (f"Image {n}" if len(it.images) > 1 else "image")
             src = f"{THUMBS_DIR}/{file_name(key, size)}" if size else ""
             ims.append([src, *(size or (0, 0)), caption, overlay_boxes(im, is_grouped)])
             if src:

@@ -1,5 +1,5 @@
-"""The demo's index page (`<out>/report/index.html`): each run's headline table, linking to its
-own report. Its own module because it reads runs as the leaderboard does and writes HTML as the
+"""The demo's index page (`<out>/report/index.html`), and `needlepoint runs FOLDER --html`'s
+(`FOLDER/index.html`): each run's headline table, linking to its own report. Its own module because it reads runs as the leaderboard does and writes HTML as the
 run report does, while those two modules stay independent of each other (leaderboard -> html)."""
 
 from __future__ import annotations
@@ -17,14 +17,21 @@ from needlepoint.report.leaderboard import read_run
 __all__ = ["write_index"]
 
 
-def write_index(out: Path, run_dirs: Sequence[Path]) -> Path:
-    """`out/report/index.html`: each run's headline numbers, linking to its own report."""
+def write_index(out: Path, run_dirs: Sequence[Path], path: Path | None = None, title: str = "needlepoint report") -> Path:
+    """The index page (`path`, by default `out/report/index.html`): every run's headline numbers,
+    linking to its own report; rows show run folders relative to `out`."""
     out = Path(out)
-    report_dir = out / REPORT_DIR
+    heading = title
+    target = Path(path) if path is not None else out / REPORT_DIR / "index.html"
+    report_dir = target.parent
     report_dir.mkdir(parents=True, exist_ok=True)
     blocks = []
     for run_dir in run_dirs:
-        run = read_run(Path(run_dir))
+        try:
+            run = read_run(Path(run_dir))
+        except DataError as exc:  # e.g. a run that never finished: listed below, without a block of numbers
+            blocks.append(f'<section class="run"><h2>{esc(Path(run_dir).name)}</h2><div class="note">{esc(exc)}</div></section>')
+            continue
         try:
             bench = make(run.benchmark, **run.options)
         except DataError:  # e.g. a --prompt-file that has moved since; the tables do not need it
@@ -57,7 +64,7 @@ def write_index(out: Path, run_dirs: Sequence[Path]) -> Path:
         ),
     )
     body = (
-        '<header class="top"><h1>needlepoint report</h1>'
+        f'<header class="top"><h1>{esc(heading)}</h1>'
         f'<div class="sub">{len(blocks)} run(s)</div></header>\n<main>{listed}<div class="runs">{"".join(blocks)}</div></main>'
     )
-    return write_atomic(report_dir / "index.html", page("needlepoint report", body, [RUNS_JS]))
+    return write_atomic(target, page(heading, body, [RUNS_JS]))

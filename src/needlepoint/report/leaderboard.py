@@ -13,14 +13,18 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
+import re
+import shlex
+import statistics
 import sys
 from argparse import Namespace
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
-from needlepoint.contract.boards import Board, BoardRow, Cell, PublishedRow, Run, pct, progress_mark
+from needlepoint.contract.boards import Board, BoardRow, Cell, Corrupt, PublishedRow, Run, obj, pct, progress_mark
 from needlepoint.contract.declaration import load_target
 from needlepoint.contract.registry import declaration, names
 from needlepoint.contract.usage import usage_board
@@ -164,7 +168,10 @@ def _flat(value: Any, prefix: str = "") -> dict[str, str]:
 def configuration_notes(runs: Sequence[Run]) -> dict[Path, list[str]]:
     """For runs of one benchmark and model that differ in configuration, each run's differing
     settings as `name=value` (benchmark options without their `option.` prefix), so that the
-    rows of two configurations never look alike; nothing for a run alone of its model."""
+    rows of two configurations never look alike; nothing for a run alone of its model. A setting
+    whose value is long text (a prompt template, which follows from `--answer-format`) is left out
+    beside a short one; where only long ones differ, each is named with a digest of its value
+    (`prompt #3fa2c1`), never quoted."""
     by_model: dict[tuple[str, str], list[Run]] = {}
     for run in runs:
         by_model.setdefault((run.benchmark, run.model), []).append(run)
@@ -175,9 +182,27 @@ def configuration_notes(runs: Sequence[Run]) -> dict[Path, list[str]]:
         flat = {r.dir: _flat(r.identity) for r in group}
         keys = sorted({k for f in flat.values() for k in f if k != "version"})
         differ = [k for k in keys if len({f.get(k) for f in flat.values()}) > 1]
+        short = [k for k in differ if all(_short(f.get(k, "-")) for f in flat.values())]
         for r in group:
-            notes[r.dir] = [f"{k.removeprefix('option.')}={flat[r.dir].get(k, '-')}" for k in differ]
+            shown = [f"{k.removeprefix('option.')}={flat[r.dir].get(k, '-')}" for k in short]
+            if not shown:  # only long texts differ (a prompt template): name them, by a digest of the value
+                shown = [f"{k.removeprefix('option.')} #{_digest(flat[r.dir].get(k, '-'))}" for k in differ]
+            notes[r.dir] = shown
     return notes
+
+
+LABEL_VALUE_CHARS = 40  # a setting whose value is longer (a prompt template) is named, never quoted
+
+
+def _short(value: str) -> bool:
+    """Whether a setting's value may stand in a row's label: one short line."""
+    return len(value) <= LABEL_VALUE_CHARS and "\n" not in value
+
+
+def _digest(value: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:6]
 
 
 def read_run(path: Path) -> Run:
@@ -225,9 +250,52 @@ def _label_configurations(board: Board, notes: dict[Path, list[str]]) -> None:
     run's of the same model, leaving out those the row's other labels already show."""
     for row in board.rows:
         shown = set(row.labels[1:])
-        extra = [n for n in notes.get(Path(row.source), []) if n.split("=", 1)[1] not in shown]
+        extra = [n for n in notes.get(Path(row.source), []) if n.split("=", 1)[-1] not in shown]
         if extra and row.labels:
             row.labels = [f"{row.labels[0]} [{', '.join(extra)}]", *row.labels[1:]]
+
+
+REPEAT_FOLDER = re.compile(r"repeat-\d+")
+REPEATS_FILE = "repeats.json"  # run/repeats.py writes it (report sits below run/: the name, not the import)
+
+
+def repeat_series(runs: Sequence[Run]) -> dict[Path, list[Run]]:
+    """The runs of `eval --repeats K` among `runs`, by their series folder (OUT, the one holding
+    repeats.json and repeat-<r>/), each series with two or more of its repeats."""
+    series: dict[Path, list[Run]] = {}
+    for run in runs:
+        if REPEAT_FOLDER.fullmatch(run.dir.name) and (run.dir.parent / REPEATS_FILE).is_file():
+            series.setdefault(run.dir.parent, []).append(run)
+    return {k: v for k, v in series.items() if len(v) > 1}
+
+
+def add_repeat_means(board: Board, runs: Sequence[Run]) -> None:
+    """After the rows of the K runs of one `--repeats` series, a row "MODEL (mean ± sd over K
+    seeds)": per column the mean of the repeats' values and their standard deviation (one per
+    row of the layout, e.g. MC-Bench's official and corrected); a cell any repeat lacks is empty."""
+    for folder, members in repeat_series(runs).items():
+        sources = {str(r.dir) for r in members}
+        groups: dict[tuple[str, ...], list[BoardRow]] = {}
+        for row in board.rows:
+            if row.source in sources and not row.published:
+                groups.setdefault(tuple(row.labels[1:]), []).append(row)
+        incomplete = " (incomplete)" if any(progress_mark(r) for r in members) else ""
+        for rest, rows in groups.items():
+            if len(rows) < 2:
+                continue
+            means: list[Cell] = []
+            sds: list[float | None] = []
+            for i, column in enumerate(board.columns):
+                cells = [float(v) for r in rows if i < len(r.values) and _plain_number(v := r.values[i])]
+                whole = len(cells) == len(rows)
+                means.append(statistics.fmean(cells) if whole else None)
+                sds.append(statistics.stdev(cells) if whole and column not in board.counts else None)
+            label = f"{members[0].model} (mean ± sd over {len(rows)} seeds){incomplete}"
+            board.rows.append(BoardRow([label, *rest], means, str(folder), sds=sds))
+
+
+def _plain_number(value: Cell) -> TypeGuard[float | int]:
+    return isinstance(value, int | float) and not isinstance(value, (bool, Corrupt)) and math.isfinite(value)
 
 
 def build_boards(runs: Sequence[Run], with_published: bool = False, usage: bool = False) -> list[Board]:
@@ -242,6 +310,7 @@ def build_boards(runs: Sequence[Run], with_published: bool = False, usage: bool 
         published = published_rows(benchmark) if with_published else []
         notes = configuration_notes(mine)
         for board in layout(benchmark)(mine):
+            add_repeat_means(board, mine)  # before the labels name each repeat's seed
             _label_configurations(board, notes)
             add_human_mean(board, mine)
             if published:
@@ -280,6 +349,8 @@ def print_boards(boards: Sequence[Board]) -> None:
         for row, cells in zip(b.rows, b.display_rows()):
             t.add_row(*(cells if with_published else cells[:-1]), style="dim italic" if row.published else None)
         console.print(t)
+        if b.interval_note:
+            console.print(f"[dim]{b.interval_note}[/dim]")
         if with_published:
             console.print("[dim]italic rows: published numbers from the papers; empty cells: not published[/dim]")
 
@@ -295,6 +366,8 @@ def markdown(boards: Sequence[Board]) -> str:
         out += [f"## {b.title}", ""]
         if b.note:
             out += [b.note, ""]
+        if b.interval_note:
+            out += [b.interval_note, ""]
         out.append("| " + " | ".join(_md_cell(c) for c in b.header) + " |")
         out.append("|" + "|".join("---" if i < len(b.label_columns) else "---:" for i in range(len(b.header) - 1)) + "|---|")
         for row, cells in zip(b.rows, b.display_rows()):
@@ -327,6 +400,8 @@ def html_page(boards: Sequence[Board]) -> str:
         parts.append(f"<h2>{esc(b.title)}</h2>")
         if b.note:
             parts.append(f'<p class="note">{esc(b.note)}</p>')
+        if b.interval_note:
+            parts.append(f'<p class="note ci">{esc(b.interval_note)}</p>')
         head = "".join(f"<th>{esc(c)}</th>" for c in b.header)
         body = []
         for row, cells in zip(b.rows, b.display_rows()):
@@ -350,18 +425,40 @@ def write_leaderboard(boards: Sequence[Board], out: Path) -> list[Path]:
     return [md, *csvs, write_atomic(out / "leaderboard.html", html_page(boards))]
 
 
+def redraw_advice(run: Run, level: float) -> str:
+    """A command that stores intervals at `level` in this run's metrics.json. A rescored published
+    file: `needlepoint score` with `--out` the run folder (it rewrites its own folder); a model run:
+    its `needlepoint eval` command again with `--out` the folder and the level (every sample is
+    answered, so it sends nothing and rescores). `score` without `--out` only prints."""
+    source = obj(run.header.get("source"))
+    data = run.config.get("data")
+    with_data = f" --data {shlex.quote(str(data))}" if data else ""
+    if source.get("kind") == "published" and source.get("file"):
+        predictions = Path(str(source["file"]))
+        label = f" --label {shlex.quote(run.model.removeprefix('published:'))}"
+        return (
+            f"`needlepoint score {run.benchmark} --predictions {shlex.quote(str(predictions))}{with_data}"
+            f" --out {shlex.quote(str(run.dir))}{label} --ci-level {level}` stores them at {level}"
+        )
+    return (
+        f"rerun the run's `needlepoint eval {run.benchmark} ...` command with `--out {shlex.quote(str(run.dir))} "
+        f"--ci-level {level}` (every sample is answered: it rescores and sends nothing) to store them at {level}, "
+        f"or show these with `report --ci-level {obj(run.metrics.get('intervals')).get('level')}`"
+    )
+
+
 def _keep_intervals(runs: Sequence[Run], level: float, off: bool) -> None:
     """Drop the stored intervals (metrics.json's `intervals`) that the boards must not show: all of
-    them with --no-ci, and those of another level than --ci-level (said on stderr: they were drawn
-    when the run was scored; `needlepoint score` with that level draws them anew)."""
+    them with --no-ci, and those of another level than --ci-level (said on stderr with a command
+    that stores them at that level: `redraw_advice`)."""
     for run in runs:
         block = run.metrics.get("intervals")
         if not isinstance(block, dict):
             continue
         if not off and block.get("level") != level:
             print(
-                f"{run.dir}: its intervals are at level {block.get('level')}, not {level}; shown without ±. "
-                f"`needlepoint score {run.benchmark} --predictions {run.dir} --ci-level {level}` draws them at {level}",
+                f"{run.dir}: its intervals are at level {block.get('level')}, not {level}; shown without them. "
+                + redraw_advice(run, level),
                 file=sys.stderr,
             )
         if off or block.get("level") != level:

@@ -119,6 +119,19 @@ def _add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     ev.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY); never written to disk")
     ev.add_argument("--limit", type=int, help="only the first N samples")
+    ev.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="a stratified random subset of N samples, seeded by --seed (0 when not given): the samples a "
+        "`needlepoint human --plan N --seed S` plan takes (docs/evaluating.md); a run of its own",
+    )
+    ev.add_argument(
+        "--sample-seed",
+        type=int,
+        metavar="S",
+        help="the --sample subset's seed when it should differ from --seed (the seed sent with every request)",
+    )
     ev.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
     ev.add_argument(
         "--processes",
@@ -272,6 +285,16 @@ def _generation(ns: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in gen.items() if v is not None}
 
 
+def _sample_seed(ns: argparse.Namespace) -> int:
+    """The --sample subset's seed: --sample-seed, else --seed, else 0 (--repeats changes only the
+    requests' seed, so every repeat answers the same subset)."""
+    if ns.sample_seed is not None and ns.sample is None:
+        raise DataError("--sample-seed seeds the subset --sample N takes; add --sample N or drop --sample-seed")
+    if ns.sample_seed is not None:
+        return int(ns.sample_seed)
+    return int(ns.seed) if ns.seed is not None else 0
+
+
 def _solver_options(items: list[str]) -> dict[str, Any]:
     """`--solver-option KEY=VALUE` settings as keywords of the solver (VALUE as JSON when it parses)."""
     out: dict[str, Any] = {}
@@ -348,6 +371,8 @@ def run_eval(ns: argparse.Namespace) -> int:
         options=_options(ns),
         generation=_generation(ns),
         limit=ns.limit,
+        sample=ns.sample,
+        sample_seed=_sample_seed(ns),
         concurrency=ns.concurrency,
         processes=ns.processes,
         out=ns.out,

@@ -1,7 +1,7 @@
 """`needlepoint eval ... --dry-run`: every first-turn request of a run, built exactly as it would be
 sent, counted and never sent.
 
-It loads the data as `evaluate` does (the same --limit and --shard), asks the benchmark for each
+It loads the data as `evaluate` does (the same --sample, --limit and --shard), asks the benchmark for each
 sample's prompt and sampling settings, encodes every image as the client would (the JPEG bytes
 that would travel), and counts requests, images, bytes and prompt tokens. Text tokens come from
 the model's own tokenizer (`--tokenizer`, a tokenizer.json read offline by the `tokenizers`
@@ -127,6 +127,7 @@ class RequestFacts:
     text_tokens: int
     image_tokens: int | None
     repair_tokens: int
+    max_tokens: int | None = None  # the longest reply the request allows (None: the server's default)
 
     @property
     def prompt_tokens(self) -> int | None:
@@ -148,6 +149,36 @@ class DryRunSummary:
     written: Path | None = None
     written_count: int = 0
     run_dir: Path | None = None  # the run's folder, where the estimate is kept (ESTIMATE)
+    price: tuple[float, float] | None = None  # --price / --prices: per million prompt and completion tokens
+
+    def cost(self) -> dict[str, Any] | None:
+        """What the requests cost at the price (None without one): the first turns' prompts, the
+        most their replies can cost (max_tokens each), and the most a repair turn on every sample
+        adds (its prompt holds the first turn, its longest reply and the repair text; its reply up to
+        max_tokens). Prompts whose image tokens are unknown count their text only ("at least")."""
+        if self.price is None:
+            return None
+        pin, pout = self.price
+        reqs = self.requests
+        prompt = sum(r.prompt_tokens if r.prompt_tokens is not None else r.text_tokens for r in reqs)
+        capped = all(r.max_tokens is not None for r in reqs)
+        replies = sum(r.max_tokens or 0 for r in reqs)
+        repair_in = sum(
+            (r.prompt_tokens if r.prompt_tokens is not None else r.text_tokens) + r.repair_tokens for r in reqs if r.repair_tokens
+        )
+        repair_out = sum(r.max_tokens or 0 for r in reqs if r.repair_tokens)
+        first = (prompt * pin + replies * pout) / 1e6
+        repair = (repair_in * pin + repair_out * pout) / 1e6
+        return {
+            "price": [pin, pout],
+            "prompts_known": all(r.prompt_tokens is not None for r in reqs),
+            "replies_capped": capped,
+            "prompts": prompt * pin / 1e6,
+            "replies_at_most": replies * pout / 1e6 if capped else None,
+            "first_turns_at_most": first if capped else None,
+            "repair_turns_add_at_most": repair if capped else None,
+            "at_most": first + repair if capped else None,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as JSON-ready counts."""
@@ -182,6 +213,7 @@ class DryRunSummary:
             ),
             "request_file": str(self.written) if self.written else None,
             "request_file_bodies": self.written_count,
+            **({"cost": self.cost()} if self.price is not None else {}),
         }
 
     def lines(self) -> list[str]:
@@ -211,11 +243,32 @@ class DryRunSummary:
         if self.max_context:
             kind = "prompts" if d["prompt_tokens"] is not None else "prompts' text alone"
             out.append(f"over --max-context {self.max_context}: {d['over_max_context']} ({kind})")
+        cost = d.get("cost")
+        if cost:
+            out.append(_cost_line(cost))
         if self.written:
             out.append(
                 f"request bodies: the first {self.written_count} written to {self.written} (images as {IMAGE_REF_SCHEME}KEY)"
             )
         return out
+
+
+def _money(v: float) -> str:
+    return f"${v:,.2f}" if v >= 1 or v == 0 else f"${v:.4f}"
+
+
+def _cost_line(cost: dict[str, Any]) -> str:
+    """The cost line of the printout."""
+    pin, pout = cost["price"]
+    least = "" if cost["prompts_known"] else "at least "  # image tokens unknown: the prompts' text alone
+    head = f"cost at {pin:g}/{pout:g} per million prompt/completion tokens: prompts {least}{_money(cost['prompts'])}"
+    if cost["at_most"] is None:
+        return head + "; replies unknown (no --max-tokens and the benchmark sets none: the server's default)"
+    return (
+        f"{head}, replies at most {_money(cost['replies_at_most'])}: first turns at most {_money(cost['first_turns_at_most'])}; "
+        f"a repair turn on every sample adds at most {_money(cost['repair_turns_add_at_most'])} "
+        f"(at most {_money(cost['at_most'])} in all" + ("" if cost["prompts_known"] else ", plus the images' prompt tokens") + ")"
+    )
 
 
 def _size(n: int) -> str:
@@ -267,7 +320,7 @@ def _request_facts(
     repair = bench.followup(sample, Parsed(error="dry run"), "length")
     repair_tokens = (gen.max_tokens or 0) + count_text(repair) if repair else 0
     size = len(body) + sum(f.b64_bytes for f in image_facts if f.url is None)
-    return RequestFacts(sample.id, size, len(refs), text_tokens, image_tokens, repair_tokens)
+    return RequestFacts(sample.id, size, len(refs), text_tokens, image_tokens, repair_tokens, gen.max_tokens)
 
 
 def dry_run(
@@ -345,6 +398,10 @@ def dry_run_config(
     if not samples:
         raise DataError(f"{config.data} holds no samples for {config.benchmark}")
     run_dir = run_folder(config, bench, samples)  # before --shard: the identity is the whole dataset's
+    if config.sample is not None:  # --sample N: the stratified subset, as evaluate takes it (before any shard of it)
+        from needlepoint.run.strata import sample_subset
+
+        samples = sample_subset(bench, samples, config.sample, config.sample_seed)
     if config.shard:
         samples = samples.with_samples(select(samples, parse_shard(config.shard), sample_cost(bench)))
     requested = samples[: config.limit] if config.limit else samples
@@ -363,6 +420,11 @@ def dry_run_config(
     )
     summary.benchmark = config.benchmark
     summary.run_dir = run_dir
+    if config.price or config.prices:  # the cost line: the --model's price
+        from needlepoint.contract.usage import load_prices
+
+        price = load_prices(config.prices, config.price).of(config.model)
+        summary.price = (price.input, price.output) if price is not None else None
     return summary
 
 

@@ -25,6 +25,7 @@ from needlepoint.core.records import Record, RunHeader, outcome
 from needlepoint.core.shard import parse_shard, sample_cost, select
 from needlepoint.core.store import METRICS, RECORDS, RunStore, read_records
 from needlepoint.run.runfolder import refusal_advice, remove_empty_run, resolve_run_dir
+from needlepoint.run.strata import sample_subset
 from needlepoint.solvers.base import Solver
 from needlepoint.solvers.calls import compact
 
@@ -151,6 +152,9 @@ class EvaluateSettings(TypedDict, total=False):
     structured_output: bool
     batch: bool
     batch_poll_s: float
+    batch_deadline_h: float
+    sample: int | None
+    sample_seed: int
     processes: int
 
 
@@ -211,6 +215,10 @@ def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSett
             config.serve.start(run_dir / SERVE_DIR, max_images(bench, requested), config.structured_output, media)
         if model is None:
             check_endpoints(config)
+            if config.batch:  # and its Batch API, or --batch would fail every sample retryably, forever
+                from needlepoint.run.batchrun import check_batch_api
+
+                check_batch_api(config)
         _check_solver_models(solver)
         if config.local_images:
             check_local_images(config, bench, requested, solver, model)
@@ -256,6 +264,8 @@ def _identify(
     ident = identity(
         config, {**bench.identity(), **samples.identity}, generation, dataset_fingerprint(samples), solver.identity()
     )
+    if config.sample is not None:  # --sample N: a stratified seeded subset (run/strata.py), before any shard of it
+        samples = sample_subset(bench, samples, config.sample, config.sample_seed)
     if config.shard:  # the shard's part of the whole dataset (whatever --limit requests of it)
         samples = samples.with_samples(select(samples, parse_shard(config.shard), sample_cost(bench)))
         ident["shard"] = config.shard  # the unsharded identity plus I/N (merge checks the rest)
@@ -405,6 +415,13 @@ def _run(
         drafts = _drafts(config, bench, samples, store, len(todo))
         if config.processes > 1:
             workers = _answer_in_processes(config, bench, samples, generation, store, solver, given, options)
+        elif config.batch:
+            from needlepoint.models.batch import BatchStopped
+
+            try:
+                asyncio.run(go())
+            except BatchStopped as exc:  # a batch that cannot be followed now: kept for the rerun
+                options.stopped = str(exc)
         else:
             asyncio.run(go())
     finally:

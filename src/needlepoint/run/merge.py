@@ -24,6 +24,7 @@ from needlepoint.core.files import write_lines
 from needlepoint.core.records import Record, RunHeader
 from needlepoint.core.shard import Shard, assign, parse_shard, sample_cost
 from needlepoint.core.store import RECORDS, RunStore, read_records
+from needlepoint.run.strata import sample_subset
 
 
 def _shard_header(run_dir: Path) -> tuple[RunHeader, Shard]:
@@ -114,6 +115,8 @@ def merge(
         raise DataError(
             f"the data at {data_path} is not the dataset the shards answered (its content differs); pass --data with the shards' dataset"
         )
+    if base.get("sample"):  # --sample N: the shards split the stratified subset
+        samples = sample_subset(bench, samples, base["sample"]["size"], base["sample"]["seed"])
     count = parse_shard(first["identity"]["shard"]).count
     owner = assign([(s.id, sample_cost(bench)(s)) for s in samples], count)
     records: dict[str, Record] = {}

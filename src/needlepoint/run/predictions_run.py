@@ -69,20 +69,38 @@ def _fingerprint(bench: Benchmark, data: Path | None) -> str | None:
         return None
 
 
-def _check_out(out: Path) -> None:
-    """Refuse to write over anything but an empty folder or an earlier predictions run."""
+def _check_out(out: Path) -> dict[str, Any] | None:
+    """Refuse to write over anything but an empty folder or an earlier predictions run, whose
+    run.json is returned (None for a new or empty folder): `_check_same` decides about it."""
     if not out.exists():
-        return
+        return None
     if not out.is_dir():
         raise DataError(f"--out {out} is a file; name a new folder for the run")
     if (out / HEADER).is_file():
         from needlepoint.core.jsonl import read_object
 
-        if is_predictions_run(read_object(out / HEADER, "move it aside", 1 << 20)):
-            return  # the same command again: rewritten
+        header = read_object(out / HEADER, "move it aside", 1 << 20)
+        if is_predictions_run(header):
+            return header
         raise DataError(f"--out {out} holds a model run; name another folder for the predictions run")
     if any(out.iterdir()):
         raise DataError(f"--out {out} is a folder that is not empty; name a new folder for the run")
+    return None
+
+
+def _check_same(out: Path, held: dict[str, Any] | None, run_hash: str) -> None:
+    """Rewrite a predictions run only for the same command again (the same identity: benchmark,
+    model, the file's bytes, options, data); another model's or file's run there is refused, never
+    replaced (issue 42.4: `eval --fresh` moves a run aside, and `score` keeps every run it wrote)."""
+    if held is None or held.get("hash") == run_hash:
+        return
+    config, source = held.get("config"), held.get("source")
+    model = str((config.get("model") if isinstance(config, dict) else None) or "another model")[:80]
+    file = str((source.get("file") if isinstance(source, dict) else None) or "another file")[:200]
+    raise DataError(
+        f"--out {out} holds the predictions run of {model} from {file}, "
+        "not of this file and model; name another --out folder for this run (or move that one aside yourself)"
+    )
 
 
 def write_predictions_run(
@@ -102,7 +120,7 @@ def write_predictions_run(
     if (predictions / HEADER).is_file() or predictions.name == RECORDS:
         raise DataError(f"--predictions {predictions} is a run folder already; give the authors' prediction file to write a run")
     out = Path(out).expanduser()
-    _check_out(out)
+    held = _check_out(out)
     bench = make(benchmark, **options)
     if data is not None:
         data = Path(data).expanduser()
@@ -139,6 +157,7 @@ def write_predictions_run(
     fingerprint = _fingerprint(make(benchmark, **all_options) if found.options else bench, data)
     if fingerprint:
         ident["dataset"] = fingerprint
+    _check_same(out, held, hash_identity(ident))  # before anything is written
     now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     header: RunHeader = {
         "needlepoint": __version__,

@@ -4,7 +4,8 @@ at its end, on Ctrl-C, SIGTERM and failure, and (through a guard process) after 
 
 - command.py: each engine's command line and the GPU groups;
 - process.py: one server process, its log and its stop;
-- guard.py: the watchdog that stops a server whose needlepoint is gone;
+- guard.py: the watchdog that stops a server's whole process tree (also when needlepoint is gone)
+  and scrubs credentials from its log;
 - plan.py: the servers of one run;
 - flags.py: the `needlepoint eval` flags.
 """

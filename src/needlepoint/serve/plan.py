@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any
 
 from needlepoint.core.errors import DataError
+from needlepoint.core.redact import scrub_args
 from needlepoint.serve.command import (
     ENGINES,
     ServeSpec,
@@ -124,19 +125,23 @@ class ServePlan:
             print(f"{end}{title} ready after {time.monotonic() - began:.0f} s: {len(self.servers)} server(s)", file=sys.stderr)
 
     def stop(self) -> None:
-        """Stop every server (each as a whole process group); safe to call more than once."""
+        """Stop every server (each as its whole process tree), all at once, returning as soon as
+        they are gone; safe to call more than once."""
         for _, _, p in self.servers:
-            p.stop()
+            p.ask_to_stop()
+        for _, _, p in self.servers:
+            p.wait_stopped()
 
     def public(self) -> dict[str, Any]:
-        """What run.json records: each server's role, command line, GPUs and log."""
+        """What run.json records: each server's role, command line (credentials scrubbed: the
+        run's report page shows it too), GPUs and log."""
         return {
             "engine": sorted({s.engine for s in self.specs}),
             "servers": [
                 {
                     "role": p.role,
                     "url": p.url,
-                    "command": p.command,
+                    "command": scrub_args(p.command),
                     "generation_config": given_flag(p.command, "--generation-config"),
                     "gpus": p.gpus,
                     "log": p.log.name,

@@ -36,7 +36,10 @@ class Resampler(Protocol):
         ...
 
     def metrics_batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
-        """`metrics` for each row of a 2-D `idx` (resamples x units), NaN where None."""
+        """`metrics` for each row of a 2-D `idx` (resamples x units), NaN where None.
+
+        A row of `stats.draw` holds in column k a unit of unit k's stratum; a resampler may read
+        it as unit k's place refilled (MM-NIAH's keeps each cell's count so, see its module)."""
         ...
 
     def restrict(self, ids: Sequence[str]) -> Resampler:

@@ -12,6 +12,7 @@ from needlepoint.core.intervalsettings import CiSettings
 from needlepoint.core.records import Record
 from needlepoint.stats.bootstrap import bootstrap_interval
 from needlepoint.stats.resampler import Resampler
+from needlepoint.stats.shares import SHARE_METHOD, share_counts_of
 
 __all__ = ["interval_block", "resampler_of"]
 
@@ -25,13 +26,15 @@ def resampler_of(bench: object, dataset: Dataset[Any], records: Sequence[Record]
 
 
 def interval_block(resampler: Resampler | None, settings: CiSettings) -> dict[str, Any] | None:
-    """metrics.json's `intervals` block: how they were drawn, and per metric name (a "/"-joined path
+    """metrics.json's `intervals` block: how they were drawn (`share_method` for the share metrics
+    that get a score interval, each marked `"method"`), and per metric name (a "/"-joined path
     into metrics.json) {estimate, lo, hi} or {estimate, none: reason}. None when intervals are off
     or the benchmark has no resampler."""
     if resampler is None or not settings.enabled:
         return None
     intervals = bootstrap_interval(resampler, settings.resamples, settings.level, settings.seed)
-    return {
+    shares = [name for name, iv in intervals.items() if iv is not None and iv.method == SHARE_METHOD]
+    block: dict[str, Any] = {
         "method": "percentile bootstrap",
         "level": settings.level,
         "resamples": settings.resamples,
@@ -41,3 +44,8 @@ def interval_block(resampler: Resampler | None, settings: CiSettings) -> dict[st
         "stratified": resampler.strata is not None,
         "metrics": intervals.to_json(),
     }
+    if share_counts_of(resampler):
+        # the share metrics (each marked "method" in its entry) get the score interval instead
+        block["share_method"] = f"{SHARE_METHOD} (stratified: effective sample size, capped at the units)"
+        block["share_metrics"] = shares
+    return block

@@ -8,7 +8,7 @@ from typing import Any
 
 from needlepoint.contract.base import Table, percent
 
-__all__ = ["interval_table", "plus_minus", "with_intervals"]
+__all__ = ["interval_table", "with_intervals"]
 
 
 def _block(metrics: dict[str, Any]) -> dict[str, Any] | None:
@@ -30,9 +30,10 @@ def interval_table(metrics: dict[str, Any]) -> Table | None:
     shown = f"{100 * float(level):g}%" if isinstance(level, (int, float)) else "?"
     unit = f"{block.get('unit', 'unit')}s" if block.get("units") != 1 else str(block.get("unit", "unit"))
     strata = ", stratified" if block.get("stratified") else ""
+    score = str(block["share_method"]).split(" (")[0] if block.get("share_method") else ""
     table = Table(
-        f"{shown} intervals (percentile bootstrap over {block.get('units')} {unit}{strata}, "
-        f"{block.get('resamples')} resamples, seed {block.get('seed')})",
+        f"{shown} intervals ({f'*: {score}; others: ' if score else ''}percentile bootstrap over {block.get('units')} "
+        f"{unit}{strata}, {block.get('resamples')} resamples, seed {block.get('seed')})",
         ["metric", "value %", f"{shown} interval %"],
     )
     for name, cell in block["metrics"].items():
@@ -40,7 +41,7 @@ def interval_table(metrics: dict[str, Any]) -> Table | None:
         est = cell.get("estimate")
         lo, hi = cell.get("lo"), cell.get("hi")
         if _number(lo) and _number(hi):
-            text = f"[{percent(lo)}, {percent(hi)}]"
+            text = f"[{percent(lo)}, {percent(hi)}]" + (" *" if cell.get("method") else "")
         else:
             text = f"none: {cell.get('none', 'not computed')}"
         table.rows.append([name, percent(est) if _number(est) else None, text])
@@ -51,12 +52,3 @@ def with_intervals(tables: Sequence[Table], metrics: dict[str, Any]) -> list[Tab
     """A benchmark's tables, then the interval table when the run has intervals."""
     extra = interval_table(metrics)
     return [*tables, *([extra] if extra is not None else [])]
-
-
-def plus_minus(metrics: dict[str, Any], name: str) -> float | None:
-    """Half the width of metric `name`'s interval in % (a leaderboard's "± x"), None without one."""
-    block = _block(metrics)
-    cell = block["metrics"].get(name) if block is not None else None
-    if not isinstance(cell, dict) or not (_number(cell.get("lo")) and _number(cell.get("hi"))):
-        return None
-    return 100 * (float(cell["hi"]) - float(cell["lo"])) / 2

@@ -17,6 +17,7 @@ BENCHMARK = Declaration(
     name="mc_bench",
     title="MC-Bench",
     benchmark="needlepoint.benchmarks.mc_bench.benchmark:McBench",
+    primary_metric="official/ap50",  # the paper's headline: AP50 by the authors' evaluator
     options=(
         BOX_FORMAT,
         ANSWER_FORMAT,

@@ -299,6 +299,16 @@ class McBench(BaseBenchmark):
             ]
         return metrics
 
+    def stratum(self, dataset: Dataset[McSample], sample: McSample) -> str:
+        """Prompt style x positive/negative (does the pair hold a target): "Reasoning/positive"."""
+        truth = getattr(dataset, "truth", None)
+        gt = truth.sample_by_id.get(sample.id) if truth is not None else None
+        positive = getattr(gt, "positive", None)
+        if positive is None and truth is not None:  # the COCO layout has no flag: a box in the pair
+            positive = any(b.image_id in sample.image_ids for b in truth.boxes)
+        sign = "?" if positive is None else "positive" if positive else "negative"
+        return f"{sample.style or 'unknown'}/{sign}"
+
     def resampler(self, dataset: Dataset[McSample], records: Sequence[Record]) -> Resampler:
         """The samples as bootstrap units (stats.Resampler), matched once for both protocols."""
         from needlepoint.benchmarks.mc_bench.resample import McResampler

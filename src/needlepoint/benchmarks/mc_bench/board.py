@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from needlepoint.benchmarks.mc_bench.tables import STYLE_KEYS, TABLE2_COLUMNS
-from needlepoint.contract.boards import Board, BoardRow, Run, answer_label, at, obj, pct
-from needlepoint.stats.tables import plus_minus
+from needlepoint.contract.boards import Board, BoardRow, Run, answer_label, at, ci_level, interval, obj, pct
 
 __all__ = ["boards", "mc_values"]
 
@@ -54,6 +53,14 @@ def boards(runs: Sequence[Run]) -> list[Board]:
             ("official", official, official.get("by_style"), "official/by_style"),
             ("corrected", corrected, corrected_styles, "analyses/by_style"),
         ):
-            spreads = [plus_minus(m, name) for name in _interval_names(protocol, at_style)]
-            board.rows.append(BoardRow([run.label, setting, protocol], mc_values(block, styles), str(run.dir), spreads=spreads))
+            found = [interval(m, name) for name in _interval_names(protocol, at_style)]
+            board.rows.append(
+                BoardRow(
+                    [run.label, setting, protocol],
+                    mc_values(block, styles),
+                    str(run.dir),
+                    intervals=found,
+                    level=ci_level(m),
+                )
+            )
     return [board]

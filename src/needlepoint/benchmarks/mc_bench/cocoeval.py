@@ -170,9 +170,13 @@ def match(
     return Matched(tuple(areas), img, cat, d_img, d_cat, dt.score[d_rows], rank, tp, fp, g_img, g_cat, counted)
 
 
-def precision(m: Matched, images: np.ndarray | None = None) -> np.ndarray:
+def precision(m: Matched, images: np.ndarray | None = None, image_key: np.ndarray | None = None) -> np.ndarray:
     """COCOeval.accumulate()'s precision, shape (areas, categories, 101), over all evaluated
-    images or only `images` (image ids); -1 where a category has no counted ground truth."""
+    images or only `images` (image ids); -1 where a category has no counted ground truth.
+
+    `image_key` (one number per entry of `m.image_ids`) replaces the image-id order that breaks
+    score ties: detections of equal score are taken in the order of their images' keys (a random
+    tie order, corrected.py); None keeps pycocotools' order."""
     n_a, n_k = len(m.areas), len(m.category_ids)
     out = -np.ones((n_a, n_k, len(REC_THRS)))
     d_sel = np.arange(len(m.d_image))
@@ -182,7 +186,8 @@ def precision(m: Matched, images: np.ndarray | None = None) -> np.ndarray:
         d_sel = d_sel[wanted[m.d_image]]
         g_sel = wanted[m.g_image]
     # pycocotools concatenates the images in id order, then sorts stably by -score
-    order = d_sel[np.lexsort((m.d_rank[d_sel], m.d_image[d_sel], -m.d_score[d_sel], m.d_category[d_sel]))]
+    d_image = m.d_image if image_key is None else image_key[m.d_image]
+    order = d_sel[np.lexsort((m.d_rank[d_sel], d_image[d_sel], -m.d_score[d_sel], m.d_category[d_sel]))]
     cats = m.d_category[order]
     lo = np.searchsorted(cats, np.arange(n_k), side="left")
     hi = np.searchsorted(cats, np.arange(n_k), side="right")
@@ -192,6 +197,26 @@ def precision(m: Matched, images: np.ndarray | None = None) -> np.ndarray:
         for k in np.flatnonzero(npig):
             out[a, k] = _curve(tp[lo[k] : hi[k]], fp[lo[k] : hi[k]], int(npig[k]))
     return out
+
+
+def has_cross_image_ties(m: Matched) -> bool:
+    """Whether the AP depends on how the images are numbered: in some area range, detections of
+    one category at one score lie on two or more images and hold both a true and a false positive
+    (pycocotools takes such ties in image-id order). Ties of true positives only, or of false
+    positives only, give the same curve in every order."""
+    for a in range(len(m.areas)):
+        counted = np.flatnonzero(m.tp[a] | m.fp[a])
+        if len(counted) < 2:
+            continue
+        order = counted[np.lexsort((m.d_score[counted], m.d_category[counted]))]
+        c, s = m.d_category[order], m.d_score[order]
+        starts = np.flatnonzero(np.r_[True, (c[1:] != c[:-1]) | (s[1:] != s[:-1])])
+        img, tp = m.d_image[order], m.tp[a][order].astype(np.int64)
+        several = np.minimum.reduceat(img, starts) != np.maximum.reduceat(img, starts)
+        mixed = np.minimum.reduceat(tp, starts) != np.maximum.reduceat(tp, starts)
+        if np.any(several & mixed):
+            return True
+    return False
 
 
 def average_precision(curve: np.ndarray) -> float | None:

@@ -98,8 +98,16 @@ def detections(results: Sequence[dict[str, Any]], gt: GroundTruth) -> Detections
     return dt
 
 
-def check_results(results: Any, source: str = "the results") -> list[dict[str, Any]]:
-    """Validated copies of COCO results entries (score defaults to 1.0); DataError on a bad one."""
+CATEGORY_MAX = 100
+"""The largest `category_id` a COCO results file may hold (docs/evaluating.md: 1 to 100). MC-Bench's
+ground truth uses groups 1 to 7 and a pair shows a handful; a file with `category_id: 1000000` is no
+answer to it. A model's own reply is bounded by parse.GROUP_MAX only (a group number no ground
+truth has is a false positive, never the run's error)."""
+
+
+def check_results(results: Any, source: str = "the results", category_max: int = GROUP_MAX) -> list[dict[str, Any]]:
+    """Validated copies of COCO results entries (score defaults to 1.0); DataError on a bad one.
+    `category_max`: the largest group accepted (a file read from disk: CATEGORY_MAX)."""
     if not isinstance(results, list):
         raise DataError(f"{source} is not a JSON list of predictions; write [{{image_id, category_id, bbox, score}}, ...]")
     out = []
@@ -110,9 +118,14 @@ def check_results(results: Any, source: str = "the results") -> list[dict[str, A
         if "image_id" not in r or not _is_int(r["image_id"]):
             raise DataError(f"{where} has image_id {_shown(r.get('image_id'))}, which is not an integer; fix or drop that entry")
         if "category_id" not in r:
-            raise DataError(f"{where} has no category_id (its group, 1..{GROUP_MAX}); fix or drop that entry")
+            raise DataError(f"{where} has no category_id (its group, 1..{category_max}); fix or drop that entry")
         integer(
-            r["category_id"], where, "category_id (the group)", "groups are numbered from 1; fix or drop that entry", 1, GROUP_MAX
+            r["category_id"],
+            where,
+            "category_id (the group)",
+            f"groups are numbered from 1 to {category_max}; fix or drop that entry",
+            1,
+            category_max,
         )
         bbox = r.get("bbox")
         if not isinstance(bbox, (list, tuple)) or len(bbox) != 4 or not all(is_number(v) for v in bbox):
@@ -136,7 +149,7 @@ def check_results(results: Any, source: str = "the results") -> list[dict[str, A
 def read_results(path: str | Path) -> list[dict[str, Any]]:
     """Read and validate a COCO results JSON file."""
     path = Path(path)
-    return check_results(read_json(path, "give the path of a COCO results JSON file"), str(path))
+    return check_results(read_json(path, "give the path of a COCO results JSON file"), str(path), CATEGORY_MAX)
 
 
 def write_results(path: str | Path, results: Sequence[dict[str, Any]]) -> None:

@@ -65,6 +65,9 @@ def mc_tables(metrics: dict[str, Any]) -> list[Table]:
     notes = []
     if regrouping == "none":
         notes.append("official regrouping: none (no image with a group-2 box; the authors' script would crash here)")
+    ties = corrected.get("ap50_tie_orders")
+    if isinstance(ties, dict) and ties.get("orders"):
+        notes.append(tie_note(ties))
     notes += metrics.get("notes", [])
     for key, value in metrics.get("parse_errors", {}).items():
         notes.append(f"parse errors {key}: {value}")
@@ -76,6 +79,15 @@ def mc_tables(metrics: dict[str, Any]) -> list[Table]:
     if notes:
         tables.append(Table("MC-Bench notes", ["note"], [[n] for n in notes]))
     return tables
+
+
+def tie_note(ties: dict[str, Any]) -> str:
+    """One line on a corrected AP50 averaged over tie orders (corrected.py)."""
+    return (
+        f"corrected AP50: tied scores, so the mean over {ties['orders']} random orders of the images "
+        f"(sd {percent(ties.get('sd'))}, {percent(ties.get('min'))} to {percent(ties.get('max'))}); "
+        f"in image-id order, as the official protocol takes ties: {percent(ties.get('image_id_order'))}"
+    )
 
 
 def _round(v: Any) -> Any:

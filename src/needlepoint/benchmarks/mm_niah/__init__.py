@@ -8,7 +8,7 @@ The package, in the order of the flow: `data` and `benchmark` (load, prompt), `r
 
 from __future__ import annotations
 
-from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_EDGES
+from needlepoint.benchmarks.mm_niah.ranges import CONTEXT_EDGES, PAPER_TASKS
 from needlepoint.contract.declaration import Builder, Declaration, PublishedTable
 from needlepoint.core.options import MAX_IMAGE_SIDE, Option
 
@@ -21,6 +21,8 @@ BENCHMARK = Declaration(
     name="mm_niah",
     title="MM-NIAH",
     benchmark="needlepoint.benchmarks.mm_niah.benchmark:MmNiah",
+    primary_metric="overall/overall",
+    task_order=PAPER_TASKS,
     options=(
         Option("--tasks", "comma-separated tasks, e.g. retrieval-text,counting-image"),
         Option("--split", "val or test"),

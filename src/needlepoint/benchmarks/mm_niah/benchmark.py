@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from needlepoint.benchmarks.mm_niah.aggregate import aggregate, context_bin
+from needlepoint.benchmarks.mm_niah.aggregate import aggregate, context_bin, depth_bin
 from needlepoint.benchmarks.mm_niah.cards import add_document
 from needlepoint.benchmarks.mm_niah.data import NiahSample, image_pieces, load_release
 from needlepoint.benchmarks.mm_niah.judge import judge
@@ -26,6 +26,7 @@ from needlepoint.contract.base import (
     report_parse_error,
 )
 from needlepoint.contract.predictions import PredictionsRun
+from needlepoint.core import status
 from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message, Part
 from needlepoint.core.records import Record, scores
 from needlepoint.stats.resampler import Resampler
@@ -54,7 +55,8 @@ def response_rows(samples: Sequence[NiahSample], records: dict[str, Record]) -> 
                 "question_id": s.row_id,
                 "question": s.question,
                 "answer": s.answer,
-                "response": rec.get("answer"),
+                # an empty reply (parse error `empty_response`) is the empty response the model gave
+                "response": "" if rec.get("parse_error") == status.EMPTY_RESPONSE else rec.get("answer"),
                 "context_length": s.context_length,
                 "placed_depth": s.placed_depth,
             }
@@ -112,6 +114,10 @@ class MmNiah(BaseBenchmark):
         return Conversation([Message("user", _parts(sample.text(), sample.images))])
 
     def parse(self, sample: NiahSample, text: str) -> Parsed:
+        """The reply's text as the answer; a reply without text (`content` null, empty or white
+        space) is `empty_response`, as in every benchmark (core/status.py), scored 0."""
+        if not text.strip():
+            return Parsed(error=status.EMPTY_RESPONSE)
         return Parsed(answer=text)
 
     def judge(self, sample: NiahSample, parsed: Parsed) -> dict[str, Any]:
@@ -152,9 +158,16 @@ class MmNiah(BaseBenchmark):
             metrics["rag"] = shares
         return metrics
 
+    def stratum(self, dataset: Dataset[NiahSample], sample: NiahSample) -> str:
+        """Task x context range x needle depth bin: "counting-text/8k/depth2"."""
+        b = context_bin(sample.context_length, EXTENDED_EDGES)
+        rng = EXTENDED_RANGES[b - 1] if b > 0 else "<1k"
+        return f"{sample.task}/{rng}/depth{depth_bin(sample.placed_depth)}"
+
     def resampler(self, dataset: Dataset[NiahSample], records: Sequence[Record]) -> Resampler | None:
-        """The scored samples as bootstrap units (stats.Resampler), drawn within their cell (task,
-        range, depth bin); None when no record carries a score (a split without answers)."""
+        """The scored samples as bootstrap units (stats.Resampler): groups of a task's context
+        ranges of at least 20 samples, each cell keeping its count (resample.py, the collapsed-cell
+        bootstrap); None when no record carries a score (a split without answers)."""
         from needlepoint.benchmarks.mm_niah.resample import NiahResampler
 
         by_id = {s.id: s for s in dataset}
@@ -203,7 +216,7 @@ class MmNiah(BaseBenchmark):
                     prompt=s.question,
                     answer=replies_text(rec),
                     fields={
-                        "answer": shown_answer(s.answer),
+                        "expected": shown_answer(s.answer),
                         "score": score,
                         "context length": int(s.context_length),
                         "depth": s.placed_depth,

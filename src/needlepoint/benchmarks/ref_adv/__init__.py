@@ -22,6 +22,7 @@ BENCHMARK = Declaration(
     name="ref_adv_s",
     title="Ref-Adv-s",
     benchmark="needlepoint.benchmarks.ref_adv.benchmark:RefAdv",
+    primary_metric="acc@0.5",
     options=(
         BOX_FORMAT,
         ANSWER_FORMAT,

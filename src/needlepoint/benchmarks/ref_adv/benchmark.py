@@ -130,6 +130,10 @@ class RefAdv(BaseBenchmark):
     def score(self, dataset: Dataset[RefAdvSample], records: Sequence[Record]) -> dict[str, Any]:
         return score_rows(sample_rows(dataset, records))
 
+    def stratum(self, dataset: Dataset[RefAdvSample], sample: RefAdvSample) -> str:
+        """The sample's distractor bin ("4-6")."""
+        return bin_label(sample.distractors)
+
     def resampler(self, dataset: Dataset[RefAdvSample], records: Sequence[Record]) -> Resampler:
         """The bootstrap units of the records (stats.Resampler): one case each."""
         from needlepoint.benchmarks.ref_adv.resample import RefAdvResampler

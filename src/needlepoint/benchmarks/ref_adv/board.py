@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from needlepoint.benchmarks.ref_adv.scoring import BINS
-from needlepoint.contract.boards import Board, BoardRow, Run, answer_label, at, count, pct
-from needlepoint.stats.tables import plus_minus
+from needlepoint.contract.boards import Board, BoardRow, Run, answer_label, at, ci_level, count, interval, pct
 
 __all__ = ["boards"]
 
@@ -33,8 +32,7 @@ def boards(runs: Sequence[Run]) -> list[Board]:
             count(m.get("parse_fail")),
         ]
         names = [None, *(f"acc@{t}" for t in ("0.5", "0.75", "0.9")), *(f"bins/{b}/acc@0.5" for b in REF_BINS), None]
-        spreads = [plus_minus(m, n) if n else None for n in names]
-        board.rows.append(
-            BoardRow([run.label, answer_label(str(run.option("prompt_mode") or ""), run)], values, str(run.dir), spreads=spreads)
-        )
+        found = [interval(m, n) if n else None for n in names]
+        labels = [run.label, answer_label(str(run.option("prompt_mode") or ""), run)]
+        board.rows.append(BoardRow(labels, values, str(run.dir), intervals=found, level=ci_level(m)))
     return [board]

@@ -1,5 +1,7 @@
 """Ref-Adv-s resampling: a case is the unit, drawn within its distractor bin (the bins are the
-authors' strata), and Acc@0.5/0.75/0.9 and the bins' Acc@0.5 recomputed on each draw."""
+authors' strata), and Acc@0.5/0.75/0.9 and the bins' Acc@0.5 recomputed on each draw. All of them
+are shares of cases right, declared as such (`share_counts`, stats.shares) so that their intervals
+are Wilson score intervals, which hold near 0% and 100%."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ class RefAdvResampler:
             code[(d >= lo) & ((d <= hi) if hi is not None else True)] += b << len(THRESHOLDS)
         self._code = code
         self._codes = (len(BINS) + 1) << len(THRESHOLDS)
+        self._iou, self._d = iou, d
 
     @classmethod
     def from_rows(cls, ids: Sequence[str], rows: Sequence[dict[str, Any]]) -> RefAdvResampler:
@@ -56,6 +59,20 @@ class RefAdvResampler:
             hit = counts[:, b, bits & 1 == 1].sum(axis=1)
             # score_rows gives an empty bin 0.0; an empty bin has no rate to put an interval on
             out[f"bins/{label}/acc@0.5"] = np.divide(hit, size, out=np.full(rows, np.nan), where=size > 0)
+        return out
+
+    def share_counts(self) -> dict[str, list[tuple[float, float]]]:
+        """Every metric is a share of cases right: (cases right, cases) per distractor bin for
+        Acc@t (the draw's strata), and the bin's own pair for the bin's Acc@0.5 (stats.shares)."""
+        strata = np.asarray(self.strata if self.strata is not None else [""] * len(self.units), dtype=str)
+        out: dict[str, list[tuple[float, float]]] = {}
+        for t in THRESHOLDS:
+            right = self._iou >= t
+            out[f"acc@{t}"] = [(int(right[strata == s].sum()), int((strata == s).sum())) for s in dict.fromkeys(strata.tolist())]
+        for label, lo, hi in BINS:
+            inside = (self._d >= lo) & ((self._d <= hi) if hi is not None else True)
+            if inside.any():
+                out[f"bins/{label}/acc@0.5"] = [(int((self._iou[inside] >= 0.5).sum()), int(inside.sum()))]
         return out
 
     def restrict(self, ids: Sequence[str]) -> Resampler:

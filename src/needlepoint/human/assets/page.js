@@ -11,7 +11,8 @@ const app = {
   view: null,       // /api/sample of that sample
   boxes: [],        // {image, group, bbox: [x1, y1, x2, y2], score}
   selected: -1,
-  group: 1,
+  picked: false,    // the selected box was clicked (its group keys change it), not just drawn
+  group: 1,         // the group of the next box drawn: chosen before drawing, 1 on every new sample
   panes: [],        // {index, width, height, zoom, stage, svg, scroller}
   gt: [],           // expected boxes shown after a gold sample
   phase: "intro",   // intro | answer | gold | finished
@@ -140,6 +141,9 @@ async function load(i) {
   $("gold").hidden = true;
   app.boxes = [];
   app.selected = -1;
+  app.picked = false;
+  app.group = 1;  // groups are chosen anew on every sample: none carries over from the last one
+  app.given = null;
   app.gt = [];
   app.option = null;
   if (document.activeElement && document.activeElement.blur) document.activeElement.blur();  // keys act on the new sample
@@ -289,6 +293,37 @@ function toImage(p, e) {
   return [Math.max(0, Math.min(p.width, x)), Math.max(0, Math.min(p.height, y))];
 }
 
+const EDGE_PX = 24;  // a press this close outside an image's visible edge starts a box at the edge
+
+function visibleRect(p) {
+  const r = p.svg.getBoundingClientRect();
+  const s = p.scroller.getBoundingClientRect();
+  const left = Math.max(r.left, s.left), top = Math.max(r.top, s.top);
+  const right = Math.min(r.right, s.left + p.scroller.clientWidth), bottom = Math.min(r.bottom, s.top + p.scroller.clientHeight);
+  return right > left && bottom > top ? { left, top, right, bottom } : null;
+}
+
+// A press just outside an image (its margin, the pane's border, the gap between panes) starts a box
+// clamped to the image's edge, instead of drawing nothing.
+document.addEventListener("mousedown", (e) => {
+  if (e.button !== 0 || app.phase !== "answer" || !app.panes.length || e.defaultPrevented || app.drag) return;  // an image's own press
+  const t = e.target;
+  if (t.closest && (t.closest("svg") || t.closest("button, input, textarea, select, label, a"))) return;
+  let best = null;
+  for (const p of app.panes) {
+    const v = visibleRect(p);
+    if (!v) continue;
+    const dx = Math.max(v.left - e.clientX, 0, e.clientX - v.right);
+    const dy = Math.max(v.top - e.clientY, 0, e.clientY - v.bottom);
+    const d = Math.hypot(dx, dy);
+    if (d <= EDGE_PX && (!best || d < best.d)) best = { p, d, v };
+  }
+  if (!best) return;
+  const v = best.v;
+  const x = Math.max(v.left, Math.min(v.right, e.clientX)), y = Math.max(v.top, Math.min(v.bottom, e.clientY));
+  pointerDown(best.p, { button: 0, clientX: x, clientY: y, target: best.p.svg, preventDefault: () => e.preventDefault() });
+});
+
 function pointerDown(p, e) {
   if (e.button !== 0 || app.phase !== "answer") return;
   e.preventDefault();
@@ -301,13 +336,14 @@ function pointerDown(p, e) {
   }
   if (t.dataset && t.dataset.box !== undefined) {
     const b = Number(t.dataset.box);
-    select(b);
+    select(b, true);
     app.drag = { mode: "move", pane: p, box: b, from: [x, y], orig: app.boxes[b].bbox.slice() };
     return;
   }
   if (app.state.benchmark === "ref_adv_s") app.boxes = [];
   app.boxes.push({ image: p.index, group: app.group, bbox: [x, y, x, y], score: 1 });
-  app.selected = app.boxes.length - 1;
+  app.selected = app.boxes.length - 1;  // selected to move, resize or delete; its group keys choose the next box's
+  app.picked = false;
   app.drag = { mode: "draw", pane: p, box: app.selected, from: [x, y] };
   drawAll();
 }
@@ -342,14 +378,14 @@ window.addEventListener("mouseup", () => {
   app.drag = null;
   const b = app.boxes[d.box];
   if (b && (b.bbox[2] - b.bbox[0] < 2 || b.bbox[3] - b.bbox[1] < 2)) {
-    if (d.mode === "draw") { app.boxes.splice(d.box, 1); app.selected = -1; }
+    if (d.mode === "draw") { app.boxes.splice(d.box, 1); app.selected = -1; app.picked = false; }
   }
   drawAll();
 });
 
-function select(i) {
+function select(i, picked) {
   app.selected = i;
-  if (i >= 0 && app.boxes[i]) app.group = app.boxes[i].group;
+  app.picked = !!picked && i >= 0;
   drawAll();
 }
 
@@ -363,10 +399,21 @@ function drawPane(p) {
   const svg = p.svg;
   svg.replaceChildren();
   const hs = 7 / (p.zoom || 1);
-  for (const g of app.gt) {
+  for (const g of app.gt) {  // the expected boxes after a gold sample: dashed, in their group's colour
     if (g.image !== p.index) continue;
     const [x1, y1, x2, y2] = g.bbox;
-    svg.appendChild(svgEl("rect", { class: "gt", x: x1, y: y1, width: x2 - x1, height: y2 - y1 }));
+    const c = app.state.benchmark === "mc_bench" ? colour(g.group) : null;
+    const rect = svgEl("rect", { class: "gt", x: x1, y: y1, width: x2 - x1, height: y2 - y1, "data-group": g.group });
+    const right = x1 > p.width / 2;  // the label under the box (over it near the bottom), kept inside the image
+    const below = y2 + 16 / p.zoom <= p.height;
+    const label = svgEl("text", {
+      class: "gt-label", x: right ? x2 : x1, y: below ? y2 + 13 / p.zoom : y1 - 4 / p.zoom,
+      "text-anchor": right ? "end" : "start", "font-size": 13 / p.zoom,
+    });
+    if (c) { rect.style.stroke = c; label.style.fill = c; }
+    svg.appendChild(rect);
+    label.textContent = app.state.benchmark === "mc_bench" ? `expected ${g.group}` : "expected";
+    svg.appendChild(label);
   }
   app.boxes.forEach((b, i) => {
     if (b.image !== p.index) return;
@@ -390,14 +437,23 @@ function drawPane(p) {
 function renderGroups() {
   const g = $("groups");
   if (!app.state || app.state.benchmark !== "mc_bench") { g.replaceChildren(); $("confidence-row").hidden = true; return; }
-  g.replaceChildren(el("span", { class: "muted" }, "group (keys 1-9):"));
+  const box = app.picked && app.boxes[app.selected] ? app.boxes[app.selected] : null;
+  const shown = box ? box.group : app.group;
+  g.dataset.mode = box ? "selected" : "next";
+  g.dataset.next = String(app.group);
+  g.classList.toggle("editing", !!box);
+  g.replaceChildren(el("span", { class: "muted", id: "groups-label" },
+    box ? `group of the selected box ${app.selected + 1} (keys 1-9):` : "group of the next box you draw (keys 1-9):"));
   for (let k = 1; k <= 9; k++) {
-    const b = el("button", { type: "button", "data-group": String(k), class: k === app.group ? "current" : "" }, k);
+    const b = el("button", { type: "button", "data-group": String(k), class: k === shown ? "current" : "" }, k);
     b.style.borderColor = colour(k);
-    if (k === app.group) b.style.background = colour(k);
+    if (k === shown) b.style.background = colour(k);
     b.addEventListener("click", () => setGroup(k));
     g.appendChild(b);
   }
+  g.appendChild(el("span", { class: "muted" }, box
+    ? `next box: group ${app.group} · Esc ends the change`
+    : "click a box to change its group"));
   const row = $("confidence-row");
   row.hidden = !app.state.confidence || app.selected < 0;
   if (!row.hidden) {
@@ -421,7 +477,7 @@ function renderList() {
     text += `${size} px at (${Math.round(b.bbox[0])}, ${Math.round(b.bbox[1])})`;
     if (app.state.confidence) text += `, confidence ${b.score.toFixed(2)}`;
     li.appendChild(document.createTextNode(text));
-    li.addEventListener("click", () => select(i));
+    li.addEventListener("click", () => select(i, true));
     list.appendChild(li);
   });
   if (!app.boxes.length && app.state && app.state.benchmark !== "mm_niah") {
@@ -429,9 +485,18 @@ function renderList() {
   }
 }
 
+// A group key chooses the group of the boxes drawn next; only a box the person clicked (selected
+// on purpose, shown in the group bar) changes group, and the page says so.
 function setGroup(k) {
-  app.group = k;
-  if (app.selected >= 0 && app.boxes[app.selected]) app.boxes[app.selected].group = k;
+  const box = app.picked && app.boxes[app.selected] ? app.boxes[app.selected] : null;
+  if (box) {
+    const was = box.group;
+    box.group = k;
+    message(was === k ? `box ${app.selected + 1} stays in group ${k}` : `box ${app.selected + 1} moved from group ${was} to group ${k}`, "ok");
+  } else {
+    app.group = k;
+    message(`the next box you draw goes to group ${k}`, "ok");
+  }
   drawAll();
 }
 
@@ -447,6 +512,7 @@ function removeSelected() {
   if (app.selected < 0) return;
   app.boxes.splice(app.selected, 1);
   app.selected = -1;
+  app.picked = false;
   drawAll();
 }
 
@@ -513,17 +579,68 @@ async function submit(skipped) {
     app.busy = false;
   }
   entry.done = true;
+  app.given = skipped ? null : given;
   message(skipped ? "skipped" : "saved", "ok");
   if (reply.gold) return showGold(reply.gold);
   next();
+}
+
+function iou(a, b) {
+  const w = Math.max(0, Math.min(a[2], b[2]) - Math.max(a[0], b[0]));
+  const h = Math.max(0, Math.min(a[3], b[3]) - Math.max(a[1], b[1]));
+  const inter = w * h;
+  const union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
+  return union > 0 ? inter / union : 0;
+}
+
+// What was wrong with the answer given, against the expected boxes: a box counts where it overlaps an
+// expected box of its image at IoU 0.5 or more (each expected box matched once, best overlaps first),
+// and, on MC-Bench, with the expected group number (the official AP50 matches within a group).
+function verdict(gold) {
+  const bench = app.state.benchmark;
+  const labels = app.view && app.view.images ? app.view.images.map((im) => im.label) : [];
+  const name = (i) => labels[i] || "the image";
+  if (app.given === null) return { ok: false, lines: ["You skipped this sample."] };
+  if (bench === "mm_niah") return { ok: null, lines: [`You answered: ${Array.isArray(app.given) ? app.given.join(", ") : app.given}`] };
+  const gt = gold.boxes || [];
+  const mine = app.boxes;
+  if (bench === "ref_adv_s") {
+    const v = mine.length && gt.length ? iou(mine[0].bbox, gt[0].bbox) : 0;
+    return v >= 0.5
+      ? { ok: true, lines: [`Right: your box overlaps the expected one at IoU ${v.toFixed(2)} (0.5 or more counts).`] }
+      : { ok: false, lines: [`Wrong: your box overlaps the expected one at IoU ${v.toFixed(2)}; 0.5 or more counts.`] };
+  }
+  const pairs = [];
+  mine.forEach((b, i) => gt.forEach((g, j) => {
+    if (b.image === g.image) { const v = iou(b.bbox, g.bbox); if (v >= 0.5) pairs.push([v, i, j]); }
+  }));
+  pairs.sort((a, b) => b[0] - a[0]);
+  const usedMine = new Set(), usedGt = new Set(), lines = [];
+  let right = 0;
+  for (const [, i, j] of pairs) {
+    if (usedMine.has(i) || usedGt.has(j)) continue;
+    usedMine.add(i); usedGt.add(j);
+    if (mine[i].group === gt[j].group) right += 1;
+    else lines.push(`Wrong group: your box ${i + 1} in ${name(mine[i].image)} is group ${mine[i].group}; the expected group is ${gt[j].group}.`);
+  }
+  gt.forEach((g, j) => { if (!usedGt.has(j)) lines.push(`Missed: a group ${g.group} target in ${name(g.image)} has no box of yours (IoU 0.5 or more).`); });
+  mine.forEach((b, i) => { if (!usedMine.has(i)) lines.push(`Extra: your box ${i + 1} (group ${b.group}) in ${name(b.image)} matches no expected box.`); });
+  if (!lines.length) return { ok: true, lines: [gt.length ? `Right: all ${gt.length} box(es), each in its group.` : "Right: no target in either image, and you drew no box."] };
+  lines.unshift(`${right} of ${gt.length} expected box(es) right.`);
+  return { ok: false, lines };
 }
 
 function showGold(gold) {
   app.phase = "gold";
   app.gt = gold.boxes || [];
   app.selected = -1;
+  app.picked = false;
   drawAll();
   $("gold-text").textContent = gold.text;
+  const v = verdict(gold);
+  const list = $("gold-verdict");
+  list.replaceChildren(...v.lines.map((t) => el("li", {}, t)));
+  list.className = v.ok === true ? "right" : v.ok === false ? "wrong" : "";
   $("gold").hidden = false;
   progress();
   $("continue").focus();
