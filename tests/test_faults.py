@@ -545,3 +545,18 @@ def test_report_scrubs_errors_of_older_records(ref_release: Any, tmp_path: Path)
     text = page.read_text(encoding="utf-8")
     assert "OLD-LEAK" not in text
     assert "Bearer [redacted]" in text
+
+
+def test_the_context_line_ignores_a_poisoned_usage_count() -> None:
+    """An answered record stored with an impossible prompt count (400 digits, from a run before the
+    usage rule) is no evidence of what fit: the line falls back to the request's bytes."""
+    from needlepoint.core.outcome import summary_lines
+
+    answered: Any = {
+        "id": "a",
+        "status": status.DONE,
+        "turns": [{"usage": {"prompt_tokens": int("9" * 400), "completion_tokens": 1}, "request_bytes": 5000}],
+    }
+    refused: Any = {"id": "b", "status": status.CONTEXT_TOO_LONG, "error": "too long", "turns": [{"request_bytes": 90000}]}
+    line = next(s for s in summary_lines([answered, refused]) if "exceed the model's context" in s)
+    assert "9999" not in line and "the longest request that fit had 5000 bytes" in line, line

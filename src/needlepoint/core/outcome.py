@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from needlepoint.core import status
+from needlepoint.core.numeric import usable_tokens
 from needlepoint.core.records import Record
 
 NO_CONTENT_SHARE = 0.1  # warn when more than this share of the answered samples had no content
@@ -35,9 +36,8 @@ def has_metrics(metrics: dict[str, Any]) -> bool:
 def _prompt_size(record: Record) -> tuple[int, int]:
     """(prompt tokens from the server's usage, request bytes) of a record's first turn; 0 when unknown."""
     turns = record.get("turns") or [{}]
-    usage = turns[0].get("usage") or {}
-    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
-    return (tokens if isinstance(tokens, int) else 0), int(turns[0].get("request_bytes") or 0)
+    tokens = usable_tokens(turns[0].get("usage"))  # the one rule for usage counts (numeric.py)
+    return (tokens[0] if tokens is not None else 0), int(turns[0].get("request_bytes") or 0)
 
 
 def _context_line(records: Sequence[Record], too_long: list[Record]) -> str:
