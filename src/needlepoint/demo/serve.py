@@ -64,8 +64,8 @@ def serve_demo(out: Path, benchmarks: list[str], port: int = 0) -> int:
         script, plans = build_sets(out, benchmarks)
         server.script = script
         configs = _configs(plans, server, out / SERVED)
-        print(guide(server, configs, out), flush=True)
-        try:
+        try:  # from the guide's first byte on, a person may stop the server: the print too
+            print(guide(server, configs, out), flush=True)
             while True:
                 time.sleep(3600)
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli.main raises it here)
