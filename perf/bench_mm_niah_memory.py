@@ -1,14 +1,19 @@
 """Peak memory of `needlepoint eval mm_niah` on long interleaved documents, by sample count.
 
-    python perf/bench_mm_niah_memory.py [--sizes 50,200] [--tokens 30000] [--images-per-doc 20]
-                                              [--concurrency 16] [--delay-ms 0] [--report] [--bytes-only]
+    python perf/bench_mm_niah_memory.py [--sizes 50,200] [--tokens 30000-100000] [--images-per-doc 20-60]
+                                              [--docs 0] [--concurrency 16] [--delay-ms 0] [--report] [--bytes-only]
                                               [--processes 1] [--local-images] [--gc] [--keep-runs]
                                               [--work /tmp/np-bench-mm-niah] [--profile]
+                                              [--trees OLD/src,NEW/src --rounds 3]
 
-Writes MM-NIAH release folders of N samples (documents of about --tokens tokens of real text,
-4 characters a token, spread evenly over 2k..58k, with --images-per-doc 448x448 noisy JPEGs of
-50-100 KB each, distinct per document, plus 4 option images on retrieval-image rows), serves the
-simulated model in its own process (perf/serve_simulated.py: one fixed reply after --delay-ms), runs
+Writes MM-NIAH release folders of N samples, by default in the release's shape (issue 45): every
+document with images of its own (--docs 0; --docs D lets samples past D reuse the images of
+earlier documents, as this script did before, about four uses an image at 200 documents of
+--docs 50), 30k-100k tokens of real text a document (--tokens LO-HI spread evenly; a single
+number T: spread over T-28k..T+28k, as before), 20-60 448x448 noisy JPEGs of 50-100 KB a document
+(--images-per-doc LO-HI spread evenly, or one number), plus 4 option images on retrieval-image
+rows. It serves the simulated model in its own process (perf/serve_simulated.py: one fixed reply
+after --delay-ms), runs
 
     python -m needlepoint.cli eval mm_niah --data DIR --split val --model bench --api-url URL
         --out RUN --concurrency 16 --no-progress --no-report
@@ -25,7 +30,17 @@ A release written before with the same arguments is used as it is, and each run 
 once measured (--keep-runs keeps them): files written just before a run were written back to
 disk by the kernel while it ran, on the cores it was timed on. The watcher counts the stored
 records by reading what was appended since its last look (measure.GrowingLines).
-Targets: peak RSS under 1.5 GB, flat in N; at 100 ms, 80% of the ideal rate at --concurrency 64.
+Targets: peak RSS under 1.5 GB, flat in N; at 100 ms and --concurrency 64 on the release's shape,
+70% of the ideal rate as a user types the command (base64, --report) and 85% with --local-images
+(issue 45).
+
+--trees A,B runs the command from each source folder in turn (PYTHONPATH), --rounds times, against
+one server, and prints each run's share of the ideal and the medians by tree: a change measured
+against the tree before it, interleaved, in the same hour. E.g. the issue-45 figures:
+
+    git -C . archive HEAD | tar -x -C /tmp/old    # the tree before
+    python perf/bench_mm_niah_memory.py --sizes 200 --concurrency 64 --delay-ms 100 --bytes-only \
+        --report --trees /tmp/old/src,src --rounds 3            # as typed; --local-images for the other
 
 --profile additionally loads the largest set in this process under tracemalloc and prints where
 the memory held by the loaded samples is allocated (the part that grows with N).
@@ -100,13 +115,31 @@ def _text(rng: random.Random, chars: int) -> list[str]:
     return sentences
 
 
-def _row(i: int, n: int, rng: random.Random, images_per_doc: int, tokens: int, docs: int = 200) -> tuple[str, dict[str, Any]]:
+def span(text: str) -> tuple[int, int]:
+    """`LO-HI` or one number `N` (N-N) as a (lo, hi) pair."""
+    lo, _, hi = str(text).partition("-")
+    return int(lo), int(hi or lo)
+
+
+def images_of(doc: int, images_per_doc: tuple[int, int]) -> int:
+    """How many images document `doc` holds: spread evenly over the span, the same for a doc."""
+    lo, hi = images_per_doc
+    return lo + (doc * 7907) % (hi - lo + 1)
+
+
+def _row(
+    i: int, n: int, rng: random.Random, images_per_doc: tuple[int, int], tokens: tuple[int, int], docs: int = 0
+) -> tuple[str, dict[str, Any]]:
     task = TASKS[i % len(TASKS)]
-    doc = i % docs  # documents past `docs` reuse the images of an earlier one (the pool holds `docs` docs)
-    # Lengths spread evenly over [2k, 58k] tokens of text (mean `tokens` when tokens=30000), shuffled.
+    doc = i % docs if docs else i  # with `docs`, documents past it reuse the images of an earlier one
+    # Lengths spread evenly over [lo, hi] tokens of text (one number T: [T-28k, T+28k]), shuffled.
     spread = (i * 7919) % n / max(1, n - 1)
-    text_tokens = int(tokens - 28000 + 56000 * spread) if tokens >= 28000 else int(tokens * (0.1 + 1.8 * spread))
-    images = [f"doc{doc:03d}/img{k:02d}.jpg" for k in range(images_per_doc)]
+    lo, hi = tokens
+    if lo != hi:
+        text_tokens = int(lo + (hi - lo) * spread)
+    else:
+        text_tokens = int(lo - 28000 + 56000 * spread) if lo >= 28000 else int(lo * (0.1 + 1.8 * spread))
+    images = [f"doc{doc:03d}/img{k:02d}.jpg" for k in range(images_of(doc, images_per_doc))]
     sentences = _text(rng, 4 * text_tokens)
     step = max(1, len(sentences) // (len(images) + 1))
     for k in range(len(images)):
@@ -137,26 +170,36 @@ def _row(i: int, n: int, rng: random.Random, images_per_doc: int, tokens: int, d
     return task, row
 
 
-def write_images(pool: Path, images_per_doc: int, docs: int = 200) -> tuple[int, int]:
+def write_images(pool: Path, images_per_doc: tuple[int, int], docs: int = 200) -> tuple[int, int]:
     """The shared images folder: `docs` documents of distinct images (+4 options each)."""
     jobs = []
     for d in range(docs):
         (pool / f"doc{d:03d}").mkdir(parents=True, exist_ok=True)
-        jobs += [(pool / f"doc{d:03d}" / f"img{k:02d}.jpg", d * 100 + k) for k in range(images_per_doc)]
+        jobs += [(pool / f"doc{d:03d}" / f"img{k:02d}.jpg", d * 100 + k) for k in range(images_of(d, images_per_doc))]
         jobs += [(pool / f"doc{d:03d}" / f"opt{k}.jpg", d * 100 + 90 + k) for k in range(4)]
     with ProcessPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
         sizes = list(ex.map(_image, jobs, chunksize=64))
     return len(sizes), sum(sizes)
 
 
-def write_release(root: Path, n: int, pool: Path, images_per_doc: int, tokens: int, docs: int = 200) -> dict[str, float]:
+def write_release(
+    root: Path, n: int, pool: Path, images_per_doc: tuple[int, int], tokens: tuple[int, int], docs: int = 0
+) -> dict[str, float]:
     """`root/mm_niah_val/` with n rows over the six tasks; images/ links to the shared pool. The
     rows are the same for the same arguments (a seeded generator), so a release written before is
     kept (`root/bench-release.json` says with which): writing 200 MB again before each measured run
     left the kernel writing it back to disk while the run was timed, on the same two cores."""
     folder = root / "mm_niah_val"
     made = root / "bench-release.json"
-    asked = {"n": n, "images_per_doc": images_per_doc, "tokens": tokens, "docs": docs, "pool": str(pool.resolve())}
+    asked: dict[str, Any] = {
+        "n": n,
+        "images_per_doc": list(images_per_doc),
+        "tokens": list(tokens),
+        "docs": docs,
+        "pool": str(pool.resolve()),
+    }
+    if images_per_doc[0] == images_per_doc[1] and tokens[0] == tokens[1]:  # as this script wrote it before
+        asked.update(images_per_doc=images_per_doc[0], tokens=tokens[0])
     whole = made.exists() and all((folder / "annotations" / f"{t}.jsonl").is_file() for t in TASKS)
     if whole:
         kept = json.loads(made.read_text())
@@ -168,17 +211,18 @@ def write_release(root: Path, n: int, pool: Path, images_per_doc: int, tokens: i
         link.symlink_to(pool.resolve(), target_is_directory=True)
     rng = random.Random(f"bench-{n}")
     files = {t: (folder / "annotations" / f"{t}.jsonl").open("w", encoding="utf-8") for t in TASKS}
-    lengths, chars = [], 0
+    lengths, chars, pictures = [], 0, set()
     try:
         for i in range(n):
             task, row = _row(i, n, rng, images_per_doc, tokens, docs)
             files[task].write(json.dumps(row) + "\n")
             lengths.append(row["meta"]["context_length_text"])
+            pictures.update(row["images_list"])
             chars += len(row["context"])
     finally:
         for fh in files.values():
             fh.close()
-    shape = {"mean_text_tokens": sum(lengths) / n, "text_mb": chars / 1e6}
+    shape = {"mean_text_tokens": sum(lengths) / n, "text_mb": chars / 1e6, "distinct_images": len(pictures)}
     made.write_text(json.dumps({"asked": asked, "shape": shape}) + "\n")  # last: a release cut short is written again
     return shape
 
@@ -346,14 +390,70 @@ def profile_load(data: Path, top: int = 8) -> None:
     tracemalloc.stop()
 
 
+def alternate(ns: argparse.Namespace, sizes: list[int], sets: dict[int, Any], server: ServerProcess) -> int:
+    """The command from each of --trees in turn (PYTHONPATH), --rounds times: each run's share of
+    the ideal rate at the server, CPU and peak RSS, then the medians by tree."""
+    import statistics
+
+    trees = [t for t in ns.trees.split(",") if t]
+    got: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}: {os.cpu_count()} cores; "
+        f"{ns.images_per_doc} images a document, "
+        f"{'each document its own images' if not ns.docs else f'the images of {ns.docs} documents reused'}, "
+        f"{ns.tokens} tokens; --concurrency {ns.concurrency}, {ns.delay_ms:g} ms, {'report on' if ns.report else '--no-report'}"
+        f"{', --local-images' if ns.local_images else ''}"
+    )
+    print("| round | tree | samples | of the ideal | wall (s) | CPU (s) | peak RSS (MB) | load average |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    for k in range(ns.rounds):
+        for tree in trees:
+            os.environ["PYTHONPATH"] = tree
+            for n in sizes:
+                root, shape = sets[n]
+                run_dir = work_run(ns.work, n)
+                r = measure(root, n, server, run_dir, ns.concurrency, ns.delay_ms, ns.report, ns.processes, ns.local_images)
+                shutil.rmtree(run_dir, ignore_errors=True)
+                got.setdefault((tree, n), []).append(r)
+                print(
+                    f"| {k + 1} | {tree} | {n} | {r['serving_rate'] / r['ideal_rate']:.1%} | {r['wall_s']:.2f} | "
+                    f"{r['cpu_s']:.2f} | {r['peak_rss_mb']:.0f} | {r['load_average']:.1f} |",
+                    flush=True,
+                )
+    print("\n| tree | samples | distinct images | of the ideal, median (range) | wall (s), median | peak RSS (MB), median |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for (tree, n), rs in got.items():
+        share = [r["serving_rate"] / r["ideal_rate"] for r in rs]
+        print(
+            f"| {tree} | {n} | {sets[n][1].get('distinct_images', '?')} | {statistics.median(share):.1%} "
+            f"({min(share):.1%}-{max(share):.1%}) | {statistics.median(r['wall_s'] for r in rs):.2f} | "
+            f"{statistics.median(r['peak_rss_mb'] for r in rs):.0f} |"
+        )
+    print(f"\ncommand: {rs[-1]['command']}")
+    return 0
+
+
+def work_run(work: Path, n: int) -> Path:
+    run_dir = work / "runs" / f"run-{n}-{time.strftime('%H%M%S')}-{os.getpid()}"
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="50,200", help="comma-separated sample counts (default 50,200)")
-    parser.add_argument("--tokens", type=int, default=30000, help="mean tokens of text per document (default 30000)")
-    parser.add_argument("--images-per-doc", type=int, default=20)
+    parser.add_argument(
+        "--tokens",
+        default="30000-100000",
+        help="tokens of text a document: LO-HI, or a mean T (T-28k..T+28k) (default 30000-100000)",
+    )
+    parser.add_argument("--images-per-doc", default="20-60", help="images a document: LO-HI or one number (default 20-60)")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument(
-        "--docs", type=int, default=200, help="documents of distinct images in the pool; samples past it reuse them (default 200)"
+        "--docs",
+        type=int,
+        default=0,
+        help="documents of distinct images in the pool; samples past it reuse them (default 0: each document its own, as the release)",
     )
     parser.add_argument("--work", type=Path, default=Path("/tmp/np-bench-mm-niah"), help="data and run folders")
     parser.add_argument("--profile", action="store_true", help="tracemalloc the loading of the largest set")
@@ -369,21 +469,33 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the server reads each body without parsing it (serve_simulated.py --bytes-only)",
     )
+    parser.add_argument(
+        "--trees",
+        help="comma-separated source folders (e.g. OLD/src,NEW/src): the command run from each in turn, "
+        "--rounds times, PYTHONPATH set to it; prints each run and the medians by tree",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --trees (default 3)")
     ns = parser.parse_args(argv)
-    with_bytecode()
+    with_bytecode(*(Path(t) for t in (ns.trees or "").split(",") if t))
 
     sizes = [int(s) for s in ns.sizes.split(",") if s.strip()]
     work = ns.work
+    per_doc, tokens = span(ns.images_per_doc), span(ns.tokens)
     pool = work / f"images-{ns.images_per_doc}"
     t = time.perf_counter()
-    count, total = write_images(pool, ns.images_per_doc, ns.docs)
+    count, total = write_images(pool, per_doc, ns.docs or max(sizes))
     print(f"images: {count} files, mean {total / count / 1024:.0f} KB ({time.perf_counter() - t:.0f} s)", file=sys.stderr)
     sets = {}
     for n in sizes:
         root = work / f"data-{n}-{ns.tokens}-{ns.images_per_doc}-{ns.docs}"
-        sets[n] = (root, write_release(root, n, pool, ns.images_per_doc, ns.tokens, ns.docs))
+        sets[n] = (root, write_release(root, n, pool, per_doc, tokens, ns.docs))
 
     server = ServerProcess(ns.delay_ms, work, "bench", ["--reply", "A", *(["--bytes-only"] if ns.bytes_only else [])]).start()
+    if ns.trees:
+        try:
+            return alternate(ns, sizes, sets, server)
+        finally:
+            server.stop()
     try:
         results = []
         for n in sizes:
@@ -401,18 +513,19 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"\n{time.strftime('%Y-%m-%d')}, {platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{ns.images_per_doc} images of {SIDE}x{SIDE} per document, concurrency {ns.concurrency}, "
+        f"{ns.images_per_doc} images of {SIDE}x{SIDE} per document, "
+        f"{'each document its own images' if not ns.docs else f'the images of {ns.docs} documents reused'}, concurrency {ns.concurrency}, "
         f"server delay {ns.delay_ms:g} ms, {'report on' if ns.report else '--no-report'}\n"
     )
     print(
-        "| samples | mean text tokens | document text (MB) | peak RSS (MB) | peak in | RSS after load (MB) | "
+        "| samples | mean text tokens | document text (MB) | distinct images | peak RSS (MB) | peak in | RSS after load (MB) | "
         "wall (s) | samples/s | answering (samples/s) | at the server (samples/s, of ideal) | CPU (s): all (loop thread) | server CPU (s) | load average | "
         "load / answer / finish (s) | mean request (MB) | failed |"
     )
-    print("|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     for r in results:
         print(
-            f"| {r['samples']} | {r['mean_text_tokens']:.0f} | {r['text_mb']:.0f} | {r['peak_rss_mb']:.0f} | "
+            f"| {r['samples']} | {r['mean_text_tokens']:.0f} | {r['text_mb']:.0f} | {r.get('distinct_images', '?')} | {r['peak_rss_mb']:.0f} | "
             f"{r['peak_phase']} | {r['rss_after_load_mb']:.0f} | "
             f"{r['wall_s']:.1f} | {r['samples_per_s']:.1f} | {r['answer_rate']:.1f} | "
             f"{r['serving_rate']:.1f} of {r['ideal_rate']:.0f} ({r['serving_rate'] / r['ideal_rate']:.0%}) | "

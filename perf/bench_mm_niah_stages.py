@@ -4,13 +4,15 @@ another in this process (no server, no concurrency: the CPU each stage costs a s
     python perf/bench_mm_niah_stages.py [--data DIR] [--local-images] [--rounds 2]
 
 DIR is an MM-NIAH release folder (default: the one perf/bench_mm_niah_memory.py writes with
-`--sizes 200 --tokens 65000 --images-per-doc 40 --docs 50`; run that first). For every sample:
+`--sizes 200`: the release's shape, 30k-100k tokens and 20-60 images a document, every document
+its own images; run that first). For every sample, in a run's order:
 
 - prompt: `MmNiah.prompt` (the row read again from its file and checked by its line's CRC-32,
   the prompt text, the text cut at the image placeholders);
-- sent: `sent_messages` (what the record names of each image: path, digest, size);
 - images: what the request carries of each image (`OpenAICompatModel._encode_images`: the file
-  URL with --local-images, else base64);
+  URL with --local-images, else base64), each image read once, its record description noted;
+- sent: `sent_messages` (what the record names of each image: path, digest or file identity,
+  size), from what the request read;
 - body: the request's JSON pieces (`request_pieces`);
 - key: the call cache's key (`conversation_key`);
 - record: the record's JSON line with the text as sent.
@@ -18,7 +20,7 @@ DIR is an MM-NIAH release folder (default: the one perf/bench_mm_niah_memory.py 
 The first round meets every image for the first time (files read, digests taken); later rounds
 find what the caches keep, as a run does for an image it has sent before: each image's record
 description and, with --local-images, its file URL. Base64 is not found again on this data: its
-2,000 distinct images (6.5 MB of base64 a document) are far more than the client's 32 MB image
+8,000 distinct images (4.3 MB of base64 a document) are far more than the client's 32 MB image
 cache holds. Prints ms a sample per stage and round. For these 200 samples at 64 requests in
 flight and 100 ms a request the ideal is 500 samples/s (4 waves in 0.4 s): 2 ms of client CPU a
 sample, everything included.
@@ -36,7 +38,7 @@ from typing import Any
 
 from measure import with_bytecode
 
-DEFAULT_DATA = Path("/tmp/np-bench-mm-niah/data-200-65000-40-50")
+DEFAULT_DATA = Path("/tmp/np-bench-mm-niah/data-200-30000-100000-20-60-0")
 
 
 async def _round(bench: Any, samples: list[Any], client: Any) -> dict[str, float]:
@@ -48,14 +50,14 @@ async def _round(bench: Any, samples: list[Any], client: Any) -> dict[str, float
     from needlepoint.solvers.sent import sent_messages
 
     generation = Generation()
-    spent = dict.fromkeys(("prompt", "sent", "images", "body", "key", "record"), 0.0)
+    spent = dict.fromkeys(("prompt", "images", "sent", "body", "key", "record"), 0.0)
     for sample in samples:
         t0 = time.perf_counter()
         conversation = bench.prompt(sample)
         t1 = time.perf_counter()
-        sent = await sent_messages(conversation)
-        t2 = time.perf_counter()
         images = await client._encode_images(conversation)
+        t2 = time.perf_counter()
+        sent = await sent_messages(conversation)
         t3 = time.perf_counter()
         request_pieces("bench", conversation, generation, images)
         t4 = time.perf_counter()

@@ -1,18 +1,31 @@
-"""What the HTML report adds after the last answer: the command with and without the report, and
-(optionally) another source tree's command, interleaved on the same data and server.
+"""What the HTML report costs a run, as a user types the command: the command with and without the
+report (and, optionally, another source tree's command), interleaved on the same data and server.
 
-    python perf/bench_report_overhead.py [--samples 1600] [--rounds 3] [--delay-ms 100] [--old-src DIR]
-                                         [--processes N]
+    python perf/bench_report_overhead.py [--bench ref_adv_s|mm_niah] [--samples 1600] [--rounds 3]
+                                         [--delay-ms 100] [--old-src DIR] [--processes N] [--data DIR]
+                                         [--images-per-doc 20-60] [--tokens 30000-100000]
 
-Data: bench_ref_adv_harness's synthetic Ref-Adv-s parquet (640x480 JPEGs, row groups of 1,132),
-made in a child process. Server: perf/serve_simulated.py in its own process. Each variant
-runs `python -m needlepoint.cli eval ref_adv_s --data D --model bench-model --api-url URL
---box-format abs_xyxy --concurrency 64 --out RUN --no-progress` (plus --no-report for that
-variant), PYTHONPATH pointing at the tree; with --processes N also the default command with
-`--processes N` (docs/scale-out.md). Printed: the answering time (the first request's
-arrival to the last answer, at the server), the time from the last answer to the command's end,
-the whole command's wall time, and its CPU time (user + system, its drawing processes included),
-and the run folder's size, medians over the rounds. On a shared machine the CPU time is the steadier comparison.
+ref_adv_s: bench_ref_adv_harness's synthetic Ref-Adv-s parquet (640x480 textured JPEGs of 85 KB
+mean, row groups of 1,132), made in a child process. mm_niah: bench_mm_niah_memory's release
+shape, every document with its own images as in the release: --samples documents of --tokens
+tokens of text (LO-HI spread evenly, or one number T: T-28k..T+28k) with --images-per-doc (LO-HI
+or one number) distinct 448x448 noisy JPEGs (50-100 KB) each, plus 4 option images on
+retrieval-image rows. Server: perf/serve_simulated.py in
+its own process, one reply after --delay-ms. Each variant runs, with PYTHONPATH at its tree,
+
+    python -m needlepoint.cli eval ref_adv_s --data D --model bench-model --api-url URL
+        --box-format abs_xyxy --concurrency 64 --out RUN --no-progress
+    python -m needlepoint.cli eval mm_niah --data D --split val --model bench-model --api-url URL
+        --concurrency 64 --out RUN --no-progress
+
+plus --no-report for that variant; with --processes N also the default command with `--processes
+N`. Printed, medians over the rounds: the answering time (the first request's arrival to the last
+answer, at the server), the time from the last answer to the command's end (and per sample), the
+whole command's wall time, its CPU time (user + system, its drawing processes included), its peak
+RSS (the command's own process, wait4), the run folder's size (per sample) and its report's
+thumbnails (files, and mean KB a file). On a shared machine the CPU time is the steadier
+comparison. Targets (issue 45): after the last answer at most 1 ms a sample with the report on,
+thumbnails at most 10 KB each, the report's peak RSS within 1.2x of --no-report's.
 """
 
 from __future__ import annotations
@@ -33,98 +46,143 @@ from bench_ref_adv_harness import MODEL, ROW_GROUP, folder_mb, make_release_in_c
 from measure import ServerProcess, with_bytecode  # noqa: E402
 
 
+def thumbs_of(run: Path) -> tuple[int, float]:
+    """(files, mean KB a file) under the run's report/thumbs/."""
+    folder = run / "report" / "thumbs"
+    sizes = [p.stat().st_size for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
+    return len(sizes), (sum(sizes) / len(sizes) / 1000 if sizes else 0.0)
+
+
+def ref_adv_data(ns: argparse.Namespace, tmp: Path) -> Path:
+    """The synthetic Ref-Adv-s release (kept under --data when given)."""
+    if ns.data is not None:  # the release of an earlier run of this script (same --samples), or made there
+        data = Path(ns.data) / f"samples-{ns.samples}"
+        marker = data / ".made"
+        if not marker.exists():
+            make_release_in_child(data, ns.samples, 0, ROW_GROUP)
+            marker.write_text("ok\n")
+        return data
+    data, _ = make_release_in_child(tmp / "data", ns.samples, 0, ROW_GROUP)
+    return Path(data)
+
+
+def mm_niah_data(ns: argparse.Namespace, tmp: Path) -> Path:
+    """An MM-NIAH release of --samples documents, each with its own images (kept under --data)."""
+    from bench_mm_niah_memory import write_images, write_release
+
+    root = Path(ns.data) if ns.data is not None else tmp
+    pool = root / f"pool-{ns.images_per_doc}-{ns.samples}"
+    per_doc, tokens = _span(ns.images_per_doc), _span(ns.tokens)
+    if not (pool / ".made").exists():
+        write_images(pool, per_doc, ns.samples)
+        (pool / ".made").write_text("ok\n")
+    data = root / f"data-{ns.samples}-{ns.images_per_doc}-{ns.tokens}"
+    write_release(data, ns.samples, pool, per_doc, tokens, ns.samples)
+    return data / "mm_niah_val"
+
+
+def _span(text: str) -> tuple[int, int]:
+    """ "LO-HI" or one number N (N-N), as bench_mm_niah_memory takes them."""
+    lo, _, hi = str(text).partition("-")
+    return int(lo), int(hi or lo)
+
+
+def command(bench: str, data: Path, url: str, out: Path) -> list[str]:
+    """The command as a user types it (module form, so that PYTHONPATH picks the tree)."""
+    argv = [sys.executable, "-m", "needlepoint.cli", "eval", bench, "--data", str(data)]
+    if bench == "mm_niah":
+        argv += ["--split", "val"]
+    argv += ["--model", MODEL, "--api-url", url, "--concurrency", "64", "--out", str(out), "--no-progress"]
+    return argv + (["--box-format", "abs_xyxy"] if bench == "ref_adv_s" else [])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bench", choices=("ref_adv_s", "mm_niah"), default="ref_adv_s")
     parser.add_argument("--samples", type=int, default=1600)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--delay-ms", type=int, default=100)
-    parser.add_argument("--data", type=Path, help="keep the synthetic release in this folder and reuse it (one per --samples)")
+    parser.add_argument("--data", type=Path, help="keep the synthetic release in this folder and reuse it")
     parser.add_argument("--old-src", type=Path, help="another tree's src/ (e.g. an export of an earlier commit)")
     parser.add_argument("--processes", type=int, default=1, help="also the default command with --processes N")
+    parser.add_argument("--images-per-doc", default="20-60", help="mm_niah: distinct images a document, LO-HI or N")
+    parser.add_argument("--tokens", default="30000-100000", help="mm_niah: tokens of text a document, LO-HI or a mean T")
+    parser.add_argument("--no-baseline", action="store_true", help="leave out the --no-report variant")
     ns = parser.parse_args()
     with_bytecode(HERE.parent / "src", *([ns.old_src] if ns.old_src else []))
     tmp = Path(tempfile.mkdtemp(prefix="bench-report-"))
-    server = ServerProcess(ns.delay_ms, tmp, MODEL)
+    server = ServerProcess(ns.delay_ms, tmp, MODEL, ["--reply", "A"] if ns.bench == "mm_niah" else [])
     try:
-        if ns.data is not None:  # the release of an earlier run of this script (same --samples), or made there
-            data = ns.data / f"samples-{ns.samples}"
-            marker = data / ".made"
-            if not marker.exists():
-                make_release_in_child(data, ns.samples, 0, ROW_GROUP)
-                marker.write_text("ok\n")
-        else:
-            data, _ = make_release_in_child(tmp / "data", ns.samples, 0, ROW_GROUP)
+        data = mm_niah_data(ns, tmp) if ns.bench == "mm_niah" else ref_adv_data(ns, tmp)
         server.start()
         here = str(HERE.parent / "src")
-        variants = [("report (default)", here, []), ("--no-report", here, ["--no-report"])]
+        variants = [("report (default)", here, [])]
+        if not ns.no_baseline:
+            variants.append(("--no-report", here, ["--no-report"]))
         if ns.old_src:
             variants.append((f"report, {ns.old_src}", str(ns.old_src.resolve()), []))
+            if not ns.no_baseline:
+                variants.append((f"--no-report, {ns.old_src}", str(ns.old_src.resolve()), ["--no-report"]))
         if ns.processes > 1:
             variants.append((f"report, --processes {ns.processes}", here, ["--processes", str(ns.processes)]))
         delay = ns.delay_ms / 1000
-        rows: dict[str, list[tuple[float, float, float, float]]] = {}
+        rows: dict[str, list[tuple[float, ...]]] = {}
         for r in range(ns.rounds + 1):  # round 0 warms the file cache and is not counted
-            for label, src, extra in variants:
+            for label, src, extra in variants if r % 2 else variants[::-1]:  # alternating order
                 out = tmp / f"run-{r}-{len(rows.get(label, []))}-{abs(hash(label))}"
-                argv = [
-                    sys.executable,
-                    "-m",
-                    "needlepoint.cli",
-                    "eval",
-                    "ref_adv_s",
-                    "--data",
-                    str(data),
-                    "--model",
-                    MODEL,
-                    "--api-url",
-                    server.url,
-                    "--box-format",
-                    "abs_xyxy",
-                    "--concurrency",
-                    "64",
-                    "--out",
-                    str(out),
-                    "--no-progress",
-                    *extra,
-                ]
+                argv = command(ns.bench, data, server.url, out) + extra
                 server.stats()
                 run = timed(argv, tmp / "log.txt", env={**os.environ, "PYTHONPATH": src})
                 run.stats = server.stats()
-                if run.rc != 0 or run.stats.get("requests") != ns.samples:
+                if run.rc != 0 or run.stats.get("requests", 0) < ns.samples:
                     raise SystemExit(
                         f"{label} failed: exit {run.rc}, {run.stats.get('requests')} requests; see {tmp / 'log.txt'}"
                     )
                 size = folder_mb(out)
+                files, kb = thumbs_of(out)
                 shutil.rmtree(out, ignore_errors=True)
                 if r:
                     rows.setdefault(label, []).append(
-                        (run.answering(delay) or 0, run.after_last_answer(delay) or 0, run.wall_s, run.cpu_s, size)
+                        (
+                            run.answering(delay) or 0,
+                            run.after_last_answer(delay) or 0,
+                            run.wall_s,
+                            run.cpu_s,
+                            run.maxrss_mb,
+                            size,
+                            files,
+                            kb,
+                        )
                     )
                     print(
                         f"round {r} {label}: answering {rows[label][-1][0]:.2f} s, after {rows[label][-1][1]:.2f} s, "
-                        f"load average {os.getloadavg()[0]:.1f}",
+                        f"RSS {run.maxrss_mb:.0f} MB, load average {os.getloadavg()[0]:.1f}",
                         file=sys.stderr,
                     )
     finally:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+    shape = f" --images-per-doc {ns.images_per_doc} --tokens {ns.tokens}" if ns.bench == "mm_niah" else ""
     print(
-        f"command: python perf/bench_report_overhead.py --samples {ns.samples} --rounds {ns.rounds} --delay-ms {ns.delay_ms}"
-        f"{' --old-src ' + str(ns.old_src) if ns.old_src else ''}{f' --processes {ns.processes}' if ns.processes > 1 else ''}; 1-minute load average after: {os.getloadavg()[0]:.1f}\n"
+        f"command: python perf/bench_report_overhead.py --bench {ns.bench} --samples {ns.samples} --rounds {ns.rounds} "
+        f"--delay-ms {ns.delay_ms}{shape}{' --old-src ' + str(ns.old_src) if ns.old_src else ''}"
+        f"{f' --processes {ns.processes}' if ns.processes > 1 else ''}; 1-minute load average after: {os.getloadavg()[0]:.1f}\n"
     )
     ideal = ns.samples / (math.ceil(ns.samples / 64) * delay)
     print(f"ideal rate while serving: {ideal:.0f} samples/s ({ns.samples} / (ceil({ns.samples} / 64) x {delay:g} s))\n")
     print(
-        "| variant | answering (s) | samples/s while serving (of ideal) | after the last answer (s) | after / answering | after per sample (ms) | whole command (s) "
-        "| CPU, command + its children (s) | CPU per sample (ms) | run folder (MB) |"
+        "| variant | answering (s) | samples/s while serving (of ideal) | after the last answer (s) | after per sample (ms) "
+        "| whole command (s) | CPU, command + children (s) | peak RSS (MB) | run folder (MB) | per sample (KB) "
+        "| thumbnails (files, KB each) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, values in rows.items():
-        ans, after, wall, cpu, size = (statistics.median(v[i] for v in values) for i in range(5))
+        ans, after, wall, cpu, rss, size, files, kb = (statistics.median(v[i] for v in values) for i in range(8))
         lo, hi = min(v[1] for v in values), max(v[1] for v in values)
         print(
-            f"| {label} | {ans:.2f} | {ns.samples / ans:.0f} ({ns.samples / ans / ideal:.0%}) | {after:.2f} ({lo:.2f}-{hi:.2f}) | {after / ans:.2f} | {1000 * after / ns.samples:.2f} | {wall:.2f} "
-            f"| {cpu:.2f} | {1000 * cpu / ns.samples:.2f} | {size:.1f} |"
+            f"| {label} | {ans:.2f} | {ns.samples / ans:.0f} ({ns.samples / ans / ideal:.0%}) | {after:.2f} ({lo:.2f}-{hi:.2f}) "
+            f"| {1000 * after / ns.samples:.2f} | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {size:.1f} | {1000 * size / ns.samples:.0f} "
+            f"| {files:.0f}, {kb:.1f} |"
         )
     return 0
 

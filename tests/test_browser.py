@@ -171,8 +171,8 @@ def test_mm_niah_and_mc_bench_reports(browser: Any, demo: Path) -> None:
     p = Page(browser, demo / "report" / "index.html", samples=False)
     try:
         hrefs = p.page.eval_on_selector_all("a[href$='report/index.html']", "links => links.map(a => a.getAttribute('href'))")
-        # three benchmarks, MC-Bench's agentic run and MM-NIAH's RAG run: each in the boards and the runs list
-        assert len(set(hrefs)) == 5 and len(hrefs) == 10
+        # four benchmarks, MC-Bench's agentic run and MM-NIAH's RAG run: each in the boards and the runs list
+        assert len(set(hrefs)) == 6 and len(hrefs) == 12
         assert p.errors == []
     finally:
         p.close()

@@ -22,6 +22,7 @@ from needlepoint.benchmarks.mc_bench.benchmark import (
     SEQUENCE_PROMPT,
     McBench,
     McSample,
+    _grounding_template,
     results_from_records,
 )
 from needlepoint.benchmarks.mc_bench.groundtruth import load_groundtruth
@@ -30,12 +31,13 @@ from needlepoint.benchmarks.mc_bench.scoring import score_results
 from needlepoint.benchmarks.mc_bench.sft.answers import grounding_answer, json_answer
 from needlepoint.benchmarks.mc_bench.sft.draw import AnswerBox
 from needlepoint.benchmarks.ref_adv import RefAdv
-from needlepoint.benchmarks.ref_adv.parse import GROUNDING_REPAIR_TEXT as REF_GROUNDING_REPAIR
+from needlepoint.benchmarks.ref_adv.parse import repair_text
 from needlepoint.contract.boards import Run, answer_label
 from needlepoint.contract.boxoptions import BoxOptions
-from needlepoint.contract.grounding import find_boxes, format_box, format_image_line, format_ref
+from needlepoint.contract.grounding import format_image_line
 from needlepoint.core import status
 from needlepoint.core.errors import DataError
+from needlepoint.families.syntaxes import QWEN2
 
 GEOMETRY = PairGeometry(((640.0, 480.0), (500.0, 1000.0)))
 B, E, RS, RE = "<|box_start|>", "<|box_end|>", "<|object_ref_start|>", "<|object_ref_end|>"
@@ -96,7 +98,10 @@ MC_REPLIES: list[tuple[str, Any]] = [
     # errors
     ("", status.EMPTY_RESPONSE),
     ("   \n", status.EMPTY_RESPONSE),
-    ('{"image_1": [{"group": 1, "bbox_2d": [1, 2, 3, 4]}], "image_2": []}', status.NO_GROUNDING_FOUND),
+    (
+        '{"image_1": [{"group": 1, "bbox_2d": [1, 2, 3, 4]}], "image_2": []}',
+        status.WRONG_SYNTAX,
+    ),  # JSON under the token syntax: never read as it
     ("I cannot see the images.", status.NO_GROUNDING_FOUND),
     (f"Image 1: {B}(1,2){E}", status.BAD_GROUNDING),
     (f"Image 1: {B}[1, 2, 3, 4]{E}", status.BAD_GROUNDING),
@@ -107,7 +112,7 @@ MC_REPLIES: list[tuple[str, Any]] = [
 
 @pytest.mark.parametrize(("reply", "expected"), MC_REPLIES)
 def test_mc_bench_reads_real_looking_replies(reply: str, expected: Any) -> None:
-    parsed = parse_grounding_answer(reply, GEOMETRY, merged=False)
+    parsed = parse_grounding_answer(reply, GEOMETRY, merged=False, syntax=QWEN2, box_format="norm_1000_xyxy")
     if isinstance(expected, str):
         assert parsed.error == expected and parsed.answer is None
         return
@@ -118,7 +123,13 @@ def test_mc_bench_reads_real_looking_replies(reply: str, expected: Any) -> None:
 
 def test_merged_mode_puts_each_box_in_the_image_holding_its_centre() -> None:
     geometry = PairGeometry(((100.0, 100.0), (100.0, 100.0)), band=20)  # canvas 220 x 100
-    parsed = parse_grounding_answer(f"{RS}group 2{RE}{B}(0,0),(100,500){E}{B}(600,0),(1000,1000){E}", geometry, merged=True)
+    parsed = parse_grounding_answer(
+        f"{RS}group 2{RE}{B}(0,0),(100,500){E}{B}(600,0),(1000,1000){E}",
+        geometry,
+        merged=True,
+        syntax=QWEN2,
+        box_format="norm_1000_xyxy",
+    )
     assert [(b["image"], b["group"]) for b in parsed.answer] == [(0, 2), (1, 2)]
     assert parsed.answer[1]["bbox"] == pytest.approx([12.0, 0.0, 100.0, 100.0])
 
@@ -130,8 +141,8 @@ def test_the_builders_writer_and_the_parser_agree() -> None:
     boxes = ((AnswerBox(1, 11, (64.0, 48.0, 320.0, 240.0)), AnswerBox(2, 12, (0.0, 0.0, 64.0, 96.0))), ())
     text = grounding_answer(boxes, sizes)
     assert text.splitlines()[1] == "Image 2: none"
-    assert text.startswith(f"Image 1: {format_ref('group 1')}{format_box([100, 100, 500, 500])}")
-    parsed = parse_grounding_answer(text, GEOMETRY, merged=False)
+    assert text.startswith(f"Image 1: {QWEN2.label('group 1')}{QWEN2.write([100, 100, 500, 500])}")
+    parsed = parse_grounding_answer(text, GEOMETRY, merged=False, syntax=QWEN2, box_format="norm_1000_xyxy")
     assert [(b["image"], b["group"], b["bbox"]) for b in parsed.answer] == [
         (0, 1, pytest.approx([64.0, 48.0, 320.0, 240.0])),
         (0, 2, pytest.approx([0.0, 0.0, 64.0, 96.0])),
@@ -139,7 +150,7 @@ def test_the_builders_writer_and_the_parser_agree() -> None:
     json_parsed = parse_answer(json_answer(boxes, sizes, "norm_1000_xyxy"), GEOMETRY, "norm_1000_xyxy", merged=False)
     assert json_parsed.answer == parsed.answer
     assert format_image_line(2, [(1, [])]) == "Image 2: none"
-    assert [b.group for b in find_boxes(text).boxes] == [1, 2]
+    assert [b.group for b in QWEN2.read(text).boxes] == [1, 2]
 
 
 def _noisy_items(gt: Any, sample: Any, rng: random.Random) -> list[tuple[int, int, list[int]]]:
@@ -179,7 +190,9 @@ def test_grounding_tokens_score_exactly_like_the_same_boxes_in_json() -> None:
             groups = sorted({g for p, g, _ in items if p == k})
             lines.append(format_image_line(k + 1, [(g, [box for p, gg, box in items if p == k and gg == g]) for g in groups]))
         from_json = parse_answer("```json\n" + json.dumps(as_json) + "\n```", geometry, "norm_1000_xyxy", merged=False)
-        from_tokens = parse_grounding_answer("Here you go:\n" + "\n".join(lines), geometry, merged=False)
+        from_tokens = parse_grounding_answer(
+            "Here you go:\n" + "\n".join(lines), geometry, merged=False, syntax=QWEN2, box_format="norm_1000_xyxy"
+        )
         # the same boxes, in group order per image rather than reply order
         assert sorted(map(json.dumps, from_tokens.answer)) == sorted(map(json.dumps, from_json.answer))
         samples.append(sample)
@@ -201,7 +214,7 @@ REF_REPLIES: list[tuple[str, Any]] = [
     ("the cup on the left(100,200),(300,400)", [(100, 200, 300, 400)]),
     (f"{B}(100.7,200.2),(1300,999){E}", [(100.7, 200.2, 1300, 999)]),
     ("", status.EMPTY_RESPONSE),
-    ('{"bboxes": [[1, 2, 3, 4]]}', status.NO_GROUNDING_FOUND),
+    ('{"bboxes": [[1, 2, 3, 4]]}', status.WRONG_SYNTAX),
     (f"{B}(1,2),(3){E}", status.BAD_GROUNDING),
 ]
 
@@ -240,7 +253,7 @@ def test_box_options_are_checked_together_and_keep_the_run_identity() -> None:
         "abs_frame_max_pixels": 1003520,
     }
     tokens = BoxOptions.from_flags(answer_format="grounding-tokens")
-    assert tokens.grounding and tokens.require("x") == "norm_1000_xyxy"
+    assert tokens.syntax is not None and tokens.require("x") == "norm_1000_xyxy"
     assert tokens.identity() == {"box_format": "norm_1000_xyxy", "max_image_side": None, "answer_format": "grounding-tokens"}
     with pytest.raises(DataError, match="needs --box-format abs_xyxy, not norm_1_xyxy"):
         BoxOptions.from_flags("norm_1_xyxy", abs_frame="qwen-smart-resize")
@@ -255,7 +268,7 @@ def test_box_options_are_checked_together_and_keep_the_run_identity() -> None:
     assert McBench(box_format="norm_1000_xyxy", answer_format="grounding-tokens").identity() == {
         "box_format": "norm_1000_xyxy",
         "input_mode": "sequence",
-        "template": GROUNDING_SEQUENCE_PROMPT,
+        "template": _grounding_template(GROUNDING_SEQUENCE_PROMPT, QWEN2, "norm_1000_xyxy"),
         "styles": None,
         "max_image_side": None,
         "answer_format": "grounding-tokens",
@@ -286,8 +299,9 @@ def test_identity_prompt_and_repair_turn() -> None:
     assert tokens.identity()["answer_format"] == "grounding-tokens"
     assert json_bench.template == SEQUENCE_PROMPT and "<|box_start|>(x1,y1),(x2,y2)<|box_end|>" in tokens.template
     assert json_bench.followup(None, None, None) == REPAIR_TEXT  # type: ignore[arg-type]
-    assert tokens.followup(None, None, None) == GROUNDING_REPAIR_TEXT  # type: ignore[arg-type]
-    assert "<|box_start|>(x1,y1),(x2,y2)<|box_end|>" in GROUNDING_REPAIR_TEXT
+    repair = _grounding_template(GROUNDING_REPAIR_TEXT, QWEN2, "norm_1000_xyxy")
+    assert tokens.followup(None, None, None) == repair  # type: ignore[arg-type]
+    assert "<|box_start|>(x1,y1),(x2,y2)<|box_end|>" in repair
     paper = McBench(answer_format="grounding-tokens", prompt_wording="finetuned-baseline")
     assert paper.template == FINETUNED_PROMPT == "Output the bounding boxes of {text}"
     assert paper.identity()["template"] != tokens.identity()["template"]
@@ -325,7 +339,7 @@ def test_ref_adv_repair_turn_in_the_same_syntax(tmp_path: Path, serve: Any) -> N
     def tokens(row: dict[str, Any]) -> str:
         x1, y1, x2, y2 = row["solution"]
         w, h = float(row["width"]), float(row["height"])
-        return format_ref("target") + format_box(
+        return QWEN2.label("target") + QWEN2.write(
             [round(x1 / w * 1000), round(y1 / h * 1000), round(x2 / w * 1000), round(y2 / h * 1000)]
         )
 
@@ -338,7 +352,9 @@ def test_ref_adv_repair_turn_in_the_same_syntax(tmp_path: Path, serve: Any) -> N
     by_id = {r["id"]: r for r in records(out)}
     first, second = by_id[samples[0].id], by_id[samples[1].id]
     assert first["repair_used"] is True and first["parse_error"] is None and first["scores"]["hit"] is True
-    assert REF_GROUNDING_REPAIR in _strings(first["turns"][1])  # the repair turn as the record keeps it
+    assert repair_text(BoxOptions.from_flags(answer_format="grounding-tokens")) in _strings(
+        first["turns"][1]
+    )  # the repair turn as the record keeps it
     assert second["repair_used"] is False and second["scores"]["hit"] is True
     header = json.loads((out / "run.json").read_text())
     assert header["identity"]["option.answer_format"] == "grounding-tokens"

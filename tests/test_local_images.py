@@ -238,9 +238,10 @@ def _outside_tmp(tmp_path: Path) -> Path:
     raise AssertionError("neither /dev/shm nor /var/tmp is a writable folder apart from the temporary one")
 
 
-def test_images_with_no_common_folder_but_the_root_are_refused(sets: Sets, tmp_path: Path) -> None:
-    """An image linked from another tree of the machine: no folder below / holds them all, and a
-    server allowed / could be asked for any file, so neither --serve vllm nor the advice offers it."""
+def test_an_image_linked_from_another_tree_is_refused_when_loaded(sets: Sets, tmp_path: Path) -> None:
+    """An image linked from another tree of the machine leaves the images folder: refused when the
+    data is loaded, by every reader alike (core/images.py lies_inside), with or without
+    --local-images, before a run folder exists; a server is never asked for it."""
     root, plans, script = sets
     data, options = plans["mc_bench"]
     copy = tmp_path / "mc_bench"
@@ -250,19 +251,18 @@ def test_images_with_no_common_folder_but_the_root_are_refused(sets: Sets, tmp_p
         image = copy / "mc-bench_images" / "demo" / "pair000_1.jpg"
         shutil.move(image, elsewhere / image.name)
         image.symlink_to(elsewhere / image.name)
-        bench = McBench(**options)
         with pytest.raises(DataError) as refused:
-            image_folder(bench, bench.load(copy))
-        assert "no common folder but /" in str(refused.value) and str(elsewhere.resolve()) in str(refused.value)
-        args = ["eval", "mc_bench", "--data", str(copy), "--model", SIMULATED_MODEL_NAME, "--out", str(tmp_path / "run")]
-        args += ["--box-format", options["box_format"], "--input-mode", options["input_mode"], "--local-images"]
-        with SimulatedServer(script=script, default=None) as server:  # it refuses file URLs: the advice names the folder
-            rc, err = run_quiet([*args, "--api-url", server.url, "--no-progress"])
-        line = one_sentence(err)
-        assert (
-            rc == 2 and "could read every file on this machine; keep the images under one folder, or drop --local-images" in line
-        ), line
-        assert "--allowed-local-media-path /" not in line and not (tmp_path / "run").exists()
+            McBench(**options).load(copy)
+        assert "is a link that leads out of the images folder" in str(refused.value)
+        assert str((elsewhere / image.name).resolve()) in str(refused.value)
+        for extra in ([], ["--local-images"]):
+            args = ["eval", "mc_bench", "--data", str(copy), "--model", SIMULATED_MODEL_NAME, "--out", str(tmp_path / "run")]
+            args += ["--box-format", options["box_format"], "--input-mode", options["input_mode"], *extra]
+            with SimulatedServer(script=script, default=None) as server:
+                rc, err = run_quiet([*args, "--api-url", server.url, "--no-progress"])
+            line = one_sentence(err)
+            assert rc == 2 and "pair000_1.jpg" in line and "copy the file into the folder" in line, line
+            assert not (tmp_path / "run").exists() and not server.requests
     finally:
         shutil.rmtree(elsewhere)
 

@@ -97,6 +97,8 @@ def test_no_import_cycle_in_the_package() -> None:
 # - core/ holds the helpers and, above them, the run's settings (config) and folder format (store):
 #   the models read records, benchmarks' demo runs are RunConfigs.
 # - serve/ starts the servers a run talks to; it needs only the core, so it sits low.
+# - families/ knows how each model family grounds (prompt, box syntax, box format, frame, limits) and
+#   no benchmark: the benchmarks read their replies through it.
 # - contract/ is what a benchmark package and the rest agree on (protocols, declaration, boards,
 #   box parsing, the registry, which reaches benchmark packages only by the names their
 #   declarations give, at run time); its `__init__` is the public face benchmark authors import.
@@ -110,6 +112,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("needlepoint.core",)),
     ("models", ("needlepoint.models",)),
     ("serve", ("needlepoint.serve",)),
+    ("families", ("needlepoint.families",)),
     ("contract", ("needlepoint.contract",)),
     ("stats", ("needlepoint.stats",)),
     ("solvers", ("needlepoint.solvers",)),
@@ -180,6 +183,7 @@ def test_the_layer_check_finds_an_import_that_runs_up_and_a_sibling_benchmark() 
             "needlepoint.core.geometry",
             "needlepoint.models.replay",
             "needlepoint.serve.plan",
+            "needlepoint.families.catalog",
             "needlepoint.contract.boards",
             "needlepoint.stats.bootstrap",
             "needlepoint.solvers.base",

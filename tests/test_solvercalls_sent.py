@@ -16,6 +16,7 @@ import pytest
 from helpers import ref_run_config, write_jsonl_release
 from PIL import Image
 
+import needlepoint.models.openai_compat as oc_module
 from needlepoint.core.images import encode_jpeg
 from needlepoint.core.store import read_records
 from needlepoint.run.evaluate import evaluate
@@ -58,6 +59,7 @@ def test_turns_record_the_messages_as_sent(serve: Any, ref_release: Any, tmp_pat
         return real(ref, *args)
 
     monkeypatch.setattr(sent_module, "encode_jpeg", counting)
+    monkeypatch.setattr(oc_module, "encode_jpeg", counting)
     monkeypatch.setattr(sent_module, "_cache", OrderedDict())
     server = serve(default="I see no box here.")  # a parse error: the repair turn sends the image again
     out = tmp_path / "run"
@@ -81,7 +83,8 @@ def test_turns_record_the_messages_as_sent(serve: Any, ref_release: Any, tmp_pat
             assert max(image["width"], image["height"]) == 64  # downscaled to --max-image-side
         assert rec["turns"][1]["sent"][1] == {"role": "assistant", "content": [{"type": "text", "text": "I see no box here."}]}
     paths = {p["path"] for t in turns for m in t["sent"] for p in m["content"] if p["type"] == "image"}
-    assert len(paths) == 3 and sorted(encoded) == sorted(paths)  # once per image, not per request
+    # encoded for the request and its repair turn; the record describes them from those reads, adding none
+    assert len(paths) == 3 and sorted(encoded) == sorted([*paths, *paths])
 
 
 def test_an_image_rewritten_between_two_runs_of_one_process_is_described_afresh(

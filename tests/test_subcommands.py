@@ -15,7 +15,7 @@ from helpers import REPO
 from needlepoint import cli
 
 CLI = REPO / "src" / "needlepoint" / "cli.py"
-ORDER = ["eval", "score", "report", "merge", "demo", "compare", "build", "runs", "human"]
+ORDER = ["eval", "score", "report", "merge", "demo", "compare", "build", "runs", "human", "families"]
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[argparse.ArgumentParser]:

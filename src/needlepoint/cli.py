@@ -41,6 +41,7 @@ from needlepoint.compare import cli as compare_cli  # noqa: E402
 from needlepoint.contract import cli as contract_cli  # noqa: E402
 from needlepoint.core.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, DataError, InternalFault  # noqa: E402
 from needlepoint.demo import cli as demo_cli  # noqa: E402
+from needlepoint.families import cli as families_cli  # noqa: E402
 from needlepoint.human import cli as human_cli  # noqa: E402
 from needlepoint.report import cli as report_cli  # noqa: E402
 from needlepoint.run import cli as run_cli  # noqa: E402
@@ -67,6 +68,7 @@ COMMANDS: dict[str, SubCommand] = {
     "build": contract_cli,
     "runs": report_cli,
     "human": human_cli,
+    "families": families_cli,
 }
 
 

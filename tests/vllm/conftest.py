@@ -1,8 +1,9 @@
 """Real vLLM servers for the integration suite (`pytest -m vllm tests/vllm`).
 
 The servers run vLLM's CPU build from the venv that `scripts/setup-vllm.sh` makes (`.venv-vllm/`),
-serving a tiny random Qwen2.5-VL that `scripts/make_tiny_qwen.py` writes for this session. They
-listen on free ports of 127.0.0.1 and are stopped when the session ends. When vLLM cannot run
+serving a tiny random Qwen2.5-VL that `scripts/make_tiny_qwen.py` writes for this session, and, for
+the second model family's module, a tiny random InternVL3 (`scripts/make_tiny_internvl.py`). They
+listen on free ports of 127.0.0.1 and are stopped when the session (or that module) ends. When vLLM cannot run
 (no venv, a server that does not start) the tests fail with the reason; they never skip.
 
 At most two servers run at once (4.7 GB of memory together, measured here).
@@ -266,3 +267,47 @@ def vllm_counter(server: VllmServer, name: str) -> float:
         if line.startswith(name + "{") or line.startswith(name + " "):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+# A second model family: a tiny random InternVL3 in transformers' native format
+# (InternVLForConditionalGeneration, which vLLM serves through its InternS1 code), with the chat
+# template the InternVL3-*-hf checkpoints ship (scripts/make_tiny_internvl.py).
+INTERNVL_NAME = "tiny/internvl3-random"
+
+
+def build_tiny_model(script: str, out: Path) -> Path:
+    """Run a `scripts/make_tiny_*.py` builder with the vLLM venv's Python into `out`; fail with its output."""
+    if not VLLM_PYTHON.exists():
+        pytest.fail(f"no vLLM environment at {VLLM_VENV}: run `bash scripts/setup-vllm.sh` first", pytrace=False)
+    proc = subprocess.run(
+        [str(VLLM_PYTHON), str(REPO / "scripts" / script), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"building the tiny model ({script}) failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}", pytrace=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_internvl(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random InternVL3, built for this session by the vLLM venv's Python."""
+    return build_tiny_model("make_tiny_internvl.py", tmp_path_factory.mktemp("tiny-internvl3"))
+
+
+@pytest.fixture(scope="module")
+def internvl_server(tiny_internvl: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """A vLLM server of the tiny InternVL3, for the module that asks for it (stopped after it, so
+    that it is not left running beside the session's Qwen pair); no key. Eager mode: torch.compile
+    of the model would add about 35 s to its start on 2 cores and changes nothing the tests read."""
+    server = VllmServer(
+        tiny_internvl,
+        tmp_path_factory.mktemp("vllm-internvl") / "internvl.log",
+        served_name=INTERNVL_NAME,
+        extra_args=["--enforce-eager"],
+    )
+    start_servers([server])
+    yield server
+    server.stop()

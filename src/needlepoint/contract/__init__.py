@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         Benchmark,
         Dataset,
         DrawsFigures,
+        LimitsImages,
         Parsed,
         ReadsPredictions,
         ReportBox,
@@ -69,12 +70,12 @@ if TYPE_CHECKING:
         ANSWER_FORMATS,
         Found,
         GroundedBox,
+        answer_syntax,
         check_answer_format,
-        find_boxes,
-        format_box,
         format_image_line,
-        format_ref,
         parse_grounded_boxes,
+        read_reply,
+        wrong_syntax,
     )
     from needlepoint.contract.predictions import PredictionsRun
     from needlepoint.contract.registry import register, unregister
@@ -88,8 +89,11 @@ if TYPE_CHECKING:
         AbsFrame,
         Box,
         BoxFormat,
+        box_shape,
         check_abs_frame,
         check_box_format,
+        coordinate_range,
+        coordinate_words,
         dedupe,
         fitted_size,
         from_absolute,
@@ -104,10 +108,11 @@ if TYPE_CHECKING:
     from needlepoint.core.images import safe_path
     from needlepoint.core.jsonl import read_json, read_jsonl
     from needlepoint.core.numeric import boolean, finite, integer, is_box, is_finite, size
-    from needlepoint.core.options import ABS_FRAME, ANSWER_FORMAT, BOX_FORMAT, MAX_IMAGE_SIDE, Option
+    from needlepoint.core.options import ABS_FRAME, ANSWER_FORMAT, BOX_FORMAT, MAX_IMAGE_SIDE, MODEL_FAMILY, Option
     from needlepoint.core.records import Record, Turn, scores
     from needlepoint.core.shard import WeighsSamples
     from needlepoint.core.structured import AnswersInJson
+    from needlepoint.families import FAMILIES, Family, Syntax, family
 
 # name -> the module that defines it (the face's whole content; `__all__` lists the same names)
 _WHERE: dict[str, str] = {
@@ -118,6 +123,7 @@ _WHERE: dict[str, str] = {
     "AnswersInJson": "needlepoint.core.structured",
     "Resamples": "needlepoint.contract.base",
     "Stratifies": "needlepoint.contract.base",
+    "LimitsImages": "needlepoint.contract.base",
     "DrawsFigures": "needlepoint.contract.base",
     "ReadsPredictions": "needlepoint.contract.base",
     # writing the verbs
@@ -173,12 +179,20 @@ _WHERE: dict[str, str] = {
     "ANSWER_FORMATS": "needlepoint.contract.grounding",
     "check_answer_format": "needlepoint.contract.grounding",
     "parse_grounded_boxes": "needlepoint.contract.grounding",
-    "find_boxes": "needlepoint.contract.grounding",
+    "answer_syntax": "needlepoint.contract.grounding",
+    "read_reply": "needlepoint.contract.grounding",
+    "wrong_syntax": "needlepoint.contract.grounding",
+    "box_shape": "needlepoint.core.geometry",
+    "coordinate_range": "needlepoint.core.geometry",
+    "coordinate_words": "needlepoint.core.geometry",
+    "MODEL_FAMILY": "needlepoint.core.options",
+    "FAMILIES": "needlepoint.families",
+    "Family": "needlepoint.families",
+    "Syntax": "needlepoint.families",
+    "family": "needlepoint.families",
     "Found": "needlepoint.contract.grounding",
     "GroundedBox": "needlepoint.contract.grounding",
-    "format_box": "needlepoint.contract.grounding",
     "format_image_line": "needlepoint.contract.grounding",
-    "format_ref": "needlepoint.contract.grounding",
     "Box": "needlepoint.core.geometry",
     "BoxFormat": "needlepoint.core.geometry",
     "BOX_FORMATS": "needlepoint.core.geometry",
@@ -229,6 +243,16 @@ _WHERE: dict[str, str] = {
 }
 
 __all__ = [
+    "FAMILIES",
+    "MODEL_FAMILY",
+    "Family",
+    "Syntax",
+    "box_shape",
+    "coordinate_range",
+    "coordinate_words",
+    "family",
+    "read_reply",
+    "wrong_syntax",
     "ABS_FRAME",
     "ABS_FRAMES",
     "ANSWER_FORMAT",
@@ -276,6 +300,7 @@ __all__ = [
     "RequestError",
     "Resamples",
     "Stratifies",
+    "LimitsImages",
     "Run",
     "SampleLike",
     "Table",
@@ -293,13 +318,11 @@ __all__ = [
     "count_parse_errors",
     "coverage_note",
     "dedupe",
-    "find_boxes",
+    "answer_syntax",
     "finite",
     "fitted_size",
-    "format_box",
     "format_cell",
     "format_image_line",
-    "format_ref",
     "from_absolute",
     "has_answers",
     "integer",

@@ -359,6 +359,17 @@ class Stratifies(Protocol):
 
 
 @runtime_checkable
+class LimitsImages(Protocol):
+    """A benchmark whose run states how many images one request may carry (optional verb
+    `image_limit`, the model family's or its API's: `--model-family`): the dry run names the
+    samples whose requests carry more."""
+
+    def image_limit(self) -> tuple[int, str] | None:
+        """(the most images a request may carry, whose limit it is), or None when none is stated."""
+        ...
+
+
+@runtime_checkable
 class ReadsPredictions(Protocol):
     """A benchmark that reads its authors' prediction files (optional verb `predictions_run`): the
     file read as a run, which `needlepoint score` scores with the ordinary `score` and `resampler`
@@ -393,6 +404,7 @@ class BaseBenchmark:
     """
 
     name: str
+    scores_first_box: bool = False  # the first box of an answer is the one scored (a detector family answers its best)
     generation_defaults: dict[str, Any] = {}
 
     def identity(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from needlepoint.core.numeric import is_finite
 from needlepoint.core.text import writable
+from needlepoint.families import FAMILIES, Family
 
 __all__ = [
     "CORRUPT",
@@ -26,6 +27,7 @@ __all__ = [
     "PublishedRow",
     "Run",
     "answer_label",
+    "family_of",
     "at",
     "bound",
     "ci_level",
@@ -99,13 +101,34 @@ class Run:
         return self.options.get(name)
 
 
-def answer_label(setting: str, run: Run) -> str:
-    """A row's setting label with the run's answer format when it is not JSON (e.g. "sequence,
-    grounding-tokens"): runs that differ only in it must not share a label."""
-    answer_format = run.option("answer_format")
-    if not answer_format or answer_format == "json":
-        return setting
-    return f"{setting}, {answer_format}" if setting else str(answer_format)
+def answer_label(setting: str, run: Run, groups: bool = False) -> str:
+    """A row's setting label with the run's model family (its own protocol: "direct, InternVL
+    syntax"; with `groups`, a family that cannot number groups says so) or else its answer format when it is not
+    JSON ("sequence, grounding-tokens"): runs that differ only in them must not share a label, and a
+    family's run is never shown as the authors' protocol."""
+    fam = family_of(run)
+    if fam is not None:
+        tag = _detector_label(fam.title, run) if fam.detector else fam.label
+        tag = tag if fam.groups or not groups else f"{tag}, groups as 1"
+    else:
+        answer_format = run.option("answer_format")
+        if not answer_format or answer_format == "json":
+            return setting
+        tag = str(answer_format)
+    return f"{setting}, {tag}" if setting else tag
+
+
+def _detector_label(name: str, run: Run) -> str:
+    """A detector family's run as a row names it: "Grounding DINO, threshold 0.25" (or its top box)."""
+    settings = run.identity.get("model_settings")
+    threshold = settings.get("threshold") if isinstance(settings, dict) else None
+    return f"{name}, threshold {threshold:g}" if isinstance(threshold, float) else f"{name}, top box"
+
+
+def family_of(run: Run) -> Family | None:
+    """The model family a run named (--model-family), None when none (or one this version lacks)."""
+    name = run.option("model_family")
+    return FAMILIES.get(name) if isinstance(name, str) else None
 
 
 def progress_mark(run: Run) -> str:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from needlepoint.core.geometry import CONVENTIONS
+
 __all__ = [
     "ABS_MAX",
     "GROUP",
@@ -38,11 +40,15 @@ PHRASE_MAX_CHARS = 100  # the agentic reasoner's phrase: a short noun phrase for
 
 
 def coordinate(box_format: str | None) -> dict[str, Any]:
-    """One box coordinate in `box_format`: a whole number of pixels (0..ABS_MAX) or of the 0-1000
-    grid, or a number in 0..1; a format not given yet reads as pixels (its parse refuses it anyway)."""
-    if box_format == "norm_1_xyxy":
+    """One box coordinate in `box_format`: a whole number of pixels (0..ABS_MAX) or of the format's
+    grid (its last cell for a cell format), or a number in 0..1; a format not given yet reads as
+    pixels (its parse refuses it anyway)."""
+    convention = CONVENTIONS.get(box_format or "abs_xyxy", CONVENTIONS["abs_xyxy"])
+    if convention.scale is None:
+        return {"type": "integer", "minimum": 0, "maximum": ABS_MAX}
+    if convention.scale == 1.0:
         return {"type": "number", "minimum": 0, "maximum": 1}
-    return {"type": "integer", "minimum": 0, "maximum": 1000 if box_format == "norm_1000_xyxy" else ABS_MAX}
+    return {"type": "integer", "minimum": 0, "maximum": int(convention.scale) - (1 if convention.bins else 0)}
 
 
 def box(box_format: str | None) -> dict[str, Any]:

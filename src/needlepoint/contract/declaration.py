@@ -19,7 +19,13 @@ from typing import Any
 from needlepoint.core.errors import DataError
 from needlepoint.core.options import Option
 
-__all__ = ["Builder", "Declaration", "PublishedTable", "load_target"]
+__all__ = ["HUMAN_KINDS", "Builder", "Declaration", "PublishedTable", "load_target"]
+
+# The kinds of human page (`needlepoint human`), each with the sample attributes it reads:
+# "one_box": one image, a caption, one box (`image`, `width`, `height`, `caption`, `gt` as pixel xyxy);
+# "image_pair": two images, boxes in numbered groups (MC-Bench's samples and ground truth);
+# "document": a long document of text and images, then a question (MM-NIAH's samples).
+HUMAN_KINDS = ("one_box", "image_pair", "document")
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,10 @@ class Declaration:
     - `builders`: its `needlepoint build` sub-commands;
     - `primary_metric`: the metric (metrics.json path, e.g. "acc@0.5") a comparison is about, its
       other rows a family of secondary ones with Holm-adjusted p-values (`needlepoint compare`);
-    - `task_order`: its tasks in the paper's order, for tables that list results by task.
+    - `task_order`: its tasks in the paper's order, for tables that list results by task;
+    - `human`: the kind of human page its samples use (one of HUMAN_KINDS), None for no
+      `needlepoint human BENCH` page; `human_options`: the keyword options the benchmark is built
+      with for a person (the page gives boxes in image pixels: `{"box_format": "abs_xyxy"}`).
     """
 
     name: str
@@ -86,6 +95,8 @@ class Declaration:
     builders: tuple[Builder, ...] = ()
     primary_metric: str | None = None
     task_order: tuple[str, ...] = ()
+    human: str | None = None
+    human_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 def load_target(target: str) -> Any:

@@ -37,6 +37,7 @@ BUILTIN: dict[str, str] = {
     "ref_adv_s": "needlepoint.benchmarks.ref_adv",
     "mc_bench": "needlepoint.benchmarks.mc_bench",
     "mm_niah": "needlepoint.benchmarks.mm_niah",
+    "refcoco": "needlepoint.benchmarks.refcoco",
 }
 ENTRY_POINT_GROUP = "needlepoint.benchmarks"
 

@@ -15,21 +15,94 @@ import numpy as np
 
 from needlepoint.core.errors import DataError
 
-BoxFormat = Literal["abs_xyxy", "norm_1000_xyxy", "norm_1_xyxy"]
-BOX_FORMATS: tuple[str, ...] = ("abs_xyxy", "norm_1000_xyxy", "norm_1_xyxy")
+BoxFormat = Literal[
+    "abs_xyxy",
+    "norm_1000_xyxy",
+    "norm_1_xyxy",
+    "norm_1000_yxyx",
+    "norm_100_xyxy",
+    "norm_999_xyxy",
+    "norm_1023_yxyx",
+    "bins_1000_xyxy",
+    "norm_1_square_xyxy",
+]
 
 Box = tuple[float, float, float, float]
 
-_SCALE = {"abs_xyxy": None, "norm_1000_xyxy": 1000.0, "norm_1_xyxy": 1.0}
+
+@dataclass(frozen=True)
+class Convention:
+    """What a box format's four numbers mean: `scale` the grid they run over (None: pixels),
+    `y_first` whether each corner is written (y, x), `bins` whether a number names a cell of the
+    grid rather than a point on it (a cell is read at its centre, as Florence-2's decoder does),
+    `square` whether the numbers are fractions of the image padded to a square with the image in
+    its middle (Shikra's Expand2square) rather than of the image itself."""
+
+    scale: float | None
+    y_first: bool = False
+    bins: bool = False
+    square: bool = False
+
+
+CONVENTIONS: dict[str, Convention] = {
+    "abs_xyxy": Convention(None),
+    "norm_1000_xyxy": Convention(1000.0),
+    "norm_1_xyxy": Convention(1.0),
+    "norm_1000_yxyx": Convention(1000.0, y_first=True),  # Gemini's box_2d
+    "norm_100_xyxy": Convention(100.0),  # MiniGPT-v2
+    "norm_999_xyxy": Convention(999.0),  # Qwen-VL's evaluator
+    "norm_1023_yxyx": Convention(1023.0, y_first=True),  # PaliGemma's <locNNNN> (big_vision: round(v * 1023))
+    "bins_1000_xyxy": Convention(1000.0, bins=True),  # Florence-2's <loc_N>
+    "norm_1_square_xyxy": Convention(1.0, square=True),  # Shikra
+}
+BOX_FORMATS: tuple[str, ...] = tuple(CONVENTIONS)
+
+_RANGES = {
+    "norm_1000_xyxy": "0-1000",
+    "norm_1_xyxy": "0-1",
+    "norm_1000_yxyx": "0-1000",
+    "norm_100_xyxy": "0-100",
+    "norm_999_xyxy": "0-999",
+    "norm_1023_yxyx": "0-1023",
+    "bins_1000_xyxy": "0-999 (1,000 equal cells)",
+    "norm_1_square_xyxy": "0-1",
+}
+
+
+def box_shape(box_format: BoxFormat | None) -> str:
+    """The corners of a box in the format's order, as prompts name them: "[x1, y1, x2, y2]"."""
+    return "[y1, x1, y2, x2]" if box_format and CONVENTIONS[box_format].y_first else "[x1, y1, x2, y2]"
+
+
+def coordinate_range(box_format: BoxFormat) -> str:
+    """The range of a format's numbers in words ("0-1000"; "pixels" for absolute boxes)."""
+    return _RANGES.get(box_format, "pixels")
+
+
+def coordinate_words(box_format: BoxFormat, of: str) -> str:
+    """What a format's numbers are, in words, for prompts: "in pixels of {of} (...)" or "with each
+    coordinate normalised to 0-1000 over the width and height of {of}"."""
+    if CONVENTIONS[box_format].scale is None:
+        return f"in pixels of {of} (x to the right, y down, origin at the top-left corner)"
+    if CONVENTIONS[box_format].square:
+        return f"with each coordinate normalised to 0-1 over the sides of {of} padded to a square, {of} in its middle"
+    return f"with each coordinate normalised to {coordinate_range(box_format)} over the width and height of {of}"
+
+
+def _square(width: float, height: float) -> tuple[float, float, float]:
+    """The side of an image padded to a square with the image in its middle, and the image's
+    offset in it (x, y), as Shikra's Expand2square pastes it."""
+    side = max(width, height)
+    return side, (side - width) // 2 if height > width else 0.0, (side - height) // 2 if width > height else 0.0
 
 
 def check_box_format(name: str | None) -> BoxFormat | None:
     """`name` as a BoxFormat (None stays None: not stated yet); DataError naming the valid ones."""
     if name is None:
         return None
-    if name not in _SCALE:
+    if name not in CONVENTIONS:
         raise DataError(f"--box-format {name!r} is unknown; use one of {', '.join(BOX_FORMATS)}")
-    return cast(BoxFormat, name)  # one of the keys of _SCALE: the names of BoxFormat
+    return cast(BoxFormat, name)  # one of the keys of CONVENTIONS: the names of BoxFormat
 
 
 def fitted_size(width: int, height: int, max_side: int | None) -> tuple[int, int]:
@@ -50,7 +123,10 @@ def _nearest_aspect(number: float, key: Callable[[int], float]) -> int:
     return max(min(math.floor(number), math.ceil(number), key=key), 1)
 
 
-ABS_FRAMES: tuple[str, ...] = ("official", "qwen-smart-resize")
+ABS_FRAMES: tuple[str, ...] = ("official", "qwen-smart-resize", "claude", "claude-high-res")
+CLAUDE_TIERS = {"claude": (1568, 1568), "claude-high-res": (2576, 4784)}
+"""Claude's image limits by tier: (longest side in px, visual tokens of 28 x 28 px), Anthropic's
+docs, Coordinates and bounding boxes."""
 QWEN_FACTOR = 28  # patch 14 x merge 2
 QWEN_MIN_PIXELS = 56 * 56
 QWEN_MAX_PIXELS = 28 * 28 * 1280  # Qwen2.5-VL's image processor defaults (transformers)
@@ -62,7 +138,8 @@ class AbsFrame:
 
     `official`: pixels of the image sent, as the benchmarks' authors read them. `qwen-smart-resize`:
     pixels of the image as Qwen2.5-VL's processor resized it (`smart_resize` with `factor` and the
-    pixel bounds), mapped back to the image sent."""
+    pixel bounds), mapped back to the image sent. `claude`, `claude-high-res`: pixels of the image
+    as Claude resized it, by the tier's limits (`claude_size`)."""
 
     name: str = "official"
     factor: int = QWEN_FACTOR
@@ -73,6 +150,8 @@ class AbsFrame:
         """What a run's identity records (nothing for the default, so older runs keep their hash)."""
         if self.name == "official":
             return {}
+        if self.name in CLAUDE_TIERS:
+            return {"abs_frame": self.name}
         return {
             "abs_frame": self.name,
             "abs_frame_factor": self.factor,
@@ -95,10 +174,11 @@ def check_abs_frame(
     if name not in ABS_FRAMES:
         raise DataError(f"--abs-frame {name!r} is unknown; use one of {', '.join(ABS_FRAMES)}")
     tuned = {"--abs-frame-factor": factor, "--abs-frame-min-pixels": min_pixels, "--abs-frame-max-pixels": max_pixels}
-    if name == "official":
+    if name != "qwen-smart-resize":
         given = [flag for flag, v in tuned.items() if v is not None]
         if given:
             raise DataError(f"{', '.join(given)} only applies with --abs-frame qwen-smart-resize")
+    if name == "official":
         return AbsFrame()
     if box_format is not None and box_format != "abs_xyxy":
         raise DataError(f"--abs-frame {name} reads pixel boxes; it needs --box-format abs_xyxy, not {box_format}")
@@ -106,6 +186,8 @@ def check_abs_frame(
         numeric.flag(flag, v, 1)
         if v is not None and not isinstance(v, int):
             raise DataError(f"{flag} must be a whole number, not {v!r}")
+    if name in CLAUDE_TIERS:
+        return AbsFrame(name)
     frame = AbsFrame(name, factor or QWEN_FACTOR, min_pixels or QWEN_MIN_PIXELS, max_pixels or QWEN_MAX_PIXELS)
     if frame.min_pixels > frame.max_pixels:
         raise DataError(f"--abs-frame-min-pixels {frame.min_pixels} exceeds --abs-frame-max-pixels {frame.max_pixels}")
@@ -132,6 +214,32 @@ def smart_resize(
     return w_bar, h_bar
 
 
+def claude_size(width: int, height: int, max_edge: int, max_tokens: int, patch: int = 28) -> tuple[int, int]:
+    """(width, height) of an image as Claude resizes it: unchanged when it fits, else the largest
+    aspect-preserving size whose sides, rounded up to whole 28 px patches, stay within `max_edge`
+    and whose patches number at most `max_tokens` (the rule and reference sizes in Anthropic's
+    docs, Coordinates and bounding boxes: 1075 x 1520 -> 924 x 1307, 1920 x 1080 -> 1456 x 819)."""
+
+    def fits(w: int, h: int) -> bool:
+        pw, ph = math.ceil(w / patch), math.ceil(h / patch)
+        return pw * patch <= max_edge and ph * patch <= max_edge and pw * ph <= max_tokens
+
+    if fits(width, height):
+        return width, height
+    if height > width:
+        h, w = claude_size(height, width, max_edge, max_tokens, patch)
+        return w, h
+    aspect = width / height
+    lo, hi = 1, width
+    while lo < hi:  # the longest long edge that fits
+        mid = (lo + hi + 1) // 2
+        if fits(mid, max(round(mid / aspect), 1)):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo, max(round(lo / aspect), 1)
+
+
 def model_frame(width: float, height: float, max_side: int | None, frame: AbsFrame | None = None) -> tuple[float, float] | None:
     """The size a model's pixel boxes refer to, for an image annotated at `width` x `height` and
     sent at most `max_side` pixels a side; None when that is the annotated size itself (pass it as
@@ -139,6 +247,8 @@ def model_frame(width: float, height: float, max_side: int | None, frame: AbsFra
     sent = fitted_size(int(width), int(height), max_side) if max_side else (int(width), int(height))
     if frame is not None and frame.name == "qwen-smart-resize":
         return smart_resize(sent[0], sent[1], frame.factor, frame.min_pixels, frame.max_pixels)
+    if frame is not None and frame.name in CLAUDE_TIERS:
+        return claude_size(sent[0], sent[1], *CLAUDE_TIERS[frame.name])
     return sent if max_side else None
 
 
@@ -151,11 +261,19 @@ def to_absolute(
     downscaling: pixel boxes are then scaled back to the annotated size. A box left with zero
     width or height is returned as is: it matches nothing but is still a prediction.
     """
-    x1, y1, x2, y2 = (float(v) for v in box)
-    scale = _SCALE[box_format]
+    convention = CONVENTIONS[box_format]
+    a, b, c, d = (float(v) for v in box)
+    x1, y1, x2, y2 = (b, a, d, c) if convention.y_first else (a, b, c, d)
+    scale = convention.scale
     if scale is not None:
-        x1, x2 = x1 / scale * width, x2 / scale * width
-        y1, y2 = y1 / scale * height, y2 / scale * height
+        if convention.bins:  # a cell's centre
+            x1, y1, x2, y2 = x1 + 0.5, y1 + 0.5, x2 + 0.5, y2 + 0.5
+        if convention.square:
+            side, dx, dy = _square(width, height)
+            x1, x2, y1, y2 = x1 / scale * side - dx, x2 / scale * side - dx, y1 / scale * side - dy, y2 / scale * side - dy
+        else:
+            x1, x2 = x1 / scale * width, x2 / scale * width
+            y1, y2 = y1 / scale * height, y2 / scale * height
     elif seen is not None and tuple(seen) != (width, height):
         sx, sy = width / seen[0], height / seen[1]
         x1, x2, y1, y2 = x1 * sx, x2 * sx, y1 * sy, y2 * sy
@@ -172,13 +290,24 @@ def to_absolute(
 
 
 def from_absolute(box: Sequence[float], box_format: BoxFormat, width: float, height: float) -> Box:
-    """An absolute pixel xyxy box in a model's convention: the inverse of `to_absolute`'s scaling
-    (no sorting or clipping; used to write training answers in the convention evaluated)."""
+    """An absolute pixel xyxy box in a model's convention: the inverse of `to_absolute`'s scaling,
+    in the format's axis order; a cell format gives the cell holding each corner (floored, at most
+    the last cell), as a family's quantizer does. No sorting or clipping otherwise: used to write
+    answers in the convention evaluated (training data, round trips)."""
+    convention = CONVENTIONS[box_format]
     x1, y1, x2, y2 = (float(v) for v in box)
-    scale = _SCALE[box_format]
-    if scale is None:
-        return x1, y1, x2, y2
-    return x1 / width * scale, y1 / height * scale, x2 / width * scale, y2 / height * scale
+    scale = convention.scale
+    if scale is not None:
+        if convention.square:
+            side, dx, dy = _square(width, height)
+            fractions = ((x1 + dx) / side, (y1 + dy) / side, (x2 + dx) / side, (y2 + dy) / side)
+        else:
+            fractions = (x1 / width, y1 / height, x2 / width, y2 / height)
+        if convention.bins:
+            x1, y1, x2, y2 = (float(min(max(math.floor(f * scale), 0), scale - 1)) for f in fractions)
+        else:
+            x1, y1, x2, y2 = (f * scale for f in fractions)
+    return (y1, x1, y2, x2) if convention.y_first else (x1, y1, x2, y2)
 
 
 def dedupe(boxes: Sequence[Box]) -> list[Box]:

@@ -4,6 +4,10 @@ The one image encoder in needlepoint. An RGB JPEG that needs no resizing is sent
 (a second JPEG generation would only add loss); anything else is converted to RGB and encoded as
 JPEG at quality 95, as the benchmarks' authors send images.
 
+What a record says of an image (`stored_facts`, `file_facts`) is taken from what the request
+already read of it, and handed to the record through `NOTED`, so that a sample reads each image
+once (issue 45: the record's description read and hashed every file a second time).
+
 Decoding is bounded: images are decoded at reduced size where the format allows (`decode_rgb`),
 the pixels decoded at once across threads are capped (`DECODE_BUDGET`), and a big file stays on
 disk until its decoder reads it, so huge images cost a bounded amount of memory per process.
@@ -11,6 +15,9 @@ disk until its decoder reads it, so huge images cost a bounded amount of memory 
 
 from __future__ import annotations
 
+import asyncio
+import errno
+import hashlib
 import io
 import os
 import stat
@@ -20,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote_from_bytes
 
 import pybase64
 
@@ -44,34 +52,86 @@ def stays_inside(relative: str) -> bool:
     return bool(text.strip()) and not posix.is_absolute() and not PureWindowsPath(text).drive and ".." not in posix.parts
 
 
+def _allowed(root: Path) -> tuple[str, ...]:
+    """The real folders a data folder's files may resolve into: the folder itself (through any link
+    to it), and, for a folder inside a Hugging Face hub cache snapshot (`.../snapshots/REV/...`),
+    its repository's `blobs/`, where every file of a snapshot is a link to (the cache's own layout)."""
+    real = [os.path.realpath(root)]
+    parts = Path(os.path.abspath(root)).parts
+    if "snapshots" in parts:
+        repo = Path(*parts[: len(parts) - parts[::-1].index("snapshots") - 1])
+        if (repo / "blobs").is_dir():
+            real.append(os.path.realpath(repo / "blobs"))
+    return tuple(real)
+
+
+def _within(real: str, allowed: tuple[str, ...]) -> bool:
+    return any(real == a or real.startswith(a.rstrip(os.sep) + os.sep) for a in allowed)
+
+
 def lies_inside(root: Path, path: Path) -> bool:
-    """True for a `path` inside `root` once both are resolved: `..` collapsed and symbolic links
-    followed, so that a root given through a link still matches while a link inside the folder
-    that points outside it (`data/x.jpg -> /etc/passwd`) does not. The rule of every reader of
-    data-file paths (the human page's images, absolute image paths of a data file)."""
+    """True for a `path` (absolute, or relative to `root`) inside `root` once both are resolved:
+    `..` collapsed and symbolic links followed, so that a root given through a link still matches
+    while a link inside the folder that points outside it (`data/x.jpg -> /etc/passwd`) does not
+    (a Hugging Face cache snapshot's links into its `blobs/` excepted: `_allowed`). The one rule of
+    every reader of data-file paths: the benchmarks' loaders (`safe_path`), the human page."""
     try:
-        return Path(root).resolve().joinpath(path).resolve().is_relative_to(Path(root).resolve())
+        return _within(os.path.realpath(Path(root).joinpath(path)), _allowed(Path(root)))
     except (OSError, RuntimeError, ValueError):
         return False
 
 
+class _Links:
+    """`lies_inside` for the many files of one images folder at the cost of one `lstat` a file:
+    each folder a file sits in is resolved once, and a file itself only when it is a link."""
+
+    def __init__(self) -> None:
+        self._folders: dict[tuple[str, str], bool] = {}
+        self._lock = threading.Lock()
+
+    def inside(self, root: Path, path: Path) -> bool:
+        if os.path.islink(path):
+            return lies_inside(root, path)
+        key = (str(root), os.path.dirname(path))
+        with self._lock:
+            known = self._folders.get(key)
+        if known is None:
+            known = lies_inside(root, Path(key[1]))
+            with self._lock:
+                if len(self._folders) > 65_536:
+                    self._folders.clear()
+                self._folders[key] = known
+        return known
+
+
+_LINKS = _Links()
+
+
 def safe_path(root: Path, relative: str, where: str = "", absolute: bool = False) -> Path:
-    """`root / relative`, refusing paths that leave `root`. An absolute path is refused too,
-    unless `absolute` allows one that lies inside `root` (what a local download script writes)."""
+    """`root / relative`, refusing paths that leave `root`, lexically (`..`, a root, a drive) or
+    through a symbolic link (`lies_inside`). An absolute path is refused too, unless `absolute`
+    allows one that lies inside `root` (what a local download script writes)."""
     text = str(relative)
+    place = f" in {where}" if where else ""
     if absolute and text.strip() and Path(text).is_absolute():
         if lies_inside(root, Path(text)):
             return Path(os.path.normpath(text))
         raise DataError(
-            f"image path {relative!r}{' in ' + where if where else ''} lies outside the images folder {root}; "
+            f"image path {relative!r}{place} lies outside the images folder {root}; "
             "give paths inside it (relative to it, or absolute) and fix the data file"
         )
     if not stays_inside(text):
         raise DataError(
-            f"image path {relative!r}{' in ' + where if where else ''} must be relative to the images "
-            f"folder {root} and stay inside it; fix the data file"
+            f"image path {relative!r}{place} must be relative to the images folder {root} and stay inside it; fix the data file"
         )
-    return root / PurePosixPath(text.replace("\\", "/"))
+    path = root / PurePosixPath(text.replace("\\", "/"))
+    if not _LINKS.inside(root, path):
+        raise DataError(
+            f"image path {relative!r}{place} is a link that leads out of the images folder {root} "
+            f"(to {os.path.realpath(path)}); copy the file into the folder, or give the folder that holds it as the "
+            "images folder"
+        )
+    return path
 
 
 def _open(data: bytes | Path, key: str) -> PILImage:
@@ -105,23 +165,36 @@ def read_small_image(ref: ImageRef) -> bytes | None:
 
 def _read_stored(ref: ImageRef, limit: int | None, head: int | None = None) -> bytes | None:
     """An image's stored bytes (None for a file over `limit`; only its first `head` bytes when
-    given). A file is read in one open, its size and type taken from the open file; one that is not
+    given): `_read_stat` without the file's status."""
+    return _read_stat(ref, limit, head)[0]
+
+
+def _read_stat(ref: ImageRef, limit: int | None, head: int | None = None) -> tuple[bytes | None, os.stat_result | None]:
+    """`_read_stored`, and the status of the file read (None for bytes loaded otherwise: a parquet
+    row). A file is read in one open, its size and type taken from the open file; one that is not
     a regular file (a FIFO, a link to /dev/zero) is refused before it can block the open or be
     read without end."""
     if ref.loader is not None or ref.path is None:
         try:
-            return ref.read_bytes()
+            return ref.read_bytes(), None
         except OSError as exc:
             raise DataError(f"image {ref.key} cannot be read ({exc.strerror or exc}); check the images folder") from None
     try:
         fd = os.open(ref.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with open(fd, "rb", buffering=0) as fh:
-            st = os.fstat(fh.fileno())
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):  # as a file object says it
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
             if not stat.S_ISREG(st.st_mode):
                 raise DataError(f"image {ref.key} is not a regular file; replace it with the image file")
-            if head is not None:
-                return fh.read(head)
-            return None if limit is not None and st.st_size > limit else fh.readall()
+            if head is not None:  # a header: one read on the descriptor (a file object costs more than the read)
+                return os.read(fd, head), st
+            if limit is not None and st.st_size > limit:
+                return None, st
+            with open(fd, "rb", buffering=0, closefd=False) as fh:
+                return fh.readall(), st
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise DataError(f"image {ref.key} cannot be read ({exc.strerror or exc}); check the images folder") from None
 
@@ -165,13 +238,13 @@ def _sent_as_is(head: tuple[int, int, int], ref: ImageRef) -> bool:
     return components == 3 and (ref.max_side is None or max(width, height) <= ref.max_side)
 
 
-def passes_through(data: bytes, ref: ImageRef, reencode: bool = False) -> bool:
+def passes_through(data: bytes, ref: ImageRef, reencode: bool = False, head: tuple[int, int, int] | None = None) -> bool:
     """True when the stored bytes can be sent as they are: an RGB JPEG within `ref.max_side`.
     Reads only the frame header (without Pillow for a JPEG), so it is cheap enough for the
-    event loop."""
+    event loop; `head`: `jpeg_header(data)` when the caller has it already."""
     if reencode:
         return False
-    head = jpeg_header(data)
+    head = head if head is not None else jpeg_header(data)
     if head is not None:
         return _sent_as_is(head, ref)
     im = _open(data, ref.key)
@@ -422,15 +495,133 @@ def file_url(ref: ImageRef, reencode: bool = False) -> bytes | None:
     parquet row, an image to transcode, a frame header past HEADER_BYTES), which goes as base64.
     A server decodes the same bytes either way. FIRST_HEADER_BYTES read, and at most HEADER_BYTES
     when the frame header lies past them (the rest of a file of a few dozen KB is not copied)."""
+    return file_url_facts(ref, reencode)[0]
+
+
+def file_url_facts(ref: ImageRef, reencode: bool = False) -> tuple[bytes | None, dict[str, Any] | None]:
+    """`file_url`, and what the record says of the file sent by it (`file_facts`, from the same
+    read of its header); (None, None) where it goes as base64."""
     if reencode or ref.loader is not None or ref.path is None:
-        return None
-    first = _read_stored(ref, None, FIRST_HEADER_BYTES) or b""
-    head = jpeg_header(first)
-    if head is None and len(first) == FIRST_HEADER_BYTES and first[:2] == b"\xff\xd8":  # a JPEG with a long preamble
-        head = jpeg_header(_read_stored(ref, None, HEADER_BYTES) or b"")
-    if head is None or not _sent_as_is(head, ref):
-        return None
-    return Path(os.path.abspath(ref.path)).as_uri().encode("ascii")
+        return None, None
+    first, st = _read_stat(ref, None, FIRST_HEADER_BYTES)
+    head = jpeg_header(first or b"")
+    if head is None and first is not None and len(first) == FIRST_HEADER_BYTES and first[:2] == b"\xff\xd8":
+        head = jpeg_header(_read_stored(ref, None, HEADER_BYTES) or b"")  # a JPEG with a long preamble
+    if head is None or st is None or not _sent_as_is(head, ref):
+        return None, None
+    return _file_uri(os.path.abspath(ref.path)), file_facts(ref, head, st)
+
+
+def _file_uri(absolute: str) -> bytes:
+    """`Path(absolute).as_uri()` as ASCII bytes; on POSIX without pathlib (a third of the time a
+    document's file URLs took: 40 an MM-NIAH document)."""
+    if os.name != "posix":
+        return Path(absolute).as_uri().encode("ascii")
+    return b"file://" + quote_from_bytes(os.fsencode(absolute)).encode("ascii")
+
+
+# --- what a record says of an image -------------------------------------------------------------
+
+
+def facts_key(ref: ImageRef, reencode: bool) -> tuple[Any, ...]:
+    """What one description stands for: the image, its file, the size asked for, the re-encoding
+    rule (the file as a string: a Path hashes in Python, a document's keys are looked up several
+    times a sample)."""
+    return (ref.key, None if ref.path is None else os.fspath(ref.path), ref.max_side, reencode)
+
+
+def stored_facts(ref: ImageRef, data: bytes, sent: bytes, head: tuple[int, int, int] | None = None) -> dict[str, Any]:
+    """An image as a record names it: {type, path, sha256, width, height, bytes}: the digest of
+    its stored bytes `data`, the width, height and length of the JPEG `sent` (`head`: its frame
+    header when the caller has it). Taken from bytes already in hand, never read again."""
+    head = head if head is not None else jpeg_header(sent)
+    if head is None:
+        width, height = decode_rgb(sent, ref.key).size
+    else:
+        width, height = head[0], head[1]
+    return {
+        "type": "image",
+        "path": ref.key,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "width": int(width),
+        "height": int(height),
+        "bytes": len(sent),
+    }
+
+
+def file_facts(ref: ImageRef, head: tuple[int, int, int], st: os.stat_result) -> dict[str, Any]:
+    """An image sent by its file URL (--local-images), as a record names it: {type, path, width,
+    height, bytes, mtime_ns}, from its frame header and the open file's status: the server reads
+    the file itself, so the file's size and modification time identify what it was sent, without
+    the client reading (and hashing) all of it."""
+    return {
+        "type": "image",
+        "path": ref.key,
+        "width": int(head[0]),
+        "height": int(head[1]),
+        "bytes": int(st.st_size),
+        "mtime_ns": int(st.st_mtime_ns),
+    }
+
+
+class NotedImages:
+    """Descriptions of the images the requests of a run have read (`note`), for the records to take
+    instead of reading each file again (solvers.sent); a document's images still being read in a
+    worker thread are `expect`ed, so a record waits for that read rather than making its own. An
+    image described once is not described again in the run (`knows`: its digest is not taken a
+    second time when the image is sent again). Bounded (oldest out first); thread-safe."""
+
+    def __init__(self, max_items: int = 100_000) -> None:
+        self._items: OrderedDict[tuple[Any, ...], dict[str, Any] | asyncio.Future[Any]] = OrderedDict()
+        self._max = max_items
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        """Forget every description (a run starts: its files are read afresh)."""
+        with self._lock:
+            self._items.clear()
+
+    def _keep(self, key: tuple[Any, ...], value: dict[str, Any] | asyncio.Future[Any]) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self._max:
+            self._items.popitem(last=False)
+
+    def knows(self, key: tuple[Any, ...]) -> bool:
+        """Whether the image `key` (facts_key) is described already in this run."""
+        with self._lock:
+            return isinstance(self._items.get(key), dict)
+
+    def note(self, key: tuple[Any, ...], facts: dict[str, Any]) -> None:
+        """Keep the description of the image `key` a request has just read."""
+        with self._lock:
+            self._keep(key, facts)
+
+    def expect(self, keys: list[tuple[Any, ...]], reading: asyncio.Future[Any]) -> None:
+        """The images `keys` are being read by `reading` (a future of the event loop that will look
+        them up): a lookup waits for it where no description is kept yet."""
+        with self._lock:
+            for key in keys:
+                if not isinstance(self._items.get(key), dict):
+                    self._keep(key, reading)
+
+    def lookup(self, keys: list[tuple[Any, ...]]) -> list[dict[str, Any] | asyncio.Future[Any] | None]:
+        """Per key its description, the future of its read still under way, or None (nothing
+        kept, or a read that ended without describing it); under one lock, on the event loop."""
+        out: list[dict[str, Any] | asyncio.Future[Any] | None] = []
+        with self._lock:
+            for key in keys:
+                got = self._items.get(key)
+                if isinstance(got, asyncio.Future) and got.done():
+                    del self._items[key]
+                    got = None
+                elif got is not None:
+                    self._items.move_to_end(key)
+                out.append(got)
+        return out
+
+
+NOTED = NotedImages()
 
 
 def merge_pair(left: bytes, right: bytes, band: int = 20) -> tuple[bytes, int]:

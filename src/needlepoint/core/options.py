@@ -62,11 +62,20 @@ def given(ns: argparse.Namespace, options: Iterable[Option]) -> dict[str, Any]:
 
 
 # Flags several benchmarks declare (each benchmark lists those it takes).
-BOX_FORMAT = Option("--box-format", "the model family's box convention: abs_xyxy, norm_1000_xyxy, norm_1_xyxy")
+BOX_FORMAT = Option(
+    "--box-format",
+    "the box convention of the model's numbers: abs_xyxy, norm_1000_xyxy, norm_1_xyxy, or a family's own "
+    "(norm_1000_yxyx, norm_999_xyxy, norm_1023_yxyx, norm_100_xyxy, bins_1000_xyxy); --model-family states it",
+)
 ANSWER_FORMAT = Option(
     "--answer-format",
-    "json (default) or grounding-tokens: Qwen2-VL's <|box_start|>(x1,y1),(x2,y2)<|box_end|>, 0-1000 (implies norm_1000_xyxy)",
-    choices=("json", "grounding-tokens"),
+    "json (default), grounding-tokens (Qwen2-VL's <|box_start|>(x1,y1),(x2,y2)<|box_end|>, 0-1000), or a family's "
+    "syntax (qwen-vl, internvl, deepseek-vl2, paligemma, florence-2, kosmos-2, cogvlm-grounding, minigpt-v2, shikra, ...)",
+)
+MODEL_FAMILY = Option(
+    "--model-family",
+    "the model family's grounding conventions as one bundle: its prompt, answer syntax, box format, frame, input "
+    "mode and limits (needlepoint families lists them; each flag above overrides its part)",
 )
 MAX_IMAGE_SIDE = Option("--max-image-side", "downscale images so no side exceeds this many pixels", type=int)
 ABS_FRAME: tuple[Option, ...] = (

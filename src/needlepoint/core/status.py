@@ -36,10 +36,12 @@ NO_BBOX_FOUND = "no_bbox_found"  # no box in the reply (contract/boxes.py: Ref-A
 NO_JSON_FOUND = "no_json_found"  # MC-Bench: no JSON in the reply
 BAD_SCHEMA = "bad_schema"  # MC-Bench: JSON, but not the asked-for shape
 IMAGE_NOT_GIVEN = "image_not_given"  # MC-Bench: a box without the image it belongs to
-# --answer-format grounding-tokens (contract/grounding.py): no box and no "none" in the reply; a
-# <|box_start|> without two coordinate pairs (or a group number no answer can have).
+# A family's token syntax (contract/grounding.py): no box and no "none" in the reply; an opening
+# token without a box after it (or a group number no answer can have); a box written in another
+# family's syntax than the run's (never read as if it were the run's).
 NO_GROUNDING_FOUND = "no_grounding_found"
 BAD_GROUNDING = "bad_grounding"
+WRONG_SYNTAX = "wrong_syntax"
 PARSE_ERRORS = (
     NO_CONTENT,
     EMPTY_RESPONSE,
@@ -49,4 +51,5 @@ PARSE_ERRORS = (
     IMAGE_NOT_GIVEN,
     NO_GROUNDING_FOUND,
     BAD_GROUNDING,
+    WRONG_SYNTAX,
 )

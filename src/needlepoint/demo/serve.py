@@ -128,7 +128,9 @@ def commands(configs: list[RunConfig], served: Path) -> list[tuple[str, list[str
     """(caption, argv without the program's name) of each command the guide prints: every demo
     run's eval, the first one's again through the Batch API, then report, compare and human
     over those runs. `configs` starts with a plain (default solver) run."""
-    from needlepoint.human.cli import BENCHMARKS as HUMAN_PAGES
+    from needlepoint.human.cli import page_commands
+
+    human_pages = page_commands()
 
     found = [(f"{c.benchmark}" + (f" with --solver {c.solver}" if c.solver != "default" else ""), eval_argv(c)) for c in configs]
     first = configs[0]
@@ -149,7 +151,7 @@ def commands(configs: list[RunConfig], served: Path) -> list[tuple[str, list[str
             ["compare", str(pair[0].out), str(pair[1].out), "--out", str(served / "compare")],
         )
     )
-    human = next((c for c in configs if c.benchmark in HUMAN_PAGES), None)
+    human = next((c for c in configs if c.benchmark in human_pages), None)
     if human is not None:
         found.append(
             (

@@ -12,6 +12,7 @@ from typing import Any
 
 from needlepoint.core.errors import DataError
 from needlepoint.core.numeric import is_finite
+from needlepoint.human.kinds import DOCUMENT, IMAGE_PAIR, ONE_BOX, article, declared
 
 __all__ = ["MAX_BOXES", "MAX_GROUPS", "MAX_TEXT", "check_answer", "niah_kind", "niah_options"]
 
@@ -32,9 +33,9 @@ def _box(value: Any, size: tuple[float, float], where: str) -> list[float]:
     return [x1, y1, x2, y2]
 
 
-def _mc_answer(sample: Any, answer: Any, confidence: bool) -> list[dict[str, Any]]:
+def _pair_answer(title: str, sample: Any, answer: Any, confidence: bool) -> list[dict[str, Any]]:
     if not isinstance(answer, list):
-        raise DataError("an MC-Bench answer is a list of boxes ({image, group, bbox}); reload the page")
+        raise DataError(f"{article(title)} answer is a list of boxes ({{image, group, bbox}}); reload the page")
     if len(answer) > MAX_BOXES:
         raise DataError(f"the answer holds {len(answer)} boxes, more than {MAX_BOXES}; delete some")
     out = []
@@ -58,7 +59,7 @@ def _mc_answer(sample: Any, answer: Any, confidence: bool) -> list[dict[str, Any
     return out
 
 
-def _ref_answer(sample: Any, answer: Any) -> list[list[float]]:
+def _one_box_answer(sample: Any, answer: Any) -> list[list[float]]:
     if isinstance(answer, list) and len(answer) == 1 and isinstance(answer[0], list):
         answer = answer[0]
     return [_box(answer, (sample.width, sample.height), "the box")]
@@ -77,7 +78,7 @@ def niah_kind(task: str, options: int) -> str:
     return "option" if options else "text"
 
 
-def _niah_answer(sample: Any, answer: Any) -> str:
+def _document_answer(sample: Any, answer: Any) -> str:
     row = sample.row()  # DataError when rewritten since it was shown: an answer to the row shown only
     texts, images = niah_options(row)
     kind = niah_kind(sample.task, len(texts) or len(images))
@@ -99,11 +100,12 @@ def _niah_answer(sample: Any, answer: Any) -> str:
 
 
 def check_answer(bench_name: str, sample: Any, answer: Any, confidence: bool = False) -> Any:
-    """`answer` as the benchmark's scorer reads a model's parsed answer; DataError when it is malformed."""
-    if bench_name == "mc_bench":
-        return _mc_answer(sample, answer, confidence)
-    if bench_name == "ref_adv_s":
-        return _ref_answer(sample, answer)
-    if bench_name == "mm_niah":
-        return _niah_answer(sample, answer)
-    raise DataError(f"needlepoint human does not know {bench_name}; use mc_bench, ref_adv_s or mm_niah")
+    """`answer` as the benchmark's scorer reads a model's parsed answer; DataError when it is malformed.
+    The checks are those of the benchmark's kind of page (its declaration's `human`)."""
+    bench = declared(bench_name)
+    if bench.human == IMAGE_PAIR:
+        return _pair_answer(bench.title, sample, answer, confidence)
+    if bench.human == ONE_BOX:
+        return _one_box_answer(sample, answer)
+    assert bench.human == DOCUMENT  # declared() refuses any other
+    return _document_answer(sample, answer)

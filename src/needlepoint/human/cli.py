@@ -1,8 +1,8 @@
 """`needlepoint human BENCH --data D --annotator NAME`: the page a person answers a plan on.
 
-`human` is a group of sub-commands: one per benchmark (the page), and any another module of
-this package add through `add_parsers(human_subparsers)` (each sets `human_run` to its handler
-with `set_defaults`).
+`human` is a group of sub-commands: one per registered benchmark whose declaration names a kind of
+human page (`Declaration.human`, kinds.py), and any another module of this package add through
+`add_parsers(human_subparsers)` (each sets `human_run` to its handler with `set_defaults`).
 """
 
 from __future__ import annotations
@@ -15,29 +15,32 @@ import sys
 from pathlib import Path
 
 from needlepoint.core.errors import DataError
+from needlepoint.human.kinds import IMAGE_PAIR, WHAT, either, names_of, pages
 
-__all__ = ["BENCHMARKS", "add_parser", "run"]
+__all__ = ["add_parser", "page_commands", "run"]
 
-BENCHMARKS = {
-    "mc_bench": "MC-Bench: box every target across an image pair, with groups",
-    "ref_adv_s": "Ref-Adv-s: one box for a referring expression",
-    "mm_niah": "MM-NIAH: read a long document of text and images, answer its question",
-}
-OWN = ("cli", "plan", "runs", "answers", "views", "server")
+OWN = ("cli", "kinds", "plan", "runs", "answers", "views", "server")
+
+
+def page_commands() -> dict[str, str]:
+    """Each benchmark with a human page, by name: what a person does there, after its title."""
+    return {name: f"{d.title}: {WHAT.get(d.human or '', 'answer its samples')}" for name, d in pages().items()}
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The `human` command: one sub-command per benchmark, and those other modules add."""
     hp = sub.add_parser("human", help="a person answers a benchmark's samples on a local web page, scored as a run")
     benches = hp.add_subparsers(dest="human_command", required=True)
-    for name, text in BENCHMARKS.items():
+    known = pages()
+    pair = either([known[n].title for n in names_of(IMAGE_PAIR)], "and") or "an image-pair benchmark"
+    for name, text in page_commands().items():
         p = benches.add_parser(name, help=text, description=f"{text}. Prints the page's address (with its access token).")
         p.add_argument("--data", type=Path, required=True, help="the release folder (as for eval)")
         p.add_argument("--annotator", required=True, help="the person's name: letters, digits, '.', '_', '-'")
         p.add_argument("--plan", type=int, default=None, help="answer a stratified sample of N (default: every sample)")
         p.add_argument("--seed", type=int, default=0, help="the plan's seed: the same for every annotator to compare (default 0)")
         p.add_argument("--gold", type=int, default=0, help="mix in K training samples whose answer is shown, not scored")
-        p.add_argument("--confidence", action="store_true", help="MC-Bench: a confidence per box (else every box scores 1.0)")
+        p.add_argument("--confidence", action="store_true", help=f"{pair}: a confidence per box (else every box scores 1.0)")
         p.add_argument("--out", type=Path, default=None, help="the run folder (default runs/BENCH/human-NAME/HASH)")
         p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
         p.add_argument("--port", type=int, default=0, help="port (default 0: any free port)")
@@ -64,8 +67,11 @@ def serve(ns: argparse.Namespace) -> int:
     check_annotator(ns.annotator)
     if not 0 <= ns.port <= 65535:
         raise DataError(f"--port {ns.port} is not a port number from 0 to 65535")
-    if ns.confidence and ns.human_command != "mc_bench":
-        raise DataError("--confidence is for mc_bench only (its AP50 ranks boxes by confidence)")
+    pair = names_of(IMAGE_PAIR)
+    if ns.confidence and ns.human_command not in pair:
+        raise DataError(
+            f"--confidence is for {either(pair) or 'image-pair benchmarks'} only (its AP50 ranks boxes by confidence)"
+        )
     plan = make_plan(ns.human_command, ns.data, ns.plan, ns.seed, ns.gold)
     run_ = HumanRun.open(ns.human_command, ns.data, ns.annotator, plan, ns.out, ns.confidence)
     run_.announce = True  # the terminal hears when the plan is done

@@ -13,8 +13,11 @@ Studio's JSON export (boxes in percent of the image with `original_width`/`origi
 `HumanRun`, the same path the web page writes by: the same checks, records and scores. Everything
 in the export is checked before anything is written; a rerun adds only what is new.
 
-MM-NIAH is refused: its documents are long interleaved texts and images with an answer widget per
-task type, which `needlepoint human mm_niah` shows and a Label Studio config cannot.
+It serves the benchmarks whose kind of human page (`Declaration.human`, kinds.py) is "image_pair"
+(MC-Bench: two images, boxes in groups) or "one_box" (Ref-Adv-s, RefCOCO: one image, one box).
+The "document" kind (MM-NIAH) is refused: its documents are long interleaved texts and images with
+an answer widget per task type, which `needlepoint human mm_niah` shows and a Label Studio config
+cannot.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from needlepoint.core.files import write_atomic, write_json
 from needlepoint.core.images import read_image
 from needlepoint.core.numeric import boolean, is_finite
 from needlepoint.human.answers import MAX_GROUPS, check_answer
+from needlepoint.human.kinds import DOCUMENT, IMAGE_PAIR, ONE_BOX, declared, either, names_of, pages
 from needlepoint.human.plan import Plan, load_plan_data, plan_of
 
 __all__ = [
@@ -54,24 +58,20 @@ CONFIG_FILE = "labeling_config.xml"
 TASKS_FILE = "tasks.json"
 IMAGES = "images"
 DEFAULT_URL_PREFIX = "/data/local-files/?d="
-BENCHMARKS = ("mc_bench", "ref_adv_s")
-MM_NIAH_REFUSAL = (
-    "Label Studio cannot show MM-NIAH's long interleaved documents with an answer widget per task type; "
-    "take MM-NIAH with `needlepoint human mm_niah` instead"
-)
+KINDS = (IMAGE_PAIR, ONE_BOX)  # the kinds of human page a Label Studio config can show
 EXPORT_BYTES = 512 << 20  # a Label Studio export of a few thousand tasks is megabytes
 PIXEL_DIGITS = 6  # decimals of a pixel kept from Label Studio's percents
 EDGE = 1e-6  # a box edge this far (relative) outside its image is rounding in Label Studio's percents
 MAX_SECONDS = 7 * 86400  # an annotation's lead_time: from 0 to a week, as a human run keeps it (runs.HumanRun.add)
 GROUP_LABEL = re.compile(r"group ([0-9]{1,3})")  # ASCII digits only: "group ²" is no group
 
-MC_INSTRUCTIONS = (
+PAIR_INSTRUCTIONS = (
     "Box every object in Image 1 and Image 2 that the description refers to. It may refer to objects in one image, "
     "in both, or in neither: leave an image without boxes when nothing there matches. When it asks for several kinds "
     "of object (for example pairs of the same colour), give each kind its own group (1, 2, 3, ...); otherwise put "
     "every box in group 1."
 )
-REF_INSTRUCTIONS = "Draw one box around the object the expression refers to."
+ONE_BOX_INSTRUCTIONS = "Draw one box around the object the expression refers to."
 
 
 # --- export -----------------------------------------------------------------------------------
@@ -83,11 +83,28 @@ def _group_colour(group: int) -> str:
     return box_colour("gt", group, True)
 
 
+def _kind(bench_name: str) -> str:
+    """The benchmark's kind of page, one Label Studio can show; DataError says why not otherwise."""
+    if bench_name not in pages():
+        raise DataError(f"Label Studio export knows {either(names_of(*KINDS), 'and')}, not {bench_name}")
+    bench = declared(bench_name)
+    if bench.human == DOCUMENT:
+        raise DataError(
+            f"Label Studio cannot show {bench.title}'s long interleaved documents with an answer widget per task type; "
+            f"take {bench.title} with `needlepoint human {bench_name}` instead"
+        )
+    if bench.human not in KINDS:
+        raise DataError(f"Label Studio export knows {either(names_of(*KINDS), 'and')}, not {bench_name}")
+    return str(bench.human)
+
+
 def labeling_config(bench_name: str) -> str:
-    """The Label Studio labeling config (XML) of a benchmark: MC-Bench's two images side by side,
-    each with its own RectangleLabels of groups 1-9 (the report's colours), the description as
-    text; Ref-Adv-s's image, expression and one label."""
-    if bench_name == "mc_bench":
+    """The Label Studio labeling config (XML) of a benchmark, by its kind of page: an image pair
+    (MC-Bench) side by side, each image with its own RectangleLabels of groups 1-9 (the report's
+    colours), the description as text; one image (Ref-Adv-s, RefCOCO) with its expression and one
+    label."""
+    kind = _kind(bench_name)
+    if kind == IMAGE_PAIR:
         images = []
         for n in (1, 2):
             labels = "\n".join(
@@ -99,21 +116,17 @@ def labeling_config(bench_name: str) -> str:
                 f'      <RectangleLabels name="boxes_{n}" toName="image_{n}">\n{labels}\n      </RectangleLabels>\n    </View>'
             )
         return (
-            f'<View>\n  <Header value={quoteattr(MC_INSTRUCTIONS)} size="6"/>\n'
+            f'<View>\n  <Header value={quoteattr(PAIR_INSTRUCTIONS)} size="6"/>\n'
             '  <Header value="Description" size="5"/>\n  <Text name="prompt" value="$prompt"/>\n'
             '  <View style="display: flex; gap: 16px">\n' + "\n".join(images) + "\n  </View>\n</View>\n"
         )
-    if bench_name == "ref_adv_s":
-        return (
-            f'<View>\n  <Header value={quoteattr(REF_INSTRUCTIONS)} size="6"/>\n'
-            '  <Header value="Expression" size="5"/>\n  <Text name="expression" value="$expression"/>\n'
-            '  <Image name="image" value="$image" zoom="true" zoomControl="true"/>\n'
-            '  <RectangleLabels name="box" toName="image">\n'
-            f'    <Label value="target" background="{_group_colour(1)}"/>\n'
-            "  </RectangleLabels>\n</View>\n"
-        )
-    raise DataError(
-        MM_NIAH_REFUSAL if bench_name == "mm_niah" else f"Label Studio export knows mc_bench and ref_adv_s, not {bench_name}"
+    return (
+        f'<View>\n  <Header value={quoteattr(ONE_BOX_INSTRUCTIONS)} size="6"/>\n'
+        '  <Header value="Expression" size="5"/>\n  <Text name="expression" value="$expression"/>\n'
+        '  <Image name="image" value="$image" zoom="true" zoomControl="true"/>\n'
+        '  <RectangleLabels name="box" toName="image">\n'
+        f'    <Label value="target" background="{_group_colour(1)}"/>\n'
+        "  </RectangleLabels>\n</View>\n"
     )
 
 
@@ -143,6 +156,7 @@ def export_project(
     """Write the labeling config, the tasks and the images of a plan (no gold samples: Label Studio
     shows no answer after submission) into `out`; the paths written."""
     config = labeling_config(bench_name)
+    kind = _kind(bench_name)
     _, dataset = load_plan_data(bench_name, data)
     plan = plan_of(bench_name, dataset, size, seed)
     by_id = {s.id: s for s in dataset}
@@ -152,7 +166,7 @@ def export_project(
     for sid in plan.ids:
         s = by_id[sid]
         task: dict[str, Any] = {"sample_id": sid, "benchmark": bench_name, **_plan_data(plan)}
-        if bench_name == "mc_bench":
+        if kind == IMAGE_PAIR:
             task["prompt"] = s.text
             for n, ref in enumerate(s.images, 1):
                 task[f"image_{n}"] = url_prefix + _image_file(out, ref, written)
@@ -233,7 +247,8 @@ def _box(item: dict[str, Any], size: tuple[float, float], where: str) -> tuple[l
 
 
 def _answer(bench_name: str, sample: Any, results: Any, where: str) -> Any:
-    """An annotation's results in the benchmark's answer schema (None: no box, for Ref-Adv-s a skip)."""
+    """An annotation's results in the benchmark's answer schema (None: no box, on a one-box page a skip)."""
+    page = _kind(bench_name)
     if not isinstance(results, list):
         raise DataError(f"{where} has no result list; export the project as JSON")
     boxes: list[Any] = []
@@ -243,7 +258,7 @@ def _answer(bench_name: str, sample: Any, results: Any, where: str) -> Any:
             kind = item.get("type") if isinstance(item, dict) else type(item).__name__
             raise DataError(f"{at} is a {kind!r}, not a rectangle; annotate with the labeling config `human export` wrote")
         to = item.get("to_name")
-        if bench_name == "mc_bench":
+        if page == IMAGE_PAIR:
             if to not in ("image_1", "image_2"):
                 raise DataError(f"{at} is drawn on {to!r}, not image_1 or image_2; use the labeling config `human export` wrote")
             image = int(str(to)[-1]) - 1
@@ -256,9 +271,10 @@ def _answer(bench_name: str, sample: Any, results: Any, where: str) -> Any:
             if to != "image":
                 raise DataError(f"{at} is drawn on {to!r}, not image; use the labeling config `human export` wrote")
             boxes.append(_box(item, (sample.width, sample.height), at)[0])
-    if bench_name == "ref_adv_s":
+    if page == ONE_BOX:
         if len(boxes) > 1:
-            raise DataError(f"{where} holds {len(boxes)} boxes; Ref-Adv-s takes one: delete the others in Label Studio")
+            title = declared(bench_name).title
+            raise DataError(f"{where} holds {len(boxes)} boxes; {title} takes one: delete the others in Label Studio")
         return boxes or None
     return boxes
 
@@ -355,8 +371,7 @@ def import_export(bench_name: str, data: Path, path: Path, out: Path, names: dic
     run folder over the export's plan), score each run; the folders by annotator."""
     from needlepoint.human.runs import HumanRun
 
-    if bench_name not in BENCHMARKS:
-        labeling_config(bench_name)  # refuses with the reason
+    _kind(bench_name)  # refuses with the reason
     _, dataset = load_plan_data(bench_name, data)
     (size, seed), annotations = read_export(bench_name, path, dataset, names)
     if not annotations:
@@ -402,8 +417,10 @@ def import_export(bench_name: str, data: Path, path: Path, out: Path, names: dic
 
 def add_parsers(human: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`human export` and `human import` under the `human` command's sub-commands."""
+    shown = either(names_of(*KINDS))
+    own = either([d.title for d in pages().values() if d.human not in KINDS], "and")
     ex = human.add_parser("export", help="write a plan as a Label Studio project: labeling config, tasks, images")
-    ex.add_argument("benchmark", metavar="BENCH", help="mc_bench or ref_adv_s (MM-NIAH is taken on needlepoint's own page)")
+    ex.add_argument("benchmark", metavar="BENCH", help=shown + (f" ({own}: taken on needlepoint's own page)" if own else ""))
     ex.add_argument("--data", required=True, type=Path, help="the release folder")
     ex.add_argument("--plan", type=int, help="samples in the plan (default: all)")
     ex.add_argument("--seed", type=int, default=0, help="the plan's seed (the same for every annotator)")
@@ -416,7 +433,7 @@ def add_parsers(human: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     ex.set_defaults(human_run=run_export)
     im = human.add_parser("import", help="read a Label Studio JSON export into one human run folder per annotator")
-    im.add_argument("benchmark", metavar="BENCH", help="mc_bench or ref_adv_s")
+    im.add_argument("benchmark", metavar="BENCH", help=shown)
     im.add_argument("--data", required=True, type=Path, help="the release folder the tasks were exported from")
     im.add_argument("--from", dest="source", nargs=2, required=True, metavar=("labelstudio", "EXPORT.json"))
     im.add_argument("--out", required=True, type=Path, help="folder of the run folders (one per annotator: human-NAME)")
@@ -438,8 +455,7 @@ def _tool(value: str, flag: str) -> None:
 def run_export(ns: argparse.Namespace) -> int:
     """`needlepoint human export`."""
     _tool(ns.to[0], "--to")
-    if ns.benchmark not in BENCHMARKS:
-        labeling_config(ns.benchmark)
+    _kind(ns.benchmark)  # refuses with the reason
     out = Path(ns.to[1])
     paths = export_project(ns.benchmark, ns.data, ns.plan, ns.seed, out, ns.image_url_prefix)
     print(f"Label Studio project written: {', '.join(map(str, paths))} and {out / IMAGES}/")

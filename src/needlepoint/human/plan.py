@@ -1,8 +1,9 @@
 """The plan of a human baseline: which samples a person answers, in which order, stratified and
 seeded so that every annotator with the same seed gets the same samples (their rows compare).
 
-The strata and the pick are run/strata.py's (MC-Bench by prompt style x positive/negative,
-Ref-Adv-s by distractor bin, MM-NIAH by task x context range x needle depth), shared with
+The strata and the pick are run/strata.py's (each benchmark's `stratum`: MC-Bench by prompt style x
+positive/negative, Ref-Adv-s by distractor bin, MM-NIAH by task x context range x needle depth,
+RefCOCO by split), shared with
 `eval --sample N --seed S`, which so answers the same samples as a plan of the same N and seed;
 `gold` samples come from outside the scored ones.
 """
@@ -17,12 +18,10 @@ from typing import Any
 
 from needlepoint.contract.base import Benchmark, Dataset
 from needlepoint.core.errors import DataError
+from needlepoint.human.kinds import human_options
 from needlepoint.run.strata import pick
 
-__all__ = ["HUMAN_OPTIONS", "Plan", "human_benchmark", "load_plan_data", "make_plan", "plan_of"]
-
-# Answers from the page are in image pixels: the box benchmarks are made with this format.
-HUMAN_OPTIONS: dict[str, dict[str, Any]] = {"mc_bench": {"box_format": "abs_xyxy"}, "ref_adv_s": {"box_format": "abs_xyxy"}}
+__all__ = ["Plan", "human_benchmark", "load_plan_data", "make_plan", "plan_of"]
 
 
 @dataclass(frozen=True)
@@ -56,10 +55,11 @@ class Plan:
 
 
 def human_benchmark(bench_name: str) -> Benchmark:
-    """The benchmark as a person takes it: its defaults, boxes in image pixels."""
+    """The benchmark as a person takes it: its defaults and its declaration's `human_options`
+    (for the box benchmarks, boxes in image pixels, as the page gives them)."""
     from needlepoint.contract.registry import make
 
-    return make(bench_name, **HUMAN_OPTIONS.get(bench_name, {}))
+    return make(bench_name, **human_options(bench_name))
 
 
 def load_plan_data(bench_name: str, data: Path) -> tuple[Benchmark, Dataset[Any]]:

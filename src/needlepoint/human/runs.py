@@ -30,7 +30,8 @@ from needlepoint.core.numeric import is_finite
 from needlepoint.core.records import Record, RunHeader
 from needlepoint.core.store import RunStore, read_records
 from needlepoint.human.answers import MAX_TEXT, check_answer
-from needlepoint.human.plan import HUMAN_OPTIONS, Plan, load_plan_data
+from needlepoint.human.kinds import human_options
+from needlepoint.human.plan import Plan, load_plan_data
 from needlepoint.run.runfolder import RUNS_ROOT
 
 __all__ = ["GOLD", "HUMAN", "SKIPPED", "HumanRun", "check_annotator", "human_label"]
@@ -117,7 +118,7 @@ class HumanRun:
                 "benchmark": bench_name,
                 "data": str(data),
                 "model": label,
-                "options": HUMAN_OPTIONS.get(bench_name, {}),
+                "options": human_options(bench_name),
                 "solver": HUMAN,
                 "solver_options": {
                     "annotator": annotator,

@@ -30,6 +30,7 @@ from aiohttp import web
 from needlepoint.core.conversation import ImageRef
 from needlepoint.core.errors import DataError
 from needlepoint.core.images import lies_inside, read_image
+from needlepoint.human.kinds import ONE_BOX, declared
 from needlepoint.human.runs import HumanRun
 from needlepoint.human.views import gold_answer, instructions, sample_view
 from needlepoint.report.thumbs import GROUP_COLOURS
@@ -78,6 +79,7 @@ class HumanServer:
         self.port = port
         self.token = token or secrets.token_urlsafe(24)
         self.root = run.data if run.data.is_dir() else run.data.parent
+        self.declaration = declared(run.bench_name)  # its title and its kind of page
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -131,6 +133,8 @@ class HumanServer:
         return _json(
             {
                 "benchmark": self.run.bench_name,
+                "title": self.declaration.title,
+                "kind": self.declaration.human,
                 "annotator": self.run.annotator,
                 "instructions": instructions(self.run.bench_name, self.run.confidence),
                 "confidence": self.run.confidence,
@@ -163,7 +167,7 @@ class HumanServer:
 
     async def _image(self, request: web.Request) -> web.Response:
         sample = self._known(request)
-        refs = [sample.image] if self.run.bench_name == "ref_adv_s" else list(sample.images)
+        refs = [sample.image] if self.declaration.human == ONE_BOX else list(sample.images)
         text = request.query.get("i", "")
         if not (
             text.isascii() and text.isdigit() and len(text) <= 6 and int(text) < len(refs)

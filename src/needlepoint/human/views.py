@@ -1,7 +1,8 @@
 """What the page shows of a sample, as JSON for the page's script (which puts every text in with
 `textContent`, never as HTML): the instructions, written from the benchmark's own prompt so that
 people and models are asked the same thing; one sample's texts and image addresses; and, for a
-gold sample once answered, the benchmark's answer.
+gold sample once answered, the benchmark's answer. Each follows the benchmark's kind of page
+(its declaration's `human`, kinds.py), never its name.
 """
 
 from __future__ import annotations
@@ -9,11 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from needlepoint.human.answers import MAX_GROUPS, niah_kind, niah_options
+from needlepoint.human.kinds import DOCUMENT, IMAGE_PAIR, ONE_BOX, human_kind
 
 __all__ = ["gold_answer", "instructions", "sample_view"]
 
-INSTRUCTIONS: dict[str, list[str]] = {
-    "mc_bench": [
+INSTRUCTIONS: dict[str, list[str]] = {  # by kind of page
+    IMAGE_PAIR: [
         "Each sample is a description and two images, Image 1 on the left and Image 2 on the right.",
         "Find every object in Image 1 and Image 2 that the description refers to. It may refer to objects in one image, "
         "in both, or in neither. When it asks for several kinds of object (for example pairs of the same colour), number "
@@ -24,14 +26,14 @@ INSTRUCTIONS: dict[str, list[str]] = {
         "the key: the group bar says when it edits the clicked box. No box in an image means: no target there.",
         "Zoom each image with its + and - buttons (or + and - keys over it); 0 fits it to its pane.",
     ],
-    "ref_adv_s": [
+    ONE_BOX: [
         "Each sample is an image and a referring expression.",
         "Locate the one object that matches the description in the image, and draw one box around it with the mouse: "
         "press on one corner and drag to the opposite corner. Drawing again replaces the box; drag it to move it, drag a "
         "corner handle to resize it.",
         "Zoom with the + and - buttons (or keys); 0 fits the image to its pane.",
     ],
-    "mm_niah": [
+    DOCUMENT: [
         "Each sample is a long document of text and images, then a question about it.",
         "Read the document (the browser's Find, Ctrl+F, works on it), then answer the question in the box below it: "
         "a single word or phrase; a list of counts (one whole number per image or passage asked about, e.g. 2, 0, 1); or "
@@ -48,8 +50,9 @@ COMMON = [
 
 def instructions(bench_name: str, confidence: bool = False) -> list[str]:
     """The paragraphs shown before the first sample (and behind the Help button)."""
-    out = list(INSTRUCTIONS.get(bench_name, []))
-    if bench_name == "mc_bench" and confidence:
+    kind = human_kind(bench_name)
+    out = list(INSTRUCTIONS[kind])
+    if kind == IMAGE_PAIR and confidence:
         out.append(
             "Give each box a confidence with the slider beside the box list (or the [ and ] keys): boxes are ranked by it."
         )
@@ -58,7 +61,8 @@ def instructions(bench_name: str, confidence: bool = False) -> list[str]:
 
 def sample_view(bench_name: str, sample: Any, image_url: Any) -> dict[str, Any]:
     """The sample as the page draws it; `image_url(index)` is the address of the sample's image `index`."""
-    if bench_name == "mc_bench":
+    kind = human_kind(bench_name)
+    if kind == IMAGE_PAIR:
         return {
             "text": sample.text,
             "style": sample.style,
@@ -68,7 +72,7 @@ def sample_view(bench_name: str, sample: Any, image_url: Any) -> dict[str, Any]:
                 for i, (w, h) in enumerate(sample.geometry.sizes)
             ],
         }
-    if bench_name == "ref_adv_s":
+    if kind == ONE_BOX:
         return {
             "text": sample.caption,
             "images": [{"url": image_url(0), "width": sample.width, "height": sample.height, "label": "Image"}],
@@ -101,7 +105,8 @@ def sample_view(bench_name: str, sample: Any, image_url: Any) -> dict[str, Any]:
 def gold_answer(bench_name: str, dataset: Any, sample: Any) -> dict[str, Any]:
     """The benchmark's answer to a sample, shown after a gold (training) sample is submitted:
     boxes in image pixels [{image, group, bbox}] or a text."""
-    if bench_name == "mc_bench":
+    kind = human_kind(bench_name)
+    if kind == IMAGE_PAIR:
         position = {image_id: i for i, image_id in enumerate(sample.image_ids)}
         boxes = [
             {
@@ -113,7 +118,7 @@ def gold_answer(bench_name: str, dataset: Any, sample: Any) -> dict[str, Any]:
             if b.image_id in position
         ]
         return {"boxes": boxes, "text": f"{len(boxes)} box(es)" if boxes else "no target in either image"}
-    if bench_name == "ref_adv_s":
+    if kind == ONE_BOX:
         return {"boxes": [{"image": 0, "group": 1, "bbox": list(sample.gt)}], "text": "the expected box"}
     from needlepoint.benchmarks.mm_niah.benchmark import shown_answer
 

@@ -7,7 +7,11 @@ reads one caption per forward row, so each (image, phrase) is a row of the batch
 as the paper boxes each phrase); OWL models take several queries per image, so an image is a row
 with its phrases as queries. Either way the phrases of an image and the images of several samples
 share one forward pass, up to `batch_size` rows. Boxes come back in absolute xyxy pixels of the
-image as stored, clipped to it.
+image given, clipped to it.
+
+`detect` keeps a phrase's best box (the localizer's reading); `rank` keeps every box the model
+proposed, highest score first (`Ranked`), for the detector model families (`detector_model.py`),
+which answer with every box above a threshold and its real score.
 
 torch and transformers come with the optional extra `models` and are imported only when a
 Detector is made. The model runs in one worker thread, one batch at a time, so the event loop keeps
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +32,7 @@ from needlepoint.core.errors import DataError
 from needlepoint.core.geometry import Box
 from needlepoint.models.extra import require_models, rgb_image
 
-__all__ = ["DEFAULT_THRESHOLD", "Detection", "Detector", "KINDS"]
+__all__ = ["DEFAULT_THRESHOLD", "Detection", "Detector", "KINDS", "Ranked"]
 
 FEATURE = "--localizer detector:"
 EXTRA = "agentic"  # the install the agentic baseline's docs name (the same packages as `models`)
@@ -52,6 +56,25 @@ class Detection:
         return {"box": list(self.box), "score": self.score, "kept": self.kept}
 
 
+@dataclass(frozen=True)
+class Ranked:
+    """Every box the detector proposed for one phrase on one image, highest score first (ties in
+    the model's order): absolute xyxy pixels clipped to the image, and each box's score (for
+    Grounding DINO its best text token's probability, for OWL its query's)."""
+
+    boxes: tuple[Box, ...]
+    scores: tuple[float, ...]
+
+    def best(self, threshold: float) -> Detection:
+        """The top box, kept when its score reaches `threshold` (the agentic baseline's rule)."""
+        return Detection(self.boxes[0], self.scores[0], self.scores[0] >= threshold)
+
+    def above(self, threshold: float) -> list[Detection]:
+        """The boxes whose score is strictly above `threshold`, as transformers' post-processing
+        keeps them (`scores > threshold`), highest first."""
+        return [Detection(b, s, True) for b, s in zip(self.boxes, self.scores) if s > threshold]
+
+
 def _device(torch: Any, asked: str | None) -> str:
     """The device to run on: `asked`, or the GPU when there is one; DataError for a GPU that is not there."""
     if asked is None:
@@ -68,7 +91,13 @@ def _caption(phrase: str) -> str:
 
 
 class Detector:
-    """A Grounding DINO, OWLv2 or OWL-ViT model with its processor, run on `device`."""
+    """A Grounding DINO, OWLv2 or OWL-ViT model with its processor, run on `device`.
+
+    Grounding DINO pads the images of a pass to the largest, and the padding changes what the model
+    sees (its backbone convolves it), so an image's boxes depend on the images sharing its pass.
+    `unpadded` lets only images of one processed size share a pass: each image's boxes are then
+    those of the image alone (the detector families, whose answers must not depend on timing).
+    OWL models resize every image to one square, so their passes never pad."""
 
     def __init__(
         self,
@@ -78,6 +107,7 @@ class Detector:
         device: str | None = None,
         threshold: float = DEFAULT_THRESHOLD,
         batch_size: int = 8,
+        unpadded: bool = False,
     ) -> None:
         torch, _ = require_models(FEATURE, EXTRA)
         kind = str(getattr(model.config, "model_type", ""))
@@ -91,6 +121,7 @@ class Detector:
         self.kind = kind
         self.threshold = float(threshold)
         self.batch_size = batch_size
+        self.unpadded = unpadded
         self.device = _device(torch, device)
         self.model = model.to(self.device).eval()
         self.processor = processor
@@ -98,7 +129,12 @@ class Detector:
 
     @classmethod
     def load(
-        cls, path_or_id: str, device: str | None = None, threshold: float = DEFAULT_THRESHOLD, batch_size: int = 8
+        cls,
+        path_or_id: str,
+        device: str | None = None,
+        threshold: float = DEFAULT_THRESHOLD,
+        batch_size: int = 8,
+        unpadded: bool = False,
     ) -> Detector:
         """Load a model folder (or a Hugging Face id already in the local cache; nothing is
         downloaded at run time): the model and its processor (image processor and tokenizer)."""
@@ -113,7 +149,7 @@ class Detector:
                 f"tokenizer and preprocessor files of a {', '.join(KINDS.values())} model"
             ) from None
         try:
-            return cls(path_or_id, model, processor, device, threshold, batch_size)
+            return cls(path_or_id, model, processor, device, threshold, batch_size, unpadded)
         except (RuntimeError, AssertionError) as exc:  # an unusable device
             raise DataError(f"cannot put {path_or_id!r} on --localizer-device {device} ({exc})") from None
 
@@ -123,6 +159,10 @@ class Detector:
 
     def detect(self, queries: Sequence[tuple[ImageInput, Sequence[str]]]) -> list[list[Detection]]:
         """Per (image, phrases) pair, the best box of each phrase, in the order given."""
+        return [[r.best(self.threshold) for r in per_image] for per_image in self.rank(queries)]
+
+    def rank(self, queries: Sequence[tuple[ImageInput, Sequence[str]]]) -> list[list[Ranked]]:
+        """Per (image, phrases) pair, every box of each phrase ranked by score, in the order given."""
         images = [rgb_image(im) if isinstance(im, ImageRef) else im.convert("RGB") for im, _ in queries]
         phrases = [list(p) for _, p in queries]
         with self._lock, self._torch.inference_mode():
@@ -134,33 +174,56 @@ class Detector:
         """`detect` in a worker thread."""
         return await asyncio.get_running_loop().run_in_executor(None, self.detect, list(queries))
 
-    def _best(self, probs: Any, boxes: Any, size: tuple[int, int], scale: tuple[float, float]) -> Detection:
-        """The highest-scoring of a query's candidate boxes (`probs` (N,), `boxes` (N, 4) normalised
-        cx, cy, w, h over a frame of `scale` pixels), in pixels of an image of `size`, clipped."""
-        i = int(probs.argmax())
-        cx, cy, w, h = (float(v) for v in boxes[i])
+    def _ranked(self, probs: Any, boxes: Any, size: tuple[int, int], scale: tuple[float, float]) -> Ranked:
+        """A query's candidate boxes (`probs` (N,), `boxes` (N, 4) normalised cx, cy, w, h over a
+        frame of `scale` pixels) by score, highest first, in pixels of an image of `size`, clipped
+        (in float64, as Python floats would be computed)."""
+        torch = self._torch
+        order = torch.sort(probs, descending=True, stable=True).indices
+        cx, cy, w, h = boxes[order].double().unbind(-1)
         sx, sy = scale
-        width, height = float(size[0]), float(size[1])
-        x1, y1, x2, y2 = (cx - w / 2) * sx, (cy - h / 2) * sy, (cx + w / 2) * sx, (cy + h / 2) * sy
-        box = (min(max(x1, 0.0), width), min(max(y1, 0.0), height), min(max(x2, 0.0), width), min(max(y2, 0.0), height))
-        score = float(probs[i])
-        return Detection(box, score, score >= self.threshold)
+        corners = torch.stack(((cx - w / 2) * sx, (cy - h / 2) * sy, (cx + w / 2) * sx, (cy + h / 2) * sy), dim=-1)
+        limit = torch.tensor([size[0], size[1], size[0], size[1]], dtype=torch.float64)
+        clipped = torch.minimum(corners.clamp(min=0.0), limit)
+        return Ranked(tuple((a, b, c, d) for a, b, c, d in clipped.tolist()), tuple(probs[order].double().tolist()))
 
-    def _grounding_dino(self, images: list[Any], phrases: list[list[str]]) -> list[list[Detection]]:
+    def _image_passes(self, images: list[Any], rows: list[tuple[int, str]]) -> Iterator[tuple[list[tuple[int, str]], Any, Any]]:
+        """Grounding DINO's passes over (image index, phrase) rows: the rows, pixel values and
+        pixel mask of at most `batch_size` rows each; with `unpadded`, of one processed size each
+        (the rows of an image stay in their order)."""
+        torch = self._torch
+        if not self.unpadded:
+            for start in range(0, len(rows), self.batch_size):
+                chunk = rows[start : start + self.batch_size]
+                used = sorted({i for i, _ in chunk})
+                pixels = self.processor.image_processor(images=[images[i] for i in used], return_tensors="pt")
+                take = torch.tensor([used.index(i) for i, _ in chunk])
+                yield chunk, pixels["pixel_values"][take], pixels["pixel_mask"][take]
+            return
+        alone = {i: self.processor.image_processor(images=[images[i]], return_tensors="pt") for i in sorted({i for i, _ in rows})}
+        sized: dict[tuple[int, ...], list[tuple[int, str]]] = {}
+        for row in rows:
+            sized.setdefault(tuple(alone[row[0]]["pixel_values"].shape), []).append(row)
+        for group in sized.values():
+            for start in range(0, len(group), self.batch_size):
+                chunk = group[start : start + self.batch_size]
+                yield (
+                    chunk,
+                    torch.cat([alone[i]["pixel_values"] for i, _ in chunk]),
+                    torch.cat([alone[i]["pixel_mask"] for i, _ in chunk]),
+                )
+
+    def _grounding_dino(self, images: list[Any], phrases: list[list[str]]) -> list[list[Ranked]]:
         rows = [(i, p) for i, ps in enumerate(phrases) for p in ps]
-        out: list[list[Detection]] = [[] for _ in images]
+        out: list[list[Ranked]] = [[] for _ in images]
         max_len = int(getattr(self.model.config, "max_text_len", 256))
-        for start in range(0, len(rows), self.batch_size):
-            chunk = rows[start : start + self.batch_size]
-            used = sorted({i for i, _ in chunk})
-            pixels = self.processor.image_processor(images=[images[i] for i in used], return_tensors="pt")
-            take = self._torch.tensor([used.index(i) for i, _ in chunk])
+        for chunk, pixel_values, pixel_mask in self._image_passes(images, rows):
             text = self.processor.tokenizer(
                 [_caption(p) for _, p in chunk], padding=True, truncation=True, max_length=max_len, return_tensors="pt"
             )
             result = self.model(
-                pixel_values=pixels["pixel_values"][take].to(self.device),
-                pixel_mask=pixels["pixel_mask"][take].to(self.device),
+                pixel_values=pixel_values.to(self.device),
+                pixel_mask=pixel_mask.to(self.device),
                 **{k: v.to(self.device) for k, v in text.items()},
             )
             # A box's score is its best token's probability (Grounding DINO's own reading);
@@ -169,11 +232,11 @@ class Detector:
             boxes = result.pred_boxes.float().cpu()
             for r, (i, _) in enumerate(chunk):
                 size = images[i].size
-                out[i].append(self._best(probs[r], boxes[r], size, (float(size[0]), float(size[1]))))
+                out[i].append(self._ranked(probs[r], boxes[r], size, (float(size[0]), float(size[1]))))
         return out
 
-    def _owl(self, images: list[Any], phrases: list[list[str]]) -> list[list[Detection]]:
-        out: list[list[Detection]] = [[] for _ in images]
+    def _owl(self, images: list[Any], phrases: list[list[str]]) -> list[list[Ranked]]:
+        out: list[list[Ranked]] = [[] for _ in images]
         todo = [i for i, ps in enumerate(phrases) if ps]
         config = self.model.config.text_config
         max_len = int(getattr(config, "max_position_embeddings", 16))
@@ -196,5 +259,5 @@ class Detector:
                 # OWLv2 pads an image to a square (right and bottom) before resizing; OWL-ViT resizes it.
                 side = float(max(width, height))
                 scale = (side, side) if self.kind == "owlv2" else (float(width), float(height))
-                out[i] = [self._best(probs[r, :, q], boxes[r], (width, height), scale) for q in range(len(phrases[i]))]
+                out[i] = [self._ranked(probs[r, :, q], boxes[r], (width, height), scale) for q in range(len(phrases[i]))]
         return out

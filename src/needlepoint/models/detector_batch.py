@@ -7,7 +7,9 @@ wait), groups the phrases of each image, and runs one `Detector.detect` over all
 worker thread. While a pass runs, new requests wait and go together into the next one.
 
 The detector is loaded on first use (or by `check()`, which a run calls before its folder exists,
-so that a bad model folder is one sentence, not a failed sample per sample).
+so that a bad model folder is one sentence, not a failed sample per sample). Each answer carries the
+phrase's best box and every box ranked (`Located.ranked`); images are decoded by `decode` (the
+localizer's: at their stored size).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from needlepoint.core.conversation import ImageRef
 from needlepoint.core.errors import DataError
-from needlepoint.models.detector import Detection, Detector
+from needlepoint.models.detector import Detection, Detector, Ranked
 from needlepoint.models.extra import rgb_image
 
 __all__ = ["BatchedDetector", "Located"]
@@ -30,12 +32,13 @@ __all__ = ["BatchedDetector", "Located"]
 class Located:
     """A phrase's best box from the detector, with what the record keeps of its pass: the decoded
     image's size (width, height) the box is in pixels of, the phrases the pass held (`rows`) and
-    its duration (`forward_s`, image decoding included)."""
+    its duration (`forward_s`, image decoding included); `ranked`: every box of the phrase by score."""
 
     detection: Detection
     size: tuple[int, int]
     rows: int
     forward_s: float
+    ranked: Ranked
 
 
 @dataclass
@@ -48,9 +51,17 @@ class _Request:
 class BatchedDetector:
     """A detector shared by every sample of a run; `await locate(image, phrase)` from any task."""
 
-    def __init__(self, load: Callable[[], Detector], name: str, window_s: float = 0.005, max_rows: int = 32) -> None:
+    def __init__(
+        self,
+        load: Callable[[], Detector],
+        name: str,
+        window_s: float = 0.005,
+        max_rows: int = 32,
+        decode: Callable[[ImageRef], Any] = rgb_image,
+    ) -> None:
         self.name = name
         self._load = load
+        self._decode = decode
         self._detector: Detector | None = None
         self.window_s = window_s
         self.max_rows = max_rows
@@ -126,15 +137,15 @@ class BatchedDetector:
         """One `Detector.detect` over the batch, the phrases of each image together (runs in a
         thread); a request whose image cannot be read gets its DataError, the others their boxes."""
         started = time.perf_counter()
-        order: dict[tuple[str, Any], int] = {}
-        unreadable: dict[tuple[str, Any], Exception] = {}
+        order: dict[tuple[str, Any, int | None], int] = {}
+        unreadable: dict[tuple[str, Any, int | None], Exception] = {}
         queries: list[tuple[Any, list[str]]] = []
         slots: list[tuple[int, int] | Exception] = []
         for r in batch:
-            key = (r.image.key, r.image.path)
+            key = (r.image.key, r.image.path, r.image.max_side)
             if key not in order and key not in unreadable:
                 try:
-                    decoded = rgb_image(r.image)
+                    decoded = self._decode(r.image)
                 except DataError as exc:
                     unreadable[key] = exc
                 else:
@@ -146,11 +157,16 @@ class BatchedDetector:
             i = order[key]
             slots.append((i, len(queries[i][1])))
             queries[i][1].append(r.phrase)
-        detections = self.detector.detect(queries) if queries else []
+        detector = self.detector
+        ranked = detector.rank(queries) if queries else []
         rows = len(batch) - sum(isinstance(s, Exception) for s in slots)
         self.passes.append(rows)
         elapsed = round(time.perf_counter() - started, 4)
-        return [
-            s if isinstance(s, Exception) else Located(detections[s[0]][s[1]], queries[s[0]][0].size, rows, elapsed)
-            for s in slots
-        ]
+        out: list[Located | Exception] = []
+        for s in slots:
+            if isinstance(s, Exception):
+                out.append(s)
+                continue
+            found = ranked[s[0]][s[1]]
+            out.append(Located(found.best(detector.threshold), queries[s[0]][0].size, rows, elapsed, found))
+        return out

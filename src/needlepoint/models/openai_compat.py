@@ -24,7 +24,20 @@ from needlepoint.core.conversation import Conversation, Generation, ImageRef, Me
 from needlepoint.core.endpoints import pasted_route_advice
 from needlepoint.core.errors import DataError, RequestError
 from needlepoint.core.files import json_line
-from needlepoint.core.images import ON_LOOP_IMAGES, ImageCache, base64_jpeg, file_url, passes_through, read_small_image, to_base64
+from needlepoint.core.images import (
+    NOTED,
+    ON_LOOP_IMAGES,
+    ImageCache,
+    encode_jpeg,
+    facts_key,
+    file_url,
+    file_url_facts,
+    jpeg_header,
+    passes_through,
+    read_small_image,
+    stored_facts,
+    to_base64,
+)
 from needlepoint.core.numeric import clean_usage
 from needlepoint.core.redact import redact_url
 from needlepoint.core.text import writable
@@ -344,20 +357,29 @@ class OpenAICompatModel:
         from the cache, its file URL (--local-images), or its bytes sent as they are as base64;
         (None, bytes or None) otherwise. Files are read here (page cache, cheap), and so are loaded
         bytes already in memory (`cached()`: parquet rows read ahead); other loads (a parquet read,
-        a merged canvas, a big file) wait for `_encode`."""
+        a merged canvas, a big file) wait for `_encode`. What is read is described for the
+        sample's record from the same bytes (images.NOTED): no file is read twice for a sample."""
         b64 = self.images.get(ref)
         if b64 is not None:
             return b64, None
-        url = file_url(ref, self.reencode_images) if self.local_images else None
-        if url is not None:
-            self.images.put(ref, url, first=True)
-            return url, None
+        if self.local_images:
+            url, facts = file_url_facts(ref, self.reencode_images)
+            if url is not None:
+                if facts is not None:
+                    NOTED.note(facts_key(ref, self.reencode_images), facts)  # from the header just read: no digest
+                self.images.put(ref, url, first=True)
+                return url, None
         peek = getattr(ref.loader, "cached", None)
         data = read_small_image(ref) if ref.loader is None else peek() if peek is not None else None
-        if data is not None and passes_through(data, ref, self.reencode_images):
-            b64 = to_base64(data)
-            self.images.put(ref, b64)
-            return b64, data
+        if data is not None:
+            head = jpeg_header(data)
+            if passes_through(data, ref, self.reencode_images, head):
+                b64 = to_base64(data)  # the bytes as read, encoded once; the record's digest of the same bytes
+                key = facts_key(ref, self.reencode_images)
+                if not NOTED.knows(key):  # an image sent again in the run keeps its description
+                    NOTED.note(key, stored_facts(ref, data, data, head))
+                self.images.put(ref, b64)
+                return b64, data
         return None, data
 
     def _encode(self, ref: ImageRef, data: bytes | None = None) -> bytes:
@@ -365,7 +387,13 @@ class OpenAICompatModel:
         transcoded where it must be (blocking: a worker thread's job)."""
         b64, data = self._ready(ref) if data is None else (None, data)
         if b64 is None:
-            b64 = base64_jpeg(ref, self.reencode_images, data)
+            if data is None and ref.loader is not None:
+                data = read_small_image(ref)  # a parquet row, a merged canvas: loaded once, for the request and its record
+            sent = encode_jpeg(ref, self.reencode_images, data)
+            key = facts_key(ref, self.reencode_images)
+            if data is not None and not NOTED.knows(key):
+                NOTED.note(key, stored_facts(ref, data, sent))
+            b64 = to_base64(sent)
             self.images.put(ref, b64)
         return b64
 
@@ -381,12 +409,16 @@ class OpenAICompatModel:
             known = self.images.get_all(refs)  # a document sent before (a repair turn, documents sharing images)
             if known is not None:
                 return known
-            return await loop.run_in_executor(None, lambda: [self._encode(r) for r in refs])
+            reading = loop.run_in_executor(None, lambda: [self._encode(r) for r in refs])
+            NOTED.expect([facts_key(r, self.reencode_images) for r in refs], reading)  # the record waits for this read
+            return await reading
         out = []
         for ref in refs:
             b64, data = self._ready(ref)
             if b64 is None:
-                b64 = await loop.run_in_executor(None, self._encode, ref, data)
+                encoding = loop.run_in_executor(None, self._encode, ref, data)
+                NOTED.expect([facts_key(ref, self.reencode_images)], encoding)
+                b64 = await encoding
             out.append(b64)
         return out
 

@@ -30,6 +30,7 @@ from scipy.optimize import linear_sum_assignment
 
 from needlepoint.benchmarks.mm_niah.grid import full_grid, measured_overall
 from needlepoint.contract.boards import Board, BoardRow, PublishedRow, Run, at, obj, pct
+from needlepoint.contract.registry import declaration
 from needlepoint.core.geometry import iou, iou_matrix
 from needlepoint.core.records import Record
 from needlepoint.core.store import RECORDS, read_records
@@ -249,7 +250,8 @@ def pair_agreement(
     a, b = answered(a), answered(b)
     shared = sorted(set(a) & set(b))
     measures: dict[str, float | None] = {}
-    if benchmark == "mc_bench":
+    kind = _kind(benchmark)
+    if kind == "image_pair":
         labels_a: list[bool] = []
         labels_b: list[bool] = []
         boxes: list[tuple[list[list[float]], list[list[float]], tuple[list[int], list[int]]]] = []
@@ -260,7 +262,7 @@ def pair_agreement(
                 boxes.append((x, y, groups))
         measures["image kappa"] = cohen_kappa(labels_a, labels_b)
         measures["box F1@0.5"] = box_f1(boxes)
-    elif benchmark == "ref_adv_s":
+    elif kind == "one_box":
         agree = 0
         for sid in shared:
             first, second = _first_box(a[sid]), _first_box(b[sid])
@@ -326,12 +328,20 @@ def add_human_mean(board: Board, runs: Sequence[Run]) -> None:
         board.rows.append(BoardRow([_mean_label(len(rows), refusal), *rest], values, "humans"))
 
 
+def _kind(benchmark: str) -> str | None:
+    """The kind of human page a benchmark declares (contract/declaration.py HUMAN_KINDS)."""
+    return declaration(benchmark).human
+
+
 def _headline(benchmark: str, run: Run) -> dict[str, float | None]:
     m = run.metrics
-    if benchmark == "mc_bench":
+    kind = _kind(benchmark)
+    if kind == "image_pair":
         return {"Acc": pct(at(m, "official", "acc")), "AP50": pct(at(m, "official", "ap50"))}
-    if benchmark == "ref_adv_s":
-        return {"Acc@0.5": pct(m.get("acc@0.5"))}
+    if kind == "one_box":  # the declared headline, "acc@0.5" or "corrected/acc@0.5"
+        primary = declaration(benchmark).primary_metric or "acc@0.5"
+        name = primary.split("/")[-1]
+        return {name[:1].upper() + name[1:]: pct(at(m, *primary.split("/")))}
     measured, n, size = measured_overall(m)
     return {
         "Overall": pct(at(m, "overall", "overall")) if full_grid(m) else None,
@@ -351,7 +361,7 @@ def human_boards(benchmark: str, runs: Sequence[Run], with_published: bool = Fal
     columns = list(heads[0]) + ["s/sample"]
     records = [read_records(r.dir / RECORDS) for r in humans]
     note = "box confidences: without them every human box scores 1.0 in AP50"
-    if benchmark == "mm_niah":
+    if _kind(benchmark) == "document":
         note = (
             "Overall: the authors' aggregate, shown only where the plan fills their grid (every task and "
             "context range; they score an empty cell 0); measured cells: the mean over the task x range x "
@@ -367,7 +377,7 @@ def human_boards(benchmark: str, runs: Sequence[Run], with_published: bool = Fal
     )
     counts: list[int] = []
     for run, head, recs in zip(humans, heads, records):
-        conf = ("yes" if has_confidences(run) else "no (1.0)") if benchmark == "mc_bench" else ""
+        conf = ("yes" if has_confidences(run) else "no (1.0)") if _kind(benchmark) == "image_pair" else ""
         row = [*head.values(), seconds_per_sample(recs)]
         counts.append(len(answered(recs)))
         per.rows.append(BoardRow([annotator(run), str(counts[-1]), conf], row, str(run.dir)))
@@ -401,7 +411,7 @@ def human_boards(benchmark: str, runs: Sequence[Run], with_published: bool = Fal
                 "F1: boxes matched one to one at IoU 0.5 (a maximum matching) and on the group, after B's groups "
                 "of each sample are renamed to A's as MC-Bench's corrected scorer regroups"
             )
-            if benchmark == "mc_bench"
+            if _kind(benchmark) == "image_pair"
             else "",
         )
         for p in pairs:

@@ -156,7 +156,8 @@ CARDS = r"""
     return svg;
   }
 
-  // A card's images ([src, width, height, name, boxes]), each with its boxes over it.
+  // A card's images ([src, width, height, name, boxes, undrawn]), each with its boxes over it (a size of
+  // 0 x 0: an image shown from its own file without boxes, whose size the report did not read).
   function imageStrip(images, paint) {
     var imgs = el("div", images.length > 4 ? "imgs many" : "imgs");
     images.forEach(function (t) {
@@ -166,15 +167,14 @@ CARDS = r"""
         var img = el("img");
         img.loading = "lazy";
         img.decoding = "async";
-        img.width = t[1];
-        img.height = t[2];
+        if (t[1] && t[2]) { img.width = t[1]; img.height = t[2]; }
         img.alt = t[3];
         img.src = t[0];
         frame.appendChild(img);
-        frame.appendChild(overlay(t[1], t[2], t[4], paint));
+        if (t[1] && t[2]) { frame.appendChild(overlay(t[1], t[2], t[4], paint)); }
         fig.appendChild(frame);
       } else {
-        fig.appendChild(el("div", "note", "image unavailable"));
+        fig.appendChild(el("div", "note", t[5] ? "not drawn yet (the same eval command run again draws it)" : "image unavailable"));
       }
       if (images.length > 1) { fig.appendChild(el("figcaption", null, t[3])); }
       imgs.appendChild(fig);

@@ -5,14 +5,13 @@ answers, `start` forks one process per core (at most 8), each in the idle schedu
 core only when no other program wants it). Each holds the run's samples (the fork's copy),
 reads the records the run appends to its records file from then on (`core.tail.Tail`: whole
 lines, in order; with `--processes` the command copies its workers' records there), builds the
-report items of those samples (`items_of`) and draws the thumbnails of the images whose key falls to it, reading each image
-itself (a parquet release through a handle of its own, see `parquet`). A process that finds more
-than DECODE_MAX new images of its own at one look is behind the run (a fast server: hundreds of
-answers a second) and writes a small JPEG as its own thumbnail, as the run's end would, rather
-than decode it (about ten times the CPU), so that it keeps up. After the last answer
-`Drafts.stop` ends them at once; a thumbnail being written then is left as a temporary file,
-which the report removes, and the report's `Thumbnails.finish` finds the drafts in the folder and
-makes the rest (a small JPEG copied as it is).
+report items of those samples (`items_of`) and draws the thumbnails of the images whose key falls
+to it (at the size the page shows them, `thumbs.side_of`), reading each image itself (a parquet
+release through a handle of its own, see `parquet`). A process behind the run (a fast server:
+hundreds of answers a second) keeps drawing in record order: whatever it has not drawn by the
+last answer is the report's (`Thumbnails.finish`: an image file of its own is then shown from
+that file, others are drawn). After the last answer `Drafts.stop` ends them at once; a thumbnail
+being written then is left as a temporary file, which the report removes.
 """
 
 from __future__ import annotations
@@ -31,11 +30,10 @@ from needlepoint.contract.base import ReportItem
 from needlepoint.core.forks import enter_child, fork, signals_held
 from needlepoint.core.records import Record
 from needlepoint.core.tail import Tail
-from needlepoint.report.thumbs import all_cores, draw, existing, lower_priority, thumb_key
+from needlepoint.report.thumbs import all_cores, draw, existing, lower_priority, side_of, thumb_key
 
 MIN_SAMPLES = 64  # fewer samples to answer: the report draws at the end (a handful of images)
 POLL_S = 0.1  # how often a drafting process looks for new records
-DECODE_MAX = 16  # images a drafting process decodes from one look at the records; more: it copies
 
 ItemsOf = Callable[[list[Any], list[Record]], list[ReportItem]]
 
@@ -98,7 +96,7 @@ def start(
 def _idle() -> None:
     """Run in Linux's idle scheduling class (a core only when no other program wants it, bar a
     sliver: weight 3 against a normal program's 1,024), elsewhere at a lower priority: a draft
-    not drawn in time costs a copy at the run's end, while the run's client and a server on the
+    not drawn in time costs a link or a drawing at the run's end, while the run's client and a server on the
     same machine must not wait for one."""
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
@@ -126,14 +124,14 @@ def _draft(parent: int, folder: Path, tail: Tail, by_id: dict[str, Any], items_o
         except Exception:  # a record the report itself will name: no draft for it
             continue
         mine = [
-            (key, im.image)
+            (key, im.image, side)
             for it in items
+            for side in (side_of(it),)
             for im in it.images
-            if int(key := thumb_key(im), 16) % count == index and key not in done
+            if int(key := thumb_key(im, side), 16) % count == index and key not in done
         ]
-        copy = len(mine) > DECODE_MAX  # behind the run: copy what the run's end would copy
-        for key, ref in mine:
+        for key, ref, side in mine:
             if key not in done:
                 done.add(key)
-                draw(folder, key, ref, copy)
+                draw(folder, key, ref, side)
     return 0

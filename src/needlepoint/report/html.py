@@ -4,8 +4,11 @@ One self-contained page per run that works offline: the run's configuration (sec
 the metric tables, MM-NIAH's heatmaps, and a sample browser. The samples travel as one JSON blob
 in a `<script type="application/json">` element and are rendered in pages of 50 by a small inline
 script that writes text with `textContent` only. Images become thumbnails under `report/thumbs/`
-(`report.thumbs`: JPEG, at most 320 px), written once and loaded lazily, with the boxes laid over
-them as SVG by the script, so a report of thousands of samples opens at once.
+(`report.thumbs`: JPEG at the size the page shows, at most 10 KB), written once and loaded
+lazily, with the boxes laid over them as SVG by the script, so a report of thousands of samples
+opens at once. At a run's end an image not drafted by then that is a file of its own is shown from
+that file (`Thumbnails.links`). What the model saw is shown with long texts cut to their ends (a
+long document is most of the page otherwise; records.jsonl holds it whole).
 
 Everything shown is escaped: `html.escape` in the page, `textContent` in the script, and `<`, `>`
 and `&` written as `\\u003c`-style escapes inside the JSON blob. A Content-Security-Policy allows
@@ -20,23 +23,34 @@ import html
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from needlepoint.contract.base import Benchmark, Dataset, ReportImage, ReportItem, Table, format_cell
 from needlepoint.contract.coverage import run_counts
 from needlepoint.contract.declaration import Declaration
 from needlepoint.core import status
 from needlepoint.core.errors import DataError
-from needlepoint.core.files import json_line, json_text, write_atomic
+from needlepoint.core.files import AtomicFile, json_line, json_text, write_atomic
 from needlepoint.core.numeric import is_box
 from needlepoint.core.pngstrips import read_header
 from needlepoint.core.records import Record
 from needlepoint.core.redact import is_credential_name, redact_url, scrub, scrub_args
 from needlepoint.report.assets import CSS, JS
-from needlepoint.report.thumbs import GT_COLOUR, PRED_COLOUR, Thumbnails, box_colour, file_name, grouped, thumb_key
+from needlepoint.report.thumbs import (
+    GT_COLOUR,
+    PRED_COLOUR,
+    Thumbnails,
+    box_colour,
+    end_budget,
+    file_name,
+    grouped,
+    relative_url,
+    side_of,
+    thumb_key,
+)
 from needlepoint.stats.tables import with_intervals
 
 __all__ = ["bench_title", "public_config", "write_run_report"]
@@ -46,6 +60,7 @@ THUMBS_DIR = "thumbs"
 HEATMAPS_DIR = "heatmaps"
 PAGE_SIZE = 50
 MAX_TEXT = 20_000
+SENT_EXCERPT = 200  # characters kept at each end of a long text part of what the model saw
 LEGEND_GREY = "#59636e"
 NO_SCRIPT = "'none'"
 
@@ -112,10 +127,12 @@ def _csp(scripts: Sequence[str]) -> str:
     )
 
 
-def page(title: str, body: str, scripts: Sequence[str] = (), data: Any = None, digest: str = "") -> str:
-    """A complete HTML page: inline CSS, an optional JSON blob (#np-data), inline scripts; `digest`
-    names what the page was written from (see `report_digest`)."""
-    blob = f'<script type="application/json" id="np-data">{script_json(data)}</script>\n' if data is not None else ""
+def page(title: str, body: str, scripts: Sequence[str] = (), data: Any = None, digest: str = "", data_text: str = "") -> str:
+    """A complete HTML page: inline CSS, an optional JSON blob (#np-data: `data`, or its text
+    `data_text` as `script_json` writes it), inline scripts; `digest` names what the page was
+    written from (see `report_digest`)."""
+    text = data_text or (script_json(data) if data is not None else "")
+    blob = f'<script type="application/json" id="np-data">{text}</script>\n' if text else ""
     code = "".join(f"<script>{s}</script>\n" for s in scripts)
     mark = f'<meta name="{DIGEST_META}" content="{esc(digest)}">\n' if digest else ""
     return (
@@ -128,8 +145,7 @@ def page(title: str, body: str, scripts: Sequence[str] = (), data: Any = None, d
 
 def href(target: Path, start: Path) -> str:
     """A relative URL from folder `start` to `target` (percent-encoded)."""
-    rel = os.path.relpath(os.path.abspath(target), os.path.abspath(start))
-    return "/".join(quote(part) for part in Path(rel).parts)
+    return relative_url(target, start)
 
 
 # --- configuration without secrets ---------------------------------------------------------------
@@ -210,13 +226,22 @@ def overlay_boxes(image: ReportImage, is_grouped: bool) -> list[list[Any]]:
     return out
 
 
-def _sent_part(part: Any, thumb_of: dict[str, str]) -> list[Any] | None:
+def _ends(text: str) -> str:
+    """A long text part of what the model saw, cut to its ends (records.jsonl holds it whole)."""
+    if len(text) <= 3 * SENT_EXCERPT:
+        return text
+    cut = len(text) - 2 * SENT_EXCERPT
+    return f"{text[:SENT_EXCERPT]}\n[... {cut} characters; the full text is in records.jsonl ...]\n{text[-SENT_EXCERPT:]}"
+
+
+def _sent_part(part: Any, thumb_of: dict[str, str], long: bool = False) -> list[Any] | None:
     """One part of a sent message for the page: ["t", text] or ["i", path, width, height, bytes,
-    sha256, thumbnail src ("" when the report has none)]; None for anything else."""
+    sha256, thumbnail src ("" when the report has none)]; None for anything else. In a `long`
+    turn (more than MAX_TEXT characters of text) a text part shows its ends only."""
     if not isinstance(part, dict):
         return None
     if part.get("type") == "text":
-        return ["t", _clip(part.get("text"))]
+        return ["t", _ends(str(part.get("text") or "")) if long else _clip(part.get("text"))]
     if part.get("type") == "image":
         path = str(part.get("path") or "")
         number = [v if _is_number(v) else None for v in (part.get("width"), part.get("height"), part.get("bytes"))]
@@ -226,15 +251,16 @@ def _sent_part(part: Any, thumb_of: dict[str, str]) -> list[Any] | None:
 
 def sent_view(record: Record | None, thumb_of: dict[str, str]) -> list[list[Any]]:
     """What the model saw, per turn of a record that keeps it (`turns[].sent`; older runs do not):
-    [turn label, [[role, [part, ...]], ...]], texts verbatim (clipped at MAX_TEXT), images by
-    path, size and digest, never their bytes."""
+    [turn label, [[role, [part, ...]], ...]], texts verbatim (clipped at MAX_TEXT; in a turn of
+    more than MAX_TEXT characters, a long document, each part cut to its ends), images by path,
+    size and digest, never their bytes."""
     turns = [t for t in (record or {}).get("turns") or [] if isinstance(t, dict)]
     out = []
     for n, turn in enumerate(turns, 1):
         sent = turn.get("sent")
         if not isinstance(sent, list):
             continue
-        messages = []
+        contents = []
         for m in sent:
             if not isinstance(m, dict):
                 continue
@@ -242,8 +268,14 @@ def sent_view(record: Record | None, thumb_of: dict[str, str]) -> list[list[Any]
             content = (
                 [{"type": "text", "text": content}] if isinstance(content, str) else content if isinstance(content, list) else []
             )
-            parts = [p for part in content if (p := _sent_part(part, thumb_of)) is not None]
-            messages.append([str(m.get("role") or ""), parts])
+            contents.append((str(m.get("role") or ""), content))
+        chars = sum(
+            len(str(p.get("text") or "")) for _, c in contents for p in c if isinstance(p, dict) and p.get("type") == "text"
+        )
+        long = chars > MAX_TEXT
+        messages = [
+            [role, [p for part in content if (p := _sent_part(part, thumb_of, long)) is not None]] for role, content in contents
+        ]
         role = str(turn.get("role") or "model")
         label = f"turn {n}" + (f" ({role})" if role != "model" else "" if n == 1 else " (repair)")
         out.append([label, messages])
@@ -257,63 +289,117 @@ def sample_blob(
     is_grouped: bool,
     reasoning: dict[str, str] | None = None,
     records: Sequence[Record] = (),
+    links: Mapping[str, str] | None = None,
+    undrawn: Collection[str] = (),
 ) -> dict[str, Any]:
     """The JSON the page's script renders (short keys: 2,000 samples stay a few MB at most);
-    `reasoning` by sample id is shown folded under the answer. From `records` (by id): a failed
-    request's kind ("st", shown as its own badge, never as "wrong") and what the model saw ("w")."""
-    rows = []
-    counts: dict[str, dict[str, int]] = {}
+    `thumbs`: each thumbnail's image size by key (`Thumbnails.finish`), `links`: the thumbnails
+    shown from the image's own file (`Thumbnails.links`), `undrawn`: those a run's end left for
+    the same command run again (their card says so); `reasoning` by sample id is shown folded
+    under the answer. From `records` (by id): a failed request's kind ("st", shown as its own
+    badge, never as "wrong") and what the model saw ("w")."""
+    summary = _Summary()
+    rows = list(_rows(items, thumbs, is_grouped, reasoning, records, links, undrawn, summary))
+    return {"items": rows, **summary.head(bench_name)}
+
+
+def sample_json(
+    bench_name: str,
+    items: Sequence[ReportItem],
+    thumbs: dict[str, tuple[int, int] | None],
+    is_grouped: bool,
+    reasoning: dict[str, str] | None = None,
+    records: Sequence[Record] = (),
+    links: Mapping[str, str] | None = None,
+    undrawn: Collection[str] = (),
+) -> tuple[str, dict[str, Any]]:
+    """`sample_blob` as the page's JSON text (`script_json`), each sample's row written as it is
+    made, so that the rows of a large run are never held as objects all at once; and the blob's
+    other keys (`failed`, `undrawn`, ...)."""
+    summary = _Summary()
+    texts = [script_json(row) for row in _rows(items, thumbs, is_grouped, reasoning, records, links, undrawn, summary)]
+    head = summary.head(bench_name)
+    return '{"items":[' + ",".join(texts) + "]," + script_json(head)[1:], head
+
+
+class _Summary:
+    """What the blob says besides its rows, gathered as they are made."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, dict[str, int]] = {}
+        self.failed = 0
+        self.undrawn = 0
+        self.sorted = False
+
+    def head(self, bench_name: str) -> dict[str, Any]:
+        declared = _declared(bench_name) or Declaration(bench_name, bench_name, "")  # the declared labels, or the defaults
+        return {
+            "failed": self.failed,
+            "undrawn": self.undrawn,
+            "filters": filter_options(self.counts),
+            "sort_label": declared.sort_label if self.sorted else None,
+            "prompt_label": declared.prompt_label,
+            "page_size": PAGE_SIZE,
+        }
+
+
+def _rows(
+    items: Sequence[ReportItem],
+    thumbs: dict[str, tuple[int, int] | None],
+    is_grouped: bool,
+    reasoning: dict[str, str] | None,
+    records: Sequence[Record],
+    links: Mapping[str, str] | None,
+    undrawn: Collection[str],
+    summary: _Summary,
+) -> Iterator[dict[str, Any]]:
+    """The blob's row of each item (see `sample_blob`), `summary` kept up to date."""
     by_id = {str(r.get("id")): r for r in records if isinstance(r, dict)}
     for it in items:
         ims = []
         thumb_of: dict[str, str] = {}
+        side = side_of(it)
         for n, im in enumerate(it.images, 1):
-            key = thumb_key(im)
+            key = thumb_key(im, side)
             size = thumbs.get(key)
             caption = im.caption or (f"Image {n}" if len(it.images) > 1 else "image")
-            src = f"{THUMBS_DIR}/{file_name(key, size)}" if size else ""
+            src = ((links or {}).get(key) or f"{THUMBS_DIR}/{file_name(key, size)}") if size else ""
             ims.append([src, *(size or (0, 0)), caption, overlay_boxes(im, is_grouped)])
+            if key in undrawn:
+                ims[-1].append(1)
+                summary.undrawn += 1
             if src:
                 for name in (getattr(im.image, "path", None), getattr(im.image, "key", None)):
                     if name is not None:
                         thumb_of.setdefault(str(name), src)
         filters = {str(k): str(v) for k, v in it.filters.items()}
         for k, v in filters.items():
-            counts.setdefault(k, {})
-            counts[k][v] = counts[k].get(v, 0) + 1
-        rows.append(
-            {
-                "id": str(it.id),
-                "p": _clip(it.prompt),
-                "a": _clip(it.answer),
-                "f": [[str(k), _clip(format_cell(v))] for k, v in it.fields.items()],
-                "k": filters,
-                "c": it.correct if it.correct is None else bool(it.correct),
-                "e": it.parse_error or None,
-                "s": _sort_value(it.sort_value),
-                "im": ims,
-                "r": _clip((reasoning or {}).get(str(it.id), "")),
-            }
-        )
+            summary.counts.setdefault(k, {})
+            summary.counts[k][v] = summary.counts[k].get(v, 0) + 1
+        row: dict[str, Any] = {
+            "id": str(it.id),
+            "p": _clip(it.prompt),
+            "a": _clip(it.answer),
+            "f": [[str(k), _clip(format_cell(v))] for k, v in it.fields.items()],
+            "k": filters,
+            "c": it.correct if it.correct is None else bool(it.correct),
+            "e": it.parse_error or None,
+            "s": _sort_value(it.sort_value),
+            "im": ims,
+            "r": _clip((reasoning or {}).get(str(it.id), "")),
+        }
+        summary.sorted = summary.sorted or row["s"] is not None
         if it.context:
-            rows[-1]["x"] = [[_clip(text), bool(mark)] for text, mark in it.context]
-            rows[-1]["xl"] = it.context_label
+            row["x"] = [[_clip(text), bool(mark)] for text, mark in it.context]
+            row["xl"] = it.context_label
         record = by_id.get(str(it.id))
         if record is not None and record.get("status") in status.FAILED:
-            rows[-1]["st"] = str(record.get("status"))
+            row["st"] = str(record.get("status"))
+            summary.failed += 1
         seen = sent_view(record, thumb_of)
         if seen:
-            rows[-1]["w"] = seen
-    has_sort = any(r["s"] is not None for r in rows)
-    declared = _declared(bench_name) or Declaration(bench_name, bench_name, "")  # the declared labels, or the defaults
-    return {
-        "items": rows,
-        "failed": sum("st" in r for r in rows),
-        "filters": filter_options(counts),
-        "sort_label": declared.sort_label if has_sort else None,
-        "prompt_label": declared.prompt_label,
-        "page_size": PAGE_SIZE,
-    }
+            row["w"] = seen
+        yield row
 
 
 def _swatch(colour: str, dashed: bool, text: str) -> str:
@@ -489,10 +575,17 @@ SAMPLES_HTML = """<h2 id="samples">Samples</h2>
 <noscript><p class="note">The sample browser needs JavaScript.</p></noscript>"""
 
 
-def _samples_html(items: Sequence[ReportItem], grouped: bool, failed: int = 0) -> str:
+def _samples_html(items: Sequence[ReportItem], grouped: bool, failed: int = 0, undrawn: int = 0) -> str:
     compact = "" if any(it.images for it in items) else " compact"
     html_text = SAMPLES_HTML.replace("{legend}", _legend(items, grouped)).replace("{compact}", compact)
-    return html_text.replace("{failed_hidden}", "" if failed else " hidden").replace("{failed}", str(failed))
+    html_text = html_text.replace("{failed_hidden}", "" if failed else " hidden").replace("{failed}", str(failed))
+    if undrawn:  # a run's end that ran out of its time for thumbnails (thumbs.end_budget)
+        note = (
+            f'<p class="note">{undrawn:,} thumbnails were not drawn by the end of the run; '
+            "the same <code>needlepoint eval</code> command run again draws them (it asks nothing again).</p>\n"
+        )
+        html_text = html_text.replace('<div class="controls">', note + '<div class="controls">', 1)
+    return html_text
 
 
 def write_run_report(
@@ -502,7 +595,7 @@ def write_run_report(
     records: Sequence[Record],
     metrics: dict[str, Any],
     header: Mapping[str, Any],
-    copy_missing: bool = False,
+    link_missing: bool = False,
 ) -> Path:
     """Write `<run>/report/index.html` (with thumbs/ and heatmaps/ beside it); return its path.
 
@@ -510,19 +603,38 @@ def write_run_report(
     samples, `samples`, and their `records`) and `tables`, its declared title and labels, and the
     heatmaps when the run folder has any; so one page layout serves every benchmark. The
     thumbnails already in the folder (an earlier page's, the run's drafts) are kept; with
-    `copy_missing` (a run's end) a missing small JPEG is copied rather than drawn."""
+    `link_missing` (a run's end) a missing image that is a file of its own is shown from that
+    file rather than drawn (`Thumbnails`)."""
     run_dir = Path(run_dir)
     report_dir = run_dir / REPORT_DIR
     report_dir.mkdir(parents=True, exist_ok=True)
     target = report_dir / "index.html"
     content = report_digest(bench.name, records, metrics, header)
-    if is_current(target, with_files(content, run_dir)):  # a finished run rerun: the page already shows these answers
+    # A finished run rerun: the page already shows these answers. A page of a run's end that links
+    # images (LINKED) is current for a rerun's end, never for a report written otherwise (merge,
+    # a human run), which draws them all; one that left thumbnails undrawn (UNDRAWN) is made again
+    # by a rerun with nothing new to answer, drawing them all (no run is waiting on it).
+    if is_current(target, with_files(content, run_dir)) or (
+        link_missing and is_current(target, with_files(content + LINKED, run_dir))
+    ):
         return target
+    rerun = is_current(target, with_files(content + UNDRAWN, run_dir))
     items = bench.report_items(samples, records)
     is_grouped = grouped(items)
-    thumbs = Thumbnails(report_dir / THUMBS_DIR, copy_missing=copy_missing).finish(items)
+    budget = end_budget(len(items)) if link_missing and not rerun else None
+    drawer = Thumbnails(report_dir / THUMBS_DIR, link_missing=link_missing, budget_s=budget)
+    thumbs = drawer.finish(items)
     thinking = {str(r.get("id")): text for r in records if (text := reasoning_text(r))}
-    blob = sample_blob(bench.name, items, thumbs, is_grouped, thinking, records)
+    blob_text, blob = sample_json(bench.name, items, thumbs, is_grouped, thinking, records, drawer.links, drawer.undrawn)
+    samples_html, count = _samples_html(items, is_grouped, blob["failed"], blob["undrawn"]), len(items)
+    del items  # a large run's cards: no longer needed while the page is written
+    if blob["undrawn"]:
+        print(
+            f"report: {blob['undrawn']:,} thumbnails not drawn by the run's end (their cards say so); "
+            "the same command run again draws them (it asks nothing again)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     title = bench_title(bench.name)
     model = run_label(header)
@@ -537,14 +649,23 @@ def write_run_report(
     nav.append('<a href="#samples">samples</a>')
     body = (
         f'<header class="top"><h1>{esc(title)} · {esc(model)}</h1>'
-        f'<div class="sub">{esc(run_dir.name)} · {esc(header.get("status", ""))} · {len(items)} samples</div>'
+        f'<div class="sub">{esc(run_dir.name)} · {esc(header.get("status", ""))} · {count} samples</div>'
         f'<nav class="toc">{"".join(nav)}</nav></header>\n<main>\n'
         f"{_config_section(header, metrics)}\n"
         f'<h2 id="metrics">Metrics</h2>\n{tables}\n{heatmaps}\n'
-        f"{_samples_html(items, is_grouped, blob['failed'])}\n</main>"
+        f"{samples_html}\n</main>"
     )
-    digest = with_files(content, run_dir)  # the thumbnails as this page shows them
-    return write_atomic(target, page(f"{title} · {model} · needlepoint", body, [JS], blob, digest=digest))
+    marker = UNDRAWN if drawer.undrawn else LINKED if drawer.links else ""
+    digest = with_files(content + marker, run_dir)  # the thumbnails as this page shows them
+    # The page around its JSON, which is written a piece at a time: a large run's page is never
+    # held whole, nor encoded whole (docs/performance.md, the report's peak memory).
+    head, tail = page(f"{title} · {model} · needlepoint", body, [JS], digest=digest, data_text=DATA_MARK).split(DATA_MARK)
+    with AtomicFile(target, fsync=False) as fh:
+        fh.write(head)
+        for at in range(0, len(blob_text), WRITE_PIECE):
+            fh.write(blob_text[at : at + WRITE_PIECE])
+        fh.write(tail)
+    return target
 
 
 def run_label(header: Mapping[str, Any]) -> str:
@@ -555,6 +676,10 @@ def run_label(header: Mapping[str, Any]) -> str:
 
 
 DIGEST_META = "needlepoint-report-digest"
+DATA_MARK = "\0np-data\0"  # where the page's JSON goes (no JSON text holds a NUL)
+WRITE_PIECE = 1 << 20  # characters of the page's JSON encoded and written at a time
+LINKED = "|linked"  # in the digest of a run's end page that shows some images from their own files
+UNDRAWN = "|undrawn"  # in the digest of a run's end page that left some thumbnails undrawn (end_budget)
 VOLATILE = ("finished", "last_started", "wall_s")  # header times a rerun rewrites without changing what the page shows
 _CODE = (Path(__file__), Path(__file__).with_name("assets.py"), Path(__file__).with_name("thumbs.py"))
 

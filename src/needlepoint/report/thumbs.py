@@ -1,50 +1,74 @@
-"""Report thumbnails: small JPEGs of the samples' images, made once; the page draws the boxes.
+"""Report thumbnails: small JPEGs of the samples' images at the size the page shows them; the page
+draws the boxes.
 
-Cheap by construction, because a report of thousands of samples must not outlast the run:
+Cheap by construction, because a report of thousands of samples must not cost more than the run:
 
 - a thumbnail shows the image alone (the page lays the boxes over it as SVG), so it depends on the
   image only: rescoring, another prediction or a rewritten report reuse it;
+- it is as big as the page shows it: at most 320 px a side on a card of a few images, 128 on a
+  card of many (`side_of`: an MM-NIAH document's 20-60 images are shown at 96 px), and at most
+  THUMB_BYTES (10 KB; the JPEG quality steps down until it fits);
 - an image is decoded at reduced size (`images.decode_rgb`: JPEG draft mode, big PNGs in bands);
-- a thumbnail's file name is a hash of the image's key followed by the image's own pixel size (what
-  the boxes refer to), so an existing one (a resumed run, a rewritten report, a draft) is reused
-  after one directory listing;
+- a thumbnail's file name is a hash of the image's key and the side it is drawn at, followed by
+  the image's own pixel size (what the boxes refer to), so an existing one (a resumed run, a
+  rewritten report, a draft) is reused after one directory listing;
 - thumbnails are drawn on every core: in worker processes when there are many (a thread would
   wait for the interpreter lock), on threads for a few; while a run answers, forked processes
-  draw them at a lower priority (`report.drafts`), and what they could not draw before the last
-  answer is, for a small JPEG, its own bytes (`COPY_MAX_BYTES`, `copy_missing`): decoding a JPEG
-  costs over a millisecond however small the thumbnail, and the run's end must not wait on it
-  (docs/performance.md).
+  draw them at the lowest priority (`report.drafts`);
+- one file per image only where the page needs one: at a run's end (`link_missing`), an image
+  not drafted by then that is a file of its own (an MM-NIAH or MC-Bench image, a browser format,
+  at most LINK_MAX_BYTES) is shown from that file by a relative link rather than decoded, since
+  decoding costs about a millisecond an image however small the thumbnail and the run's end must
+  not wait on it (docs/performance.md); images without a file of their own (a parquet release)
+  are drawn, for at most `end_budget` (about 0.6 ms a sample): what is left then is drawn when
+  the same command runs again (`report.html`). A report written otherwise (a merge, a human run)
+  draws every thumbnail.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import queue
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from needlepoint.contract.base import ReportImage, ReportItem
 
-THUMB_MAX = 320  # the cards show images at most 320 px wide
-THUMB_QUALITY = 82
-THUMB_VERSION = "3"
-COPY_MAX_BYTES = 256 * 1024  # a JPEG up to this size (and COPY_MAX_SIDE) may stand as its own thumbnail
-COPY_MAX_SIDE = 1024
+THUMB_MAX = 320  # a card of a few images shows each at most 320 px wide
+THUMB_MANY = 128  # a card of more than MANY images shows each at most 96 px (the sent view 120 px)
+MANY = 4  # the page's script lays out more images than this as a grid of small ones
+THUMB_BYTES = 10_000  # the most a thumbnail file holds
+QUALITIES = (60, 45, 30)  # JPEG qualities tried in turn until the thumbnail fits THUMB_BYTES
+THUMB_VERSION = "4"
+LINK_MAX_BYTES = 1 << 20  # an image file up to this size may be shown from its own file at a run's end
+LINK_SUFFIXES = frozenset((".jpg", ".jpeg", ".png", ".gif", ".webp"))  # what every browser shows
 DRAWING_NICENESS = 10  # how much lower the drawing processes run than the run (os.nice)
 GT_COLOUR = "#1fbf4a"
 PRED_COLOUR = "#e0218a"
 GROUP_COLOURS = ("#22c55e", "#2f6fed", "#f59e0b", "#ef4444", "#a855f7", "#06b6d4", "#ec4899")
 PROCESS_MIN_IMAGES = 64  # from this many images on, draw in processes (their start costs about 0.2 s)
+UNKNOWN_SIZE = (0, 0)  # a linked image without boxes: its size is not read (the page needs none)
+END_BUDGET_MS = 0.6  # a run's end draws what the drafts left for at most this long a sample...
+END_BUDGET_MIN_S = 1.0  # ...or this long, whichever is more; the rest waits for the command's next run
 _NAME = re.compile(r"^([0-9a-f]{20})-(\d+)x(\d+)\.jpg$")
 
 Size = tuple[int, int]
+
+
+def end_budget(samples: int) -> float:
+    """How long a run's end may draw the thumbnails its drafts left (END_BUDGET_MS a sample, at
+    least END_BUDGET_MIN_S), so that the report never costs the run more than about a
+    millisecond a sample after its last answer."""
+    return max(END_BUDGET_MIN_S, END_BUDGET_MS * samples / 1000)
 
 
 def grouped(items: Sequence[ReportItem]) -> bool:
@@ -52,15 +76,35 @@ def grouped(items: Sequence[ReportItem]) -> bool:
     return any(b.group != 1 for it in items for im in it.images for b in im.boxes)
 
 
-def thumb_key(image: ReportImage) -> str:
-    """A hash of what a thumbnail shows: the image (by its key) and the drawing code."""
-    key = json.dumps([THUMB_VERSION, THUMB_MAX, str(image.image.key)])
+def side_of(item: ReportItem) -> int:
+    """The side an item's thumbnails are drawn at: THUMB_MAX on a card of a few images, THUMB_MANY
+    on a card of many (the page shows those small)."""
+    return THUMB_MAX if len(item.images) <= MANY else THUMB_MANY
+
+
+def thumb_key(image: ReportImage, side: int = THUMB_MAX) -> str:
+    """A hash of what a thumbnail shows: the image (by its key), the side it is drawn at, the drawing code."""
+    key = f"{THUMB_VERSION}\0{side}\0{image.image.key}"
     return hashlib.sha1(key.encode()).hexdigest()[:20]
 
 
 def file_name(key: str, size: Size) -> str:
     """The thumbnail's file name: its key and the image's own size, so that listing the folder gives both."""
     return f"{key}-{size[0]}x{size[1]}.jpg"
+
+
+def relative_url(target: str | Path, start: str | Path) -> str:
+    """A relative URL from folder `start` to `target` (percent-encoded). The URL of `target`'s
+    folder is kept (`_folder_url`): a report links thousands of images from a few folders."""
+    folder, name = os.path.split(os.path.abspath(target))
+    base = _folder_url(folder, os.path.abspath(start))
+    return f"{base}/{quote(name)}" if base else quote(name)
+
+
+@lru_cache(maxsize=4096)
+def _folder_url(folder: str, start: str) -> str:
+    rel = os.path.relpath(folder, start)
+    return "" if rel == "." else "/".join(quote(part) for part in Path(rel).parts)
 
 
 def box_colour(kind: str, group: int, is_grouped: bool) -> str:
@@ -70,38 +114,30 @@ def box_colour(kind: str, group: int, is_grouped: bool) -> str:
     return GT_COLOUR if kind == "gt" else PRED_COLOUR
 
 
-def make_thumbnail(data: bytes | Path, key: str, copy: bool = False) -> tuple[bytes, Size]:
-    """A JPEG of `data` (stored bytes, or a big file read as it is decoded) at most THUMB_MAX px a
-    side, and the size of the image itself (the size its boxes refer to). With `copy`, a small RGB
-    or grey JPEG (COPY_MAX_BYTES, COPY_MAX_SIDE) is its own thumbnail: no pixel is decoded. `key`
-    names the image in error messages."""
+def make_thumbnail(data: bytes | Path, key: str, side: int = THUMB_MAX) -> tuple[bytes, Size]:
+    """A JPEG of `data` (stored bytes, or a big file read as it is decoded) at most `side` px a
+    side and THUMB_BYTES long, and the size of the image itself (the size its boxes refer to).
+    `key` names the image in error messages."""
     from PIL import Image
 
     from needlepoint.core.images import decode_rgb, jpeg_header
 
-    if copy and isinstance(data, bytes) and (size := copyable(data)) is not None:
-        return data, size
     head = jpeg_header(data) if not isinstance(data, Path) else None
     if head is not None:
         size = (head[0], head[1])
     else:
         with Image.open(data if isinstance(data, Path) else io.BytesIO(data)) as probe:
             size = probe.size
-    im = decode_rgb(data, key, THUMB_MAX, gap=1.0)
-    buf = io.BytesIO()
-    im.save(buf, format="JPEG", quality=THUMB_QUALITY)
-    return buf.getvalue(), size
-
-
-def copyable(data: bytes) -> Size | None:
-    """The size of an image that may stand as its own thumbnail (a small RGB or grey JPEG, read
-    from its header alone), else None."""
-    from needlepoint.core.images import jpeg_header
-
-    if len(data) > COPY_MAX_BYTES:
-        return None
-    head = jpeg_header(data)
-    return (head[0], head[1]) if head is not None and head[2] in (1, 3) and max(head[:2]) <= COPY_MAX_SIDE else None
+    im = decode_rgb(data, key, side, gap=1.0)
+    while True:
+        for quality in QUALITIES:
+            buf = io.BytesIO()
+            im.save(buf, format="JPEG", quality=quality)
+            if buf.tell() <= THUMB_BYTES:
+                return buf.getvalue(), size
+        if max(im.size) <= 16:  # no image this small holds more
+            return buf.getvalue(), size
+        im = im.resize((max(1, im.size[0] * 3 // 4), max(1, im.size[1] * 3 // 4)), Image.Resampling.BICUBIC)
 
 
 def image_source(ref: Any) -> bytes | Path | None:
@@ -115,11 +151,41 @@ def image_source(ref: Any) -> bytes | Path | None:
         return None
 
 
-def draw(folder: Path, key: str, ref: Any, copy: bool = False) -> Size | None:
-    """Make and write the thumbnail `key` of the image `ref` here (`copy`: see `make_thumbnail`);
-    the image's size, None when it cannot be read."""
+def linkable(ref: Any) -> Path | None:
+    """The image's own file when the page may show it as it is (a file of its own, not a parquet
+    row, in a browser format, at most LINK_MAX_BYTES), else None."""
+    path = getattr(ref, "path", None)
+    if getattr(ref, "loader", None) is not None or path is None or os.path.splitext(path)[1].lower() not in LINK_SUFFIXES:
+        return None
+    try:
+        return path if os.stat(path).st_size <= LINK_MAX_BYTES else None
+    except OSError:
+        return None
+
+
+def file_size(path: Path) -> Size | None:
+    """An image file's pixel size from its header (one small read for a JPEG), None when unreadable."""
+    from PIL import Image
+
+    from needlepoint.core.images import jpeg_header
+
+    try:
+        with open(path, "rb") as fh:
+            head = jpeg_header(fh.read(64 << 10))
+            if head is not None:
+                return (head[0], head[1])
+            fh.seek(0)
+            with Image.open(fh) as probe:
+                return (int(probe.size[0]), int(probe.size[1]))
+    except Exception:
+        return None
+
+
+def draw(folder: Path, key: str, ref: Any, side: int = THUMB_MAX) -> Size | None:
+    """Make and write the thumbnail `key` of the image `ref` here, at most `side` px; the image's
+    size, None when it cannot be read."""
     data = image_source(ref)
-    return None if data is None else _draw_job(str(folder), key, data, str(ref.key), copy)
+    return None if data is None else _draw_job(str(folder), key, data, str(ref.key), side)
 
 
 def existing(folder: Path) -> dict[str, Size]:
@@ -133,13 +199,13 @@ def existing(folder: Path) -> dict[str, Size]:
     return found
 
 
-def _draw_job(folder: str, key: str, data: bytes | Path, image_key: str, copy: bool) -> Size | None:
+def _draw_job(folder: str, key: str, data: bytes | Path, image_key: str, side: int) -> Size | None:
     """Make and write one thumbnail (in a worker thread or process); the image's size, None when
     the image cannot be read (the page says so)."""
     from needlepoint.core.files import write_atomic
 
     try:
-        jpeg, size = make_thumbnail(data, image_key, copy)
+        jpeg, size = make_thumbnail(data, image_key, side)
         write_atomic(Path(folder) / file_name(key, size), jpeg)
     except Exception:  # an unreadable image must not cost the report
         return None
@@ -241,8 +307,10 @@ def _receive(stream: Any) -> bytes:
 
 
 def lower_priority() -> None:
-    """Run this process at DRAWING_NICENESS: drawing must never slow the answering (the run's
-    client and a server on the same machine come first)."""
+    """Run this process at DRAWING_NICENESS: drafting must never slow the answering (the run's
+    client and a server on the same machine come first; `report.drafts` where the idle class is
+    missing). The drawing processes of `Thumbnails` run at the command's own priority: the
+    command's end waits on them."""
     try:
         os.nice(DRAWING_NICENESS)
     except (AttributeError, OSError):  # no nice() on this platform
@@ -256,8 +324,7 @@ def serve_drawing() -> None:
     import signal
     import sys
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    lower_priority()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # at the run's priority: what they draw is what the run's end waits on
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     while True:
         try:
@@ -282,15 +349,27 @@ class Thumbnails:
     """The thumbnails folder of one report: those that exist, and the drawing of missing ones on
     workers (threads, or processes for many images: drawing then never waits for the
     interpreter lock). `finish` returns every wanted image's size, drawing what is missing.
-    `copy_missing`: `finish` copies a small JPEG rather than draw it (a run's end, which must not
-    wait on decoding); a report written on its own draws them all."""
+    `link_missing` (a run's end, which must not wait on decoding): `finish` shows an image that
+    is a file of its own from that file (`linkable`, `links`) rather than draw it, and with
+    `budget_s` stops drawing after that long (`undrawn`); a report written otherwise (a merge, a
+    human run, the compare page) draws them all."""
 
-    def __init__(self, folder: Path, workers: int | None = None, processes: bool = False, copy_missing: bool = False) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        workers: int | None = None,
+        processes: bool = False,
+        link_missing: bool = False,
+        budget_s: float | None = None,
+    ) -> None:
         self.folder = Path(folder)
+        self.links: dict[str, str] = {}  # key -> the image file's URL relative to the page (link_missing)
+        self.undrawn: set[str] = set()  # keys left for a later report: the drawing ran past `budget_s`
+        self._budget_s = budget_s
         self._done: dict[str, Size] = {}
         self._workers = workers or all_cores()
         self._processes = processes
-        self._copy_missing = copy_missing
+        self._link_missing = link_missing
         self._pool: Executor | None = None
 
     def _executor(self) -> Executor:
@@ -302,39 +381,55 @@ class Thumbnails:
                 self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="thumbs")
         return self._pool
 
-    def _submit(self, key: str, ref: Any) -> Future[Size | None] | None:
-        """Start making the thumbnail `key` of the image `ref` (read here) on the workers; None when
-        it was made here (a small JPEG copied, with `copy_missing`) or cannot be read."""
+    def _links(self, key: str, image: ReportImage) -> bool:
+        """Show `image` from its own file (`link_missing` and `linkable`); whether it is."""
+        path = linkable(image.image) if self._link_missing else None
+        size = None if path is None else file_size(path) if image.boxes else UNKNOWN_SIZE  # boxes need the image's size
+        if path is None or size is None:
+            return False
+        self._done[key] = size
+        self.links[key] = relative_url(path, self.folder.parent)
+        return True
+
+    def _submit(self, key: str, image: ReportImage, side: int) -> Future[Size | None] | None:
+        """Start making the thumbnail `key` of `image` (read here) on the workers; None when it is
+        linked instead (`link_missing`) or cannot be read."""
+        if self._links(key, image):
+            return None
+        ref = image.image
         data = image_source(ref)
         if data is None:
             return None
-        args = (str(self.folder), key, data, str(ref.key), self._copy_missing)
-        if self._copy_missing and isinstance(data, bytes) and copyable(data) is not None:  # no decoding: written here
-            if (size := _draw_job(*args)) is not None:
-                self._done[key] = size
-            return None
-        return self._executor().submit(_draw_job, *args)
+        return self._executor().submit(_draw_job, str(self.folder), key, data, str(ref.key), side)
 
     def finish(self, items: Sequence[ReportItem]) -> dict[str, Size | None]:
-        """Every thumbnail the items show, made if missing: key -> the image's size (None: unreadable).
-        The folder is listed first (an earlier page's thumbnails, the drafts of `report.drafts`);
-        what is missing is read in item order (parquet is read forward), a bounded number of
-        images at a time. Thumbnails no item shows any more are removed."""
-        wanted: dict[str, ReportImage] = {}
+        """Every thumbnail the items show, made if missing: key -> the image's size (None:
+        unreadable, or in `undrawn`; UNKNOWN_SIZE: linked, without boxes). The folder is listed
+        first (an earlier page's thumbnails, the drafts of `report.drafts`); what is missing is
+        read in item order (parquet is read forward), a bounded number of images at a time. With
+        `budget_s` (a run's end), drawing stops once that much time has passed: what is left is
+        `undrawn` (linking goes on: it costs a file's status). Thumbnails no item shows any more
+        are removed."""
+        wanted: dict[str, tuple[ReportImage, int]] = {}
         for it in items:
+            side = side_of(it)
             for im in it.images:
-                wanted.setdefault(thumb_key(im), im)
+                wanted.setdefault(thumb_key(im, side), (im, side))
         self._done.update(existing(self.folder))
         missing = [k for k in wanted if k not in self._done]
-        if len(missing) >= PROCESS_MIN_IMAGES:
+        if len(missing) >= PROCESS_MIN_IMAGES and self._budget_s is None:  # a budget is too short for their start
             self._processes = True
+        deadline = None if self._budget_s is None else time.monotonic() + self._budget_s
         window = 4 * self._workers
         jobs: dict[str, Future[Size | None]] = {}
         running: set[Future[Size | None]] = set()
         for key in missing:
             if len(running) >= window:
                 running = wait(running, return_when=FIRST_COMPLETED).not_done
-            if (future := self._submit(key, wanted[key].image)) is not None:
+            if deadline is not None and time.monotonic() > deadline and not self._links(key, wanted[key][0]):
+                self.undrawn.add(key)
+                continue
+            if (future := self._submit(key, *wanted[key])) is not None:
                 jobs[key] = future
                 running.add(future)
         wait(jobs.values())
@@ -343,7 +438,7 @@ class Thumbnails:
                 self._done[key] = size
         self.close(cancel=True, wait=False)  # every job has ended; a worker process's exit is not waited for
         sizes: dict[str, Size | None] = {k: self._done.get(k) for k in wanted}
-        keep = {file_name(k, s) for k, s in sizes.items() if s is not None}
+        keep = {file_name(k, s) for k, s in sizes.items() if s is not None and k not in self.links}
         if self.folder.is_dir():
             for entry in os.scandir(self.folder):
                 if (entry.name.endswith(".jpg") or ".jpg.tmp" in entry.name) and entry.name not in keep:  # .tmp: a killed write

@@ -150,6 +150,9 @@ def _add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="start a new run instead of resuming (with --out, a run already there is moved aside to OUT.replaced-TIME)",
     )
     ev.add_argument("--retry-failed", action="store_true", help="rerun only the samples of an existing run whose request failed")
+    from needlepoint.models.detector_model import OPTIONS as DETECTOR_OPTIONS
+
+    add_options(ev.add_argument_group("detector families (--model-family grounding-dino, owlv2)"), DETECTOR_OPTIONS, set())
     ev.add_argument("--temperature", type=float, help="sampling temperature, 0 or more (default: the benchmark authors')")
     ev.add_argument("--top-p", type=float, help="nucleus sampling mass in (0, 1] (default: the benchmark authors')")
     ev.add_argument("--max-tokens", type=int, help="most tokens a reply may have (default: the benchmark authors')")
@@ -410,7 +413,7 @@ def run_eval(ns: argparse.Namespace) -> int:
                 print_tables([summary_table(summary)])
             print(f"repeat run folders: {', '.join(str(r.run_dir) for r in results)}", file=sys.stderr)
             return EXIT_FAILED_SAMPLES if any(r.failed for r in results) else EXIT_OK
-        result = evaluate(config)
+        result = evaluate(config, model=detector) if (detector := _detector(ns, config)) else evaluate(config)
     _print_metrics(result.benchmark, result.metrics, ns.json)
     err = sys.stderr
     print(f"run folder: {result.run_dir}", file=err)
@@ -426,6 +429,30 @@ def run_eval(ns: argparse.Namespace) -> int:
     for line in result.notes:  # failures by kind, what --retry-failed would ask again, context overflows
         print(line, file=err)
     return EXIT_FAILED_SAMPLES if result.failed or result.stopped else EXIT_OK
+
+
+def _detector(ns: argparse.Namespace, config: Any) -> Any:
+    """The in-process detector of a detector family (`--model-family grounding-dino`, `owlv2`),
+    loaded now so that a bad model folder is one sentence before the run; None for any other run,
+    which the detector flags are refused for."""
+    from needlepoint.families import family
+    from needlepoint.models.detector_model import OPTIONS as DETECTOR_OPTIONS
+
+    fam = family(ns.model_family) if getattr(ns, "model_family", None) else None
+    if fam is None or fam.detector is None:
+        given_flags = [o.flag for o in DETECTOR_OPTIONS if getattr(ns, o.dest, None) is not None]
+        if given_flags:
+            raise DataError(f"{', '.join(given_flags)} applies to a detector family (--model-family grounding-dino or owlv2)")
+        return None
+    if config.api_urls or config.serve is not None or ns.repeats is not None:
+        raise DataError(f"--model-family {fam.name} runs the detector in this process; drop --api-url, --serve and --repeats")
+    from needlepoint.contract.registry import make
+    from needlepoint.models.detector_model import detector_model
+
+    one_box = bool(getattr(make(config.benchmark, **config.options), "scores_first_box", False))
+    return detector_model(
+        fam.detector, ns.model, ns.score_threshold, top1=one_box, device=ns.detector_device, batch_size=ns.detector_batch
+    )
 
 
 def run_score(ns: argparse.Namespace) -> int:

@@ -22,12 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from needlepoint.contract.base import LimitsImages
 from needlepoint.contract.usage import ESTIMATE
 from needlepoint.core.conversation import Conversation, Generation, ImageRef
 from needlepoint.core.errors import DataError
 from needlepoint.core.files import json_text, write_json, write_lines
 
 CHARS_PER_TOKEN = 4  # the approximation without a tokenizer: English text, about 4 characters a token
+OVER_SHOWN = 10  # samples over the image limit named in the summary
 IMAGE_REF_SCHEME = "needlepoint-image://"  # how the written request bodies name an image instead of its bytes
 
 
@@ -149,6 +151,7 @@ class DryRunSummary:
     written: Path | None = None
     written_count: int = 0
     run_dir: Path | None = None  # the run's folder, where the estimate is kept (ESTIMATE)
+    image_limit: tuple[int, str] | None = None  # the most images a request may carry, and whose limit it is
     price: tuple[float, float] | None = None  # --price / --prices: per million prompt and completion tokens
 
     def cost(self) -> dict[str, Any] | None:
@@ -211,10 +214,19 @@ class DryRunSummary:
             "over_max_context": (
                 sum(1 for r in reqs if (r.prompt_tokens or r.text_tokens) > self.max_context) if self.max_context else None
             ),
+            **self._over_image_limit(),
             "request_file": str(self.written) if self.written else None,
             "request_file_bodies": self.written_count,
             **({"cost": self.cost()} if self.price is not None else {}),
         }
+
+    def _over_image_limit(self) -> dict[str, Any]:
+        """The image limit and the samples whose request carries more images (empty without one)."""
+        if self.image_limit is None:
+            return {}
+        limit, whose = self.image_limit
+        over = [r.sample for r in self.requests if r.images > limit]
+        return {"image_limit": {"images": limit, "of": whose, "over": len(over), "samples_over": over[:OVER_SHOWN]}}
 
     def lines(self) -> list[str]:
         """The printout, a line a count."""
@@ -243,6 +255,14 @@ class DryRunSummary:
         if self.max_context:
             kind = "prompts" if d["prompt_tokens"] is not None else "prompts' text alone"
             out.append(f"over --max-context {self.max_context}: {d['over_max_context']} ({kind})")
+        limit = d.get("image_limit")
+        if limit:
+            over = limit["over"]
+            named = ", ".join(limit["samples_over"]) + (", ..." if over > len(limit["samples_over"]) else "")
+            out.append(
+                f"image limit ({limit['of']}): {limit['images']} a request; "
+                + (f"{over} requests carry more: {named}" if over else "every request is within it")
+            )
         cost = d.get("cost")
         if cost:
             out.append(_cost_line(cost))
@@ -349,6 +369,7 @@ def dry_run(
         text_rule=text_rule,
         image_rule=rule.name if rule else None,
         max_context=max_context,
+        image_limit=bench.image_limit() if isinstance(bench, LimitsImages) else None,
     )
     facts: dict[tuple[str, int | None], ImageFacts] = {}
     bodies: list[dict[str, Any]] | None = [] if write is not None and write_count > 0 else None

@@ -57,7 +57,10 @@ def _generation(bench: Benchmark, overrides: dict[str, Any], neutral: bool = Fal
     if wrong:
         raise DataError(f"unknown generation setting(s) {', '.join(wrong)}; use {', '.join(sorted(known))}")
     defaults = dict(bench.generation_defaults)
-    generation = Generation(**{**defaults, **{k: v for k, v in overrides.items() if v is not None}})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if "extra" in defaults and "extra" in given:  # the benchmark's request keys, the user's over them
+        given["extra"] = {**defaults["extra"], **given["extra"]}
+    generation = Generation(**{**defaults, **given})
     return with_neutral_sampling(generation) if neutral else generation
 
 
@@ -204,6 +207,9 @@ def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSett
 
     load_prices(config.prices, config.price)  # a bad price is refused before a run folder exists
     ident, samples = _identify(config, bench, solver, samples, generation)
+    model_identity = getattr(model, "identity", None)  # an in-process model's settings (a detector's threshold)
+    if callable(model_identity):
+        ident["model_settings"] = model_identity()
     run_hash = hash_identity(ident)
     run_dir = resolve_run_dir(config, run_hash, solver.label(config.model))
     requested = samples[: config.limit] if config.limit else samples
@@ -451,7 +457,7 @@ def _run(
     )
     if config.report:
         answered = samples.subset(records)  # every finished record, not only this call's
-        result.exports.extend(  # the run's end copies a missing small JPEG rather than decode it
+        result.exports.extend(  # the run's end links an image file it has no thumbnail of rather than decode it
             write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics, store.header, True)
         )
     return result
@@ -625,16 +631,16 @@ def write_report(
     records: list[Record],
     metrics: dict[str, Any],
     header: RunHeader,
-    copy_missing: bool = False,
+    link_missing: bool = False,
 ) -> list[Path]:
     """The HTML report of a run (`<run>/report/index.html`) with its header (run.json, as the open
     RunStore holds it) and the benchmark's figures (`DrawsFigures`, drawn first: the page shows
-    them); `copy_missing`: see `report.html.write_run_report`."""
+    them); `link_missing`: see `report.html.write_run_report`."""
     from needlepoint.contract.base import DrawsFigures
     from needlepoint.report.html import write_run_report
 
     figures = bench.figures(run_dir, metrics) if isinstance(bench, DrawsFigures) else []
-    return [*figures, write_run_report(run_dir, bench, samples, records, metrics, header, copy_missing)]
+    return [*figures, write_run_report(run_dir, bench, samples, records, metrics, header, link_missing)]
 
 
 def read_predictions(bench: Benchmark, predictions: Path, data: Path | None) -> PredictionsRun:

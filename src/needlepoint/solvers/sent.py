@@ -3,6 +3,15 @@ and each image by its path (its key: relative to the benchmark's images folder, 
 names it), the sha256 of its stored bytes, and the size it was sent at (width, height, bytes of
 the JPEG the client sends: `images.encode_jpeg`, the one encoder). Never the bytes.
 
+An image sent by its file URL (--local-images) is named by its path, width, height, the file's
+size and its modification time (`images.file_facts`): the server reads the file, and the client
+reads only its header.
+
+A description is taken from what the request read of the image (`images.NOTED`: the client notes
+it as it reads the bytes, and a record waits for a document's images being read in a worker
+thread), so a sample reads each image once; only an image the request did not read (a big file
+its decoder read, a cached base64, a call answered from the call cache) is read here.
+
 Each image is described once per run (a bounded cache keyed by the image, its path, the size asked
 for and the re-encoding rule; `forget_described` empties it as a run starts), not once per request:
 within a run an image's file is taken to stay as it is, as the client's own cache of what it sends
@@ -17,7 +26,6 @@ of 30; docs/performance.md).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import threading
 from collections import OrderedDict
@@ -26,7 +34,7 @@ from typing import Any
 
 from needlepoint.core.conversation import Conversation, ImageRef
 from needlepoint.core.errors import DataError
-from needlepoint.core.images import ON_LOOP_IMAGES, encode_jpeg, jpeg_header, read_image
+from needlepoint.core.images import NOTED, ON_LOOP_IMAGES, encode_jpeg, facts_key, read_image, stored_facts
 
 __all__ = ["describe_image", "forget_described", "sent_messages"]
 
@@ -47,13 +55,22 @@ def _describers() -> ThreadPoolExecutor:
 
 
 def _cache_key(ref: ImageRef, reencode: bool) -> tuple[Any, ...]:
-    return (ref.key, ref.path, ref.max_side, reencode)
+    return facts_key(ref, reencode)
 
 
 def forget_described() -> None:
-    """Empty the cache of image descriptions (a run starts: its files are read afresh)."""
+    """Empty the cache of image descriptions, and the requests' notes (a run starts: its files are
+    read afresh)."""
     with _lock:
         _cache.clear()
+    NOTED.clear()
+
+
+def _keep(key: tuple[Any, ...], got: dict[str, Any]) -> None:
+    """Cache a description (caller holds `_lock`)."""
+    _cache[key] = got
+    while len(_cache) > _MAX_ITEMS:
+        _cache.popitem(last=False)
 
 
 def _cached(keys: list[tuple[Any, ...]]) -> list[dict[str, Any] | None]:
@@ -77,27 +94,29 @@ def describe_image(ref: ImageRef, reencode: bool = False) -> dict[str, Any]:
     if got is not None:
         return got
     data = read_image(ref)
-    sent = encode_jpeg(ref, reencode, data)
-    head = jpeg_header(sent)
-    if head is None:
-        from needlepoint.core.images import decode_rgb
-
-        width, height = decode_rgb(sent, ref.key).size
-    else:
-        width, height = head[0], head[1]
-    got = {
-        "type": "image",
-        "path": ref.key,
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "width": int(width),
-        "height": int(height),
-        "bytes": len(sent),
-    }
+    got = stored_facts(ref, data, encode_jpeg(ref, reencode, data))
     with _lock:
-        _cache[key] = got
-        while len(_cache) > _MAX_ITEMS:
-            _cache.popitem(last=False)
+        _keep(key, got)
     return got
+
+
+async def _noted(keys: list[tuple[Any, ...]], cached: list[dict[str, Any] | None]) -> None:
+    """Fill the gaps of `cached` from what the requests read (images.NOTED), waiting for a read
+    still under way in a worker thread; what was found is cached for the run."""
+    gaps = [k for k, got in enumerate(cached) if got is None]
+    if not gaps:
+        return
+    noted = NOTED.lookup([keys[k] for k in gaps])
+    loop = asyncio.get_running_loop()
+    reading = {id(f): f for f in noted if isinstance(f, asyncio.Future) and f.get_loop() is loop}
+    if reading:  # the request's own read of these images: its descriptions, not a second read
+        await asyncio.wait(list(reading.values()))  # never cancels the read; its errors are the request's
+        noted = NOTED.lookup([keys[k] for k in gaps])
+    with _lock:
+        for k, got in zip(gaps, noted):
+            if isinstance(got, dict):
+                cached[k] = got
+                _keep(keys[k], got)
 
 
 async def sent_messages(conversation: Conversation, reencode: bool = False) -> list[dict[str, Any]]:
@@ -106,7 +125,9 @@ async def sent_messages(conversation: Conversation, reencode: bool = False) -> l
     An image that cannot be read is described by its path and the reason."""
     loop = asyncio.get_running_loop()
     refs = [im for m in conversation.messages for im in m.images]
-    cached = _cached([_cache_key(r, reencode) for r in refs])
+    keys = [_cache_key(r, reencode) for r in refs]
+    cached = _cached(keys)
+    await _noted(keys, cached)
     missing = [r for r, got in zip(refs, cached) if got is None]
     if len(missing) > ON_LOOP_IMAGES:  # a document of many new images: described in one thread
         fresh = await loop.run_in_executor(_describers(), lambda: [_described(r, reencode) for r in missing])

@@ -1,8 +1,15 @@
 """The seeded percentile bootstrap: draws of unit positions (within strata), and intervals; share
-metrics a resampler declares (stats.shares) get the Wilson score interval instead."""
+metrics a resampler declares (stats.shares) get the Wilson score interval instead.
+
+Draws are made and scored a block of resamples at a time (`draws`, `block_rows`), never as one
+resamples x units matrix: the intervals hold a few MB at any run size (a 25,600-case run's matrix
+was 205 MB of int64 positions, with as much again of uniform numbers beside it when stratified).
+The blocks take the same numbers from the same seeded stream, so the intervals are those of the
+whole matrix. A run whose metrics are all shares (Ref-Adv-s) draws nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,9 +19,11 @@ from needlepoint.core.intervalsettings import DEFAULT_LEVEL, DEFAULT_RESAMPLES, 
 from needlepoint.stats.resampler import Resampler
 from needlepoint.stats.shares import SHARE_METHOD, share_counts_of, stratified_wilson
 
-__all__ = ["Interval", "Intervals", "bootstrap_interval", "draw", "resampled"]
+__all__ = ["Interval", "Intervals", "block_rows", "bootstrap_interval", "draw", "draws", "resampled"]
 
-_CHUNK_CELLS = 4_000_000  # positions per batch of resamples: bounds memory for large runs
+BLOCK_CELLS = 1 << 18  # positions drawn and scored at once: what the intervals hold grows with it, not with the run
+BLOCK_STEP = 32  # blocks are whole multiples of this many resamples, so that a resampler that varies
+# its work by a draw's row within a block (MC-Bench's tie orders, row modulo 8) treats row r alike
 
 
 @dataclass(frozen=True)
@@ -52,28 +61,59 @@ class Intervals(dict[str, "Interval | None"]):
         return out
 
 
-def draw(n: int, resamples: int, seed: int = 0, strata: list[str] | None = None) -> np.ndarray:
-    """Unit positions for `resamples` bootstrap draws, shape (resamples, n), from numpy's PCG64
-    seeded with `seed`. With `strata` each stratum's positions are drawn from that stratum only
-    (its size kept), so a drawn row holds the same number of units of each stratum as the run, and
-    column k always holds a unit of unit k's stratum (MM-NIAH's resampler refills unit k's place)."""
+def block_rows(n: int, resamples: int) -> int:
+    """How many resamples are drawn and scored at once for `n` units: about BLOCK_CELLS positions,
+    a multiple of BLOCK_STEP rows (at least BLOCK_STEP), so that a run's intervals cost a bounded
+    amount of memory at any size."""
+    rows = max(BLOCK_STEP, BLOCK_CELLS // max(1, n) // BLOCK_STEP * BLOCK_STEP)
+    return max(1, min(rows, resamples))
+
+
+def draws(n: int, resamples: int, seed: int = 0, strata: list[str] | None = None) -> Iterator[np.ndarray]:
+    """`draw`'s rows, a block of `block_rows` at a time (int64), the same numbers: each block
+    takes the next values of one PCG64 stream, as the whole matrix took them at once."""
     rng = np.random.default_rng(seed)
     if strata is not None and len(set(strata)) <= 1:
         strata = None
-    if strata is None:
-        return rng.integers(0, n, size=(resamples, n), dtype=np.int64) if n else np.zeros((resamples, 0), np.int64)
-    if len(strata) != n:
+    if strata is not None and len(strata) != n:
         raise ValueError(f"{len(strata)} strata for {n} units")
+    step = block_rows(n, resamples)
+    if strata is None:
+        for start in range(0, resamples, step):
+            rows = min(step, resamples - start)
+            yield rng.integers(0, n, size=(rows, n), dtype=np.int64) if n else np.zeros((rows, 0), np.int64)
+        return
     names, labels = np.unique(np.asarray(strata, dtype=str), return_inverse=True)
     # one draw per position, scaled into its stratum: stratum k's sorted positions are
     # order[start[k]:start[k] + size[k]]
     order = np.argsort(labels, kind="stable")
     size = np.bincount(labels, minlength=len(names))
-    start = np.cumsum(size) - size
-    u = rng.random((resamples, n))
-    pick = start[labels] + np.minimum((u * size[labels]).astype(np.int64), size[labels] - 1)
-    drawn: np.ndarray = order[pick]
-    return drawn
+    first = (np.cumsum(size) - size)[labels]
+    room = size[labels]
+    last = room - 1
+    for start in range(0, resamples, step):
+        rows = min(step, resamples - start)
+        pick = rng.random((rows, n))
+        pick *= room
+        picked = np.minimum(pick.astype(np.int64), last)
+        del pick
+        picked += first
+        yield order[picked]
+
+
+def draw(n: int, resamples: int, seed: int = 0, strata: list[str] | None = None) -> np.ndarray:
+    """Unit positions for `resamples` bootstrap draws, shape (resamples, n), from numpy's PCG64
+    seeded with `seed`, in the smallest unsigned integer type that holds n - 1 (a paired
+    comparison keeps them all). With `strata` each stratum's positions are drawn from that stratum
+    only (its size kept), so a drawn row holds the same number of units of each stratum as the run,
+    and column k always holds a unit of unit k's stratum (MM-NIAH's resampler refills unit k's
+    place). Drawn a block at a time (`draws`): the int64 matrix of all of them is never made."""
+    out = np.empty((resamples, n), dtype=np.min_scalar_type(max(n - 1, 0)))
+    start = 0
+    for block in draws(n, resamples, seed, strata):
+        out[start : start + len(block)] = block
+        start += len(block)
+    return out
 
 
 def bootstrap_interval(
@@ -107,7 +147,9 @@ def bootstrap_interval(
             if out[name] is None:
                 out.reasons[name] = reason
         return out
-    values = resampled(resampler, draw(n, resamples, seed, resampler.strata))
+    drawn = any(name not in shares and estimate is not None for name, estimate in whole.items())
+    # share metrics only (Ref-Adv-s): their score intervals need no draws, so none are made
+    values = _scored(resampler, draws(n, resamples, seed, resampler.strata)) if drawn else {}
     q = (1.0 - level) / 2.0
     for name, estimate in whole.items():
         v = values.get(name)
@@ -144,11 +186,16 @@ def _score_intervals(resampler: Resampler, whole: dict[str, float | None], level
 
 
 def resampled(resampler: Resampler, idx: np.ndarray) -> dict[str, np.ndarray]:
-    """metrics_batch over all rows of `idx` (draws x positions), a few rows at a time (the intervals' and
-    compare's paired draws)."""
-    rows = max(1, _CHUNK_CELLS // max(1, idx.shape[1]))
+    """metrics_batch over all rows of `idx` (draws x positions), a block of rows at a time (the
+    intervals' and compare's paired draws)."""
+    step = block_rows(idx.shape[1], len(idx))
+    return _scored(resampler, (idx[start : start + step] for start in range(0, len(idx), step)))
+
+
+def _scored(resampler: Resampler, blocks: Iterable[np.ndarray]) -> dict[str, np.ndarray]:
+    """metrics_batch of each block of draws, the blocks' values joined per metric (float64)."""
     parts: dict[str, list[np.ndarray]] = {}
-    for start in range(0, len(idx), rows):
-        for name, v in resampler.metrics_batch(idx[start : start + rows]).items():
+    for block in blocks:
+        for name, v in resampler.metrics_batch(block).items():
             parts.setdefault(name, []).append(np.asarray(v, dtype=np.float64))
     return {name: np.concatenate(v) for name, v in parts.items()}

@@ -9,7 +9,7 @@ This module is the declaration only, cheap to import.
 from __future__ import annotations
 
 from needlepoint.contract.declaration import Builder, Declaration, PublishedTable
-from needlepoint.core.options import ABS_FRAME, ANSWER_FORMAT, BOX_FORMAT, MAX_IMAGE_SIDE, Option
+from needlepoint.core.options import ABS_FRAME, ANSWER_FORMAT, BOX_FORMAT, MAX_IMAGE_SIDE, MODEL_FAMILY, Option
 
 __all__ = ["BENCHMARK"]
 
@@ -19,6 +19,7 @@ BENCHMARK = Declaration(
     benchmark="needlepoint.benchmarks.mc_bench.benchmark:McBench",
     primary_metric="official/ap50",  # the paper's headline: AP50 by the authors' evaluator
     options=(
+        MODEL_FAMILY,
         BOX_FORMAT,
         ANSWER_FORMAT,
         Option("--input-mode", "sequence or merged"),
@@ -38,6 +39,8 @@ BENCHMARK = Declaration(
     demo="needlepoint.benchmarks.mc_bench.demo:build",
     demo_runs=("needlepoint.benchmarks.mc_bench.agentic_demo:agentic_config",),
     leaderboard="needlepoint.benchmarks.mc_bench.board:boards",
+    human="image_pair",
+    human_options={"box_format": "abs_xyxy"},
     published=(
         PublishedTable(
             "published_data/mc-bench_table2.csv",
@@ -53,6 +56,9 @@ BENCHMARK = Declaration(
                 "ap50_rea": "AP50^rea",
                 "ap50": "AP50",
             },
+            "The foundation-model rows (G-DINO-B, APE (D), ONE-PEACE): threshold unknown. The paper does not state the "
+            "score threshold its detectors' results were cut at, which sets their Acc; a --model-family grounding-dino run "
+            "states its own.",
         ),
     ),
     builders=(

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from needlepoint.benchmarks.mc_bench.benchmark import COORDINATES, REPAIR_TEXT, SEQUENCE_PROMPT, McSample
+from needlepoint.benchmarks.mc_bench.benchmark import REPAIR_TEXT, SEQUENCE_PROMPT, McSample
 
 # The end-to-end parser's readers of image keys ("image_1", "Image 1", "img1") and group numbers
 # ("2", 2.0, "group 2"): one reading of both for the two prompts.
@@ -26,7 +26,7 @@ from needlepoint.benchmarks.mc_bench.parse import OutOfRange, group_number, imag
 from needlepoint.contract.base import Parsed
 from needlepoint.contract.boxes import parse_boxes
 from needlepoint.core.conversation import Conversation, ImageRef, Message
-from needlepoint.core.geometry import BoxFormat
+from needlepoint.core.geometry import BoxFormat, coordinate_words
 from needlepoint.core.jsonfind import find_json
 
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ def _item(v: Any, image: int | None) -> list[Target]:
 def localizer_prompt(phrase: str, image: ImageRef, box_format: BoxFormat) -> Conversation:
     """A served grounding model's request: that phrase's image alone, and the box of the single
     object the phrase describes, in the localizer's own box convention."""
-    coordinates = COORDINATES[box_format].format(of="the image")
+    coordinates = coordinate_words(box_format, "the image")
     text = LOCALIZER_PROMPT.replace("{coordinates}", coordinates).replace("{phrase}", phrase)
     return Conversation([Message("user", [image, "\n" + text])])
 

@@ -30,10 +30,19 @@ from needlepoint.contract.base import (
 )
 from needlepoint.contract.boxoptions import BoxOptions
 from needlepoint.contract.predictions import PredictionsRun
-from needlepoint.core.conversation import Conversation, ImageRef, Message, Part
+from needlepoint.core.conversation import Conversation, ImageRef, Part
 from needlepoint.core.files import json_text, write_atomic
-from needlepoint.core.geometry import iou_matrix, xywh_to_xyxy, xyxy_to_xywh
+from needlepoint.core.geometry import (
+    BoxFormat,
+    box_shape,
+    coordinate_range,
+    coordinate_words,
+    iou_matrix,
+    xywh_to_xyxy,
+    xyxy_to_xywh,
+)
 from needlepoint.core.records import Record, scores
+from needlepoint.families import Syntax
 from needlepoint.stats.resampler import Resampler
 
 RELEASE_FILE = "mc-bench_v0.2_val.json"
@@ -41,11 +50,6 @@ IMAGES_DIR = "mc-bench_images"
 RESULTS_FILE = "results_coco.json"
 BAND = 20
 
-COORDINATES = {
-    "abs_xyxy": "in pixels of {of} (x to the right, y down, origin at the top-left corner)",
-    "norm_1000_xyxy": "with each coordinate normalised to 0-1000 over the width and height of {of}",
-    "norm_1_xyxy": "with each coordinate normalised to 0-1 over the width and height of {of}",
-}
 SEQUENCE_PROMPT = """Description: "{text}"
 Find every object in Image 1 and Image 2 that the description refers to. It may refer to objects in one image, in both, or in neither. When it asks for several kinds of object (for example pairs of the same colour), number the kinds as groups 1, 2, 3, ...; otherwise put every box in group 1.
 Give each box as [x1, y1, x2, y2] {coordinates}.
@@ -61,23 +65,44 @@ REPAIR_TEXT = (
     "Your previous answer did not contain a valid JSON answer. Reply with ONLY one JSON code block in the schema "
     "asked for, with an empty list for an image with no match, and no other text."
 )
-# --answer-format grounding-tokens: Qwen2-VL's native syntax (contract/grounding.py), 0-1000.
+# A family's token syntax (contract/grounding.py), asked for in MC-Bench's words: {box} is one box
+# in the syntax, {labelled} one box with the label of group 1, {coordinates_image} / {coordinates_picture} what the
+# numbers are (filled in by `_grounding_template`).
 GROUNDING_SEQUENCE_PROMPT = """Description: "{text}"
 Find every object in Image 1 and Image 2 that the description refers to. It may refer to objects in one image, in both, or in neither. When it asks for several kinds of object (for example pairs of the same colour), number the kinds as groups 1, 2, 3, ...; otherwise put every box in group 1.
-Answer with one line per image: each group's label, then its boxes as <|box_start|>(x1,y1),(x2,y2)<|box_end|> with each coordinate normalised to 0-1000 over the width and height of its own image, and none for an image with no match:
-Image 1: <|object_ref_start|>group 1<|object_ref_end|><|box_start|>(x1,y1),(x2,y2)<|box_end|>
+Answer with one line per image: each group's label, then its boxes as {box} {coordinates_image}, and none for an image with no match:
+Image 1: {labelled}
 Image 2: none"""
 GROUNDING_MERGED_PROMPT = """The picture shows two images side by side with a white band between them: Image 1 on the left, Image 2 on the right.
 Description: "{text}"
 Find every object in the two images that the description refers to. It may refer to objects in one image, in both, or in neither. When it asks for several kinds of object (for example pairs of the same colour), number the kinds as groups 1, 2, 3, ...; otherwise put every box in group 1.
-Answer with each group's label, then its boxes as <|box_start|>(x1,y1),(x2,y2)<|box_end|> with each coordinate normalised to 0-1000 over the width and height of the whole picture, or none when nothing matches:
-<|object_ref_start|>group 1<|object_ref_end|><|box_start|>(x1,y1),(x2,y2)<|box_end|>"""
+Answer with each group's label, then its boxes as {box} {coordinates_picture}, or none when nothing matches:
+{labelled}"""
 GROUNDING_REPAIR_TEXT = (
     "Your previous answer did not give the boxes in the asked-for form. Reply with ONLY one line per image, "
-    "each group's label and then its boxes as <|box_start|>(x1,y1),(x2,y2)<|box_end|> with coordinates 0-1000, "
+    "each group's label and then its boxes as {box} with coordinates {range}, "
     "and none for an image with no match, for example:\n"
-    "Image 1: <|object_ref_start|>group 1<|object_ref_end|><|box_start|>(x1,y1),(x2,y2)<|box_end|>\nImage 2: none"
+    "Image 1: {labelled}\nImage 2: none"
 )
+# A family's own prompt (merged picture): the repair asks for its syntax only.
+FAMILY_REPAIR_TEXT = (
+    "Your previous answer did not give the boxes in the asked-for form. Reply with ONLY the boxes, each as {box} "
+    "with coordinates {range}, or none when nothing matches."
+)
+
+
+def _grounding_template(template: str, syntax: Syntax, box_format: BoxFormat) -> str:
+    """A grounding template in `syntax`, its numbers described for `box_format`; the description's
+    `{text}` stays to be filled per sample."""
+    return (
+        template.replace("{box}", syntax.example)
+        .replace("{labelled}", syntax.labelled_example("group 1"))
+        .replace("{range}", coordinate_range(box_format))
+        .replace("{coordinates_image}", coordinate_words(box_format, "its own image"))
+        .replace("{coordinates_picture}", coordinate_words(box_format, "the whole picture"))
+    )
+
+
 # --prompt-wording finetuned-baseline: the instruction MC-Bench's finetuned baseline (Qwen2-VL-7B +
 # LoRA) was prompted with (the paper's appendix): no format is stated; the model learnt it.
 FINETUNED_PROMPT = "Output the bounding boxes of {text}"
@@ -155,7 +180,7 @@ class McBench(BaseBenchmark):
     def __init__(
         self,
         box_format: str | None = None,
-        input_mode: str = "sequence",
+        input_mode: str | None = None,
         prompt_file: str | Path | None = None,
         styles: str | Sequence[str] | None = None,
         max_image_side: int | None = None,
@@ -165,17 +190,25 @@ class McBench(BaseBenchmark):
         abs_frame_max_pixels: int | None = None,
         answer_format: str | None = None,
         prompt_wording: str | None = None,
+        model_family: str | None = None,
     ) -> None:
         self.boxes = BoxOptions.from_flags(
-            box_format, answer_format, abs_frame, abs_frame_factor, abs_frame_min_pixels, abs_frame_max_pixels, max_image_side
+            box_format,
+            answer_format,
+            abs_frame,
+            abs_frame_factor,
+            abs_frame_min_pixels,
+            abs_frame_max_pixels,
+            max_image_side,
+            model_family,
         )
+        self.generation_defaults = self.boxes.generation_defaults(type(self).generation_defaults)
+        fam = self.boxes.family
+        input_mode = input_mode or (fam.input_mode if fam else "sequence")
         if input_mode not in ("sequence", "merged"):
             raise DataError(f"--input-mode must be sequence or merged, not {input_mode!r}")
         self.input_mode = input_mode
-        if self.boxes.grounding:
-            self.template = GROUNDING_MERGED_PROMPT if input_mode == "merged" else GROUNDING_SEQUENCE_PROMPT
-        else:
-            self.template = MERGED_PROMPT if input_mode == "merged" else SEQUENCE_PROMPT
+        self.template = self._default_template()
         self.prompt_wording = prompt_wording or "needlepoint"
         if self.prompt_wording not in PROMPT_WORDINGS:
             raise DataError(f"--prompt-wording {prompt_wording!r} is unknown; use needlepoint or finetuned-baseline")
@@ -191,6 +224,30 @@ class McBench(BaseBenchmark):
             if "{text}" not in self.template:
                 raise DataError(f"--prompt-file {prompt_file} has no {{text}} placeholder for the description")
         self.styles = _split_styles(styles)
+
+    @property
+    def own_prompt(self) -> bool:
+        """Whether the family's own grounding prompt is asked (a family that has one, on the merged
+        picture as MC-Bench's authors ran such models, or a detector on each image)."""
+        fam = self.boxes.family
+        return bool(fam and fam.prompt and (self.input_mode == "merged" or fam.detector))
+
+    def _default_template(self) -> str:
+        """The prompt template of the run's family, input mode and answer syntax."""
+        fam, syntax, box_format = self.boxes.family, self.boxes.syntax, self.boxes.box_format
+        if fam is not None and fam.prompt and self.own_prompt:
+            return fam.prompt.replace("{ref}", "{text}")
+        if syntax is None:
+            template = MERGED_PROMPT if self.input_mode == "merged" else SEQUENCE_PROMPT
+            return template.replace("[x1, y1, x2, y2]", box_shape(box_format))
+        if box_format is None:  # refused when the data is loaded
+            return ""
+        base = GROUNDING_MERGED_PROMPT if self.input_mode == "merged" else GROUNDING_SEQUENCE_PROMPT
+        return _grounding_template(base, syntax, box_format)
+
+    def image_limit(self) -> tuple[int, str] | None:
+        """The model family's most images a request (the dry run checks it)."""
+        return self.boxes.image_limit()
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -247,11 +304,13 @@ class McBench(BaseBenchmark):
 
     def _instruction(self, sample: McSample) -> str:
         of = "the whole picture" if self.input_mode == "merged" else "its own image"
-        coords = COORDINATES[self.boxes.require(self.name)].format(of=of)
+        coords = coordinate_words(self.boxes.require(self.name), of)
         return self.template.replace("{text}", sample.text).replace("{coordinates}", coords)
 
     def prompt(self, sample: McSample) -> Conversation:
         text = self._instruction(sample)
+        fam = self.boxes.family
+        text_first = bool(fam and fam.text_first and self.own_prompt)
         if self.input_mode == "merged":
             left, right = sample.images
             canvas = ImageRef(
@@ -259,15 +318,20 @@ class McBench(BaseBenchmark):
                 loader=functools.partial(_merged_loader, left, right, BAND),
                 max_side=self.boxes.max_image_side,
             )
-            parts: list[Part] = [canvas, "\n" + text]
+            parts: list[Part] = [text, canvas] if text_first else [canvas, "\n" + text]
+        elif self.own_prompt:  # a detector: each image with the description
+            parts = [sample.images[0], sample.images[1], text]
         else:
             parts = ["Image 1:", sample.images[0], "\nImage 2:", sample.images[1], "\n" + text]
-        return Conversation([Message("user", parts)])
+        return self.boxes.conversation(parts)
 
     def parse(self, sample: McSample, text: str) -> Parsed:
-        if self.boxes.grounding:
-            return parse_grounding_answer(text, sample.geometry, self.input_mode == "merged")
-        return parse_answer(text, sample.geometry, self.boxes.require(self.name), self.input_mode == "merged")
+        box_format = self.boxes.require(self.name)
+        merged = self.input_mode == "merged"
+        syntax = self.boxes.syntax
+        if syntax is not None:
+            return parse_grounding_answer(text, sample.geometry, merged, syntax, box_format)
+        return parse_answer(text, sample.geometry, box_format, merged, family=self.boxes.family is not None)
 
     def answer_schema(self) -> dict[str, Any] | None:
         """The JSON schema of the answer (`--structured-output`): the input mode's prompt's shape;
@@ -280,7 +344,10 @@ class McBench(BaseBenchmark):
         return boxes_object(item) if self.input_mode == "merged" else image_lists(item)
 
     def followup(self, sample: McSample, parsed: Parsed, finish_reason: str | None) -> str | None:
-        return GROUNDING_REPAIR_TEXT if self.boxes.grounding else REPAIR_TEXT
+        syntax, box_format = self.boxes.syntax, self.boxes.box_format
+        if syntax is None or box_format is None:
+            return REPAIR_TEXT
+        return _grounding_template(FAMILY_REPAIR_TEXT if self.own_prompt else GROUNDING_REPAIR_TEXT, syntax, box_format)
 
     def judge(self, sample: McSample, parsed: Parsed) -> dict[str, Any]:
         boxes = parsed.answer or []

@@ -48,7 +48,7 @@ def boards(runs: Sequence[Run]) -> list[Board]:
         m = run.metrics
         official, corrected = obj(m.get("official")), obj(m.get("corrected"))
         corrected_styles = corrected.get("by_style") or at(m, "analyses", "by_style")
-        setting = answer_label(str(run.option("input_mode") or ""), run)
+        setting = answer_label(str(run.option("input_mode") or ""), run, groups=True)
         for protocol, block, styles, at_style in (
             ("official", official, official.get("by_style"), "official/by_style"),
             ("corrected", corrected, corrected_styles, "analyses/by_style"),

@@ -5,8 +5,8 @@ Accepted shapes (docs/protocols/mc-bench.md, "Reading the answer"): `{"image_1":
 `{"image": 1|2, "group": g, "bbox_2d"|"bbox": [...]}`; items that are bare boxes or lack a group
 (group 1). In `merged` mode boxes are in canvas coordinates and belong to the image that holds
 their centre, whatever key they came under.
-`--answer-format grounding-tokens` reads Qwen2-VL's grounding tokens instead
-(`parse_grounding_answer`, the syntax in contract/grounding.py) into the same answer.
+A family's token syntax (`--answer-format grounding-tokens`, `internvl`, ...) is read instead by
+`parse_grounding_answer` (contract/grounding.py) into the same answer.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from needlepoint.contract.base import Parsed
-from needlepoint.contract.grounding import BOX_FORMAT as GROUNDING_FORMAT
-from needlepoint.contract.grounding import MalformedBox, find_boxes
+from needlepoint.contract.grounding import read_reply, wrong_syntax
 from needlepoint.core import status
 from needlepoint.core.geometry import AbsFrame, BoxFormat, model_frame, to_absolute
 from needlepoint.core.jsonfind import find_json
 from needlepoint.core.numeric import is_finite, whole_number
+from needlepoint.families import Syntax
 
-BOX_KEYS = ("bbox_2d", "bbox", "box", "bbox_xyxy", "coordinates")
+BOX_KEYS = ("bbox_2d", "bbox", "box", "bbox_xyxy", "coordinates", "box_2d")
 LIST_KEYS = ("boxes", "bboxes", "objects", "instances", "results", "predictions", "answer")
 
 
@@ -163,12 +163,15 @@ def _collect(value: Any) -> list[Item] | None:
     return None
 
 
-def parse_answer(text: str, geometry: PairGeometry, box_format: BoxFormat, merged: bool) -> Parsed:
+def parse_answer(text: str, geometry: PairGeometry, box_format: BoxFormat, merged: bool, family: bool = False) -> Parsed:
     """A reply into `[{"image": 0|1, "group": g, "bbox": [x1, y1, x2, y2], "score": s}]` in each
     image's absolute pixels, or a parse error (`empty_response`, `no_json_found`, `bad_schema`,
-    `image_not_given`)."""
+    `image_not_given`; in a `family`'s run, `wrong_syntax` for a box in a family's tokens)."""
     if not text or not text.strip():
         return Parsed(error=status.EMPTY_RESPONSE)
+    wrong = wrong_syntax(text, "json") if family else None
+    if wrong:
+        return Parsed(error=wrong)
     try:
         value = find_json(text)
     except LookupError:
@@ -179,18 +182,15 @@ def parse_answer(text: str, geometry: PairGeometry, box_format: BoxFormat, merge
     return _place(items, geometry, box_format, merged)
 
 
-def parse_grounding_answer(text: str, geometry: PairGeometry, merged: bool) -> Parsed:
-    """A reply in Qwen2-VL's grounding tokens (contract/grounding.py: `Image N:` lines, `group N`
-    labels, 0-1000 boxes) into the same answer as `parse_answer`, so that the same boxes score
-    the same in either syntax; or `empty_response`, `no_grounding_found`, `bad_grounding`,
-    `image_not_given`. Boxes on a line of an image the pair lacks (`Image 3:`) are dropped, as
-    JSON's `image_3` key is."""
-    if not text or not text.strip():
-        return Parsed(error=status.EMPTY_RESPONSE)
-    try:
-        found = find_boxes(text)
-    except MalformedBox:
-        return Parsed(error=status.BAD_GROUNDING)
+def parse_grounding_answer(text: str, geometry: PairGeometry, merged: bool, syntax: Syntax, box_format: BoxFormat) -> Parsed:
+    """A reply in a family's token syntax (contract/grounding.py: `Image N:` lines, `group N`
+    labels, boxes in `box_format`) into the same answer as `parse_answer`, so that the same boxes
+    score the same in either syntax; or `empty_response`, `wrong_syntax`, `no_grounding_found`,
+    `bad_grounding`, `image_not_given`. Boxes on a line of an image the pair lacks (`Image 3:`) are
+    dropped, as JSON's `image_3` key is; a box without a group is group 1."""
+    found = read_reply(text, syntax)
+    if isinstance(found, str):
+        return Parsed(error=found)
     if not found.boxes and not found.says_none:
         return Parsed(error=status.NO_GROUNDING_FOUND)
     items: list[Item] = []
@@ -201,7 +201,7 @@ def parse_grounding_answer(text: str, geometry: PairGeometry, merged: bool) -> P
             continue
         group = b.group if b.group is not None and b.group >= 1 else 1
         items.append((None if b.image is None else b.image - 1, group, list(b.box), 1.0))
-    return _place(items, geometry, GROUNDING_FORMAT, merged)
+    return _place(items, geometry, box_format, merged)
 
 
 def _place(items: list[Item], geometry: PairGeometry, box_format: BoxFormat, merged: bool) -> Parsed:

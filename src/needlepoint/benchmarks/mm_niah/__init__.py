@@ -27,6 +27,11 @@ BENCHMARK = Declaration(
         Option("--tasks", "comma-separated tasks, e.g. retrieval-text,counting-image"),
         Option("--split", "val or test"),
         MAX_IMAGE_SIDE,
+        Option(
+            "--model-family",
+            "the model family whose image limits apply: the images a request and the largest side its API accepts "
+            "(needlepoint families lists them; MM-NIAH's prompts and decoding stay the authors')",
+        ),
     ),
     score_options=(Option("--split", "the split to score when a folder holds several: val or test"),),
     solvers={"rag": "needlepoint.benchmarks.mm_niah.rag_solver:RagSolver"},  # the authors' RAG baseline
@@ -34,6 +39,7 @@ BENCHMARK = Declaration(
     demo_runs=("needlepoint.benchmarks.mm_niah.rag_demo:rag_config",),
     prompt_label="question",
     leaderboard="needlepoint.benchmarks.mm_niah.board:boards",
+    human="document",
     published=(
         PublishedTable("published_data/mm-niah_paper.csv", "MM-NIAH paper, Tables 2 and 6-11 (test split)", _COLUMNS),
         PublishedTable(

@@ -29,6 +29,7 @@ from needlepoint.contract.predictions import PredictionsRun
 from needlepoint.core import status
 from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message, Part
 from needlepoint.core.records import Record, scores
+from needlepoint.families import family
 from needlepoint.stats.resampler import Resampler
 
 
@@ -81,16 +82,34 @@ class MmNiah(BaseBenchmark):
     generation_defaults: dict[str, Any] = {"temperature": 0.0, "top_p": None, "max_tokens": None, "seed": None}
 
     def __init__(
-        self, split: str | None = None, tasks: str | Sequence[str] | None = None, max_image_side: int | None = None
+        self,
+        split: str | None = None,
+        tasks: str | Sequence[str] | None = None,
+        max_image_side: int | None = None,
+        model_family: str | None = None,
     ) -> None:
         self.split = split
         if isinstance(tasks, str):
             tasks = [t.strip() for t in tasks.split(",") if t.strip()]
         self.tasks = list(tasks) if tasks else list(TASKS)
-        self.max_image_side = max_image_side
+        # A family's limits only (the images a request, the side its API accepts): MM-NIAH's answers
+        # are the authors' options and numbers, not boxes, so its prompts and decoding stay theirs.
+        self.family = family(model_family) if model_family else None
+        self.max_image_side = max_image_side or (self.family.max_side if self.family else None)
 
     def identity(self) -> dict[str, Any]:
-        return {"split": self.split, "tasks": sorted(self.tasks), "max_image_side": self.max_image_side}
+        return {
+            "split": self.split,
+            "tasks": sorted(self.tasks),
+            "max_image_side": self.max_image_side,
+            **({"model_family": self.family.name} if self.family else {}),
+        }
+
+    def image_limit(self) -> tuple[int, str] | None:
+        """The model family's most images a request (the dry run names the documents over it)."""
+        if self.family is None or self.family.max_images is None:
+            return None
+        return self.family.max_images, f"--model-family {self.family.name}"
 
     def load(self, data: Path) -> Dataset[NiahSample]:
         if not data.exists():

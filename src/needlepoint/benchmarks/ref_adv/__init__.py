@@ -14,7 +14,7 @@ import importlib
 from typing import Any
 
 from needlepoint.contract.declaration import Declaration, PublishedTable
-from needlepoint.core.options import ABS_FRAME, ANSWER_FORMAT, BOX_FORMAT, MAX_IMAGE_SIDE, Option
+from needlepoint.core.options import ABS_FRAME, ANSWER_FORMAT, BOX_FORMAT, MAX_IMAGE_SIDE, MODEL_FAMILY, Option
 
 __all__ = ["BENCHMARK"]
 
@@ -24,6 +24,7 @@ BENCHMARK = Declaration(
     benchmark="needlepoint.benchmarks.ref_adv.benchmark:RefAdv",
     primary_metric="acc@0.5",
     options=(
+        MODEL_FAMILY,
         BOX_FORMAT,
         ANSWER_FORMAT,
         Option("--prompt-mode", 'direct, cot, or finetuned-baseline ("Output the bounding boxes of <expression>")'),
@@ -36,6 +37,8 @@ BENCHMARK = Declaration(
     prompt_label="expression",
     sort_label="IoU",
     leaderboard="needlepoint.benchmarks.ref_adv.board:boards",
+    human="one_box",
+    human_options={"box_format": "abs_xyxy"},
     published=(
         PublishedTable(
             "published_data/ref-adv-s_results.csv",

@@ -14,7 +14,7 @@ from typing import Any
 
 from needlepoint.benchmarks.ref_adv.data import REQUIRED, RefAdvSample, distractor_count, load_jsonl, load_parquet, load_samples
 from needlepoint.benchmarks.ref_adv.export import AUTHORS_FIELDS, write_predictions
-from needlepoint.benchmarks.ref_adv.parse import GROUNDING_PROMPTS, GROUNDING_REPAIR_TEXT, PROMPTS, REPAIR_TEXT, parse_reply
+from needlepoint.benchmarks.ref_adv.parse import PROMPTS, REPAIR_TEXT, parse_reply, prompt_text, repair_text
 from needlepoint.benchmarks.ref_adv.scoring import (
     BINS,
     THRESHOLDS,
@@ -39,7 +39,7 @@ from needlepoint.contract.boxes import parse_boxes
 from needlepoint.contract.boxoptions import BoxOptions
 from needlepoint.contract.predictions import PredictionsRun
 from needlepoint.core import status
-from needlepoint.core.conversation import Conversation, Message
+from needlepoint.core.conversation import Conversation
 from needlepoint.core.geometry import iou
 from needlepoint.core.records import Record, scores
 from needlepoint.stats.resampler import Resampler
@@ -66,6 +66,7 @@ class RefAdv(BaseBenchmark):
     """The Ref-Adv-s benchmark."""
 
     name = "ref_adv_s"
+    scores_first_box = True
 
     def __init__(
         self,
@@ -79,15 +80,28 @@ class RefAdv(BaseBenchmark):
         abs_frame_min_pixels: int | None = None,
         abs_frame_max_pixels: int | None = None,
         answer_format: str | None = None,
+        model_family: str | None = None,
     ) -> None:
         self.boxes = BoxOptions.from_flags(
-            box_format, answer_format, abs_frame, abs_frame_factor, abs_frame_min_pixels, abs_frame_max_pixels, max_image_side
+            box_format,
+            answer_format,
+            abs_frame,
+            abs_frame_factor,
+            abs_frame_min_pixels,
+            abs_frame_max_pixels,
+            max_image_side,
+            model_family,
         )
+        self.generation_defaults = self.boxes.generation_defaults(type(self).generation_defaults)
         if prompt_mode not in PROMPTS:
             raise DataError(f"--prompt-mode must be one of {', '.join(PROMPTS)}, not {prompt_mode!r}")
         self.prompt_mode = prompt_mode
         self.repair_on_length_only = repair_on_length_only
         self.images_dir = Path(images).expanduser() if images else None
+
+    def image_limit(self) -> tuple[int, str] | None:
+        """The model family's most images a request (the dry run checks it)."""
+        return self.boxes.image_limit()
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -105,23 +119,23 @@ class RefAdv(BaseBenchmark):
         return Dataset(samples)
 
     def prompt(self, sample: RefAdvSample) -> Conversation:
-        text = (GROUNDING_PROMPTS if self.boxes.grounding else PROMPTS)[self.prompt_mode].format(ref_sentence=sample.caption)
-        return Conversation([Message("user", [text, sample.image])])
+        text, text_first = prompt_text(sample, self.prompt_mode, self.boxes)
+        return self.boxes.conversation([text, sample.image] if text_first else [sample.image, text])
 
     def parse(self, sample: RefAdvSample, text: str) -> Parsed:
-        return parse_reply(sample, text, self.boxes, self.boxes.require(self.name))
+        return parse_reply(sample, text, self.boxes)
 
     def answer_schema(self) -> dict[str, Any] | None:
         """The JSON schema of the answer (`--structured-output`): the boxes of the repair turn's shape,
         in the run's box format; None for grounding answers (special tokens, not JSON)."""
         from needlepoint.contract.boxschema import ref_adv_schema
 
-        return None if self.boxes.grounding else ref_adv_schema(self.boxes.box_format)
+        return None if self.boxes.syntax is not None else ref_adv_schema(self.boxes.box_format)
 
     def followup(self, sample: RefAdvSample, parsed: Parsed, finish_reason: str | None) -> str | None:
         if self.repair_on_length_only and finish_reason != "length":
             return None
-        return GROUNDING_REPAIR_TEXT if self.boxes.grounding else REPAIR_TEXT
+        return repair_text(self.boxes)
 
     def judge(self, sample: RefAdvSample, parsed: Parsed) -> dict[str, Any]:
         value = iou(parsed.answer[0], sample.gt) if parsed.answer else 0.0

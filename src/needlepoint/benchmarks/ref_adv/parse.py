@@ -1,16 +1,16 @@
 """Ref-Adv-s prompts and replies: the authors' two prompts, their repair turn, and the reply's
 boxes parsed as the authors' runner does (first box scored), in the image's own pixels. With
-`--answer-format grounding-tokens`, the same prompts asking for Qwen2-VL's grounding tokens
-(contract/grounding.py), a repair turn in that syntax, and its reader."""
+`--model-family`, the family's own grounding prompt (direct mode); with a token syntax
+(`--answer-format grounding-tokens`, a family's), the authors' prompts asking for that syntax, a
+repair turn in it, and its reader (contract/grounding.py)."""
 
 from __future__ import annotations
 
 from needlepoint.benchmarks.ref_adv.data import RefAdvSample
 from needlepoint.contract.base import Parsed
-from needlepoint.contract.boxes import parse_boxes
 from needlepoint.contract.boxoptions import BoxOptions
-from needlepoint.contract.grounding import parse_grounded_boxes
-from needlepoint.core.geometry import BoxFormat, model_frame
+from needlepoint.core.geometry import BoxFormat, box_shape, coordinate_range, coordinate_words
+from needlepoint.families import Syntax
 
 PROMPTS = {
     "direct": '<image>\nLocate every object that matches the description "{ref_sentence}" in the image. '
@@ -29,27 +29,53 @@ REPAIR_TEXT = (
 # --prompt-mode finetuned-baseline: MC-Bench's finetuned-baseline wording (no format stated).
 FINETUNED_PROMPT = "<image>\nOutput the bounding boxes of {ref_sentence}"
 PROMPTS["finetuned-baseline"] = FINETUNED_PROMPT
-_GROUNDING_FORMAT = (
-    "Report each box as <|box_start|>(x1,y1),(x2,y2)<|box_end|> with each coordinate normalised to 0-1000 over "
-    "the width and height of the image."
-)
-GROUNDING_PROMPTS = {
-    "direct": '<image>\nLocate every object that matches the description "{ref_sentence}" in the image. ' + _GROUNDING_FORMAT,
+# A family's token syntax (contract/grounding.py), asked for in the authors' wording: "{format}" is
+# `grounding_format` of the run's syntax and box format.
+_GROUNDING_PROMPTS = {
+    "direct": '<image>\nLocate every object that matches the description "{ref_sentence}" in the image. {format}',
     "cot": '<image>\nLocate every object that matches the description "{ref_sentence}" in the image.\n'
-    "Think first, then answer.\nFinally " + _GROUNDING_FORMAT[0].lower() + _GROUNDING_FORMAT[1:],
+    "Think first, then answer.\nFinally {format_lower}",
     "finetuned-baseline": FINETUNED_PROMPT,
 }
-GROUNDING_REPAIR_TEXT = (
-    "Your previous answer did not end with a valid box.\nNow output ONLY the boxes, each as "
-    "<|box_start|>(x1,y1),(x2,y2)<|box_end|> with coordinates 0-1000.\nDo not output any extra text."
+_GROUNDING_REPAIR = (
+    "Your previous answer did not end with a valid box.\nNow output ONLY the boxes, each as {example} with "
+    "coordinates {range}.\nDo not output any extra text."
 )
 
 
-def parse_reply(sample: RefAdvSample, text: str, boxes: BoxOptions, box_format: BoxFormat) -> Parsed:
-    """The reply's boxes in the sample's pixels, allowing for the size and frame the image was sent
-    at (`boxes`); read as Qwen2-VL's grounding tokens (0-1000) under `--answer-format
-    grounding-tokens`, else as JSON boxes in `box_format` (the run's, stated: `boxes.require`)."""
-    seen = model_frame(sample.width, sample.height, boxes.max_image_side, boxes.frame)
-    if boxes.grounding:
-        return parse_grounded_boxes(text, sample.width, sample.height, seen)
-    return parse_boxes(text, box_format, sample.width, sample.height, seen)
+def grounding_format(syntax: Syntax, box_format: BoxFormat) -> str:
+    """The sentence that asks for boxes in `syntax`: "Report each box as <|box_start|>(x1,y1),(x2,y2)
+    <|box_end|> with each coordinate normalised to 0-1000 over the width and height of the image." """
+    return f"Report each box as {syntax.example} {coordinate_words(box_format, 'the image')}."
+
+
+def prompt_text(sample: RefAdvSample, prompt_mode: str, boxes: BoxOptions) -> tuple[str, bool]:
+    """The prompt's text and whether it goes before the image: the family's own prompt for the
+    direct mode when it has one (docs/model-families.md), else the authors' prompt of the mode,
+    asking for the run's token syntax when it is not JSON."""
+    fam = boxes.family
+    if fam is not None and fam.prompt and prompt_mode == "direct":
+        return fam.prompt.format(ref=sample.caption), fam.text_first
+    syntax = boxes.syntax
+    if syntax is None or prompt_mode == "finetuned-baseline":
+        return PROMPTS[prompt_mode].format(ref_sentence=sample.caption), True
+    wording = grounding_format(syntax, boxes.require("ref_adv_s"))
+    text = _GROUNDING_PROMPTS[prompt_mode].format(
+        ref_sentence=sample.caption, format=wording, format_lower=wording[0].lower() + wording[1:]
+    )
+    return text, True
+
+
+def repair_text(boxes: BoxOptions) -> str:
+    """The repair turn: the authors' (JSON, the box's corners in the run's order), or the same ask
+    in the run's token syntax."""
+    syntax = boxes.syntax
+    if syntax is None:
+        return REPAIR_TEXT.replace("[[x1, y1, x2, y2]]", f"[{box_shape(boxes.box_format)}]")
+    box_format = boxes.require("ref_adv_s")
+    return _GROUNDING_REPAIR.format(example=syntax.example, range=coordinate_range(box_format))
+
+
+def parse_reply(sample: RefAdvSample, text: str, boxes: BoxOptions) -> Parsed:
+    """The reply's boxes in the sample's pixels under the run's box options (`BoxOptions.read_boxes`)."""
+    return boxes.read_boxes(text, sample.width, sample.height, "ref_adv_s")

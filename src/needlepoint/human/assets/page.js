@@ -162,15 +162,15 @@ async function load(i) {
 
 function render() {
   const v = app.view;
-  const bench = app.state.benchmark;
-  $("prompt").textContent = bench === "mm_niah" ? "" : v.text;
-  $("prompt").hidden = bench === "mm_niah";
+  const page = app.state.kind;  // the kind of page: one_box, image_pair or document
+  $("prompt").textContent = page === "document" ? "" : v.text;
+  $("prompt").hidden = page === "document";
   const area = $("area");
   area.replaceChildren();
   $("widget").replaceChildren();
   $("question").hidden = true;
   app.panes = [];
-  if (bench === "mm_niah") {
+  if (page === "document") {
     renderDocument(area, v);
     $("box-panel").hidden = true;
   } else {
@@ -182,7 +182,7 @@ function render() {
   drawAll();
 }
 
-// --- MM-NIAH: the document and the answer widget ---------------------------------------------------
+// --- the document kind (MM-NIAH): the document and the answer widget -------------------------------
 
 function renderDocument(area, v) {
   const doc = el("div", { id: "doc" });
@@ -340,7 +340,7 @@ function pointerDown(p, e) {
     app.drag = { mode: "move", pane: p, box: b, from: [x, y], orig: app.boxes[b].bbox.slice() };
     return;
   }
-  if (app.state.benchmark === "ref_adv_s") app.boxes = [];
+  if (app.state.kind === "one_box") app.boxes = [];
   app.boxes.push({ image: p.index, group: app.group, bbox: [x, y, x, y], score: 1 });
   app.selected = app.boxes.length - 1;  // selected to move, resize or delete; its group keys choose the next box's
   app.picked = false;
@@ -402,7 +402,7 @@ function drawPane(p) {
   for (const g of app.gt) {  // the expected boxes after a gold sample: dashed, in their group's colour
     if (g.image !== p.index) continue;
     const [x1, y1, x2, y2] = g.bbox;
-    const c = app.state.benchmark === "mc_bench" ? colour(g.group) : null;
+    const c = app.state.kind === "image_pair" ? colour(g.group) : null;
     const rect = svgEl("rect", { class: "gt", x: x1, y: y1, width: x2 - x1, height: y2 - y1, "data-group": g.group });
     const right = x1 > p.width / 2;  // the label under the box (over it near the bottom), kept inside the image
     const below = y2 + 16 / p.zoom <= p.height;
@@ -412,7 +412,7 @@ function drawPane(p) {
     });
     if (c) { rect.style.stroke = c; label.style.fill = c; }
     svg.appendChild(rect);
-    label.textContent = app.state.benchmark === "mc_bench" ? `expected ${g.group}` : "expected";
+    label.textContent = app.state.kind === "image_pair" ? `expected ${g.group}` : "expected";
     svg.appendChild(label);
   }
   app.boxes.forEach((b, i) => {
@@ -421,7 +421,7 @@ function drawPane(p) {
     const c = colour(b.group);
     const r = svgEl("rect", { class: "box" + (i === app.selected ? " selected" : ""), x: x1, y: y1, width: x2 - x1, height: y2 - y1, stroke: c, "data-box": i });
     svg.appendChild(r);
-    if (app.state.benchmark === "mc_bench") {
+    if (app.state.kind === "image_pair") {
       const label = svgEl("text", { x: x1 + 3 / p.zoom, y: y1 + 15 / p.zoom, fill: c, "font-size": 14 / p.zoom });
       label.textContent = app.state.confidence ? `${b.group} · ${b.score.toFixed(2)}` : String(b.group);
       svg.appendChild(label);
@@ -436,7 +436,7 @@ function drawPane(p) {
 
 function renderGroups() {
   const g = $("groups");
-  if (!app.state || app.state.benchmark !== "mc_bench") { g.replaceChildren(); $("confidence-row").hidden = true; return; }
+  if (!app.state || app.state.kind !== "image_pair") { g.replaceChildren(); $("confidence-row").hidden = true; return; }
   const box = app.picked && app.boxes[app.selected] ? app.boxes[app.selected] : null;
   const shown = box ? box.group : app.group;
   g.dataset.mode = box ? "selected" : "next";
@@ -473,15 +473,15 @@ function renderList() {
     li.appendChild(sw);
     const size = `${Math.round(b.bbox[2] - b.bbox[0])}×${Math.round(b.bbox[3] - b.bbox[1])}`;
     let text = `${labels[b.image] || "image"}: `;
-    if (app.state.benchmark === "mc_bench") text += `group ${b.group}, `;
+    if (app.state.kind === "image_pair") text += `group ${b.group}, `;
     text += `${size} px at (${Math.round(b.bbox[0])}, ${Math.round(b.bbox[1])})`;
     if (app.state.confidence) text += `, confidence ${b.score.toFixed(2)}`;
     li.appendChild(document.createTextNode(text));
     li.addEventListener("click", () => select(i, true));
     list.appendChild(li);
   });
-  if (!app.boxes.length && app.state && app.state.benchmark !== "mm_niah") {
-    list.appendChild(el("li", { class: "muted" }, app.state.benchmark === "mc_bench" ? "no boxes: no target in either image" : "no box yet"));
+  if (!app.boxes.length && app.state && app.state.kind !== "document") {
+    list.appendChild(el("li", { class: "muted" }, app.state.kind === "image_pair" ? "no boxes: no target in either image" : "no box yet"));
   }
 }
 
@@ -533,15 +533,15 @@ function nudge(dx, dy) {
 const round2 = (v) => Math.round(v * 100) / 100;
 
 function answer() {
-  const bench = app.state.benchmark;
-  if (bench === "mc_bench") {
+  const page = app.state.kind;  // the kind of page: one_box, image_pair or document
+  if (page === "image_pair") {
     return app.boxes.map((b) => {
       const out = { image: b.image, group: b.group, bbox: b.bbox.map(round2) };
       if (app.state.confidence) out.score = b.score;
       return out;
     });
   }
-  if (bench === "ref_adv_s") {
+  if (page === "one_box") {
     if (!app.boxes.length) throw new Error("draw a box around the object first (or skip with Shift+S)");
     return app.boxes[0].bbox.map(round2);
   }
@@ -595,16 +595,16 @@ function iou(a, b) {
 
 // What was wrong with the answer given, against the expected boxes: a box counts where it overlaps an
 // expected box of its image at IoU 0.5 or more (each expected box matched once, best overlaps first),
-// and, on MC-Bench, with the expected group number (the official AP50 matches within a group).
+// and, on an image pair (MC-Bench), with the expected group number (the official AP50 matches within a group).
 function verdict(gold) {
-  const bench = app.state.benchmark;
+  const page = app.state.kind;  // the kind of page: one_box, image_pair or document
   const labels = app.view && app.view.images ? app.view.images.map((im) => im.label) : [];
   const name = (i) => labels[i] || "the image";
   if (app.given === null) return { ok: false, lines: ["You skipped this sample."] };
-  if (bench === "mm_niah") return { ok: null, lines: [`You answered: ${Array.isArray(app.given) ? app.given.join(", ") : app.given}`] };
+  if (page === "document") return { ok: null, lines: [`You answered: ${Array.isArray(app.given) ? app.given.join(", ") : app.given}`] };
   const gt = gold.boxes || [];
   const mine = app.boxes;
-  if (bench === "ref_adv_s") {
+  if (page === "one_box") {
     const v = mine.length && gt.length ? iou(mine[0].bbox, gt[0].bbox) : 0;
     return v >= 0.5
       ? { ok: true, lines: [`Right: your box overlaps the expected one at IoU ${v.toFixed(2)} (0.5 or more counts).`] }
@@ -677,12 +677,12 @@ document.addEventListener("keydown", (e) => {
   else if (e.shiftKey && (k === "U" || k === "u")) { e.preventDefault(); $("unsure").checked = !$("unsure").checked; }
   else if (e.shiftKey && (k === "N" || k === "n")) { e.preventDefault(); $("note").focus(); }
   else if (k === "?") help();
-  else if (app.state.benchmark === "mm_niah") {
+  else if (app.state.kind === "document") {
     if (app.view.kind === "option" && /^[a-z]$/.test(k)) {
       const letter = k.toUpperCase();
       if (app.view.options.some((o) => o.letter === letter)) chooseOption(letter);
     }
-  } else if (/^[1-9]$/.test(k) && app.state.benchmark === "mc_bench") setGroup(Number(k));
+  } else if (/^[1-9]$/.test(k) && app.state.kind === "image_pair") setGroup(Number(k));
   else if (k === "Delete" || k === "Backspace") { e.preventDefault(); removeSelected(); }
   else if (k === "Escape") select(-1);
   else if (k === "+" || k === "=") (app.hover ? [app.hover] : app.panes).forEach((p) => setZoom(p, p.zoom * 1.25));

@@ -1,0 +1,129 @@
+"""One rule for every reader of data-file paths (issue 42): an image path of a data file is read only
+when it resolves inside the images folder. A link inside the folder that leads out of it is refused
+when the data is loaded, by each benchmark's loader alike, in one sentence; a folder reached through
+a link (an images folder on another disk) and a Hugging Face cache snapshot (whose files are links
+into its repository's `blobs/`) are read as before."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import write_jsonl_release
+
+from needlepoint.benchmarks.mc_bench import demo as mc_demo
+from needlepoint.benchmarks.mc_bench.benchmark import McBench
+from needlepoint.benchmarks.mm_niah import demo as niah_demo
+from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
+from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
+from needlepoint.benchmarks.refcoco import demo as refcoco_demo
+from needlepoint.benchmarks.refcoco.benchmark import RefCoco
+from needlepoint.core.errors import DataError
+from needlepoint.core.images import lies_inside, safe_path
+
+Loader = Callable[[Path], Any]
+
+
+def _mc_bench(folder: Path) -> tuple[Path, Path, Loader]:
+    data, options, _ = mc_demo.build(folder)
+    return data, data / "mc-bench_images", McBench(**options).load
+
+
+def _mm_niah(folder: Path) -> tuple[Path, Path, Loader]:
+    data, options, _ = niah_demo.build(folder)
+    return data, data / "mm_niah_val" / "images", MmNiah(**options).load
+
+
+def _refcoco(folder: Path) -> tuple[Path, Path, Loader]:
+    data, options, _ = refcoco_demo.build(folder)
+    return data, data / "images", RefCoco(**options).load
+
+
+def _ref_adv(folder: Path, rows: list[dict[str, Any]]) -> tuple[Path, Path, Loader]:
+    release = write_jsonl_release(folder, rows)
+    return release / "data.jsonl", release / "images", RefAdv(box_format="abs_xyxy").load
+
+
+@pytest.fixture(params=["mc_bench", "mm_niah", "refcoco", "ref_adv_s"])
+def release(request: pytest.FixtureRequest, tmp_path: Path, ref_release: Any) -> tuple[Path, Path, Loader]:
+    """(data path, images folder, load) of one benchmark's release written for the test."""
+    folder = tmp_path / "data"
+    name = request.param
+    if name == "ref_adv_s":
+        return _ref_adv(folder, ref_release[1])
+    return {"mc_bench": _mc_bench, "mm_niah": _mm_niah, "refcoco": _refcoco}[name](folder)
+
+
+def _first_image(images: Path) -> Path:
+    return sorted(p for p in images.rglob("*") if p.is_file())[0]
+
+
+def test_a_link_out_of_the_images_folder_is_refused_by_every_loader(release: tuple[Path, Path, Loader], tmp_path: Path) -> None:
+    data, images, load = release
+    assert load(data)  # as written: read
+    secret = tmp_path / "elsewhere" / "secret.jpg"
+    secret.parent.mkdir()
+    image = _first_image(images)
+    shutil.copy(image, secret)
+    image.unlink()
+    image.symlink_to(secret)
+    try:
+        loaded = load(data)
+    except DataError as refused:
+        messages = [str(refused)]
+    else:  # MM-NIAH skips (and counts) the documents whose images cannot be sent, as for a path with ".."
+        messages = [reason for _, reason in loaded.skipped]
+        assert len(messages) >= 1 and all(image.name in m for m in messages)
+    for message in messages:
+        assert "is a link that leads out of the images folder" in message and str(secret.resolve()) in message
+        assert "\n" not in message
+
+
+def test_an_images_folder_reached_through_a_link_is_read(release: tuple[Path, Path, Loader], tmp_path: Path) -> None:
+    """The images on another disk, the folder linked into the release: every file resolves inside
+    the folder the loader was given (resolved), so the data loads as before."""
+    data, images, load = release
+    before = len(load(data))
+    moved = tmp_path / "other-disk" / images.name
+    moved.parent.mkdir()
+    shutil.move(images, moved)
+    images.symlink_to(moved, target_is_directory=True)
+    assert len(load(data)) == before
+
+
+def test_a_hugging_face_cache_snapshot_is_read_and_a_link_out_of_it_is_not(tmp_path: Path) -> None:
+    """The hub cache keeps a snapshot's files as links into the repository's blobs/: inside the
+    rule; a link from the snapshot to anywhere else is not."""
+    repo = tmp_path / "hub" / "datasets--org--set"
+    blob = repo / "blobs" / "0a1b2c"
+    blob.parent.mkdir(parents=True)
+    blob.write_bytes(b"\xff\xd8\xff")
+    images = repo / "snapshots" / "f00d" / "images"
+    images.mkdir(parents=True)
+    (images / "a.jpg").symlink_to(os.path.relpath(blob, images))
+    assert safe_path(images, "a.jpg") == images / "a.jpg"
+    outside = tmp_path / "outside.jpg"
+    outside.write_bytes(b"\xff\xd8\xff")
+    (images / "b.jpg").symlink_to(outside)
+    with pytest.raises(DataError, match="is a link that leads out of the images folder"):
+        safe_path(images, "b.jpg")
+    assert not lies_inside(images, Path("b.jpg")) and lies_inside(images, Path("a.jpg"))
+    # outside a snapshot, a link into a folder named blobs is no exception
+    plain = tmp_path / "plain"
+    (plain / "blobs").mkdir(parents=True)
+    (plain / "blobs" / "c.jpg").write_bytes(b"\xff\xd8\xff")
+    (plain / "images").mkdir()
+    (plain / "images" / "c.jpg").symlink_to(plain / "blobs" / "c.jpg")
+    assert not lies_inside(plain / "images", Path("c.jpg"))
+
+
+def test_the_lexical_rule_still_comes_first(tmp_path: Path) -> None:
+    for bad in ("../x.jpg", "/etc/passwd", "C:\\x.jpg", ""):
+        with pytest.raises(DataError, match="must be relative to the images folder"):
+            safe_path(tmp_path, bad)
+    missing = safe_path(tmp_path, "not/yet/there.jpg")  # a missing file is the request's input error, later
+    assert missing == tmp_path / "not" / "yet" / "there.jpg"
