@@ -23,6 +23,7 @@ from needlepoint.contract import (
     BaseBenchmark,
     BoxOptions,
     Conversation,
+    DataError,
     Dataset,
     Parsed,
     PredictionsRun,
@@ -59,6 +60,7 @@ class RefCoco(BaseBenchmark):
     """The RefCOCO family's eight evaluation splits."""
 
     name = "refcoco"
+    scores_first_box = True  # one box per expression: a detector family answers its best
 
     def __init__(
         self,
@@ -99,8 +101,6 @@ class RefCoco(BaseBenchmark):
         self.boxes.require(self.name)
         samples, layout = load_samples(data, self.images_dir, self.splits)
         if not samples:
-            from needlepoint.contract import DataError
-
             raise DataError(f"{data} holds no expression of the asked splits; check --data and --splits")
         if self.boxes.max_image_side:
             for s in samples:
