@@ -343,3 +343,36 @@ def test_an_answer_does_not_depend_on_the_requests_sharing_its_pass(
         alone = _ask(model, [text, ref])
         expected = [(i["bbox_2d"], i["score"]) for i in json.loads(alone.text)["boxes"]]
         assert _same(json.loads(reply.text)["boxes"], expected), (family, text)
+
+
+def test_the_command_line_runs_a_detector_family_in_this_process(grounding_dino: Path, tmp_path: Path) -> None:
+    """`needlepoint eval --model-family grounding-dino --model FOLDER`: no server, the detector's
+    scored boxes recorded, its threshold in the run identity (another threshold is another run);
+    the detector flags refused without a detector family, and a server refused with one."""
+    from helpers import one_sentence, run_quiet
+
+    from needlepoint.benchmarks.mc_bench import demo as mc_demo
+
+    data, _, _ = mc_demo.build(tmp_path / "data")
+    base = ["eval", "mc_bench", "--data", str(data), "--model", str(grounding_dino), "--model-family", "grounding-dino"]
+    base += ["--limit", "2", "--no-progress", "--no-report", "--detector-device", DEVICE]
+    runs = []
+    for threshold in (None, "0.3"):
+        out = tmp_path / f"run-{threshold}"
+        rc, err = run_quiet([*base, "--out", str(out), *(["--score-threshold", threshold] if threshold else [])])
+        assert rc == 0, err
+        header = json.loads((out / "run.json").read_text(encoding="utf-8"))
+        settings = header["identity"]["model_settings"]
+        assert settings["family"] == "grounding-dino" and settings["threshold"] == (0.25 if threshold is None else 0.3)
+        records = read_records(out / "records.jsonl")
+        assert len(records) == 2 and all(r["status"] == "done" for r in records.values())
+        scores = [b["score"] for r in records.values() for b in r["answer"] or []]
+        assert all(s > settings["threshold"] for s in scores)  # kept: strictly above the threshold
+        runs.append(header["hash"])
+    assert runs[0] != runs[1]
+    rc, err = run_quiet([*base, "--out", str(tmp_path / "x"), "--api-url", "http://127.0.0.1:9/v1"])
+    assert rc == 2 and "runs the detector in this process" in one_sentence(err)
+    plain = ["eval", "mc_bench", "--data", str(data), "--model", "m", "--api-url", "http://127.0.0.1:9/v1"]
+    rc, err = run_quiet([*plain, "--box-format", "abs_xyxy", "--score-threshold", "0.3", "--out", str(tmp_path / "y")])
+    assert rc == 2 and "--score-threshold applies to a detector family" in one_sentence(err)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
