@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from make_tiny_qwen import SPECIAL_TOKENS as QWEN_SPECIAL_TOKENS  # noqa: E402
-from make_tiny_qwen import VOCAB_SIZE, corpus  # noqa: E402
+from make_tiny_qwen import VOCAB_SIZE, corpus, run, save_model, unprintable_ids  # noqa: E402
 
 # InternVL's own tokens, after Qwen2.5's, in the order InternVL3's tokenizers add them. `<video>` is
 # the video placeholder of the native format (vLLM needs it to be one token).
@@ -118,19 +118,6 @@ def build_tokenizer(out: Path, seed: int) -> dict[str, int]:
     (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
     (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
     return ids
-
-
-def unprintable_ids(out: Path) -> list[int]:
-    """Ids of the tokens that are special or do not decode to printable ASCII on their own."""
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(out / "tokenizer.json"))
-    bad = []
-    for i in range(tok.get_vocab_size()):
-        text = tok.decode([i], skip_special_tokens=False)
-        if tok.id_to_token(i) in SPECIAL_TOKENS or not text or not text.isascii() or not (text.isprintable() or text.isspace()):
-            bad.append(i)
-    return bad
 
 
 def model_config(ids: dict[str, int], vocab: int) -> dict:
@@ -224,41 +211,19 @@ def write_processor_files(out: Path) -> None:
 
 
 def build(out: Path, seed: int = 0) -> int:
-    """Write the whole model folder; return its parameter count."""
-    import torch
+    """Write the whole model folder; return its parameter count. As in make_tiny_qwen.py, the
+    special and unprintable tokens' output rows are zero, so every reply is visible text that runs
+    to max_tokens (never an early stop, never empty)."""
     from transformers import InternVLConfig, InternVLForConditionalGeneration
 
     out.mkdir(parents=True, exist_ok=True)
     ids = build_tokenizer(out, seed)
-    vocab = max(ids.values()) + 1
-    config_dict = model_config(ids, vocab)
-    config = InternVLConfig(**{k: v for k, v in config_dict.items() if k not in ("architectures", "model_type")})
-    config.architectures = config_dict["architectures"]
-    torch.manual_seed(seed)
-    model = InternVLForConditionalGeneration(config).to(torch.float32).eval()
-    with torch.no_grad():
-        # As in make_tiny_qwen.py: zero output rows for the special and unprintable tokens, so every
-        # reply is visible text that runs to max_tokens (never an early stop, never empty).
-        model.lm_head.weight[unprintable_ids(out)] = 0.0
-    model.save_pretrained(out, safe_serialization=True)
-    generation = {
-        "bos_token_id": ids["<|endoftext|>"],
-        "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
-        "pad_token_id": ids["<|endoftext|>"],
-    }
-    (out / "generation_config.json").write_text(json.dumps(generation, indent=2))
+    classes = (InternVLConfig, InternVLForConditionalGeneration)
+    zeroed = unprintable_ids(out, SPECIAL_TOKENS)
+    params = save_model(out, ids, model_config(ids, max(ids.values()) + 1), classes, seed, zeroed)
     write_processor_files(out)
-    return sum(p.numel() for p in model.parameters())
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: make_tiny_internvl.py OUT_DIR", file=sys.stderr)
-        return 2
-    params = build(Path(argv[0]))
-    print(f"tiny InternVL3 written to {argv[0]} ({params / 1e6:.2f} M parameters)")
-    return 0
+    return params
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run(sys.argv[1:], "make_tiny_internvl.py", "InternVL3", build))

@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import random
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 VOCAB_SIZE = 3072  # trained tokens; Qwen's special tokens come after them
 MAX_PIXELS = 28 * 28 * 64  # at most 64 image tokens per image after the 2x2 merge: long documents stay small
@@ -137,15 +139,16 @@ def build_tokenizer(out: Path, seed: int) -> dict[str, int]:
     return ids
 
 
-def unprintable_ids(out: Path) -> list[int]:
-    """Ids of the tokens that are special or do not decode to printable ASCII on their own."""
+def unprintable_ids(out: Path, special: Iterable[str] = SPECIAL_TOKENS) -> list[int]:
+    """Ids of the tokens that are `special` or do not decode to printable ASCII on their own."""
     from tokenizers import Tokenizer
 
+    special = set(special)
     tok = Tokenizer.from_file(str(out / "tokenizer.json"))
     bad = []
     for i in range(tok.get_vocab_size()):
         text = tok.decode([i], skip_special_tokens=False)
-        if tok.id_to_token(i) in SPECIAL_TOKENS or not text or not text.isascii() or not (text.isprintable() or text.isspace()):
+        if tok.id_to_token(i) in special or not text or not text.isascii() or not (text.isprintable() or text.isspace()):
             bad.append(i)
     return bad
 
@@ -220,25 +223,25 @@ def write_processor_files(out: Path) -> None:
     (out / "preprocessor_config.json").write_text(json.dumps(image, indent=2))
 
 
-def build(out: Path, seed: int = 0) -> int:
-    """Write the whole model folder; return its parameter count."""
-    import torch
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+def save_model(out: Path, ids: dict[str, int], config_dict: dict, classes: tuple[Any, Any], seed: int, zeroed: list[int]) -> int:
+    """The model of `config_dict` (`classes`: its transformers config and model classes), seeded,
+    with the output rows of the `zeroed` token ids set to 0, saved with its generation config into
+    `out`; its parameter count. Shared by the tiny-model scripts of the vLLM suite and CI.
 
-    out.mkdir(parents=True, exist_ok=True)
-    ids = build_tokenizer(out, seed)
-    vocab = max(ids.values()) + 1
-    config_dict = model_config(ids, vocab)
-    config = Qwen2_5_VLConfig(**{k: v for k, v in config_dict.items() if k not in ("architectures", "model_type")})
+    A zero output row gives a token logit 0 while the best of ~2,800 random logits is positive.
+    Zeroing the special tokens and those that are not printable ASCII (a lone byte of a UTF-8
+    sequence decodes to nothing) makes every reply visible text that runs to max_tokens: the model
+    never ends early and never answers an empty string."""
+    import torch
+
+    config_cls, model_cls = classes
+    config = config_cls(**{k: v for k, v in config_dict.items() if k not in ("architectures", "model_type")})
     config.architectures = config_dict["architectures"]
     torch.manual_seed(seed)
-    model = Qwen2_5_VLForConditionalGeneration(config).to(torch.float32).eval()
-    with torch.no_grad():
-        # A zero output row gives a token logit 0 while the best of ~2,800 random logits is
-        # positive. Zeroing the special tokens and those that are not printable ASCII (a lone byte
-        # of a UTF-8 sequence decodes to nothing) makes every reply visible text that runs to
-        # max_tokens: the model never ends early and never answers an empty string.
-        model.lm_head.weight[unprintable_ids(out)] = 0.0
+    model = model_cls(config).to(torch.float32).eval()
+    if zeroed:
+        with torch.no_grad():
+            model.lm_head.weight[zeroed] = 0.0
     model.save_pretrained(out, safe_serialization=True)
     generation = {
         "bos_token_id": ids["<|endoftext|>"],
@@ -246,18 +249,30 @@ def build(out: Path, seed: int = 0) -> int:
         "pad_token_id": ids["<|endoftext|>"],
     }
     (out / "generation_config.json").write_text(json.dumps(generation, indent=2))
-    write_processor_files(out)
     return sum(p.numel() for p in model.parameters())
 
 
-def main(argv: list[str]) -> int:
+def run(argv: list[str], script: str, title: str, build: Callable[[Path], int]) -> int:
+    """The command line of a tiny-model script: `script OUT_DIR`."""
     if len(argv) != 1:
-        print("usage: make_tiny_qwen.py OUT_DIR", file=sys.stderr)
+        print(f"usage: {script} OUT_DIR", file=sys.stderr)
         return 2
     params = build(Path(argv[0]))
-    print(f"tiny Qwen2.5-VL written to {argv[0]} ({params / 1e6:.2f} M parameters)")
+    print(f"tiny {title} written to {argv[0]} ({params / 1e6:.2f} M parameters)")
     return 0
 
 
+def build(out: Path, seed: int = 0) -> int:
+    """Write the whole model folder; return its parameter count."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    out.mkdir(parents=True, exist_ok=True)
+    ids = build_tokenizer(out, seed)
+    classes = (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration)
+    params = save_model(out, ids, model_config(ids, max(ids.values()) + 1), classes, seed, unprintable_ids(out))
+    write_processor_files(out)
+    return params
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run(sys.argv[1:], "make_tiny_qwen.py", "Qwen2.5-VL", build))

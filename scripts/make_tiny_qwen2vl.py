@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_tiny_qwen import MAX_PIXELS, MIN_PIXELS, build_tokenizer  # noqa: E402
+from make_tiny_qwen import MAX_PIXELS, MIN_PIXELS, build_tokenizer, run, save_model  # noqa: E402
 
 
 def model_config(ids: dict[str, int], vocab: int) -> dict:
@@ -89,37 +89,16 @@ def write_processor_files(out: Path) -> None:
 
 
 def build(out: Path, seed: int = 0) -> int:
-    """Write the whole model folder; return its parameter count."""
-    import torch
+    """Write the whole model folder; return its parameter count (no output row zeroed: see above)."""
     from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
 
     out.mkdir(parents=True, exist_ok=True)
     ids = build_tokenizer(out, seed)
-    vocab = max(ids.values()) + 1
-    config_dict = model_config(ids, vocab)
-    config = Qwen2VLConfig(**{k: v for k, v in config_dict.items() if k not in ("architectures", "model_type")})
-    config.architectures = config_dict["architectures"]
-    torch.manual_seed(seed)
-    model = Qwen2VLForConditionalGeneration(config).to(torch.float32).eval()
-    model.save_pretrained(out, safe_serialization=True)
-    generation = {
-        "bos_token_id": ids["<|endoftext|>"],
-        "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
-        "pad_token_id": ids["<|endoftext|>"],
-    }
-    (out / "generation_config.json").write_text(json.dumps(generation, indent=2))
+    classes = (Qwen2VLConfig, Qwen2VLForConditionalGeneration)
+    params = save_model(out, ids, model_config(ids, max(ids.values()) + 1), classes, seed, [])
     write_processor_files(out)
-    return sum(p.numel() for p in model.parameters())
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: make_tiny_qwen2vl.py OUT_DIR", file=sys.stderr)
-        return 2
-    params = build(Path(argv[0]))
-    print(f"tiny Qwen2-VL written to {argv[0]} ({params / 1e6:.2f} M parameters)")
-    return 0
+    return params
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run(sys.argv[1:], "make_tiny_qwen2vl.py", "Qwen2-VL", build))
