@@ -14,11 +14,13 @@ With --script FILE (a JSON object: request key -> answers per turn, see Simulate
 are answered from the script as in the demo, and a request the script does not know gets a 404.
 It stands in for a vLLM server in the Slurm test (tests/test_slurm.py).
 
-With --bytes-only, a chat request's body is read but not parsed, and every request gets --reply:
-a Python server that parses each body (json.loads of a 4 MB MM-NIAH document takes about 17 ms
-here) answers at most a few dozen such requests a second, less than the client it measures; a
-real server parses on its own cores. --script does not go with it. An image given by its file://
-URL (`eval --local-images`) is read from disk, as a server that reads the files itself does.
+With --bytes-only, a chat request's body is counted as it arrives, neither kept nor parsed, and
+every request gets --reply (`BytesOnlyServer`, a bare HTTP/1.1 server): a Python server that
+parses each body (json.loads of a 4 MB MM-NIAH document takes about 17 ms here), or even
+aiohttp's that only gathers it (about 6 ms), spends on the two shared cores what a real server
+spends on its own. --script does not go with it. An image given by its file:// URL (`eval
+--local-images`) is read from disk, in a thread during the delay, as a server that reads the
+files itself does.
 
 With --stats FILE, SIGUSR1 writes {"requests": n, "first": t0, "last": t1, "head": [t0, ...]} to FILE
 (atomically): the number of chat requests received since the previous SIGUSR1 and the arrival
@@ -70,12 +72,15 @@ def main(argv: list[str] | None = None) -> int:
             script = json.load(fh)
     if ns.bytes_only and ns.script:
         parser.error("--bytes-only answers every request with --reply: it does not read a --script")
-    cls = SimulatedServer if not ns.capacity else _capped(ns.capacity)
-    cls = _bytes_only(cls, ns.reply) if ns.bytes_only else cls
-    if script is not None:
-        server = cls(script=script, default=None, delay_s=ns.delay_ms / 1000.0, port=ns.port)
+    server: Any
+    if ns.bytes_only:
+        server = BytesOnlyServer(ns.reply, ns.delay_ms / 1000.0, ns.port, ns.capacity)
     else:
-        server = cls(default=ns.reply, delay_s=ns.delay_ms / 1000.0, port=ns.port)
+        cls = SimulatedServer if not ns.capacity else _capped(ns.capacity)
+        if script is not None:
+            server = cls(script=script, default=None, delay_s=ns.delay_ms / 1000.0, port=ns.port)
+        else:
+            server = cls(default=ns.reply, delay_s=ns.delay_ms / 1000.0, port=ns.port)
     if ns.model:
         server.models = tuple(ns.model)
     log = _ArrivalLog()
@@ -107,9 +112,9 @@ def _capped(capacity: int) -> type[SimulatedServer]:
     return Capped
 
 
-def _bytes_only(base: type[SimulatedServer], reply: str) -> type[SimulatedServer]:
-    """`base` answering every chat request with `reply` after reading its body unparsed."""
-    answer = json.dumps(
+def _answer(reply: str) -> bytes:
+    """The chat completion every --bytes-only request gets, as a whole HTTP/1.1 response."""
+    body = json.dumps(
         {
             "id": "sim",
             "object": "chat.completion",
@@ -118,23 +123,154 @@ def _bytes_only(base: type[SimulatedServer], reply: str) -> type[SimulatedServer
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
         }
     ).encode()
+    return _response(200, body)
 
-    class BytesOnly(base):  # type: ignore[valid-type,misc]
-        async def _chat(self, request: Any) -> Any:
-            from aiohttp import web
 
-            body = await request.read()
-            first = body.find(b'"url":"')  # the first image's URL (orjson's spacing); a file URL: --local-images
-            if first >= 0 and body.startswith(b"file://", first + 7):  # the server reads the files
-                for found in _FILE_URL.finditer(body):
-                    with open(url2pathname(found.group(1).decode()), "rb") as fh:
-                        fh.read()
-            self.log.append(("", 0))
-            if self.delay_s:
-                await asyncio.sleep(self.delay_s)
-            return web.Response(body=answer, content_type="application/json")
+def _response(code: int, body: bytes) -> bytes:
+    reason = {200: "OK", 404: "Not Found"}.get(code, "")
+    head = f"HTTP/1.1 {code} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    return head.encode() + body
 
-    return BytesOnly
+
+class BytesOnlyServer:
+    """The simulated model for long bodies (--bytes-only): a bare HTTP/1.1 server on asyncio's
+    transports that counts each chat body's bytes as they come and keeps none of them, answering
+    `reply` after `delay_s`. aiohttp's server, which gathers a body in a stream of small pieces and
+    joins them, spent about 6 ms of CPU on each 4.3 MB MM-NIAH body here: 200 such requests took
+    1.2 s of the two cores the measured client runs on, and held the rate of a client that sent
+    ready-made bodies at 29-37% of the ideal (72-76% with this server; perf/NOTES.md). An image
+    given by its file:// URL (--local-images) is read from disk, in a thread during the delay, as a
+    server that reads the files itself does; a body is kept (and searched) only when one of its
+    pieces names such a URL. `GET /v1/models` lists `models`; anything else is a 404."""
+
+    def __init__(self, reply: str, delay_s: float, port: int = 0, capacity: int | None = None) -> None:
+        self.answer = _answer(reply)
+        self.delay_s = delay_s
+        self.port = port
+        self.capacity = capacity
+        self.models: tuple[str, ...] = ("needlepoint-simulated",)
+        self.log: Any = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> BytesOnlyServer:
+        self._thread = threading.Thread(target=self._serve, name="bytes-only", daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _serve(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        gate = asyncio.Semaphore(self.capacity) if self.capacity else None
+        server = loop.run_until_complete(loop.create_server(lambda: _Connection(self, gate), "127.0.0.1", self.port))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        loop.run_forever()
+        server.close()
+        loop.close()
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection of BytesOnlyServer: requests one after another (HTTP/1.1 keep-alive)."""
+
+    def __init__(self, server: BytesOnlyServer, gate: asyncio.Semaphore | None) -> None:
+        self.server = server
+        self.gate = gate
+        self.head = b""
+        self.left: int | None = None  # body bytes still to come; None while reading a head
+        self.chat = False
+        self.pieces: list[bytes] = []
+        self.files: bool | None = None  # whether the images come by file:// URL (None: not known yet)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: asyncio.Transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        while data:
+            if self.left is None:
+                self.head += data
+                end = self.head.find(b"\r\n\r\n")
+                if end < 0:
+                    return
+                data = self.head[end + 4 :]
+                self._start(self.head[:end])
+                self.head = b""
+                if self.left:
+                    continue
+                self._finish()
+                continue
+            piece, data = data[: self.left], data[self.left :]
+            self.left -= len(piece)
+            if self.chat and self.files is not False:  # undecided, or decided for files: kept
+                self.pieces.append(piece)
+                if self.files is None:  # the first image's URL tells (orjson's spacing)
+                    seen = b"".join(self.pieces[-2:])
+                    at = seen.find(b'"url":"')
+                    if at >= 0 and len(seen) >= at + 14:
+                        self.files = seen.startswith(b"file://", at + 7)
+                        if not self.files:
+                            self.pieces = []
+            if not self.left:
+                self._finish()
+
+    def _start(self, head: bytes) -> None:
+        lines = head.split(b"\r\n")
+        method, path = (lines[0].split(b" ") + [b"", b""])[:2]
+        length = 0
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value.strip())
+        self.method, self.path, self.left = method, path, length
+        self.chat = method == b"POST" and path == b"/v1/chat/completions"
+        self.pieces, self.files = [], None
+
+    def _finish(self) -> None:
+        self.left = None
+        if self.method == b"GET" and self.path == b"/v1/models":
+            listed = {"object": "list", "data": [{"id": m, "object": "model"} for m in self.server.models]}
+            self.transport.write(_response(200, json.dumps(listed).encode()))
+        elif not self.chat:
+            self.transport.write(_response(404, b'{"error": {"message": "not found"}}'))
+        else:
+            self.server.log.append(("", 0))
+            paths = [url2pathname(m.group(1).decode()) for m in _FILE_URL.finditer(b"".join(self.pieces))] if self.files else []
+            self.pieces = []
+            asyncio.ensure_future(self._answer(paths))
+
+    async def _answer(self, paths: list[str]) -> None:
+        if self.gate is not None:
+            await self.gate.acquire()
+        try:
+            loop = asyncio.get_running_loop()
+            reading = loop.run_in_executor(None, _read_files, paths) if paths else None
+            await asyncio.sleep(self.server.delay_s)
+            if reading is not None:
+                await reading
+        finally:
+            if self.gate is not None:
+                self.gate.release()
+        if not self.transport.is_closing():
+            self.transport.write(self.server.answer)
+
+
+def _read_files(paths: list[str]) -> None:
+    for path in paths:
+        with open(path, "rb") as fh:
+            fh.read()
 
 
 HEAD_ARRIVALS = 16  # the first arrivals kept one by one: a command's probes come before its run

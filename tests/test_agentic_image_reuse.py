@@ -5,6 +5,7 @@ simulated servers (tests/helpers/agentic.py)."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from needlepoint.benchmarks.mc_bench.benchmark import McBench
 from needlepoint.benchmarks.mc_bench.demo import write_release
 from needlepoint.cli import main
 from needlepoint.core.conversation import ImageRef
-from needlepoint.core.images import ENTRY_BYTES, ImageCache, read_small_image
+from needlepoint.core.images import ENTRY_BYTES, ImageCache, read_small_image_status
 from needlepoint.models import openai_compat
 
 
@@ -31,13 +32,13 @@ def test_an_image_is_read_once_for_all_the_phrases_of_a_sample(
     localizer = serve(script=localizer_script, default=None, models=(LOCALIZER,))
 
     reads: Counter[str] = Counter()
-    real = read_small_image  # what openai_compat reads a file with, patched below
+    real = read_small_image_status  # what openai_compat reads a file with, patched below
 
-    def counting(ref: ImageRef) -> bytes | None:
+    def counting(ref: ImageRef) -> tuple[bytes | None, os.stat_result | None]:
         reads[ref.key] += 1
         return real(ref)
 
-    monkeypatch.setattr(openai_compat, "read_small_image", counting)
+    monkeypatch.setattr(openai_compat, "read_small_image_status", counting)
     assert main([*agentic_args(folder, reasoner.url, localizer.url, tmp_path / "run"), "--concurrency", "8"]) == 0
 
     phrases: Counter[str] = Counter()  # localizer requests per image
@@ -71,14 +72,13 @@ def test_an_image_cache_from_the_first_use_stays_bounded() -> None:
     assert plain.get(refs[0]) is None  # the default keeps an image from its second offer only
 
 
-def test_an_image_cache_gives_a_documents_images_only_when_it_holds_them_all() -> None:
-    """`get_all`: a document's images, in order, when each is cached (sent as they are, no thread
-    hop), else None (each is then encoded as usual); those given move to the end of the order."""
+def test_an_image_cache_keeps_the_images_it_gave_last() -> None:
+    """An image given to a request moves to the end of the cache's order: when the cache is full,
+    the image given longest ago goes first, not the ones just given."""
     cache = ImageCache(max_bytes=4 * (10 + ENTRY_BYTES), from_first=True)
     refs = [ImageRef(key=f"im{k}.jpg") for k in range(5)]
     for k, ref in enumerate(refs[:4]):
         cache.put(ref, b"%d" % k * 10)
-    assert cache.get_all([refs[2], refs[0]]) == [b"2" * 10, b"0" * 10]
-    assert cache.get_all([refs[0], refs[4]]) is None and cache.get_all([]) == []
+    assert [cache.get(refs[2]), cache.get(refs[0]), cache.get(refs[4])] == [b"2" * 10, b"0" * 10, None]
     cache.put(refs[4], b"4" * 10)  # the oldest in use goes: im1, not the two just given
-    assert cache.get(refs[1]) is None and cache.get_all([refs[2], refs[0], refs[4]]) == [b"2" * 10, b"0" * 10, b"4" * 10]
+    assert cache.get(refs[1]) is None and [cache.get(r) for r in (refs[2], refs[0], refs[4])] == [b"2" * 10, b"0" * 10, b"4" * 10]

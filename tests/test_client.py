@@ -6,6 +6,7 @@ import asyncio
 import base64
 import io
 import json
+import os
 from collections import Counter
 from email.utils import formatdate
 from pathlib import Path
@@ -20,7 +21,7 @@ from PIL import Image
 from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
 from needlepoint.core.config import RunConfig
 from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message
-from needlepoint.core.images import read_small_image
+from needlepoint.core.images import encode_jpeg, read_small_image_status
 from needlepoint.core.store import read_records
 from needlepoint.models.openai_compat import (
     OpenAICompatModel,
@@ -420,12 +421,14 @@ def test_images_sent_as_jpeg_after_the_text(serve: Any, ref_release: Any, tmp_pa
     assert Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size == (200, 150)
 
 
-def test_a_document_s_images_are_read_off_the_event_loop_and_a_pair_s_on_it(
+def test_images_are_read_on_the_event_loop_and_only_transcoded_in_a_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """MM-NIAH's dozens of images a request are read and encoded in a worker thread, so the loop
-    keeps answering; one or two images (Ref-Adv-s, MC-Bench) are read on the loop, where a thread
-    hop costs more than the read. The base64 is the same either way."""
+    """Every image of a request, a document's dozens as a pair's two, is read and encoded as base64
+    on the event loop (in a worker thread each system call of a read would hand the interpreter
+    lock between the thread and the loop: issue 45); only an image that must be transcoded (a PNG)
+    goes to a worker thread, read once. The document keeps its order; the base64 is of the files
+    as stored."""
     import threading
 
     import needlepoint.models.openai_compat as oc
@@ -435,14 +438,23 @@ def test_a_document_s_images_are_read_off_the_event_loop_and_a_pair_s_on_it(
         path = tmp_path / f"im{k}.jpg"
         Image.new("RGB", (40 + k, 30), (10 * k, 20, 30)).save(path, quality=80)
         refs.append(ImageRef(key=path.name, path=path))
+    png = tmp_path / "p.png"
+    Image.new("RGB", (20, 10), "red").save(png)
+    refs.insert(3, ImageRef(key="p.png", path=png))
     readers: list[int] = []
-    real = read_small_image  # what openai_compat reads a file with, patched below
+    transcoders: list[int] = []
+    real_read, real_encode = read_small_image_status, encode_jpeg  # what openai_compat reads and transcodes with
 
-    def read(ref: ImageRef) -> bytes | None:
+    def read(ref: ImageRef) -> tuple[bytes | None, os.stat_result | None]:
         readers.append(threading.get_ident())
-        return real(ref)
+        return real_read(ref)
 
-    monkeypatch.setattr(oc, "read_small_image", read)
+    def transcode(ref: ImageRef, reencode: bool = False, data: bytes | None = None) -> bytes:
+        transcoders.append(threading.get_ident())
+        return real_encode(ref, reencode, data)
+
+    monkeypatch.setattr(oc, "read_small_image_status", read)
+    monkeypatch.setattr(oc, "encode_jpeg", transcode)
 
     async def encode(images: list[ImageRef]) -> tuple[list[bytes], int]:
         model = OpenAICompatModel("m", ["http://127.0.0.1:9/v1"])
@@ -452,11 +464,13 @@ def test_a_document_s_images_are_read_off_the_event_loop_and_a_pair_s_on_it(
             await model.aclose()
 
     document, loop_thread = asyncio.run(encode(refs))
-    assert len(readers) == 6 and loop_thread not in readers
+    assert readers == [loop_thread] * 7 and len(transcoders) == 1 and transcoders[0] != loop_thread
+    jpegs = [r for r in refs if r.key != "p.png"]
+    assert [d for k, d in enumerate(document) if k != 3] == [base64.b64encode(r.read_bytes()) for r in jpegs]
+    assert Image.open(io.BytesIO(base64.b64decode(document[3]))).size == (20, 10)  # the PNG, as a JPEG
     readers.clear()
-    pair, loop_thread = asyncio.run(encode(refs[:2]))
-    assert readers == [loop_thread, loop_thread]
-    assert document == [base64.b64encode(r.read_bytes()) for r in refs] and pair == document[:2]  # the files as stored
+    pair, loop_thread = asyncio.run(encode(jpegs[:2]))
+    assert readers == [loop_thread, loop_thread] and pair == [base64.b64encode(r.read_bytes()) for r in jpegs[:2]]
 
 
 def test_a_body_of_megabytes_goes_out_in_pieces_equal_to_the_joined_body(serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:

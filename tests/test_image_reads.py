@@ -1,7 +1,8 @@
 """Each image is read once a sample (issue 45 item 1): the record's description of an image (its
 path, digest or file identity, size as sent) is taken from what the request read of it, not from
-a second read and hash of the file. With --local-images the request reads only a JPEG's header,
-and the record names the file by its size and modification time instead of a digest.
+a second read and hash of the file. An image file is named by its size and modification time
+(with --local-images the request reads only a JPEG's header; as base64 it reads the file once and
+hashes none of it), bytes that are no file of their own (a parquet row) by their sha256.
 
 The reads are counted where every image file is opened (`core.images`' `os.open`), in a real run
 against the simulated server."""
@@ -21,6 +22,7 @@ from helpers import demo_config, small_niah
 from PIL import Image
 
 import needlepoint.core.images as images_module
+from needlepoint.core.conversation import ImageRef
 from needlepoint.demo import builder
 from needlepoint.models.openai_compat import LOCAL_IMAGES_PROBE
 from needlepoint.models.simulated import SimulatedServer
@@ -100,10 +102,8 @@ def test_each_image_is_read_once_a_sample_and_described_from_that_read(
         with Image.open(path) as im:
             assert (part["width"], part["height"]) == im.size
         assert part["bytes"] == len(stored)  # RGB JPEGs, sent as they are stored
-        if local:  # the server reads the file: named by its size and modification time, not read whole
-            assert "sha256" not in part and part["mtime_ns"] == path.stat().st_mtime_ns
-        else:
-            assert part["sha256"] == hashlib.sha256(stored).hexdigest() and "mtime_ns" not in part
+        # by URL or as base64, a file is named by its size and modification time, never hashed
+        assert "sha256" not in part and (part["file_bytes"], part["mtime_ns"]) == (len(stored), path.stat().st_mtime_ns)
 
 
 def test_a_record_waits_for_the_requests_read_and_reads_itself_when_that_read_failed(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ def test_a_record_waits_for_the_requests_read_and_reads_itself_when_that_read_fa
     image itself. Either way it never waits on a read of another event loop."""
     import asyncio
 
-    from needlepoint.core.conversation import Conversation, ImageRef, Message
+    from needlepoint.core.conversation import Conversation, Message
     from needlepoint.core.errors import DataError
     from needlepoint.core.images import NOTED, facts_key
     from needlepoint.solvers.sent import forget_described, sent_messages
@@ -150,8 +150,9 @@ def test_a_record_waits_for_the_requests_read_and_reads_itself_when_that_read_fa
         return first, second, waited
 
     first, second, waited = asyncio.run(scenario())
+    own = (path.stat().st_size, path.stat().st_mtime_ns)  # what the record's own read names the file by
     assert waited and [p["sha256"] for p in images(first)] == ["from-the-requests-read"] * 3
-    assert [p["sha256"] for p in images(second)] == [hashlib.sha256(path.read_bytes()).hexdigest()] * 3
+    assert [(p["file_bytes"], p["mtime_ns"]) for p in images(second)] == [own] * 3
 
     async def other_loop() -> list[dict[str, Any]]:  # a future left by an earlier loop is not waited on
         return await sent_messages(conversation)
@@ -161,4 +162,29 @@ def test_a_record_waits_for_the_requests_read_and_reads_itself_when_that_read_fa
     stale: asyncio.Future[Any] = earlier.create_future()
     earlier.close()
     NOTED.expect([key], stale)
-    assert [p["sha256"] for p in images(asyncio.run(other_loop()))] == [hashlib.sha256(path.read_bytes()).hexdigest()] * 3
+    assert [(p["file_bytes"], p["mtime_ns"]) for p in images(asyncio.run(other_loop()))] == [own] * 3
+
+
+def test_a_file_is_named_by_its_size_and_time_and_loaded_bytes_by_their_digest(tmp_path: Path) -> None:
+    """The record's two ways of naming an image: a file by the status of the descriptor it was read
+    from (no digest of its bytes), bytes loaded otherwise (a parquet row) by their sha256."""
+    path = tmp_path / "a.jpg"
+    Image.new("RGB", (30, 20), "red").save(path, "JPEG")
+    stored = path.read_bytes()
+    ref = ImageRef(key="a.jpg", path=path)
+    data, st = images_module.read_small_image_status(ref)
+    assert data == stored and st is not None
+    facts = images_module.stored_facts(ref, data, data, st=st)
+    assert facts == {
+        "type": "image",
+        "path": "a.jpg",
+        "width": 30,
+        "height": 20,
+        "bytes": len(stored),
+        "file_bytes": len(stored),
+        "mtime_ns": path.stat().st_mtime_ns,
+    }
+    row = ImageRef(key="row-7", loader=lambda: stored)
+    assert images_module.read_small_image_status(row) == (stored, None)
+    loaded = images_module.stored_facts(row, stored, stored)
+    assert loaded["sha256"] == hashlib.sha256(stored).hexdigest() and "mtime_ns" not in loaded and "file_bytes" not in loaded

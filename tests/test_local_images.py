@@ -29,7 +29,7 @@ from needlepoint.core.config import RunConfig, hash_identity, identity
 from needlepoint.core.conversation import Conversation, Generation, ImageRef, Message
 from needlepoint.core.drawing import render
 from needlepoint.core.errors import DataError
-from needlepoint.core.images import FIRST_HEADER_BYTES, HEADER_BYTES, base64_jpeg, file_url
+from needlepoint.core.images import FIRST_HEADER_BYTES, HEADER_BYTES, base64_jpeg, encode_jpeg, file_url, file_url_facts
 from needlepoint.demo import builder
 from needlepoint.models.openai_compat import LOCAL_IMAGES_PROBE, OpenAICompatModel, request_body
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
@@ -78,21 +78,71 @@ def test_a_file_url_only_for_a_jpeg_sent_as_it_is(tmp_path: Path) -> None:
     assert file_url(ImageRef("mid", _jpeg(tmp_path / "mid-grey.jpg", mode="L", extra=FIRST_HEADER_BYTES))) is None
 
 
+def test_a_document_s_file_urls_are_decided_on_the_loop_from_one_header_read_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under --local-images a document's JPEG headers are read on the event loop, one read each,
+    and what cannot go by its URL (a PNG) is read once and transcoded in a worker thread; the
+    request keeps the document's order, and each image's record description comes from that
+    one read."""
+    import asyncio
+    import threading
+
+    import needlepoint.models.openai_compat as oc
+    from needlepoint.core.images import NOTED, facts_key
+
+    refs = [ImageRef(f"{k}.jpg", _jpeg(tmp_path / f"{k}.jpg", size=(40 + k, 30))) for k in range(6)]
+    png = tmp_path / "p.png"
+    png.write_bytes(render(40, 30, [((2, 2, 20, 20), "red", "square")], fmt="PNG"))
+    refs.insert(3, ImageRef("p.png", png))
+    headers: list[int] = []
+    transcoders: list[int] = []
+    real_header, real_encode = file_url_facts, encode_jpeg
+
+    def header(ref: ImageRef, reencode: bool = False) -> Any:
+        headers.append(threading.get_ident())
+        return real_header(ref, reencode)
+
+    def transcode(ref: ImageRef, reencode: bool = False, data: bytes | None = None) -> bytes:
+        transcoders.append(threading.get_ident())
+        return real_encode(ref, reencode, data)
+
+    monkeypatch.setattr(oc, "file_url_facts", header)
+    monkeypatch.setattr(oc, "encode_jpeg", transcode)
+
+    async def encode() -> tuple[list[bytes], int]:
+        model = OpenAICompatModel("m", ["http://127.0.0.1:9/v1"], local_images=True)
+        try:
+            return await model._encode_images(Conversation([Message("user", ["look", *refs])])), threading.get_ident()
+        finally:
+            await model.aclose()
+
+    NOTED.clear()
+    sent, loop_thread = asyncio.run(encode())
+    assert headers == [loop_thread] * 7 and len(transcoders) == 1 and transcoders[0] != loop_thread
+    assert sent[3] == base64_jpeg(refs[3]) and [u for k, u in enumerate(sent) if k != 3] == [
+        file_url(r) for k, r in enumerate(refs) if k != 3
+    ]
+    described = NOTED.lookup([facts_key(r, False) for r in refs])
+    assert [d["path"] if isinstance(d, dict) else d for d in described] == [r.key for r in refs]
+
+
 def test_a_file_url_is_decided_once_per_image(tmp_path: Path) -> None:
     """The client reads an image's header for its URL once: the URL (a hundred bytes) is kept from
     its first use, where base64 waits for the second (a data set of distinct images holds none)."""
     jpeg = _jpeg(tmp_path / "a.jpg")
     client = OpenAICompatModel("m", ["http://127.0.0.1:9/v1"], local_images=True)
-    url, _ = client._ready(ImageRef("a.jpg", jpeg))
+    url, _, _ = client._ready(ImageRef("a.jpg", jpeg))
     assert url == file_url(ImageRef("a.jpg", jpeg))
     jpeg.write_bytes(b"not an image any more")  # not read again: the URL comes from the cache
-    assert client._ready(ImageRef("a.jpg", jpeg)) == (url, None)
+    assert client._ready(ImageRef("a.jpg", jpeg)) == (url, None, None)
     base64_client = OpenAICompatModel("m", ["http://127.0.0.1:9/v1"])
     other = _jpeg(tmp_path / "b.jpg")
-    first, _ = base64_client._ready(ImageRef("b.jpg", other))
+    first, _, _ = base64_client._ready(ImageRef("b.jpg", other))
     _jpeg(other, size=(32, 24))  # base64 is not kept from a first use: the file is read again
-    again, stored = base64_client._ready(ImageRef("b.jpg", other))
+    again, stored, st = base64_client._ready(ImageRef("b.jpg", other))
     assert stored == other.read_bytes() and again == base64.b64encode(stored) != first
+    assert st is not None and st.st_size == len(stored)  # the status the record names the file by
 
 
 def test_a_body_holds_file_urls_and_data_urls_side_by_side(tmp_path: Path) -> None:

@@ -1,12 +1,11 @@
 """What the model saw: every turn of a record keeps the messages as sent (text verbatim; each image
-by its path, the sha256 of its file and the width, height and bytes it was sent at, never the
-bytes), checked against the request bodies a real local server received; each image is described
+by its path, its file's size and modification time and the width, height and bytes it was sent
+at, never the bytes), checked against the request bodies a real local server received; each image is described
 once per run, however often it is sent."""
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 from collections import OrderedDict
 from pathlib import Path
@@ -44,7 +43,13 @@ def _as_received(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _without_source(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
-        {**m, "content": [{k: v for k, v in p.items() if k not in ("path", "sha256")} for p in m["content"]]} for m in messages
+        {
+            **m,
+            "content": [
+                {k: v for k, v in p.items() if k not in ("path", "sha256", "file_bytes", "mtime_ns")} for p in m["content"]
+            ],
+        }
+        for m in messages
     ]
 
 
@@ -78,8 +83,9 @@ def test_turns_record_the_messages_as_sent(serve: Any, ref_release: Any, tmp_pat
             images = [p for m in sent for p in m["content"] if p["type"] == "image"]
             assert len(images) == 1
             (image,) = images
-            stored = (folder / "images" / image["path"]).read_bytes()
-            assert image["sha256"] == hashlib.sha256(stored).hexdigest() and "data" not in image
+            stored = folder / "images" / image["path"]
+            assert (image["file_bytes"], image["mtime_ns"]) == (stored.stat().st_size, stored.stat().st_mtime_ns)
+            assert "sha256" not in image and "data" not in image and image["bytes"] != image["file_bytes"]  # downscaled
             assert max(image["width"], image["height"]) == 64  # downscaled to --max-image-side
         assert rec["turns"][1]["sent"][1] == {"role": "assistant", "content": [{"type": "text", "text": "I see no box here."}]}
     paths = {p["path"] for t in turns for m in t["sent"] for p in m["content"] if p["type"] == "image"}
@@ -109,7 +115,8 @@ def test_an_image_rewritten_between_two_runs_of_one_process_is_described_afresh(
     with Image.open(path) as im:
         im.resize((im.width // 2, im.height // 2)).save(path, "JPEG", quality=80)
     second = image_of(tmp_path / "second")
-    assert first["sha256"] != second["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert (first["file_bytes"], first["mtime_ns"]) != (second["file_bytes"], second["mtime_ns"])
+    assert (second["file_bytes"], second["mtime_ns"]) == (path.stat().st_size, path.stat().st_mtime_ns)
     assert (second["width"], second["height"]) == Image.open(path).size != (first["width"], first["height"])
 
 
@@ -163,4 +170,4 @@ def test_image_descriptions_leave_the_event_loops_executor_free(
     assert free  # the loop's executor ran its work while six descriptions were held
     images = [p for messages in described for m in messages for p in m["content"] if p["type"] == "image"]
     assert [p["path"] for p in images] == [path.name for path in paths]
-    assert [p["sha256"] for p in images] == [hashlib.sha256(path.read_bytes()).hexdigest() for path in paths]
+    assert [(p["file_bytes"], p["mtime_ns"]) for p in images] == [(q.stat().st_size, q.stat().st_mtime_ns) for q in paths]

@@ -1,11 +1,10 @@
 """What a model was sent, as a record keeps it: the messages of a request with the text verbatim
 and each image by its path (its key: relative to the benchmark's images folder, as the data file
-names it), the sha256 of its stored bytes, and the size it was sent at (width, height, bytes of
-the JPEG the client sends: `images.encode_jpeg`, the one encoder). Never the bytes.
-
-An image sent by its file URL (--local-images) is named by its path, width, height, the file's
-size and its modification time (`images.file_facts`): the server reads the file, and the client
-reads only its header.
+names it), the size it was sent at (width, height, bytes of the JPEG the client sends:
+`images.encode_jpeg`, the one encoder), and what identifies the stored image: an image file by
+its size and modification time (`file_bytes`, `mtime_ns`: `images.file_facts`), bytes loaded
+otherwise (a parquet row, a merged canvas) by their sha256. Never the bytes. Under --local-images
+the server reads the file, and the client reads only its header.
 
 A description is taken from what the request read of the image (`images.NOTED`: the client notes
 it as it reads the bytes, and a record waits for a document's images being read in a worker
@@ -34,7 +33,7 @@ from typing import Any
 
 from needlepoint.core.conversation import Conversation, ImageRef
 from needlepoint.core.errors import DataError
-from needlepoint.core.images import NOTED, ON_LOOP_IMAGES, encode_jpeg, facts_key, read_image, stored_facts
+from needlepoint.core.images import NOTED, ON_LOOP_IMAGES, encode_jpeg, facts_key, read_image_status, stored_facts
 
 __all__ = ["describe_image", "forget_described", "sent_messages"]
 
@@ -87,14 +86,15 @@ def _cached(keys: list[tuple[Any, ...]]) -> list[dict[str, Any] | None]:
 
 
 def describe_image(ref: ImageRef, reencode: bool = False) -> dict[str, Any]:
-    """An image as a turn's `sent` names it: {type, path, sha256, width, height, bytes} (the
-    digest of the stored bytes; width, height and bytes of what is sent). Blocking; cached."""
+    """An image as a turn's `sent` names it (`images.stored_facts`: width, height and bytes of
+    what is sent; the file's size and modification time, or the sha256 of bytes loaded otherwise).
+    Blocking; cached."""
     key = _cache_key(ref, reencode)
     got = _cached([key])[0]
     if got is not None:
         return got
-    data = read_image(ref)
-    got = stored_facts(ref, data, encode_jpeg(ref, reencode, data))
+    data, st = read_image_status(ref)
+    got = stored_facts(ref, data, encode_jpeg(ref, reencode, data), st=st)
     with _lock:
         _keep(key, got)
     return got
