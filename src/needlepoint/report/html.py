@@ -237,8 +237,8 @@ def _ends(text: str) -> str:
 def _sent_part(part: Any, thumb_of: dict[str, str], long: bool = False) -> list[Any] | None:
     """One part of a sent message for the page: ["t", text] or ["i", path, width, height, bytes,
     sha256 ("" for an image file, named by its size and time), thumbnail src ("" when the report
-    has none)]; None for anything else. In a `long`
-    turn (more than MAX_TEXT characters of text) a text part shows its ends only."""
+    has none)]; None for anything else. In a `long` turn (more than MAX_TEXT characters of text)
+    a text part shows its ends only."""
     if not isinstance(part, dict):
         return None
     if part.get("type") == "text":

@@ -96,14 +96,14 @@ def file_name(key: str, size: Size) -> str:
 def relative_url(target: str | Path, start: str | Path) -> str:
     """A relative URL from folder `start` to `target` (percent-encoded). The URL of `target`'s
     folder is kept (`_folder_url`): a report links thousands of images from a few folders."""
-    folder, name = os.path.split(os.path.abspath(target))
-    base = _folder_url(folder, os.path.abspath(start))
+    folder, name = os.path.split(os.fspath(target))
+    base = _folder_url(folder or os.curdir, os.fspath(start))
     return f"{base}/{quote(name)}" if base else quote(name)
 
 
 @lru_cache(maxsize=4096)
 def _folder_url(folder: str, start: str) -> str:
-    rel = os.path.relpath(folder, start)
+    rel = os.path.relpath(folder, start)  # both made absolute here, once a folder (not once an image)
     return "" if rel == "." else "/".join(quote(part) for part in Path(rel).parts)
 
 

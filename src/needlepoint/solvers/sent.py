@@ -7,8 +7,8 @@ otherwise (a parquet row, a merged canvas) by their sha256. Never the bytes. Und
 the server reads the file, and the client reads only its header.
 
 A description is taken from what the request read of the image (`images.NOTED`: the client notes
-it as it reads the bytes, and a record waits for a document's images being read in a worker
-thread), so a sample reads each image once; only an image the request did not read (a big file
+it as it reads the bytes, and a record waits for an image being transcoded in a worker thread),
+so a sample reads each image once; only an image the request did not read (a big file
 its decoder read, a cached base64, a call answered from the call cache) is read here.
 
 Each image is described once per run (a bounded cache keyed by the image, its path, the size asked
@@ -16,7 +16,7 @@ for and the re-encoding rule; `forget_described` empties it as a run starts), no
 within a run an image's file is taken to stay as it is, as the client's own cache of what it sends
 takes it (`images.ImageCache`), and a file rewritten between two runs of one process is read again.
 New images are described in threads of their own (`_describers`), not the event loop's default
-executor: a description is for the record, written after the reply, while the reading in that
+executor: a description is for the record, written after the reply, while the transcoding in that
 executor is what a request waits for. Sharing it, descriptions took its threads (64 long
 documents of 40 new images each at a run's start: their requests were ready over 140 ms instead
 of 30; docs/performance.md).
