@@ -8,8 +8,8 @@ DIR is a release folder of perf/bench_mm_niah_memory.py (default: its `--sizes 2
 release's shape: 30k-100k tokens and 20-60 images a document, every document its own images; run
 that first). Every body is built before the clock starts (--build-in-loop: as each request is
 sent, on the event loop): the row's text and question, each image as base64 (or its file:// URL
-with --local-images), one `orjson.dumps`. They are sent at --concurrency to
-perf/serve_simulated.py --bytes-only in its own process, and the rate at the server (the same
+with --local-images), one `orjson.dumps`. They are sent at --concurrency, after an untimed round,
+to perf/serve_simulated.py --bytes-only in its own process, and the rate at the server (the same
 window as perf/bench_mm_niah_memory.py's: first to last arrival plus the delay) is printed against
 the ideal N / (ceil(N / concurrency) x delay). The simulated server shares the two cores with the
 client, as in every measurement here; what a client with no work of its own reaches is the bound
@@ -101,11 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         how = ("file URLs" if ns.local_images else "base64") + (", built as sent" if ns.build_in_loop else ", built before")
         print(f"{len(rows)} rows, {how}, {mean_mb:.1f} MB a body (first 20); --concurrency {ns.concurrency}, {ns.delay_ms:g} ms")
-        for k in range(ns.rounds):
+        for k in range(-1, ns.rounds):  # round -1: untimed, its connections and the server warm up
             server.stats()  # reset
             cpu = asyncio.run(send_all(server.url, make, ns.concurrency))
             got = serving(server.stats(), len(rows), ns.concurrency, ns.delay_ms)
             share = got["serving_rate"] / got["ideal_rate"]
+            if k < 0:
+                continue
             shares.append(share)
             print(
                 f"round {k + 1}: {got['serving_rate']:.0f} samples/s of {got['ideal_rate']:.0f} ({share:.1%}); client CPU {cpu:.2f} s"

@@ -138,10 +138,10 @@ class BytesOnlyServer:
     `reply` after `delay_s`. aiohttp's server, which gathers a body in a stream of small pieces and
     joins them, spent about 6 ms of CPU on each 4.3 MB MM-NIAH body here: 200 such requests took
     1.2 s of the two cores the measured client runs on, and held the rate of a client that sent
-    ready-made bodies at 29-37% of the ideal (72-76% with this server; perf/NOTES.md). An image
+    ready-made bodies at 29-37% of the ideal (72-94% with this server; perf/NOTES.md). An image
     given by its file:// URL (--local-images) is read from disk, in a thread during the delay, as a
-    server that reads the files itself does; a body is kept (and searched) only when one of its
-    pieces names such a URL. `GET /v1/models` lists `models`; anything else is a 404."""
+    server that reads the files itself does; a body is kept only up to its first image's URL, and
+    whole when that URL is a file's. `GET /v1/models` lists `models`; anything else is a 404."""
 
     def __init__(self, reply: str, delay_s: float, port: int = 0, capacity: int | None = None) -> None:
         self.answer = _answer(reply)
@@ -190,8 +190,10 @@ class _Connection(asyncio.Protocol):
         self.server = server
         self.gate = gate
         self.head = b""
+        self.method = self.path = b""
         self.left: int | None = None  # body bytes still to come; None while reading a head
         self.chat = False
+        self.answering: set[asyncio.Task[None]] = set()  # kept until they end (the loop holds tasks weakly)
         self.pieces: list[bytes] = []
         self.files: bool | None = None  # whether the images come by file:// URL (None: not known yet)
 
@@ -249,7 +251,9 @@ class _Connection(asyncio.Protocol):
             self.server.log.append(("", 0))
             paths = [url2pathname(m.group(1).decode()) for m in _FILE_URL.finditer(b"".join(self.pieces))] if self.files else []
             self.pieces = []
-            asyncio.ensure_future(self._answer(paths))
+            task = asyncio.ensure_future(self._answer(paths))
+            self.answering.add(task)
+            task.add_done_callback(self.answering.discard)
 
     async def _answer(self, paths: list[str]) -> None:
         if self.gate is not None:
