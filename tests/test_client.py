@@ -473,6 +473,51 @@ def test_images_are_read_on_the_event_loop_and_only_transcoded_in_a_thread(
     assert readers == [loop_thread, loop_thread] and pair == [base64.b64encode(r.read_bytes()) for r in jpegs[:2]]
 
 
+def test_after_a_slow_document_the_run_reads_documents_in_a_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files on slow storage (a network file system): once a document's reads have kept the event
+    loop waiting for SLOW_READ_S, the run's later documents are read and encoded in a worker thread,
+    where the waits overlap the loop's work; a pair stays on the loop. The base64 is the same
+    either way."""
+    import threading
+    import time
+
+    import needlepoint.models.openai_compat as oc
+
+    refs = []
+    for k in range(4):
+        path = tmp_path / f"im{k}.jpg"
+        Image.new("RGB", (40 + k, 30), (10 * k, 20, 30)).save(path, quality=80)
+        refs.append(ImageRef(key=path.name, path=path))
+    readers: list[int] = []
+    real_read = read_small_image_status
+
+    def slow(ref: ImageRef) -> tuple[bytes | None, os.stat_result | None]:
+        readers.append(threading.get_ident())
+        time.sleep(oc.SLOW_READ_S / 3)  # each image a network round trip: a document of 4 holds the loop too long
+        return real_read(ref)
+
+    monkeypatch.setattr(oc, "read_small_image_status", slow)
+
+    async def three_requests() -> tuple[list[list[bytes]], list[list[int]], int, bool]:
+        model = OpenAICompatModel("m", ["http://127.0.0.1:9/v1"])
+        sent, seen = [], []
+        try:
+            for images in (refs, refs[:2], [*refs[2:], *refs[:2]]):  # a document, a pair, a document
+                readers.clear()
+                model.images.clear()  # read each time, as distinct images would be
+                sent.append(await model._encode_images(Conversation([Message("user", ["look", *images])])))
+                seen.append(list(readers))
+            return sent, seen, threading.get_ident(), model.slow_reads
+        finally:
+            await model.aclose()
+
+    sent, seen, loop_thread, slow_reads = asyncio.run(three_requests())
+    assert slow_reads and seen[0] == [loop_thread] * 4 and seen[1] == [loop_thread] * 2
+    assert len(seen[2]) == 4 and loop_thread not in seen[2]
+    stored = [base64.b64encode(r.read_bytes()) for r in refs]
+    assert sent == [stored, stored[:2], [*stored[2:], *stored[:2]]]
+
+
 def test_a_body_of_megabytes_goes_out_in_pieces_equal_to_the_joined_body(serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A request over PIECES_FROM_BYTES is sent as its pieces (never joined): the server gets the
     same body, under a Content-Length of its size, on the first attempt and on the retry after a

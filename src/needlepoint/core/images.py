@@ -38,8 +38,9 @@ if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
 
 JPEG_QUALITY = 95
-# A record that must describe more images than this itself (an MM-NIAH document answered from the
-# call cache) describes them in one worker thread; fewer, one thread hop each (solvers/sent.py).
+# More images than this make a document (MM-NIAH's): one that a record must describe itself (answered
+# from the call cache) is described in one worker thread (solvers/sent.py); a request's, read on the
+# loop unless storage proved slow (models/openai_compat.py, SLOW_READ_S). Fewer: one at a time.
 ON_LOOP_IMAGES = 2
 
 

@@ -27,6 +27,7 @@ from needlepoint.core.errors import DataError, RequestError
 from needlepoint.core.files import json_line
 from needlepoint.core.images import (
     NOTED,
+    ON_LOOP_IMAGES,
     ImageCache,
     encode_jpeg,
     facts_key,
@@ -79,6 +80,10 @@ __all__ = [
 
 CHAT = "chat"  # the lane of chat requests (their bound in flight, the wait note)
 Ready = tuple[bytes | None, bytes | None, os.stat_result | None]  # `_ready`: what is sent, stored bytes, file status
+# A document whose reads kept the event loop waiting this long, beyond their CPU (40 page-cached
+# JPEGs of 73 KB take about 1.7 ms in all), lies on slow storage: the run's later documents are read
+# in a worker thread (`OpenAICompatModel._encode_images`).
+SLOW_READ_S = 0.03
 PIECES_FROM_BYTES = 1 << 20  # a body this large goes out as its pieces (models/http.Pieces), never joined
 LOCAL_IMAGES_PROBE = "Describe the image in one word."  # the text of check_local_images' request
 # A server's refusal of local files, whatever its status (vLLM 0.32 answers 500 without the flag)
@@ -317,6 +322,7 @@ class OpenAICompatModel:
         self.max_request_bytes = max_request_bytes
         self.max_in_flight = max_in_flight
         self.local_images = local_images
+        self.slow_reads = False  # a document's images took SLOW_READ_S on the loop: documents go to a thread
 
     @property
     def endpoints(self) -> list[Endpoint]:
@@ -407,18 +413,32 @@ class OpenAICompatModel:
         base64), and only what must be transcoded goes to a worker thread, one image after
         another. Reading and base64 are quick; in a worker thread each of a file's system calls
         hands the interpreter lock from the thread to the loop and back, and a document of 40
-        images cost more that way than read here: an MM-NIAH run went from 28.6% to 45.5% of the
-        ideal rate as typed, and from 58.6% to 66.2% with --local-images (issue 45)."""
+        images cost more that way than read here: an MM-NIAH run went from 25% to 45% of the ideal
+        rate as typed, and from 62% to 69% with --local-images (issue 45). Once a document's reads
+        have kept the loop waiting for SLOW_READ_S (files on a network file system, a cold disk),
+        every later document of the run is read and encoded whole in a worker thread instead, where
+        the waits overlap the loop's work; a request of one or two images stays on the loop."""
+        refs = [im for m in conversation.messages for im in m.images]
         loop = asyncio.get_running_loop()
+        document = len(refs) > ON_LOOP_IMAGES
+        if document and self.slow_reads:
+            reading = loop.run_in_executor(None, lambda: [self._encode(r) for r in refs])
+            NOTED.expect([facts_key(r, self.reencode_images) for r in refs], reading)  # the record waits for this read
+            return await reading
         out = []
-        for ref in (im for m in conversation.messages for im in m.images):
+        wall, cpu = time.perf_counter(), time.thread_time()
+        transcoded = False  # the loop ran other work meanwhile: this document's reads are not timed
+        for ref in refs:
             ready = self._ready(ref)
             if ready[0] is None:
+                transcoded = True
                 encoding = loop.run_in_executor(None, self._encode, ref, ready)
                 NOTED.expect([facts_key(ref, self.reencode_images)], encoding)  # the record waits for this read
                 out.append(await encoding)
             else:
                 out.append(ready[0])
+        if document and not transcoded and not self.slow_reads:  # the time the reads waited, not their CPU (nor a GC pause)
+            self.slow_reads = (time.perf_counter() - wall) - (time.thread_time() - cpu) >= SLOW_READ_S
         return out
 
     # --- the endpoint check --------------------------------------------------------------------
