@@ -1,7 +1,7 @@
 """What the model saw: every turn of a record keeps the messages as sent (text verbatim; each image
 by its path, its file's size and modification time and the width, height and bytes it was sent
-at, never the bytes), checked against the request bodies a real local server received; each image is described
-once per run, however often it is sent."""
+at, never the bytes), checked against the request bodies a real local server received; each
+image is described once per run, however often it is sent."""
 
 from __future__ import annotations
 
