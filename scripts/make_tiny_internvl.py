@@ -175,8 +175,7 @@ def model_config(ids: dict[str, int], vocab: int) -> dict:
 
 def write_processor_files(out: Path) -> None:
     """The image, video and processor configurations, as the InternVL3-*-hf checkpoints ship them."""
-    image = {
-        "image_processor_type": "GotOcr2ImageProcessorFast",
+    resizing = {  # what the two share, in the checkpoints' order
         "processor_class": "InternVLProcessor",
         "do_resize": True,
         "size": {"height": TILE, "width": TILE},
@@ -187,23 +186,15 @@ def write_processor_files(out: Path) -> None:
         "image_mean": IMAGE_MEAN,
         "image_std": IMAGE_STD,
         "do_convert_rgb": True,
+    }
+    image = {
+        "image_processor_type": "GotOcr2ImageProcessorFast",
+        **resizing,
         "crop_to_patches": True,
         "min_patches": 1,
         "max_patches": MAX_TILES,
     }
-    video = {
-        "video_processor_type": "InternVLVideoProcessor",
-        "processor_class": "InternVLProcessor",
-        "do_resize": True,
-        "size": {"height": TILE, "width": TILE},
-        "resample": 3,
-        "do_rescale": True,
-        "rescale_factor": 1 / 255,
-        "do_normalize": True,
-        "image_mean": IMAGE_MEAN,
-        "image_std": IMAGE_STD,
-        "do_convert_rgb": True,
-    }
+    video = {"video_processor_type": "InternVLVideoProcessor", **resizing}
     processor = {"processor_class": "InternVLProcessor", "image_seq_length": IMAGE_SEQ_LENGTH}
     (out / "preprocessor_config.json").write_text(json.dumps(image, indent=2))
     (out / "video_preprocessor_config.json").write_text(json.dumps(video, indent=2))

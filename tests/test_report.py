@@ -261,9 +261,10 @@ def test_the_page_lays_the_boxes_over_the_image() -> None:
     ]
     grouped = ReportImage(ImageRef("y", loader=lambda: b""), [ReportBox([0, 0, 5, 5], "gt", group=2)])
     assert report_html.overlay_boxes(grouped, True) == [[0.0, 0.0, 5.0, 5.0, thumbs.GROUP_COLOURS[1], 0]]
-    blob_ = report_html.sample_blob(
+    text, _ = report_html.sample_json(
         "ref_adv_s", [ReportItem("1", "p", "a", [image])], {thumbs.thumb_key(image): (960, 480)}, False
     )
+    blob_ = json.loads(text)
     src, width, height, caption, boxes = blob_["items"][0]["im"][0]
     assert src == f"thumbs/{thumbs.thumb_key(image)}-960x480.jpg" and (width, height) == (960, 480) and len(boxes) == 2
 

@@ -95,7 +95,7 @@ def test_a_runs_end_links_image_files_and_draws_only_what_has_no_file(tmp_path: 
     # without boxes needs none.
     assert sizes[thumbs.thumb_key(one.images[0])] == (640, 480)
     assert sizes[thumbs.thumb_key(many.images[1], thumbs.THUMB_MANY)] == thumbs.UNKNOWN_SIZE
-    blob = report_html.sample_blob("x", [one, many, parquet], sizes, False, links=drawer.links)
+    blob = json.loads(report_html.sample_json("x", [one, many, parquet], sizes, False, links=drawer.links)[0])
     shown = {it["id"]: it["im"] for it in blob["items"]}
     assert shown["one"][0][:3] == [drawer.links[thumbs.thumb_key(one.images[0])], 640, 480]
     assert shown["many"][0][0].startswith("thumbs/") and not shown["many"][1][0].startswith("thumbs/")

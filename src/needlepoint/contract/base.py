@@ -40,6 +40,7 @@ __all__ = [
     "SampleLike",
     "Table",
     "WeighsSamples",
+    "answer_faults",
     "count_parse_errors",
     "format_cell",
     "parse_errors",
@@ -136,6 +137,17 @@ def count_parse_errors(errors: Iterable[str | None]) -> dict[str, int]:
         if e:
             counts[e] = counts.get(e, 0) + 1
     return dict(sorted(counts.items()))
+
+
+def answer_faults(errors: Iterable[str | None]) -> dict[str, Any]:
+    """A scorer's counts of the answers it could not score, from each row's parse error: parse
+    errors (`parse_fail`, `parse_errors`: the model answered, unreadably) apart from failed requests
+    (`failed`, `failures`: status.FAILED kinds, which score 0 but are no parse failure: the model
+    never answered)."""
+    kept = list(errors)
+    parsed = count_parse_errors(e for e in kept if e not in status.FAILED)
+    failed = count_parse_errors(e for e in kept if e in status.FAILED)
+    return {"parse_fail": sum(parsed.values()), "parse_errors": parsed, "failed": sum(failed.values()), "failures": failed}
 
 
 def format_cell(value: Any) -> str:

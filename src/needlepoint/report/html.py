@@ -283,27 +283,6 @@ def sent_view(record: Record | None, thumb_of: dict[str, str]) -> list[list[Any]
     return out
 
 
-def sample_blob(
-    bench_name: str,
-    items: Sequence[ReportItem],
-    thumbs: dict[str, tuple[int, int] | None],
-    is_grouped: bool,
-    reasoning: dict[str, str] | None = None,
-    records: Sequence[Record] = (),
-    links: Mapping[str, str] | None = None,
-    undrawn: Collection[str] = (),
-) -> dict[str, Any]:
-    """The JSON the page's script renders (short keys: 2,000 samples stay a few MB at most);
-    `thumbs`: each thumbnail's image size by key (`Thumbnails.finish`), `links`: the thumbnails
-    shown from the image's own file (`Thumbnails.links`), `undrawn`: those a run's end left for
-    the same command run again (their card says so); `reasoning` by sample id is shown folded
-    under the answer. From `records` (by id): a failed request's kind ("st", shown as its own
-    badge, never as "wrong") and what the model saw ("w")."""
-    summary = _Summary()
-    rows = list(_rows(items, thumbs, is_grouped, reasoning, records, links, undrawn, summary))
-    return {"items": rows, **summary.head(bench_name)}
-
-
 def sample_json(
     bench_name: str,
     items: Sequence[ReportItem],
@@ -314,9 +293,14 @@ def sample_json(
     links: Mapping[str, str] | None = None,
     undrawn: Collection[str] = (),
 ) -> tuple[str, dict[str, Any]]:
-    """`sample_blob` as the page's JSON text (`script_json`), each sample's row written as it is
-    made, so that the rows of a large run are never held as objects all at once; and the blob's
-    other keys (`failed`, `undrawn`, ...)."""
+    """The JSON text the page's script renders (`script_json`; short keys: 2,000 samples stay a
+    few MB at most), each sample's row written as it is made, so that the rows of a large run are
+    never held as objects all at once; and the blob's other keys (`failed`, `undrawn`, ...).
+    `thumbs`: each thumbnail's image size by key (`Thumbnails.finish`), `links`: the thumbnails
+    shown from the image's own file (`Thumbnails.links`), `undrawn`: those a run's end left for
+    the same command run again (their card says so); `reasoning` by sample id is shown folded
+    under the answer. From `records` (by id): a failed request's kind ("st", shown as its own
+    badge, never as "wrong") and what the model saw ("w")."""
     summary = _Summary()
     texts = [script_json(row) for row in _rows(items, thumbs, is_grouped, reasoning, records, links, undrawn, summary)]
     head = summary.head(bench_name)
@@ -354,7 +338,7 @@ def _rows(
     undrawn: Collection[str],
     summary: _Summary,
 ) -> Iterator[dict[str, Any]]:
-    """The blob's row of each item (see `sample_blob`), `summary` kept up to date."""
+    """The blob's row of each item (see `sample_json`), `summary` kept up to date."""
     by_id = {str(r.get("id")): r for r in records if isinstance(r, dict)}
     for it in items:
         ims = []

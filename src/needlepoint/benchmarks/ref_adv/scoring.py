@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.ref_adv.data import RefAdvSample, read_box
-from needlepoint.contract.base import DataError, count_parse_errors
+from needlepoint.contract.base import DataError, answer_faults
 from needlepoint.core import status
 from needlepoint.core.geometry import iou
 from needlepoint.core.jsonl import read_jsonl
@@ -43,15 +43,8 @@ def score_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for label, lo, hi in BINS:
         in_bin = [r for r in rows if r["distractors"] >= lo and (hi is None or r["distractors"] <= hi)]
         metrics["bins"][label] = {"n": len(in_bin), "acc@0.5": _rate(in_bin)}
-    # A request that failed (status.FAILED: backend errors, a prompt too long, ...) scores 0 but is
-    # no parse failure: the model never answered. The two are counted apart.
-    errors = count_parse_errors(r["parse_error"] for r in rows if r["parse_error"] not in status.FAILED)
-    failures = count_parse_errors(r["parse_error"] for r in rows if r["parse_error"] in status.FAILED)
-    metrics["parse_fail"] = sum(errors.values())
-    metrics["parse_errors"] = errors
-    metrics["failed"] = sum(failures.values())
-    metrics["failures"] = failures
-    metrics["backend_errors"] = failures.get(status.BACKEND_ERROR, 0)
+    metrics.update(answer_faults(r["parse_error"] for r in rows))  # failed requests apart from parse failures
+    metrics["backend_errors"] = metrics["failures"].get(status.BACKEND_ERROR, 0)
     metrics["repair_used"] = sum(bool(r["repair_used"]) for r in rows)
     metrics["repair_share"] = metrics["repair_used"] / n if n else 0.0
     metrics["by_negation"] = _breakdown(rows, "use_negation")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from needlepoint.benchmarks.refcoco.data import SPLITS, RefCocoSample
-from needlepoint.contract import Record, count_parse_errors, scores, status
+from needlepoint.contract import Record, answer_faults, scores, status
 
 __all__ = ["READINGS", "THRESHOLDS", "final_error", "sample_rows", "score_rows", "split_block"]
 
@@ -69,12 +69,7 @@ def score_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         metrics[reading] = block
     for t in THRESHOLDS:
         metrics[f"acc@{t}"] = metrics["corrected"][f"acc@{t}"]
-    errors = count_parse_errors(r["parse_error"] for r in rows if r["parse_error"] not in status.FAILED)
-    failures = count_parse_errors(r["parse_error"] for r in rows if r["parse_error"] in status.FAILED)
-    metrics["parse_fail"] = sum(errors.values())
-    metrics["parse_errors"] = errors
-    metrics["failed"] = sum(failures.values())
-    metrics["failures"] = failures
+    metrics.update(answer_faults(r["parse_error"] for r in rows))
     metrics["official_zero_box"] = sum(bool(r["official_zero"]) for r in rows)
     metrics["official_unit_scale"] = sum(bool(r["official_unit"]) for r in rows)
     metrics["repair_used"] = sum(bool(r["repair_used"]) for r in rows)
