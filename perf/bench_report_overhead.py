@@ -11,7 +11,8 @@ shape, every document with its own images as in the release: --samples documents
 tokens of text (LO-HI spread evenly, or one number T: T-28k..T+28k) with --images-per-doc (LO-HI
 or one number) distinct 448x448 noisy JPEGs (50-100 KB) each, plus 4 option images on
 retrieval-image rows. Server: perf/serve_simulated.py in
-its own process, one reply after --delay-ms. Each variant runs, with PYTHONPATH at its tree,
+its own process, one reply after --delay-ms (for mm_niah with --bytes-only: bodies counted, not
+parsed). Each variant runs, with PYTHONPATH at its tree,
 
     python -m needlepoint.cli eval ref_adv_s --data D --model bench-model --api-url URL
         --box-format abs_xyxy --concurrency 64 --out RUN --no-progress
@@ -111,7 +112,9 @@ def main() -> int:
     ns = parser.parse_args()
     with_bytecode(HERE.parent / "src", *([ns.old_src] if ns.old_src else []))
     tmp = Path(tempfile.mkdtemp(prefix="bench-report-"))
-    server = ServerProcess(ns.delay_ms, tmp, MODEL, ["--reply", "A"] if ns.bench == "mm_niah" else [])
+    # MM-NIAH's 4 MB bodies are counted, not parsed (serve_simulated.py --bytes-only): a parsing
+    # server on the same two cores bounded the answering rate itself (perf/NOTES.md)
+    server = ServerProcess(ns.delay_ms, tmp, MODEL, ["--reply", "A", "--bytes-only"] if ns.bench == "mm_niah" else [])
     try:
         data = mm_niah_data(ns, tmp) if ns.bench == "mm_niah" else ref_adv_data(ns, tmp)
         server.start()

@@ -53,6 +53,21 @@ def _jpeg(path: Path, size: tuple[int, int] = (64, 48), mode: str = "RGB", extra
     return path
 
 
+def test_a_file_url_is_the_paths_uri_with_its_folder_made_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folder's part of a URL is kept (a document's images share a folder); the URL is still
+    Path.as_uri()'s for odd names, and a relative path follows the working folder it is read from."""
+    for folder in ("plain", "a 100% ünï", "x#y"):
+        (tmp_path / folder / "rel").mkdir(parents=True)
+        for name in ("p.jpg", "b c%20.jpg", "é#1.jpg"):
+            path = _jpeg(tmp_path / folder / name)
+            assert file_url(ImageRef(name, path)) == path.as_uri().encode()
+    for here in ("plain", "x#y"):
+        monkeypatch.chdir(tmp_path / here)
+        relative = Path("rel") / "r 1.jpg"
+        _jpeg(relative)
+        assert file_url(ImageRef("r", relative)) == (tmp_path / here / relative).as_uri().encode()
+
+
 def test_a_file_url_only_for_a_jpeg_sent_as_it_is(tmp_path: Path) -> None:
     rgb = _jpeg(tmp_path / "a b#1.jpg")
     url = file_url(ImageRef("a b#1.jpg", rgb))

@@ -27,6 +27,7 @@ from needlepoint.benchmarks.mm_niah.rag import document_from_row
 from needlepoint.benchmarks.mm_niah.rag_results import context_parts
 from needlepoint.contract.base import ReportBox, ReportImage, ReportItem
 from needlepoint.core.conversation import ImageRef
+from needlepoint.core.records import TEXT_END_CHARS, kept_texts
 from needlepoint.report import html as report_html
 from needlepoint.report import thumbs
 
@@ -159,10 +160,12 @@ def test_a_long_turn_of_what_the_model_saw_is_shown_by_its_ends() -> None:
             {"sent": [{"role": "user", "content": [{"type": "text", "text": long_text}, {"type": "text", "text": "short"}]}]}
         ]
     }
-    ((_, ((_, parts),)),) = report_html.sent_view(record, {})
-    assert parts[0][1].endswith("THE-END") and parts[0][1].startswith("a" * report_html.SENT_EXCERPT)
-    assert len(parts[0][1]) < 3 * report_html.SENT_EXCERPT + 100 and "records.jsonl" in parts[0][1]
+    ((_, ((_, parts),)),) = report_html.sent_view(record, {})  # a record of an earlier version: the whole text
+    assert parts[0][1].endswith("THE-END") and parts[0][1].startswith("a" * TEXT_END_CHARS)
+    assert len(parts[0][1]) < 3 * TEXT_END_CHARS + 100 and f"[... {30_007 - 2 * TEXT_END_CHARS} more characters" in parts[0][1]
     assert parts[1] == ["t", "short"]
+    kept: Any = {"turns": [{"sent": [{"role": "user", "content": kept_texts([long_text, "short"])}]}]}  # as records keep it now
+    assert report_html.sent_view(kept, {}) == report_html.sent_view(record, {})
     short: Any = {"turns": [{"sent": [{"role": "user", "content": "b" * 5000}]}]}  # a turn within MAX_TEXT stays verbatim
     assert report_html.sent_view(short, {})[0][1][0][1] == [["t", "b" * 5000]]
 

@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from needlepoint.core.errors import DataError
-from needlepoint.core.files import json_line
+from needlepoint.core.files import json_compact, json_line, json_text
 from needlepoint.core.records import RunHeader
 from needlepoint.core.store import HEADER, RECORDS, RunStore, read_records
 
@@ -176,6 +176,17 @@ def test_unreadable_header_is_a_clear_error(tmp_path: Path) -> None:
     (run / HEADER).write_text("{not json")
     with pytest.raises(DataError, match="not valid JSON"):
         RunStore.open(run, _header())
+
+
+def test_json_compact_is_the_standard_encoders_text_for_a_page() -> None:
+    """A page's data: the same text as `json_text(compact=True)` for what both write, a non-finite
+    float as null, and a lone surrogate (which orjson does not write) kept for the file writer."""
+    ordinary = {"id": "ä1 <b>", "v": [1, 0.1, 1e-7, None, True], "k": {"x": "y"}, "n": 2**63 - 1}
+    assert json.loads(json_compact(ordinary)) == json.loads(json_text(ordinary, compact=True)) == ordinary
+    assert "ä1" in json_compact(ordinary) and ", " not in json_compact(ordinary)
+    assert json.loads(json_compact({"s": float("nan"), "t": [float("-inf")]})) == {"s": None, "t": [None]}
+    lone = {"p": json.loads('"\\ud800 the shape"'), "big": 2**70, "nan": float("nan")}  # the fallback
+    assert json_compact(lone) == json_text({**lone, "nan": None}, compact=True) and "\ud800" in json_compact(lone)
 
 
 def test_json_line_is_strict_compact_json_whatever_the_record_holds(tmp_path: Path) -> None:

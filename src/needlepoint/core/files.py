@@ -22,6 +22,7 @@ __all__ = [
     "AppendLog",
     "AtomicFile",
     "finite_only",
+    "json_compact",
     "json_line",
     "json_text",
     "write_atomic",
@@ -38,6 +39,17 @@ def json_text(obj: Any, indent: int | None = None, compact: bool = False) -> str
     after separators. (A record or a request body, written once a request, is `json_line`.)"""
     separators = (",", ":") if compact else None
     return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False, separators=separators)
+
+
+def json_compact(obj: Any) -> str:
+    """Compact JSON text for a page's data (report.html.script_json: hundreds of thousands of
+    values in a large run's page): orjson, a non-finite float written as null; what orjson does
+    not write (a lone surrogate a server sent) goes through `json_text`, whose text the file
+    writer makes UTF-8."""
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS).decode("utf-8")
+    except TypeError:  # orjson.JSONEncodeError
+        return json_text(finite_only(obj), compact=True)
 
 
 def json_line(obj: Any) -> bytes:

@@ -10,7 +10,21 @@ from __future__ import annotations
 
 from typing import Any, TypedDict, cast
 
-__all__ = ["CORE_KEYS", "Record", "RunHeader", "Turn", "outcome", "scores"]
+__all__ = [
+    "CORE_KEYS",
+    "LONG_TURN_CHARS",
+    "TEXT_END_CHARS",
+    "Record",
+    "RunHeader",
+    "Turn",
+    "kept_texts",
+    "outcome",
+    "part_chars",
+    "scores",
+]
+
+LONG_TURN_CHARS = 20_000  # a turn whose text is longer is a document: its long parts are kept by their ends
+TEXT_END_CHARS = 200  # characters kept at each end of such a part
 
 
 class Turn(TypedDict, total=False):
@@ -31,7 +45,7 @@ class Turn(TypedDict, total=False):
     reasoning: str  # only when the model sent reasoning
     result: Any  # a tool's result summary
     about: dict[str, Any]  # what the call was for (SolveContext.complete/tool's `about`)
-    sent: list[dict[str, Any]]  # the messages as sent (solvers/sent.py; model turns)
+    sent: list[dict[str, Any]]  # the messages as sent (solvers/sent.py; model turns; long documents by their ends: kept_texts)
     reused: bool  # answered from the sample's call cache (a resumed sample)
 
 
@@ -86,3 +100,26 @@ def scores(record: Record) -> dict[str, Any]:
     if isinstance(nested, dict):
         return nested
     return {k: v for k, v in record.items() if k not in CORE_KEYS}
+
+
+def kept_texts(parts: list[str]) -> list[dict[str, Any]]:
+    """The text parts of one turn as its record keeps them (`Turn.sent`): verbatim, except in a
+    turn of more than LONG_TURN_CHARS characters of text (a long document: an MM-NIAH sample holds
+    hundreds of thousands), where a part longer than three times TEXT_END_CHARS is kept by its
+    length and its ends, {type: text, chars, head, tail}, which is what the run page shows of it.
+    The document is the data file's (the run's identity names the data and the version that built
+    the prompt from it); a record holding it again made records.jsonl as large as the data's text,
+    read back by every resume, score and report (issue 45)."""
+    long = sum(map(len, parts)) > LONG_TURN_CHARS
+    return [_kept(text) if long and len(text) > 3 * TEXT_END_CHARS else {"type": "text", "text": text} for text in parts]
+
+
+def _kept(text: str) -> dict[str, Any]:
+    return {"type": "text", "chars": len(text), "head": text[:TEXT_END_CHARS], "tail": text[-TEXT_END_CHARS:]}
+
+
+def part_chars(part: dict[str, Any]) -> int:
+    """The characters a text part of a turn's `sent` stood for: its text's, or a part kept by its
+    ends (`kept_texts`) its whole length."""
+    chars = part.get("chars")
+    return chars if isinstance(chars, int) else len(str(part.get("text") or ""))

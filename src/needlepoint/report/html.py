@@ -33,10 +33,10 @@ from needlepoint.contract.coverage import run_counts
 from needlepoint.contract.declaration import Declaration
 from needlepoint.core import status
 from needlepoint.core.errors import DataError
-from needlepoint.core.files import AtomicFile, json_line, json_text, write_atomic
+from needlepoint.core.files import AtomicFile, json_compact, json_line, write_atomic
 from needlepoint.core.numeric import is_box
 from needlepoint.core.pngstrips import read_header
-from needlepoint.core.records import Record
+from needlepoint.core.records import LONG_TURN_CHARS, TEXT_END_CHARS, Record, part_chars
 from needlepoint.core.redact import is_credential_name, redact_url, scrub, scrub_args
 from needlepoint.report.assets import CSS, JS
 from needlepoint.report.thumbs import (
@@ -60,7 +60,6 @@ THUMBS_DIR = "thumbs"
 HEATMAPS_DIR = "heatmaps"
 PAGE_SIZE = 50
 MAX_TEXT = 20_000
-SENT_EXCERPT = 200  # characters kept at each end of a long text part of what the model saw
 LEGEND_GREY = "#59636e"
 NO_SCRIPT = "'none'"
 
@@ -114,8 +113,9 @@ def table_html(table: Table, cls: str = "metrics") -> str:
 
 
 def script_json(obj: Any) -> str:
-    """JSON safe inside a <script> element: `<`, `>` and `&` escaped, so `</script>` cannot occur."""
-    text = json_text(obj, compact=True)
+    """JSON safe inside a <script> element (`json_compact`): `<`, `>` and `&` escaped, so
+    `</script>` cannot occur."""
+    text = json_compact(obj)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -226,23 +226,29 @@ def overlay_boxes(image: ReportImage, is_grouped: bool) -> list[list[Any]]:
     return out
 
 
-def _ends(text: str) -> str:
-    """A long text part of what the model saw, cut to its ends (records.jsonl holds it whole)."""
-    if len(text) <= 3 * SENT_EXCERPT:
+def _ends(part: dict[str, Any]) -> str:
+    """A text part of a long document the model saw, by its ends: as its record keeps it
+    (`records.kept_texts`), or cut so from a record of an earlier version that kept it whole."""
+    text = str(part.get("text") or "")
+    if "chars" in part:
+        head, tail = str(part.get("head") or ""), str(part.get("tail") or "")
+    elif len(text) > 3 * TEXT_END_CHARS:
+        head, tail = text[:TEXT_END_CHARS], text[-TEXT_END_CHARS:]
+    else:
         return text
-    cut = len(text) - 2 * SENT_EXCERPT
-    return f"{text[:SENT_EXCERPT]}\n[... {cut} characters; the full text is in records.jsonl ...]\n{text[-SENT_EXCERPT:]}"
+    cut = part_chars(part) - len(head) - len(tail)
+    return f"{head}\n[... {cut} more characters; the data file holds the whole document ...]\n{tail}"
 
 
 def _sent_part(part: Any, thumb_of: dict[str, str], long: bool = False) -> list[Any] | None:
     """One part of a sent message for the page: ["t", text] or ["i", path, width, height, bytes,
     sha256 ("" for an image file, named by its size and time), thumbnail src ("" when the report
-    has none)]; None for anything else. In a `long` turn (more than MAX_TEXT characters of text)
-    a text part shows its ends only."""
+    has none)]; None for anything else. In a `long` turn (more than LONG_TURN_CHARS characters
+    of text) a text part shows its ends only."""
     if not isinstance(part, dict):
         return None
     if part.get("type") == "text":
-        return ["t", _ends(str(part.get("text") or "")) if long else _clip(part.get("text"))]
+        return ["t", _ends(part) if long else _clip(part.get("text"))]
     if part.get("type") == "image":
         path = str(part.get("path") or "")
         number = [v if _is_number(v) else None for v in (part.get("width"), part.get("height"), part.get("bytes"))]
@@ -253,8 +259,8 @@ def _sent_part(part: Any, thumb_of: dict[str, str], long: bool = False) -> list[
 def sent_view(record: Record | None, thumb_of: dict[str, str]) -> list[list[Any]]:
     """What the model saw, per turn of a record that keeps it (`turns[].sent`; older runs do not):
     [turn label, [[role, [part, ...]], ...]], texts verbatim (clipped at MAX_TEXT; in a turn of
-    more than MAX_TEXT characters, a long document, each part cut to its ends), images by path,
-    size and digest, never their bytes."""
+    more than LONG_TURN_CHARS characters, a long document, each part by its ends), images by
+    path, size and digest, never their bytes."""
     turns = [t for t in (record or {}).get("turns") or [] if isinstance(t, dict)]
     out = []
     for n, turn in enumerate(turns, 1):
@@ -270,10 +276,8 @@ def sent_view(record: Record | None, thumb_of: dict[str, str]) -> list[list[Any]
                 [{"type": "text", "text": content}] if isinstance(content, str) else content if isinstance(content, list) else []
             )
             contents.append((str(m.get("role") or ""), content))
-        chars = sum(
-            len(str(p.get("text") or "")) for _, c in contents for p in c if isinstance(p, dict) and p.get("type") == "text"
-        )
-        long = chars > MAX_TEXT
+        chars = sum(part_chars(p) for _, c in contents for p in c if isinstance(p, dict) and p.get("type") == "text")
+        long = chars > LONG_TURN_CHARS
         messages = [
             [role, [p for part in content if (p := _sent_part(part, thumb_of, long)) is not None]] for role, content in contents
         ]

@@ -95,10 +95,15 @@ def file_name(key: str, size: Size) -> str:
 
 def relative_url(target: str | Path, start: str | Path) -> str:
     """A relative URL from folder `start` to `target` (percent-encoded). The URL of `target`'s
-    folder is kept (`_folder_url`): a report links thousands of images from a few folders."""
+    folder is kept (`_folder_url`): a report links thousands of images from a few folders; a name
+    of URL-safe characters only (most are) is used as it is."""
     folder, name = os.path.split(os.fspath(target))
     base = _folder_url(folder or os.curdir, os.fspath(start))
-    return f"{base}/{quote(name)}" if base else quote(name)
+    name = name if _URL_SAFE.fullmatch(name) else quote(name)
+    return f"{base}/{name}" if base else name
+
+
+_URL_SAFE = re.compile(r"[A-Za-z0-9_.~-]+")  # what `quote` leaves as it is in a name
 
 
 @lru_cache(maxsize=4096)
@@ -155,10 +160,13 @@ def linkable(ref: Any) -> Path | None:
     """The image's own file when the page may show it as it is (a file of its own, not a parquet
     row, in a browser format, at most LINK_MAX_BYTES), else None."""
     path = getattr(ref, "path", None)
-    if getattr(ref, "loader", None) is not None or path is None or os.path.splitext(path)[1].lower() not in LINK_SUFFIXES:
+    if getattr(ref, "loader", None) is not None or path is None:
+        return None
+    name = os.fspath(path)
+    if os.path.splitext(name)[1].lower() not in LINK_SUFFIXES:
         return None
     try:
-        return path if os.stat(path).st_size <= LINK_MAX_BYTES else None
+        return path if os.stat(name).st_size <= LINK_MAX_BYTES else None
     except OSError:
         return None
 
@@ -363,6 +371,7 @@ class Thumbnails:
         budget_s: float | None = None,
     ) -> None:
         self.folder = Path(folder)
+        self._page = os.fspath(self.folder.parent)  # the page's folder, which links are relative to
         self.links: dict[str, str] = {}  # key -> the image file's URL relative to the page (link_missing)
         self.undrawn: set[str] = set()  # keys left for a later report: the drawing ran past `budget_s`
         self._budget_s = budget_s
@@ -388,7 +397,7 @@ class Thumbnails:
         if path is None or size is None:
             return False
         self._done[key] = size
-        self.links[key] = relative_url(path, self.folder.parent)
+        self.links[key] = relative_url(path, self._page)
         return True
 
     def _submit(self, key: str, image: ReportImage, side: int) -> Future[Size | None] | None:

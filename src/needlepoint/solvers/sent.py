@@ -1,6 +1,7 @@
 """What a model was sent, as a record keeps it: the messages of a request with the text verbatim
-and each image by its path (its key: relative to the benchmark's images folder, as the data file
-names it), the size it was sent at (width, height, bytes of the JPEG the client sends:
+(a long document's parts by their length and ends: `records.kept_texts`) and each image by its
+path (its key: relative to the benchmark's images folder, as the data file names it), the size
+it was sent at (width, height, bytes of the JPEG the client sends:
 `images.encode_jpeg`, the one encoder), and what identifies the stored image: an image file by
 its size and modification time (`file_bytes`, `mtime_ns`: `images.file_facts`), bytes loaded
 otherwise (a parquet row, a merged canvas) by their sha256. Never the bytes. Under --local-images
@@ -34,6 +35,7 @@ from typing import Any
 from needlepoint.core.conversation import Conversation, ImageRef
 from needlepoint.core.errors import DataError
 from needlepoint.core.images import NOTED, ON_LOOP_IMAGES, encode_jpeg, facts_key, read_image_status, stored_facts
+from needlepoint.core.records import kept_texts
 
 __all__ = ["describe_image", "forget_described", "sent_messages"]
 
@@ -121,7 +123,8 @@ async def _noted(keys: list[tuple[Any, ...]], cached: list[dict[str, Any] | None
 
 async def sent_messages(conversation: Conversation, reencode: bool = False) -> list[dict[str, Any]]:
     """The messages of a request as sent, JSON-ready: [{role, content: [{type: text, text} |
-    image description]}], text parts as the client sends them (an all-text message is one text).
+    image description]}], text parts as the client sends them (an all-text message is one text;
+    in a long document, by their ends: `records.kept_texts`).
     An image that cannot be read is described by its path and the reason."""
     loop = asyncio.get_running_loop()
     refs = [im for m in conversation.messages for im in m.images]
@@ -135,16 +138,18 @@ async def sent_messages(conversation: Conversation, reencode: bool = False) -> l
         fresh = [await loop.run_in_executor(_describers(), _described, r, reencode) for r in missing]
     new = iter(fresh)
     images = iter([got if got is not None else next(new) for got in cached])
+    texts = [[m.text] if not m.images else [p for p in m.parts if isinstance(p, str) and p] for m in conversation.messages]
+    kept = iter(kept_texts([t for ts in texts for t in ts]))
     out: list[dict[str, Any]] = []
     for m in conversation.messages:
         if not m.images:
-            out.append({"role": m.role, "content": [{"type": "text", "text": m.text}]})
+            out.append({"role": m.role, "content": [next(kept)]})
             continue
         content: list[dict[str, Any]] = []
         for p in m.parts:
             if isinstance(p, str):
                 if p:
-                    content.append({"type": "text", "text": p})
+                    content.append(next(kept))
                 continue
             content.append(dict(next(images)))
         out.append({"role": m.role, "content": content})
