@@ -20,6 +20,7 @@ from needlepoint.core.conversation import Checks, ChecksEndpoints, Closes, Count
 from needlepoint.core.endpoints import add_stats
 from needlepoint.core.errors import DataError
 from needlepoint.core.files import write_json
+from needlepoint.core.heap import give_back_freed
 from needlepoint.core.intervalsettings import CiSettings
 from needlepoint.core.records import Record, RunHeader, outcome
 from needlepoint.core.shard import parse_shard, sample_cost, select
@@ -433,6 +434,7 @@ def _run(
     finally:
         if drafts is not None:
             drafts.stop()
+    give_back_freed()  # the answering's request bodies, before the scoring and the report allocate theirs
     records = store.records()
     compact(store.dir, [i for i, r in records.items() if r.get("status") not in status.RETRYABLE])  # the calls still wanted
     result = finish(bench, samples, records, store.dir, solver.label(config.model), config.ci, prices)
