@@ -53,9 +53,9 @@ def _jpeg(path: Path, size: tuple[int, int] = (64, 48), mode: str = "RGB", extra
     return path
 
 
-def test_a_file_url_is_the_paths_uri_with_its_folder_made_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The folder's part of a URL is kept (a document's images share a folder); the URL is still
-    Path.as_uri()'s for odd names, and a relative path follows the working folder it is read from."""
+def test_a_file_url_is_the_paths_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file URL is Path.as_uri()'s, odd names and folders included, and a relative path's follows
+    the working folder it is read from."""
     for folder in ("plain", "a 100% ünï", "x#y"):
         (tmp_path / folder / "rel").mkdir(parents=True)
         for name in ("p.jpg", "b c%20.jpg", "é#1.jpg"):
