@@ -259,3 +259,17 @@ def test_a_runs_end_leaves_what_it_has_no_time_for_to_a_later_report(
     report_html.write_run_report(run_dir, bench, samples, recs, metrics, header, link_missing=True)
     assert page.stat().st_mtime_ns == stamp
     assert thumbs.end_budget(100) == thumbs.END_BUDGET_MIN_S and thumbs.end_budget(10_000) == pytest.approx(6.0)
+
+
+def test_a_linked_images_url_is_relative_and_percent_encoded(tmp_path: Path) -> None:
+    """A linked image's URL from the page's folder: a name of URL-safe characters as it is, any
+    other quoted, the folder's part made once however many images it holds."""
+    page = tmp_path / "run" / "report"
+    images = tmp_path / "data" / "doc 1"
+    for name, want in (
+        ("img-01_x.v2~.jpg", "img-01_x.v2~.jpg"),
+        ("a b#?.jpg", "a%20b%23%3F.jpg"),
+        ("é%.jpg", "%C3%A9%25.jpg"),
+    ):
+        assert thumbs.relative_url(images / name, page) == f"../../data/doc%201/{want}"
+        assert thumbs.relative_url(str(page / name), str(page)) == want
