@@ -421,6 +421,16 @@ def test_images_sent_as_jpeg_after_the_text(serve: Any, ref_release: Any, tmp_pa
     assert Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size == (200, 150)
 
 
+def _jpeg_refs(folder: Path, count: int) -> list[ImageRef]:
+    """`count` small JPEG files of distinct sizes in `folder`, as image references."""
+    refs = []
+    for k in range(count):
+        path = folder / f"im{k}.jpg"
+        Image.new("RGB", (40 + k, 30), (10 * k, 20, 30)).save(path, quality=80)
+        refs.append(ImageRef(key=path.name, path=path))
+    return refs
+
+
 def test_images_are_read_on_the_event_loop_and_only_transcoded_in_a_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -433,11 +443,7 @@ def test_images_are_read_on_the_event_loop_and_only_transcoded_in_a_thread(
 
     import needlepoint.models.openai_compat as oc
 
-    refs = []
-    for k in range(6):
-        path = tmp_path / f"im{k}.jpg"
-        Image.new("RGB", (40 + k, 30), (10 * k, 20, 30)).save(path, quality=80)
-        refs.append(ImageRef(key=path.name, path=path))
+    refs = _jpeg_refs(tmp_path, 6)
     png = tmp_path / "p.png"
     Image.new("RGB", (20, 10), "red").save(png)
     refs.insert(3, ImageRef(key="p.png", path=png))
@@ -483,11 +489,7 @@ def test_after_a_slow_document_the_run_reads_documents_in_a_thread(tmp_path: Pat
 
     import needlepoint.models.openai_compat as oc
 
-    refs = []
-    for k in range(4):
-        path = tmp_path / f"im{k}.jpg"
-        Image.new("RGB", (40 + k, 30), (10 * k, 20, 30)).save(path, quality=80)
-        refs.append(ImageRef(key=path.name, path=path))
+    refs = _jpeg_refs(tmp_path, 4)
     readers: list[int] = []
     real_read = read_small_image_status
 
