@@ -12,6 +12,7 @@ from helpers import report_blob, small_niah
 from helpers.display import HOSTILE, failed_run, run_block
 
 from needlepoint.report import html as report_html
+from needlepoint.report import rows as report_rows
 from needlepoint.report.assets import JS
 
 
@@ -47,7 +48,7 @@ def test_what_the_model_saw_travels_with_each_sample(tmp_path: Path) -> None:
     assert image[:6] == ["i", str(samples[0].image.path or samples[0].image.key), 640, 480, 12345, "ab" * 32]
     assert image[6] == first["im"][0][0] and image[6].startswith("thumbs/")  # the card's own thumbnail
     assert "w" not in data["items"][2]  # a failed request recorded nothing sent
-    assert report_html.sent_view({"turns": [{"reply": "x"}]}, {}) == []  # older records: nothing to show
+    assert report_rows.sent_view({"turns": [{"reply": "x"}]}, {}) == []  # older records: nothing to show
     raw = page.read_text(encoding="utf-8")
     assert "<script>alert(1)" not in raw and "\\u003cscript\\u003ealert(1)" in raw
 

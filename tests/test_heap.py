@@ -1,10 +1,15 @@
-"""Freed memory goes back to the system between a run's phases (core/heap.py), measured in a
-fresh interpreter by its resident set."""
+"""A run's memory between its phases (core/heap.py): freed memory goes back to the system,
+measured in a fresh interpreter by its resident set; the cyclic collector is off for a run's end."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
+
+import pytest
+
+from needlepoint.core.heap import collector_paused
 
 CODE = """
 from needlepoint.core.heap import give_back_freed
@@ -28,3 +33,23 @@ def test_request_sized_buffers_freed_in_the_heap_go_back_to_the_system() -> None
     base, freed, after, back = int(out[0]), int(out[1]), int(out[2]), out[3]
     assert freed - base > 150e6  # freed by Python, still resident: glibc kept most of it
     assert back == "True" and after - base < 30e6  # handed back, all but the survivors (6 MB)
+
+
+def test_the_collector_is_off_for_a_runs_end_and_back_after() -> None:
+    gc.collect()
+    before = [g["collections"] for g in gc.get_stats()]
+    with collector_paused():
+        assert not gc.isenabled()
+        made = [[n] for n in range(100_000)]  # enough containers for several collections
+        during = [g["collections"] for g in gc.get_stats()]
+    assert during == before and gc.isenabled() and made
+    gc.disable()  # a caller's own choice stays as it was, also after an error
+    try:
+        with pytest.raises(KeyError), collector_paused():
+            raise KeyError("x")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(KeyError), collector_paused():
+        raise KeyError("x")
+    assert gc.isenabled()

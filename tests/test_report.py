@@ -41,6 +41,7 @@ from needlepoint.core.files import write_atomic
 from needlepoint.core.records import Record
 from needlepoint.report import html as report_html
 from needlepoint.report import leaderboard as lb
+from needlepoint.report import rows as report_rows
 from needlepoint.report import thumbs
 from needlepoint.report.published import published_tables
 
@@ -146,7 +147,7 @@ def hostile_run(
 
 
 def test_script_json_cannot_close_the_script() -> None:
-    text = report_html.script_json({"a": "</script><!-- & >"})
+    text = report_rows.script_json({"a": "</script><!-- & >"})
     assert "</" not in text and "<" not in text and ">" not in text and "&" not in text
     assert json.loads(text) == {"a": "</script><!-- & >"}
 
@@ -255,16 +256,15 @@ def test_the_page_lays_the_boxes_over_the_image() -> None:
         ],
     )
     # Ground truth first (predictions on top), corners ordered, a box that is not four numbers left out.
-    assert report_html.overlay_boxes(image, False) == [
+    assert report_rows.overlay_boxes(image, False) == [
         [90.0, 90.0, 300.0, 210.0, thumbs.GT_COLOUR, 0],
         [90.0, 90.0, 510.0, 300.0, thumbs.PRED_COLOUR, 1],
     ]
     grouped = ReportImage(ImageRef("y", loader=lambda: b""), [ReportBox([0, 0, 5, 5], "gt", group=2)])
-    assert report_html.overlay_boxes(grouped, True) == [[0.0, 0.0, 5.0, 5.0, thumbs.GROUP_COLOURS[1], 0]]
-    text, _ = report_html.sample_json(
-        "ref_adv_s", [ReportItem("1", "p", "a", [image])], {thumbs.thumb_key(image): (960, 480)}, False
-    )
-    blob_ = json.loads(text)
+    assert report_rows.overlay_boxes(grouped, True) == [[0.0, 0.0, 5.0, 5.0, thumbs.GROUP_COLOURS[1], 0]]
+    row = report_rows.make_row(ReportItem("1", "p", "a", [image]), None)
+    pieces, _ = report_html.sample_json("ref_adv_s", [row], report_html.Places({thumbs.thumb_key(image): (960, 480)}), False)
+    blob_ = json.loads("".join(pieces))
     src, width, height, caption, boxes = blob_["items"][0]["im"][0]
     assert src == f"thumbs/{thumbs.thumb_key(image)}-960x480.jpg" and (width, height) == (960, 480) and len(boxes) == 2
 
@@ -852,17 +852,20 @@ def _item(*boxes: ReportBox) -> ReportItem:
     return ReportItem("1", "p", "a", images=[ReportImage(ImageRef("x", loader=lambda: b""), list(boxes))])
 
 
+def _legend(*items: ReportItem) -> str:
+    """The page's legend of these items' rows, coloured by group when an item is grouped."""
+    rows = [report_rows.make_row(it, None) for it in items]
+    assert any(row.grouped for row in rows) == thumbs.grouped(items)
+    return report_html._legend(rows, thumbs.grouped(items))
+
+
 def test_legend_follows_the_boxes() -> None:
-    plain = [_item(ReportBox([0, 0, 1, 1], "gt"), ReportBox([0, 0, 1, 1], "pred", label="first box"))]
-    assert not thumbs.grouped(plain)
-    legend = report_html._legend(plain, False)
+    legend = _legend(_item(ReportBox([0, 0, 1, 1], "gt"), ReportBox([0, 0, 1, 1], "pred", label="first box")))
     assert "ground truth" in legend and "prediction (first box)" in legend and "group" not in legend
-    grouped = [_item(ReportBox([0, 0, 1, 1], "gt", 1), ReportBox([0, 0, 1, 1], "pred", 2))]
-    assert thumbs.grouped(grouped)
-    legend = report_html._legend(grouped, True)
+    legend = _legend(_item(ReportBox([0, 0, 1, 1], "gt", 1), ReportBox([0, 0, 1, 1], "pred", 2)))
     assert "group 1" in legend and "group 2" in legend and "dashed: prediction" in legend
-    assert report_html._legend([_item()], False) == ""
-    only_gt = report_html._legend([_item(ReportBox([0, 0, 1, 1], "gt"))], False)
+    assert _legend(_item()) == ""
+    only_gt = _legend(_item(ReportBox([0, 0, 1, 1], "gt")))
     assert "ground truth" in only_gt and "prediction" not in only_gt
 
 

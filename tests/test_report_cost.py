@@ -29,6 +29,7 @@ from needlepoint.contract.base import ReportBox, ReportImage, ReportItem
 from needlepoint.core.conversation import ImageRef
 from needlepoint.core.records import TEXT_END_CHARS, kept_texts
 from needlepoint.report import html as report_html
+from needlepoint.report import rows as report_rows
 from needlepoint.report import thumbs
 
 
@@ -96,7 +97,8 @@ def test_a_runs_end_links_image_files_and_draws_only_what_has_no_file(tmp_path: 
     # without boxes needs none.
     assert sizes[thumbs.thumb_key(one.images[0])] == (640, 480)
     assert sizes[thumbs.thumb_key(many.images[1], thumbs.THUMB_MANY)] == thumbs.UNKNOWN_SIZE
-    blob = json.loads(report_html.sample_json("x", [one, many, parquet], sizes, False, links=drawer.links)[0])
+    rows = [report_rows.make_row(it, None) for it in (one, many, parquet)]
+    blob = json.loads("".join(report_html.sample_json("x", rows, report_html.Places(sizes, drawer.links), False)[0]))
     shown = {it["id"]: it["im"] for it in blob["items"]}
     assert shown["one"][0][:3] == [drawer.links[thumbs.thumb_key(one.images[0])], 640, 480]
     assert shown["many"][0][0].startswith("thumbs/") and not shown["many"][1][0].startswith("thumbs/")
@@ -160,14 +162,14 @@ def test_a_long_turn_of_what_the_model_saw_is_shown_by_its_ends() -> None:
             {"sent": [{"role": "user", "content": [{"type": "text", "text": long_text}, {"type": "text", "text": "short"}]}]}
         ]
     }
-    ((_, ((_, parts),)),) = report_html.sent_view(record, {})  # a record of an earlier version: the whole text
+    ((_, ((_, parts),)),) = report_rows.sent_view(record, {})  # a record of an earlier version: the whole text
     assert parts[0][1].endswith("THE-END") and parts[0][1].startswith("a" * TEXT_END_CHARS)
     assert len(parts[0][1]) < 3 * TEXT_END_CHARS + 100 and f"[... {30_007 - 2 * TEXT_END_CHARS} more characters" in parts[0][1]
     assert parts[1] == ["t", "short"]
     kept: Any = {"turns": [{"sent": [{"role": "user", "content": kept_texts([long_text, "short"])}]}]}  # as records keep it now
-    assert report_html.sent_view(kept, {}) == report_html.sent_view(record, {})
+    assert report_rows.sent_view(kept, {}) == report_rows.sent_view(record, {})
     short: Any = {"turns": [{"sent": [{"role": "user", "content": "b" * 5000}]}]}  # a turn within MAX_TEXT stays verbatim
-    assert report_html.sent_view(short, {})[0][1][0][1] == [["t", "b" * 5000]]
+    assert report_rows.sent_view(short, {})[0][1][0][1] == [["t", "b" * 5000]]
 
 
 def test_heatmaps_are_drawn_without_matplotlib_in_the_cells_colours(tmp_path: Path) -> None:

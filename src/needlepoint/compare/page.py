@@ -22,7 +22,8 @@ from needlepoint.compare.paired import Comparison
 from needlepoint.compare.tables import comparison_tables, letter, pairing_lines, table_notes
 from needlepoint.contract.base import ReportImage, ReportItem, format_cell
 from needlepoint.core.files import write_atomic
-from needlepoint.report.html import bench_title, esc, filter_options, overlay_boxes, page, table_html
+from needlepoint.report.html import bench_title, esc, filter_options, page, table_html
+from needlepoint.report.rows import overlay_boxes
 from needlepoint.report.thumbs import GT_COLOUR, Thumbnails, file_name, thumb_key
 
 __all__ = ["RUN_STYLES", "write_page"]

@@ -339,7 +339,9 @@ class Benchmark(Protocol):
         ...
 
     def report_items(self, dataset: Dataset[Any], records: Sequence[Record]) -> list[ReportItem]:
-        """The samples as the HTML report shows them (only answered samples)."""
+        """The samples as the HTML report shows them (only answered samples): one item a record,
+        in the records' order, each from its sample and its record alone (the report's drafting
+        processes make the items of a few records at a time while a run answers)."""
         ...
 
     def export(

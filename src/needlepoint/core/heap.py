@@ -1,11 +1,31 @@
-"""The process's freed memory handed back to the system between a run's phases."""
+"""The process's memory between a run's phases: what is freed handed back to the system, and the
+cyclic collector kept off the objects a run's end builds."""
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["give_back_freed"]
+__all__ = ["collector_paused", "give_back_freed"]
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a bounded phase that builds many objects and
+    no cycles to speak of (a run's end: its records read back, its scores, the page's rows):
+    each full collection there walks every object the run holds and frees nothing (0.08 s at
+    600 MM-NIAH documents, issue 45). Its earlier state comes back after; cycles made meanwhile
+    are collected then."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def give_back_freed() -> bool:

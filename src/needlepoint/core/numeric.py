@@ -20,6 +20,12 @@ from needlepoint.core.errors import DataError
 FLOAT_MAX = 1.7976931348623157e308
 
 
+def is_number(value: Any) -> bool:
+    """Whether `value` is a Python int or float, not a bool (NaN and infinities included: a page
+    shows them as they are)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def is_finite(value: Any) -> bool:
     """Whether `value` is a finite real number that fits a float (not a bool)."""
     if isinstance(value, bool) or not hasattr(value, "__float__") or isinstance(value, (str, bytes)):

@@ -1,62 +1,101 @@
-"""The report's thumbnails drawn while a run answers, by forked processes that follow its records file.
+"""The report's rows and thumbnails made while a run answers, by forked processes that follow its
+records file.
 
 Drafting must never slow the answering, so the run's client does nothing for it: before the run
 answers, `start` forks one process per core (at most 8), each in the idle scheduling class (a
 core only when no other program wants it). Each holds the run's samples (the fork's copy),
 reads the records the run appends to its records file from then on (`core.tail.Tail`: whole
 lines, in order; with `--processes` the command copies its workers' records there), builds the
-report items of those samples (`items_of`) and draws the thumbnails of the images whose key falls
-to it (at the size the page shows them, `thumbs.side_of`), reading each image itself (a parquet
-release through a handle of its own, see `parquet`). A process behind the run (a fast server:
-hundreds of answers a second) keeps drawing in record order: whatever it has not drawn by the
-last answer is the report's (`Thumbnails.finish`: an image file of its own is then shown from
-that file, others are drawn). After the last answer `Drafts.stop` ends them at once; a thumbnail
-being written then is left as a temporary file, which the report removes.
+report items of those samples (`items_of`), and for the samples that fall to it writes their
+page rows (`report.rows`: the card, what the model saw, each image's link to its own file) to a
+file of its own under `report/rows/`, then draws the thumbnails of the images whose key falls to
+it (at the size the page shows them, `thumbs.side_of`), reading each image itself (a parquet
+release through a handle of its own, see `parquet`). Rows come first: between two looks at the
+records file a process draws for at most POLL_S, so a process behind the run (a fast server:
+hundreds of answers a second; drawing costs about a millisecond an image) still makes every row
+soon after its answer. Once the run has answered (`Drafts.wind_down`: the parent closes its end
+of a pipe) each process makes the rows of the last answers, while the run scores on a core the
+server no longer uses, draws nothing more and ends; the report waits for them (at most
+WIND_DOWN_S) and makes what they have not (a row; `Thumbnails.finish`: an image file of its own is
+then shown from that file, others are drawn). An interrupted run ends them at once
+(`Drafts.stop`); a thumbnail being written then is left as a temporary file, which the report
+removes, a row as a line without its end, which the report leaves out.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import select
+import shutil
 import signal
 import time
 import warnings
+import zlib
+from collections import deque
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from needlepoint.contract.base import ReportItem
+from needlepoint.core.files import AppendLog
 from needlepoint.core.forks import enter_child, fork, signals_held
 from needlepoint.core.records import Record
 from needlepoint.core.tail import Tail
-from needlepoint.report.thumbs import all_cores, draw, existing, lower_priority, side_of, thumb_key
+from needlepoint.report.rows import ROWS_DIR, make_row, record_mark, row_line
+from needlepoint.report.thumbs import all_cores, draw, existing, link_to, lower_priority, side_of, thumb_key
 
 MIN_SAMPLES = 64  # fewer samples to answer: the report draws at the end (a handful of images)
 POLL_S = 0.1  # how often a drafting process looks for new records
+WIND_DOWN_S = 1.0  # how long the end of a run waits for the rows its drafts are still making
 
 ItemsOf = Callable[[list[Any], list[Record]], list[ReportItem]]
 
 
 class Drafts:
-    """The drafting processes of one run: `stop` ends them (and is safe to call twice)."""
+    """The drafting processes of one run: `wind_down` once it has answered, `stop` to end them
+    (safe to call twice)."""
 
     def __init__(self) -> None:
         self.pids: list[int] = []
+        self.ending = -1  # the pipe's end whose closing tells them the run has answered (-1: closed)
 
-    def stop(self) -> None:
-        """End the drafting processes and wait for them: nothing is written into the folder after."""
-        for pid in self.pids:
+    def wind_down(self) -> None:
+        """The run has answered: each process makes the rows of the records written by now,
+        draws nothing more, and ends (while the run scores, on a core the server no longer uses)."""
+        if self.ending >= 0:
+            os.close(self.ending)
+            self.ending = -1
+
+    def stop(self, wait: bool = False) -> None:
+        """End the drafting processes and wait for them: nothing is written into the folder after.
+        `wait` (after `wind_down`): give those still making rows up to WIND_DOWN_S first."""
+        deadline = time.monotonic() + (WIND_DOWN_S if wait else 0.0)
+        running = list(self.pids)
+        while running and time.monotonic() < deadline:
+            running = [pid for pid in running if not _ended(pid)]
+            time.sleep(0.002 if running else 0)
+        for pid in running:
             try:
                 os.kill(pid, signal.SIGKILL)  # a draft half written is a temporary file the report removes
             except ProcessLookupError:
                 pass
-        for pid in self.pids:
+        for pid in running:
             try:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
         self.pids = []
+        self.wind_down()
+
+
+def _ended(pid: int) -> bool:
+    """Whether the child `pid` has ended (and is waited for)."""
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] != 0
+    except ChildProcessError:
+        return True
 
 
 def start(
@@ -75,12 +114,16 @@ def start(
         since = records.stat().st_size  # what a resumed run answered before is the report's to make
     except FileNotFoundError:
         since = 0
+    shutil.rmtree(folder.parent / ROWS_DIR, ignore_errors=True)  # an earlier command's: its records are the report's
     drafts = Drafts()
+    ending, drafts.ending = os.pipe()
     gc.freeze()  # the collector in a child leaves the parent's objects alone: their pages stay shared
     try:
         with signals_held():
             for index in range(count):
-                draft = partial(_draft, parent, folder, Tail(records, since), by_id, items_of, index, count)
+                draft = partial(
+                    _draft, parent, folder, Tail(records, since), by_id, items_of, index, count, ending, drafts.ending
+                )
                 try:
                     drafts.pids.append(fork(draft))
                 except OSError:  # drafts are an optimisation: the report makes what is missing
@@ -90,6 +133,7 @@ def start(
         raise
     finally:
         gc.unfreeze()
+        os.close(ending)
     return drafts
 
 
@@ -104,34 +148,78 @@ def _idle() -> None:
         lower_priority()
 
 
-def _draft(parent: int, folder: Path, tail: Tail, by_id: dict[str, Any], items_of: ItemsOf, index: int, count: int) -> int:
-    """A drafting process: draw the thumbnails that fall to `index` (of `count`) of the samples
-    whose records `tail` finds, until stopped or the parent is gone."""
+def _draft(
+    parent: int,
+    folder: Path,
+    tail: Tail,
+    by_id: dict[str, Any],
+    items_of: ItemsOf,
+    index: int,
+    count: int,
+    ending: int,
+    parents_end: int,
+) -> int:
+    """A drafting process: make the rows of the samples (and draw the thumbnails of the images)
+    that fall to `index` (of `count`) of those whose records `tail` finds, until stopped, the
+    parent is gone, or the pipe `ending` is closed (`Drafts.wind_down`: then the rows of what
+    the records file holds, and no more thumbnails)."""
+    os.close(parents_end)  # the parent's to close: this copy would keep the pipe open
     if not enter_child(parent, signal.SIG_DFL):
         return 0
     _idle()
     warnings.simplefilter("ignore")  # e.g. Pillow's on a big image: the run's progress line is the terminal's
     done = set(existing(folder))
+    page = os.fspath(folder.parent)
+    rows: AppendLog | None = AppendLog(folder.parent / ROWS_DIR / f"{index}.jsonl")
+    todo: deque[tuple[str, Any, int]] = deque()
     while os.getppid() == parent:
+        last = _closed(ending)  # then the records file holds every answer: one more look
         lines = tail.read()
         tail.done()
-        answered = [r for _, r in lines if r and str(r["id"]) in by_id]
-        if not answered:
-            time.sleep(POLL_S)
-            continue
+        answered = {str(r["id"]): r for _, r in lines if r and str(r["id"]) in by_id}
         try:
-            items = items_of([by_id[str(r["id"])] for r in answered], answered)
-        except Exception:  # a record the report itself will name: no draft for it
-            continue
-        mine = [
-            (key, im.image, side)
-            for it in items
-            for side in (side_of(it),)
-            for im in it.images
-            if int(key := thumb_key(im, side), 16) % count == index and key not in done
-        ]
-        for key, ref, side in mine:
-            if key not in done:
-                done.add(key)
-                draw(folder, key, ref, side)
+            items = items_of([by_id[i] for i in answered], list(answered.values())) if answered else []
+        except Exception:  # a record the report itself will name: nothing drafted for it
+            items = []
+        for it in items:
+            if rows is not None and _share(str(it.id), count) == index and (record := answered.get(str(it.id))):
+                rows = rows if _write_row(rows, it, record, page) else None
+            side = side_of(it)
+            for im in it.images:
+                if int(key := thumb_key(im, side), 16) % count == index and key not in done:
+                    done.add(key)
+                    todo.append((key, im.image, side))
+        if last:
+            return 0
+        until = time.monotonic() + POLL_S  # then a look for new records: their rows come first
+        while todo and time.monotonic() < until and not _closed(ending):
+            draw(folder, *todo.popleft())
+        if not todo:
+            _closed(ending, POLL_S)
     return 0
+
+
+def _closed(ending: int, timeout: float = 0.0) -> bool:
+    """Whether the pipe's write end is closed (the run has answered), waiting up to `timeout`."""
+    poll = select.poll()  # not select(): no limit on the descriptor's number
+    poll.register(ending, select.POLLIN)
+    return bool(poll.poll(timeout * 1000))
+
+
+def _share(sample_id: str, count: int) -> int:
+    """Which of `count` drafting processes makes the row of a sample."""
+    return zlib.crc32(sample_id.encode()) % count
+
+
+def _write_row(log: AppendLog, item: ReportItem, record: Record, page: str) -> bool:
+    """Append the row of `item` (`rows.make_row`, each image's link asked now) as one line;
+    False once the file cannot be written (a full disk: the report then makes the rest)."""
+    try:
+        line = row_line(make_row(item, record, partial(link_to, page=page)), record_mark(record))
+    except Exception:  # a record the report itself will name: its row is made there
+        return True
+    try:
+        log.append_lines(line)
+    except OSError:
+        return False
+    return True

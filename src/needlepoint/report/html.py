@@ -23,33 +23,32 @@ import html
 import json
 import os
 import re
+import shutil
 import sys
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from needlepoint.contract.base import Benchmark, Dataset, ReportImage, ReportItem, Table, format_cell
+from needlepoint.contract.base import Benchmark, Dataset, ReportItem, Table, format_cell
 from needlepoint.contract.coverage import run_counts
 from needlepoint.contract.declaration import Declaration
-from needlepoint.core import status
 from needlepoint.core.errors import DataError
-from needlepoint.core.files import AtomicFile, json_compact, json_line, write_atomic
-from needlepoint.core.numeric import is_box
+from needlepoint.core.files import AtomicFile, json_line, write_atomic
+from needlepoint.core.numeric import is_number
 from needlepoint.core.pngstrips import read_header
-from needlepoint.core.records import LONG_TURN_CHARS, TEXT_END_CHARS, Record, part_chars
+from needlepoint.core.records import Record
 from needlepoint.core.redact import is_credential_name, redact_url, scrub, scrub_args
 from needlepoint.report.assets import CSS, JS
+from needlepoint.report.rows import ROWS_DIR, Place, Placed, Row, fill, make_row, read_rows, record_mark, script_json
 from needlepoint.report.thumbs import (
     GT_COLOUR,
     PRED_COLOUR,
+    Size,
     Thumbnails,
     box_colour,
     end_budget,
     file_name,
-    grouped,
     relative_url,
-    side_of,
-    thumb_key,
 )
 from needlepoint.stats.tables import with_intervals
 
@@ -59,7 +58,6 @@ REPORT_DIR = "report"
 THUMBS_DIR = "thumbs"
 HEATMAPS_DIR = "heatmaps"
 PAGE_SIZE = 50
-MAX_TEXT = 20_000
 LEGEND_GREY = "#59636e"
 NO_SCRIPT = "'none'"
 
@@ -93,30 +91,19 @@ def _obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def table_html(table: Table, cls: str = "metrics") -> str:
     """A Table as an HTML table (every cell escaped)."""
     head = "".join(f"<th>{esc(c)}</th>" for c in table.columns)
     rows = []
     for row in table.rows:
         cells = "".join(
-            f'<td class="num">{esc(format_cell(v))}</td>' if _is_number(v) or v is None else f"<td>{esc(format_cell(v))}</td>"
+            f'<td class="num">{esc(format_cell(v))}</td>' if is_number(v) or v is None else f"<td>{esc(format_cell(v))}</td>"
             for v in row
         )
         rows.append(f"<tr>{cells}</tr>")
     return (
         f'<h3>{esc(table.title)}</h3>\n<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
     )
-
-
-def script_json(obj: Any) -> str:
-    """JSON safe inside a <script> element (`json_compact`): `<`, `>` and `&` escaped, so
-    `</script>` cannot occur."""
-    text = json_compact(obj)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _csp(scripts: Sequence[str]) -> str:
@@ -176,13 +163,6 @@ def public_config(header: Mapping[str, Any]) -> dict[str, Any]:
 # --- the run report ------------------------------------------------------------------------------
 
 
-def _clip(value: Any) -> str:
-    text = "" if value is None else str(value)
-    if len(text) > MAX_TEXT:
-        return text[:MAX_TEXT] + f"\n[... {len(text) - MAX_TEXT} more characters; the full text is in records.jsonl]"
-    return text
-
-
 def _natural(values: Sequence[str]) -> list[str]:
     def key(v: str) -> tuple[float, int, str]:
         m = re.search(r"\d+", v)
@@ -198,127 +178,63 @@ def filter_options(counts: Mapping[str, Mapping[str, int]]) -> list[dict[str, An
     return [{"key": k, "values": [[v, c[v]] for v in _natural(list(c))]} for k, c in counts.items() if len(c) > 1]
 
 
-def _sort_value(value: Any) -> float | None:
-    if not _is_number(value) or value != value or value in (float("inf"), float("-inf")):
-        return None
-    return float(value)
+class Places:
+    """Where the page shows each image from (`rows.fill`): the image's own file when this report
+    links it (`links`) or a draft's row does (`Row.links`, when no thumbnail exists), else its
+    thumbnail (`sizes`: the image's size by key, None when it has none), else nowhere (and, when
+    the key is in `undrawn`, marked as left for a later report)."""
+
+    def __init__(
+        self, sizes: Mapping[str, Size | None], links: Mapping[str, str] | None = None, undrawn: Collection[str] = ()
+    ) -> None:
+        self.sizes, self.links, self.undrawn = sizes, links or {}, undrawn
+        self.linked = False  # some image is shown from its own file (the page's digest says so: LINKED)
+
+    def __call__(self, key: str, own: str, own_size: Size) -> Placed:
+        size = self.sizes.get(key)
+        if size is not None:
+            if (url := self.links.get(key)) is not None:
+                self.linked = True
+                return script_json(url), size, False
+            return f'"{THUMBS_DIR}/{file_name(key, size)}"', size, False  # a key and two numbers: nothing to escape
+        if own:
+            self.linked = True
+            return own, own_size, False
+        return '""', (0, 0), key in self.undrawn
 
 
-def reasoning_text(record: Record) -> str:
-    """A reasoning model's thinking in a record's turns (the repair turn marked), or ""."""
-    turns = [t for t in record.get("turns") or [] if isinstance(t, dict)]
-    texts = [str(t.get("reasoning") or "") for t in turns]
-    return "\n--- repair turn ---\n".join(texts) if any(texts) else ""
-
-
-def overlay_boxes(image: ReportImage, is_grouped: bool) -> list[list[Any]]:
-    """The boxes the page lays over an image, ground truth first so that predictions lie on top:
-    [x1, y1, x2, y2, colour, dashed] in the image's own pixels (the thumbnail's viewBox)."""
-    out = []
-    for b in sorted(image.boxes, key=lambda b: b.kind != "gt"):
-        if not is_box(b.box):
-            continue
-        x1, x2 = sorted((float(b.box[0]), float(b.box[2])))
-        y1, y2 = sorted((float(b.box[1]), float(b.box[3])))
-        out.append(
-            [round(x1, 1), round(y1, 1), round(x2, 1), round(y2, 1), box_colour(b.kind, b.group, is_grouped), int(b.kind != "gt")]
-        )
-    return out
-
-
-def _ends(part: dict[str, Any]) -> str:
-    """A text part of a long document the model saw, by its ends: as its record keeps it
-    (`records.kept_texts`), or cut so from a record of an earlier version that kept it whole."""
-    text = str(part.get("text") or "")
-    if "chars" in part:
-        head, tail = str(part.get("head") or ""), str(part.get("tail") or "")
-    elif len(text) > 3 * TEXT_END_CHARS:
-        head, tail = text[:TEXT_END_CHARS], text[-TEXT_END_CHARS:]
-    else:
-        return text
-    cut = part_chars(part) - len(head) - len(tail)
-    return f"{head}\n[... {cut} more characters; the data file holds the whole document ...]\n{tail}"
-
-
-def _sent_part(part: Any, thumb_of: dict[str, str], long: bool = False) -> list[Any] | None:
-    """One part of a sent message for the page: ["t", text] or ["i", path, width, height, bytes,
-    sha256 ("" for an image file, named by its size and time), thumbnail src ("" when the report
-    has none)]; None for anything else. In a `long` turn (more than LONG_TURN_CHARS characters
-    of text) a text part shows its ends only."""
-    if not isinstance(part, dict):
-        return None
-    if part.get("type") == "text":
-        return ["t", _ends(part) if long else _clip(part.get("text"))]
-    if part.get("type") == "image":
-        path = str(part.get("path") or "")
-        number = [v if _is_number(v) else None for v in (part.get("width"), part.get("height"), part.get("bytes"))]
-        return ["i", path, *number, str(part.get("sha256") or ""), thumb_of.get(path, "")]
-    return None
-
-
-def sent_view(record: Record | None, thumb_of: dict[str, str]) -> list[list[Any]]:
-    """What the model saw, per turn of a record that keeps it (`turns[].sent`; older runs do not):
-    [turn label, [[role, [part, ...]], ...]], texts verbatim (clipped at MAX_TEXT; in a turn of
-    more than LONG_TURN_CHARS characters, a long document, each part by its ends), images by
-    path, size and digest, never their bytes."""
-    turns = [t for t in (record or {}).get("turns") or [] if isinstance(t, dict)]
-    out = []
-    for n, turn in enumerate(turns, 1):
-        sent = turn.get("sent")
-        if not isinstance(sent, list):
-            continue
-        contents = []
-        for m in sent:
-            if not isinstance(m, dict):
-                continue
-            content = m.get("content")
-            content = (
-                [{"type": "text", "text": content}] if isinstance(content, str) else content if isinstance(content, list) else []
-            )
-            contents.append((str(m.get("role") or ""), content))
-        chars = sum(part_chars(p) for _, c in contents for p in c if isinstance(p, dict) and p.get("type") == "text")
-        long = chars > LONG_TURN_CHARS
-        messages = [
-            [role, [p for part in content if (p := _sent_part(part, thumb_of, long)) is not None]] for role, content in contents
-        ]
-        role = str(turn.get("role") or "model")
-        label = f"turn {n}" + (f" ({role})" if role != "model" else "" if n == 1 else " (repair)")
-        out.append([label, messages])
-    return out
-
-
-def sample_json(
-    bench_name: str,
-    items: Sequence[ReportItem],
-    thumbs: dict[str, tuple[int, int] | None],
-    is_grouped: bool,
-    reasoning: dict[str, str] | None = None,
-    records: Sequence[Record] = (),
-    links: Mapping[str, str] | None = None,
-    undrawn: Collection[str] = (),
-) -> tuple[str, dict[str, Any]]:
+def sample_json(bench_name: str, rows: Sequence[Row], places: Place, is_grouped: bool) -> tuple[list[str], dict[str, Any]]:
     """The JSON text the page's script renders (`script_json`; short keys: 2,000 samples stay a
-    few MB at most), each sample's row written as it is made, so that the rows of a large run are
-    never held as objects all at once; and the blob's other keys (`failed`, `undrawn`, ...).
-    `thumbs`: each thumbnail's image size by key (`Thumbnails.finish`), `links`: the thumbnails
-    shown from the image's own file (`Thumbnails.links`), `undrawn`: those a run's end left for
-    the same command run again (their card says so); `reasoning` by sample id is shown folded
-    under the answer. From `records` (by id): a failed request's kind ("st", shown as its own
-    badge, never as "wrong") and what the model saw ("w")."""
+    few MB at most), in pieces to write one after the other (a large run's page is never held
+    whole): each row filled (`rows.fill`: its images where `places` puts them, its boxes
+    coloured by group when `is_grouped`); and the blob's other keys (`failed`, `undrawn`, ...)."""
     summary = _Summary()
-    texts = [script_json(row) for row in _rows(items, thumbs, is_grouped, reasoning, records, links, undrawn, summary)]
+    pieces = ['{"items":[']
+    for row in rows:
+        text, undrawn = fill(row, places, is_grouped)
+        pieces += (",", text) if len(pieces) > 1 else (text,)
+        summary.add(row, undrawn)
     head = summary.head(bench_name)
-    return '{"items":[' + ",".join(texts) + "]," + script_json(head)[1:], head
+    pieces.append("]," + script_json(head)[1:])
+    return pieces, head
 
 
 class _Summary:
-    """What the blob says besides its rows, gathered as they are made."""
+    """What the blob says besides its rows, gathered as they are filled."""
 
     def __init__(self) -> None:
         self.counts: dict[str, dict[str, int]] = {}
         self.failed = 0
         self.undrawn = 0
         self.sorted = False
+
+    def add(self, row: Row, undrawn: int) -> None:
+        for k, v in row.filters.items():
+            values = self.counts.setdefault(k, {})
+            values[v] = values.get(v, 0) + 1
+        self.failed += row.failed
+        self.undrawn += undrawn
+        self.sorted = self.sorted or row.sorted
 
     def head(self, bench_name: str) -> dict[str, Any]:
         declared = _declared(bench_name) or Declaration(bench_name, bench_name, "")  # the declared labels, or the defaults
@@ -332,78 +248,19 @@ class _Summary:
         }
 
 
-def _rows(
-    items: Sequence[ReportItem],
-    thumbs: dict[str, tuple[int, int] | None],
-    is_grouped: bool,
-    reasoning: dict[str, str] | None,
-    records: Sequence[Record],
-    links: Mapping[str, str] | None,
-    undrawn: Collection[str],
-    summary: _Summary,
-) -> Iterator[dict[str, Any]]:
-    """The blob's row of each item (see `sample_json`), `summary` kept up to date."""
-    by_id = {str(r.get("id")): r for r in records if isinstance(r, dict)}
-    for it in items:
-        ims = []
-        thumb_of: dict[str, str] = {}
-        side = side_of(it)
-        for n, im in enumerate(it.images, 1):
-            key = thumb_key(im, side)
-            size = thumbs.get(key)
-            caption = im.caption or (f"Image {n}" if len(it.images) > 1 else "image")
-            src = ((links or {}).get(key) or f"{THUMBS_DIR}/{file_name(key, size)}") if size else ""
-            ims.append([src, *(size or (0, 0)), caption, overlay_boxes(im, is_grouped)])
-            if key in undrawn:
-                ims[-1].append(1)
-                summary.undrawn += 1
-            if src:
-                for name in (getattr(im.image, "path", None), getattr(im.image, "key", None)):
-                    if name is not None:
-                        thumb_of.setdefault(str(name), src)
-        filters = {str(k): str(v) for k, v in it.filters.items()}
-        for k, v in filters.items():
-            summary.counts.setdefault(k, {})
-            summary.counts[k][v] = summary.counts[k].get(v, 0) + 1
-        row: dict[str, Any] = {
-            "id": str(it.id),
-            "p": _clip(it.prompt),
-            "a": _clip(it.answer),
-            "f": [[str(k), _clip(format_cell(v))] for k, v in it.fields.items()],
-            "k": filters,
-            "c": it.correct if it.correct is None else bool(it.correct),
-            "e": it.parse_error or None,
-            "s": _sort_value(it.sort_value),
-            "im": ims,
-            "r": _clip((reasoning or {}).get(str(it.id), "")),
-        }
-        summary.sorted = summary.sorted or row["s"] is not None
-        if it.context:
-            row["x"] = [[_clip(text), bool(mark)] for text, mark in it.context]
-            row["xl"] = it.context_label
-        record = by_id.get(str(it.id))
-        if record is not None and record.get("status") in status.FAILED:
-            row["st"] = str(record.get("status"))
-            summary.failed += 1
-        seen = sent_view(record, thumb_of)
-        if seen:
-            row["w"] = seen
-        yield row
-
-
 def _swatch(colour: str, dashed: bool, text: str) -> str:
     cls = "sw dashed" if dashed else "sw"
     return f'<span><span class="{cls}" style="border-color:{colour}"></span>{esc(text)}</span>'
 
 
-def _legend(items: Sequence[ReportItem], grouped: bool) -> str:
-    """What the box colours and line styles mean, from the boxes the items actually hold."""
-    boxes = [b for it in items for im in it.images for b in im.boxes]
+def _legend(rows: Sequence[Row], grouped: bool) -> str:
+    """What the box colours and line styles mean, from the boxes the rows' images actually hold."""
+    boxes = {b for row in rows for b in row.boxes}
     if not boxes:
         return ""
-    kinds = {b.kind for b in boxes}
+    kinds = {kind for kind, _, _ in boxes}
     if grouped:
-        groups = sorted({max(int(b.group), 1) for b in boxes})
+        groups = sorted({group for _, group, _ in boxes})
         parts = [_swatch(box_colour("gt", g, True), False, f"group {g}") for g in groups]
         if "gt" in kinds:
             parts.append(_swatch(LEGEND_GREY, False, "solid: ground truth"))
@@ -412,7 +269,7 @@ def _legend(items: Sequence[ReportItem], grouped: bool) -> str:
     else:
         parts = [_swatch(GT_COLOUR, False, "ground truth")] if "gt" in kinds else []
         if "pred" in kinds:
-            labels = {b.label for b in boxes if b.kind == "pred"}
+            labels = {label for kind, _, label in boxes if kind == "pred"}
             label = labels.pop() if len(labels) == 1 else ""
             parts.append(_swatch(PRED_COLOUR, True, f"prediction ({label})" if label else "prediction"))
     return '<div class="legend">' + "".join(parts) + "</div>"
@@ -564,9 +421,9 @@ SAMPLES_HTML = """<h2 id="samples">Samples</h2>
 <noscript><p class="note">The sample browser needs JavaScript.</p></noscript>"""
 
 
-def _samples_html(items: Sequence[ReportItem], grouped: bool, failed: int = 0, undrawn: int = 0) -> str:
-    compact = "" if any(it.images for it in items) else " compact"
-    html_text = SAMPLES_HTML.replace("{legend}", _legend(items, grouped)).replace("{compact}", compact)
+def _samples_html(rows: Sequence[Row], grouped: bool, failed: int = 0, undrawn: int = 0) -> str:
+    compact = "" if any(row.keys for row in rows) else " compact"
+    html_text = SAMPLES_HTML.replace("{legend}", _legend(rows, grouped)).replace("{compact}", compact)
     html_text = html_text.replace("{failed_hidden}", "" if failed else " hidden").replace("{failed}", str(failed))
     if undrawn:  # a run's end that ran out of its time for thumbnails (thumbs.end_budget)
         note = (
@@ -593,11 +450,14 @@ def write_run_report(
     heatmaps when the run folder has any; so one page layout serves every benchmark. The
     thumbnails already in the folder (an earlier page's, the run's drafts) are kept; with
     `link_missing` (a run's end) a missing image that is a file of its own is shown from that
-    file rather than drawn (`Thumbnails`)."""
+    file rather than drawn (`Thumbnails`), and the rows the run's drafts made (`report.rows`)
+    are filled rather than made again (`_rows`)."""
     run_dir = Path(run_dir)
     report_dir = run_dir / REPORT_DIR
     report_dir.mkdir(parents=True, exist_ok=True)
     target = report_dir / "index.html"
+    drafted = read_rows(report_dir / ROWS_DIR) if link_missing else {}  # read once: the folder goes
+    shutil.rmtree(report_dir / ROWS_DIR, ignore_errors=True)
     content = report_digest(bench.name, records, metrics, header)
     # A finished run rerun: the page already shows these answers. A page of a run's end that links
     # images (LINKED) is current for a rerun's end, never for a report written otherwise (merge,
@@ -608,15 +468,16 @@ def write_run_report(
     ):
         return target
     rerun = is_current(target, with_files(content + UNDRAWN, run_dir))
-    items = bench.report_items(samples, records)
-    is_grouped = grouped(items)
-    budget = end_budget(len(items)) if link_missing and not rerun else None
+    budget = end_budget(len(records)) if link_missing and not rerun else None
     drawer = Thumbnails(report_dir / THUMBS_DIR, link_missing=link_missing, budget_s=budget)
-    thumbs = drawer.finish(items)
-    thinking = {str(r.get("id")): text for r in records if (text := reasoning_text(r))}
-    blob_text, blob = sample_json(bench.name, items, thumbs, is_grouped, thinking, records, drawer.links, drawer.undrawn)
-    samples_html, count = _samples_html(items, is_grouped, blob["failed"], blob["undrawn"]), len(items)
-    del items  # a large run's cards: no longer needed while the page is written
+    rows, items = _rows(bench, samples, records, drafted, drawer)
+    is_grouped = any(row.grouped for row in rows)
+    shown = drawer.finish(items, keep=[key for row in rows for key in row.keys])  # a drafted row's thumbnails stay
+    places = Places({**drawer.listed(), **shown}, drawer.links, drawer.undrawn)
+    del items, drafted  # a large run's cards: no longer needed while the page is written
+    blob_pieces, blob = sample_json(bench.name, rows, places, is_grouped)
+    samples_html, count = _samples_html(rows, is_grouped, blob["failed"], blob["undrawn"]), len(rows)
+    del rows
     if blob["undrawn"]:
         print(
             f"report: {blob['undrawn']:,} thumbnails not drawn by the run's end (their cards say so); "
@@ -644,17 +505,42 @@ def write_run_report(
         f'<h2 id="metrics">Metrics</h2>\n{tables}\n{heatmaps}\n'
         f"{samples_html}\n</main>"
     )
-    marker = UNDRAWN if drawer.undrawn else LINKED if drawer.links else ""
+    marker = UNDRAWN if drawer.undrawn else LINKED if places.linked else ""
     digest = with_files(content + marker, run_dir)  # the thumbnails as this page shows them
     # The page around its JSON, which is written a piece at a time: a large run's page is never
     # held whole, nor encoded whole (docs/performance.md, the report's peak memory).
     head, tail = page(f"{title} · {model} · needlepoint", body, [JS], digest=digest, data_text=DATA_MARK).split(DATA_MARK)
     with AtomicFile(target, fsync=False) as fh:
         fh.write(head)
-        for at in range(0, len(blob_text), WRITE_PIECE):
-            fh.write(blob_text[at : at + WRITE_PIECE])
+        for piece in blob_pieces:
+            fh.write(piece)
         fh.write(tail)
     return target
+
+
+def _rows(
+    bench: Benchmark, samples: Dataset[Any], records: Sequence[Record], drafted: Mapping[str, Row], drawer: Thumbnails
+) -> tuple[list[Row], list[ReportItem]]:
+    """The page's rows, in the order of `records`: a drafted row where it was made from the
+    record the run ended with and each of its images has a thumbnail (`Thumbnails.listed`) or a
+    file to link; the others made here, from the benchmark's report items (returned: their
+    thumbnails are still to be made)."""
+    have = drawer.listed() if drafted else {}
+    rows: dict[str, Row] = {}
+    for record in records:
+        row = drafted.get(str(record.get("id")))
+        if (
+            row is not None
+            and row.record == record_mark(record)
+            and all(key in have or own for key, own in zip(row.keys, row.links))
+        ):
+            rows[row.id] = row
+    rest = [r for r in records if str(r.get("id")) not in rows]
+    items = bench.report_items(samples, rest) if rest else []
+    by_id = {str(r.get("id")): r for r in rest}
+    for item in items:
+        rows[str(item.id)] = make_row(item, by_id.get(str(item.id)))
+    return [rows[i] for r in records if (i := str(r.get("id"))) in rows], items
 
 
 def run_label(header: Mapping[str, Any]) -> str:
@@ -666,7 +552,6 @@ def run_label(header: Mapping[str, Any]) -> str:
 
 DIGEST_META = "needlepoint-report-digest"
 DATA_MARK = "\0np-data\0"  # where the page's JSON goes (no JSON text holds a NUL)
-WRITE_PIECE = 1 << 20  # characters of the page's JSON encoded and written at a time
 LINKED = "|linked"  # in the digest of a run's end page that shows some images from their own files
 UNDRAWN = "|undrawn"  # in the digest of a run's end page that left some thumbnails undrawn (end_budget)
 VOLATILE = ("finished", "last_started", "wall_s")  # header times a rerun rewrites without changing what the page shows

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from needlepoint.contract.base import Table, format_cell
+from needlepoint.core.numeric import is_number
 
 __all__ = ["fitted", "natural_width", "print_tables", "render_tables", "rich_table"]
 
@@ -33,14 +34,10 @@ def natural_width(table: Table) -> int:
     return sum(widths) + len(widths) - 1
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _numeric(table: Table, column: int) -> bool:
     """Whether a column holds numbers (or none at all: "–"), right-aligned and never broken."""
     cells = [row[column] for row in table.rows if column < len(row)]
-    return bool(cells) and all(_is_number(v) or v is None for v in cells)
+    return bool(cells) and all(is_number(v) or v is None for v in cells)
 
 
 def _least_width(table: Table, column: int, numeric: bool) -> int:

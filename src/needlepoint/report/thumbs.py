@@ -34,7 +34,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from functools import lru_cache
 from pathlib import Path
@@ -187,6 +187,15 @@ def file_size(path: Path) -> Size | None:
                 return (int(probe.size[0]), int(probe.size[1]))
     except Exception:
         return None
+
+
+def link_to(image: ReportImage, page: str) -> tuple[str, Size] | None:
+    """How a page in folder `page` shows `image` from its own file (`linkable`): the file's URL
+    relative to the page and the image's size (read from its header only when it has boxes to
+    lay over it: UNKNOWN_SIZE otherwise); None when it cannot."""
+    path = linkable(image.image)
+    size = None if path is None else file_size(path) if image.boxes else UNKNOWN_SIZE
+    return None if path is None or size is None else (relative_url(path, page), size)
 
 
 def draw(folder: Path, key: str, ref: Any, side: int = THUMB_MAX) -> Size | None:
@@ -376,6 +385,7 @@ class Thumbnails:
         self.undrawn: set[str] = set()  # keys left for a later report: the drawing ran past `budget_s`
         self._budget_s = budget_s
         self._done: dict[str, Size] = {}
+        self._listed: dict[str, Size] | None = None
         self._workers = workers or all_cores()
         self._processes = processes
         self._link_missing = link_missing
@@ -391,13 +401,11 @@ class Thumbnails:
         return self._pool
 
     def _links(self, key: str, image: ReportImage) -> bool:
-        """Show `image` from its own file (`link_missing` and `linkable`); whether it is."""
-        path = linkable(image.image) if self._link_missing else None
-        size = None if path is None else file_size(path) if image.boxes else UNKNOWN_SIZE  # boxes need the image's size
-        if path is None or size is None:
+        """Show `image` from its own file (`link_missing` and `link_to`); whether it is."""
+        found = link_to(image, self._page) if self._link_missing else None
+        if found is None:
             return False
-        self._done[key] = size
-        self.links[key] = relative_url(path, self._page)
+        self.links[key], self._done[key] = found
         return True
 
     def _submit(self, key: str, image: ReportImage, side: int) -> Future[Size | None] | None:
@@ -411,20 +419,28 @@ class Thumbnails:
             return None
         return self._executor().submit(_draw_job, str(self.folder), key, data, str(ref.key), side)
 
-    def finish(self, items: Sequence[ReportItem]) -> dict[str, Size | None]:
+    def listed(self) -> dict[str, Size]:
+        """The thumbnails the folder held before this report drew any (an earlier page's, the
+        drafts of `report.drafts`): key -> the image's size, from one listing."""
+        if self._listed is None:
+            self._listed = existing(self.folder)
+            self._done.update(self._listed)
+        return self._listed
+
+    def finish(self, items: Sequence[ReportItem], keep: Collection[str] = ()) -> dict[str, Size | None]:
         """Every thumbnail the items show, made if missing: key -> the image's size (None:
         unreadable, or in `undrawn`; UNKNOWN_SIZE: linked, without boxes). The folder is listed
-        first (an earlier page's thumbnails, the drafts of `report.drafts`); what is missing is
-        read in item order (parquet is read forward), a bounded number of images at a time. With
-        `budget_s` (a run's end), drawing stops once that much time has passed: what is left is
-        `undrawn` (linking goes on: it costs a file's status). Thumbnails no item shows any more
-        are removed."""
+        first (`listed`); what is missing is read in item order (parquet is read forward), a
+        bounded number of images at a time. With `budget_s` (a run's end), drawing stops once
+        that much time has passed: what is left is `undrawn` (linking goes on: it costs a file's
+        status). Thumbnails neither an item nor `keep` (the keys of rows made before, see
+        `report.rows`) shows any more are removed."""
         wanted: dict[str, tuple[ReportImage, int]] = {}
         for it in items:
             side = side_of(it)
             for im in it.images:
                 wanted.setdefault(thumb_key(im, side), (im, side))
-        self._done.update(existing(self.folder))
+        self.listed()
         missing = [k for k in wanted if k not in self._done]
         if len(missing) >= PROCESS_MIN_IMAGES and self._budget_s is None:  # a budget is too short for their start
             self._processes = True
@@ -447,10 +463,11 @@ class Thumbnails:
                 self._done[key] = size
         self.close(cancel=True, wait=False)  # every job has ended; a worker process's exit is not waited for
         sizes: dict[str, Size | None] = {k: self._done.get(k) for k in wanted}
-        keep = {file_name(k, s) for k, s in sizes.items() if s is not None and k not in self.links}
+        shown = {file_name(k, s) for k, s in sizes.items() if s is not None and k not in self.links}
+        shown.update(file_name(k, self._done[k]) for k in keep if k in self._done and k not in self.links)
         if self.folder.is_dir():
             for entry in os.scandir(self.folder):
-                if (entry.name.endswith(".jpg") or ".jpg.tmp" in entry.name) and entry.name not in keep:  # .tmp: a killed write
+                if (entry.name.endswith(".jpg") or ".jpg.tmp" in entry.name) and entry.name not in shown:  # .tmp: a killed write
                     os.unlink(entry.path)
         return sizes
 

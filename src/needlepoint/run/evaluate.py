@@ -20,7 +20,7 @@ from needlepoint.core.conversation import Checks, ChecksEndpoints, Closes, Count
 from needlepoint.core.endpoints import add_stats
 from needlepoint.core.errors import DataError
 from needlepoint.core.files import write_json
-from needlepoint.core.heap import give_back_freed
+from needlepoint.core.heap import collector_paused, give_back_freed
 from needlepoint.core.intervalsettings import CiSettings
 from needlepoint.core.records import Record, RunHeader, outcome
 from needlepoint.core.shard import parse_shard, sample_cost, select
@@ -431,43 +431,52 @@ def _run(
                 options.stopped = str(exc)
         else:
             asyncio.run(go())
+        if drafts is not None:
+            drafts.wind_down()  # they make the rows of the last answers while the run scores (report.drafts)
+        with collector_paused():  # a full collection would walk the records and free nothing
+            give_back_freed()  # the answering's request bodies, before the scoring and the report allocate theirs
+            records = store.records()
+            compact(
+                store.dir, [i for i, r in records.items() if r.get("status") not in status.RETRYABLE]
+            )  # the calls still wanted
+            result = finish(bench, samples, records, store.dir, solver.label(config.model), config.ci, prices)
+            result.notes = summary_lines([records[s.id] for s in samples if s.id in records])
+            wall_s = round(float(store.header.get("wall_s") or 0.0) + time.monotonic() - started, 3)  # over every resume
+            result.usage_line = summary_line(result.metrics["usage"], wall_s)
+            result.stopped = options.stopped or budget.stop_reason()
+            if result.stopped:
+                result.notes.append(f"the run stopped early: {result.stopped}")
+            # "complete": every requested sample answered (a --limit run is complete at its limit, so that a
+            # changed configuration starts a new folder); metrics.json's run block still says how many of the
+            # dataset's samples have answers, and `needlepoint report` marks the run from it.
+            complete = all(s.id in records for s in requested) and not result.failed and not result.stopped
+            stats = [m.endpoint_stats() for m in (model, *solver.models().values()) if isinstance(m, CountsEndpoints)]
+            stats += [w.endpoints for w in workers]  # --processes: the workers' clients sent the requests
+            endpoints = add_stats(store.header.get("endpoints"), *stats)  # every model's, the solver's too
+            store.update_header(
+                status="complete" if complete else "incomplete",
+                finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                endpoints=endpoints,
+                wall_s=wall_s,
+            )
+            if config.report:
+                if drafts is not None:
+                    drafts.stop(wait=True)  # the rows they are still making: sooner than made again
+                answered = samples.subset(records)  # every finished record, not only this call's
+                result.exports.extend(  # the run's end links an image file it has no thumbnail of rather than decode it
+                    write_report(
+                        store.dir, bench, answered, [records[s.id] for s in answered], result.metrics, store.header, True
+                    )
+                )
+            return result
     finally:
         if drafts is not None:
             drafts.stop()
-    give_back_freed()  # the answering's request bodies, before the scoring and the report allocate theirs
-    records = store.records()
-    compact(store.dir, [i for i, r in records.items() if r.get("status") not in status.RETRYABLE])  # the calls still wanted
-    result = finish(bench, samples, records, store.dir, solver.label(config.model), config.ci, prices)
-    result.notes = summary_lines([records[s.id] for s in samples if s.id in records])
-    wall_s = round(float(store.header.get("wall_s") or 0.0) + time.monotonic() - started, 3)  # over every resume
-    result.usage_line = summary_line(result.metrics["usage"], wall_s)
-    result.stopped = options.stopped or budget.stop_reason()
-    if result.stopped:
-        result.notes.append(f"the run stopped early: {result.stopped}")
-    # "complete": every requested sample answered (a --limit run is complete at its limit, so that a
-    # changed configuration starts a new folder); metrics.json's run block still says how many of the
-    # dataset's samples have answers, and `needlepoint report` marks the run from it.
-    complete = all(s.id in records for s in requested) and not result.failed and not result.stopped
-    stats = [m.endpoint_stats() for m in (model, *solver.models().values()) if isinstance(m, CountsEndpoints)]
-    stats += [w.endpoints for w in workers]  # --processes: the workers' clients sent the requests
-    endpoints = add_stats(store.header.get("endpoints"), *stats)  # every model's, the solver's too
-    store.update_header(
-        status="complete" if complete else "incomplete",
-        finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        endpoints=endpoints,
-        wall_s=wall_s,
-    )
-    if config.report:
-        answered = samples.subset(records)  # every finished record, not only this call's
-        result.exports.extend(  # the run's end links an image file it has no thumbnail of rather than decode it
-            write_report(store.dir, bench, answered, [records[s.id] for s in answered], result.metrics, store.header, True)
-        )
-    return result
 
 
 def _drafts(config: RunConfig, bench: Benchmark, samples: Dataset[Any], store: RunStore, expected: int) -> Any:
-    """The processes that draw the report's thumbnails while the run answers `expected` samples
-    (report.drafts), or None (--no-report, little to answer)."""
+    """The processes that make the report's rows and thumbnails while the run answers `expected`
+    samples (report.drafts), or None (--no-report, little to answer)."""
     if not config.report:
         return None
     from needlepoint.report import drafts
