@@ -198,6 +198,12 @@ def test_a_row_read_back_must_be_the_one_a_draft_wrote(tmp_path: Path) -> None:
     ):
         (folder / "0.jsonl").write_bytes(bad)
         assert rows.read_rows(folder) == {}
+    # Where an image is shown from: a thumbnail when there is one, else a drafted row's link to its
+    # own file (the page then says it links files: a report written otherwise redraws it), else none.
+    places = html.Places({"drawn": (10, 10)}, undrawn={"late"})
+    assert places("drawn", '"../a.jpg"', (0, 0)) == ('"thumbs/drawn-10x10.jpg"', (10, 10), False) and not places.linked
+    assert places("late", "", (0, 0)) == ('""', (0, 0), True) and not places.linked
+    assert places("own", '"../a.jpg"', (0, 0)) == ('"../a.jpg"', (0, 0), False) and places.linked
     # A row whose boxes the page colours by group (another sample's boxes are in groups).
     places = html.Places({row.keys[0]: (10, 10)})
     by_group = json.loads(rows.fill(row, places, True)[0])["im"][0][4]

@@ -436,9 +436,8 @@ def _run(
         with collector_paused():  # a full collection would walk the records and free nothing
             give_back_freed()  # the answering's request bodies, before the scoring and the report allocate theirs
             records = store.records()
-            compact(
-                store.dir, [i for i, r in records.items() if r.get("status") not in status.RETRYABLE]
-            )  # the calls still wanted
+            wanted = [i for i, r in records.items() if r.get("status") not in status.RETRYABLE]
+            compact(store.dir, wanted)  # the calls still wanted
             result = finish(bench, samples, records, store.dir, solver.label(config.model), config.ci, prices)
             result.notes = summary_lines([records[s.id] for s in samples if s.id in records])
             wall_s = round(float(store.header.get("wall_s") or 0.0) + time.monotonic() - started, 3)  # over every resume
