@@ -195,6 +195,7 @@ def test_a_row_read_back_must_be_the_one_a_draft_wrote(tmp_path: Path) -> None:
         changed(3, [1]),
         changed(4, [[7], ["x"], [], ['"a.jpg"'], [10, 10]]),  # a key that is no text
         changed(5, {"task": 3}),
+        changed(5, ["task"]),
     ):
         (folder / "0.jsonl").write_bytes(bad)
         assert rows.read_rows(folder) == {}

@@ -300,12 +300,13 @@ def _rows_of(data: bytes) -> Iterator[Row]:
     for line in data.splitlines():
         try:
             yield _row(orjson.loads(line))
-        except (ValueError, TypeError):  # orjson.JSONDecodeError is a ValueError
+        except (ValueError, TypeError, AttributeError):  # orjson.JSONDecodeError is a ValueError
             continue
 
 
 def _row(value: Any) -> Row:
-    """A row read back from its line; ValueError or TypeError when it is not one `row_line` wrote."""
+    """A row read back from its line; ValueError, TypeError or AttributeError when it is not one
+    `row_line` wrote."""
     sample_id, mark, parts, slots, (keys, rests, by_group, links, sizes), filters, failed, sorted_, grouped, boxes = value
     raw = "".join(parts) + "".join(rests) + "".join(by_group) + "".join(links)  # what goes into the page as it is
     "".join([*keys, *filters, *filters.values()])  # TypeError unless each is text
