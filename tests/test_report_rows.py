@@ -13,7 +13,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from helpers import report_blob
@@ -26,6 +26,7 @@ from needlepoint.cli import main
 from needlepoint.contract.base import ReportBox, ReportImage, ReportItem
 from needlepoint.core.conversation import ImageRef
 from needlepoint.core.files import json_line
+from needlepoint.core.records import Record
 from needlepoint.models.simulated import SIMULATED_MODEL_NAME, SimulatedServer
 from needlepoint.report import drafts, html, rows, thumbs
 
@@ -129,7 +130,7 @@ def test_a_runs_end_fills_the_rows_its_drafts_made(tmp_path: Path, made_here: li
         assert made_here == [SAMPLES]
         # A row made from another record than the one the run holds (an earlier answer) is not shown.
         record = json.loads((out / "records.jsonl").read_bytes().splitlines()[0])
-        earlier = {**record, "turns": [{**record["turns"][0], "reply": "an earlier answer"}]}
+        earlier = cast(Record, {**record, "turns": [{**record["turns"][0], "reply": "an earlier answer"}]})
         bench = MmNiah(split="val")
         (item,) = bench.report_items(bench.load(data), [earlier])
         (out / "report" / rows.ROWS_DIR).mkdir()
@@ -174,7 +175,7 @@ def test_a_row_read_back_must_be_the_one_a_draft_wrote(tmp_path: Path) -> None:
     with: a half-written line, text that could end the page's script, or a row of another
     record are left out (the page makes those rows itself)."""
     image = ReportImage(ImageRef("a", loader=lambda: b""), [ReportBox([1, 2, 3, 4], "gt")])
-    record = {"id": "1", "status": "done", "turns": [{"reply": "x"}]}
+    record: Record = {"id": "1", "status": "done", "turns": [{"reply": "x"}]}
     row = rows.make_row(ReportItem("1", "prompt", "answer", [image]), record)
     good = rows.row_line(row, rows.record_mark(record))
     folder = tmp_path / "rows"
