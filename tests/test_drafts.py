@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from helpers import records as stored_records
 from helpers import report_blob as blob
+from helpers.kills import reaped
 from PIL import Image
 
 from needlepoint.benchmarks.ref_adv.benchmark import RefAdv
@@ -48,14 +49,6 @@ def _wait_for(count: int, folder: Path, deadline: float) -> dict[str, thumbs.Siz
     while len(found := thumbs.existing(folder)) < count and time.monotonic() < deadline:
         time.sleep(0.02)
     return found
-
-
-def _reaped(pid: int) -> bool:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:  # no child of ours any more: ended and waited for
-        return True
-    return False
 
 
 def test_drafts_draw_what_the_records_file_names_from_their_own_reads(release: tuple[Path, list[bytes]], tmp_path: Path) -> None:
@@ -106,7 +99,7 @@ def test_drafts_draw_what_the_records_file_names_from_their_own_reads(release: t
         made = (folder / thumbs.file_name(k, found[k])).read_bytes()
         assert made == thumbs.make_thumbnail(original, k)[0] and made != original
         assert max(Image.open(io.BytesIO(made)).size) <= thumbs.THUMB_MAX and len(made) <= thumbs.THUMB_BYTES
-    assert all(_reaped(pid) for pid in pids)
+    assert all(reaped(pid) for pid in pids)
     assert not [p for p in folder.iterdir() if ".tmp" in p.name]
     started.stop()  # twice: nothing left to stop
 
@@ -124,7 +117,7 @@ def test_an_interrupt_while_forking_stops_the_drafts_forked(tmp_path: Path, monk
     monkeypatch.setattr(drafts, "fork", fork_once)
     with pytest.raises(KeyboardInterrupt):
         drafts.start(tmp_path, tmp_path / "records.jsonl", [], lambda d, r: [], expected=drafts.MIN_SAMPLES, processes=3)
-    assert len(forked) == 1 and _reaped(forked[0])
+    assert len(forked) == 1 and reaped(forked[0])
 
 
 @pytest.fixture
@@ -154,7 +147,7 @@ def test_an_interrupted_run_stops_its_drafts(release: tuple[Path, list[bytes]], 
 
     with SimulatedServer(before_answer=hold) as server, pytest.raises(KeyboardInterrupt):
         evaluate(_config(data, server.url, tmp_path / "run"))
-    assert running and all(_reaped(pid) for pid in running)
+    assert running and all(reaped(pid) for pid in running)
 
 
 def _config(data: Path, url: str, out: Path, processes: int = 1) -> RunConfig:
@@ -206,4 +199,4 @@ def test_a_run_draws_its_thumbnails_while_it_answers(
         made = (result.run_dir / "report" / name).read_bytes()
         key = name.split("/")[-1].split("-")[0]
         assert made == thumbs.make_thumbnail(originals[int(sample_id)], key)[0]  # drawn small, by a draft or the run's end
-    assert forked and all(_reaped(pid) for pid in forked)
+    assert forked and all(reaped(pid) for pid in forked)

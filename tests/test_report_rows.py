@@ -11,12 +11,14 @@ import contextlib
 import io
 import json
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 from helpers import report_blob
+from helpers.kills import reaped
 from PIL import Image
 
 from needlepoint.benchmarks.mm_niah.benchmark import MmNiah
@@ -245,3 +247,19 @@ def test_a_wind_down_makes_the_rows_of_the_last_answers_then_ends(tmp_path: Path
     made = rows.read_rows(report / rows.ROWS_DIR)
     assert sorted(made) == sorted(s.id for s in samples)
     assert all(made[s.id].record == rows.record_mark(json.loads(line)) for s, line in zip(samples, lines))
+
+
+def test_the_end_does_not_wait_on_drafts_that_make_no_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drafts that a busy host gives no core (stopped here) are waited for only while their rows
+    files grow: the end then kills them and makes the rows itself, long before the longest wait."""
+    monkeypatch.setattr(drafts, "WIND_DOWN_S", 60.0)
+    started = drafts.start(tmp_path / "report" / "thumbs", tmp_path / "records.jsonl", [], lambda d, r: [], SAMPLES, 2)
+    assert started is not None
+    pids = list(started.pids)
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    started.wind_down()
+    begun = time.monotonic()
+    started.stop(wait=True)
+    assert time.monotonic() - begun < 30  # not the 60 s a wait for them to end would take
+    assert all(reaped(pid) for pid in pids)

@@ -26,6 +26,15 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="re
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
+def reaped(pid: int) -> bool:
+    """Whether the child `pid` has ended and been waited for (by its parent, this process)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # no child of ours any more
+        return True
+    return False
+
+
 class Gate:
     """Shared by the servers of a test: lets `allow` more requests through (None: all), holds the
     rest; counts requests and answers (a 200 written out) by key."""

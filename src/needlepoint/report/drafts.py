@@ -48,7 +48,8 @@ from needlepoint.report.thumbs import all_cores, draw, existing, link_to, lower_
 
 MIN_SAMPLES = 64  # fewer samples to answer: the report draws at the end (a handful of images)
 POLL_S = 0.1  # how often a drafting process looks for new records
-WIND_DOWN_S = 1.0  # how long the end of a run waits for the rows its drafts are still making
+WIND_DOWN_S = 1.0  # how long the end of a run waits at most for the rows its drafts are still making...
+STALL_S = 0.15  # ...and how long after their last row (a batch's items take a few tens of ms first)
 
 ItemsOf = Callable[[list[Any], list[Record]], list[ReportItem]]
 
@@ -57,8 +58,9 @@ class Drafts:
     """The drafting processes of one run: `wind_down` once it has answered, `stop` to end them
     (safe to call twice)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rows: Path) -> None:
         self.pids: list[int] = []
+        self.rows = rows  # the folder they write the rows to
         self.ending = -1  # the pipe's end whose closing tells them the run has answered (-1: closed)
 
     def wind_down(self) -> None:
@@ -70,12 +72,9 @@ class Drafts:
 
     def stop(self, wait: bool = False) -> None:
         """End the drafting processes and wait for them: nothing is written into the folder after.
-        `wait` (after `wind_down`): give those still making rows up to WIND_DOWN_S first."""
-        deadline = time.monotonic() + (WIND_DOWN_S if wait else 0.0)
-        running = list(self.pids)
-        while running and time.monotonic() < deadline:
-            running = [pid for pid in running if not _ended(pid)]
-            time.sleep(0.002 if running else 0)
+        `wait` (after `wind_down`): first let them end by themselves while they still write rows
+        (a busy host may leave the idle class no core: then the report makes the rest)."""
+        running = self._rows_made(list(self.pids)) if wait else self.pids
         for pid in running:
             try:
                 os.kill(pid, signal.SIGKILL)  # a draft half written is a temporary file the report removes
@@ -88,6 +87,26 @@ class Drafts:
                 pass
         self.pids = []
         self.wind_down()
+
+    def _rows_made(self, running: list[int]) -> list[int]:
+        """Wait for `running` to end while their rows files grow (for at most WIND_DOWN_S, and
+        no longer than STALL_S after the last row); those still running."""
+        start = time.monotonic()
+        size, grown = -1, start
+        while running and (now := time.monotonic()) < start + WIND_DOWN_S and now < grown + STALL_S:
+            running = [pid for pid in running if not _ended(pid)]
+            if (now_size := _size_of(self.rows)) != size:
+                size, grown = now_size, now
+            time.sleep(0.005 if running else 0)
+        return running
+
+
+def _size_of(folder: Path) -> int:
+    """The bytes the files of `folder` hold (0 when it is not there)."""
+    try:
+        return sum(entry.stat().st_size for entry in os.scandir(folder))
+    except OSError:
+        return 0
 
 
 def _ended(pid: int) -> bool:
@@ -114,8 +133,8 @@ def start(
         since = records.stat().st_size  # what a resumed run answered before is the report's to make
     except FileNotFoundError:
         since = 0
-    shutil.rmtree(folder.parent / ROWS_DIR, ignore_errors=True)  # an earlier command's: its records are the report's
-    drafts = Drafts()
+    drafts = Drafts(folder.parent / ROWS_DIR)
+    shutil.rmtree(drafts.rows, ignore_errors=True)  # an earlier command's: its records are the report's
     ending, drafts.ending = os.pipe()
     gc.freeze()  # the collector in a child leaves the parent's objects alone: their pages stay shared
     try:
