@@ -3,12 +3,16 @@ measured in a fresh interpreter by its resident set; the cyclic collector is off
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import io
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from needlepoint.cli import main
 from needlepoint.core.heap import collector_paused
 
 CODE = """
@@ -53,3 +57,23 @@ def test_the_collector_is_off_for_a_runs_end_and_back_after() -> None:
     with pytest.raises(KeyError), collector_paused():
         raise KeyError("x")
     assert gc.isenabled()
+
+
+PROGRAM = """
+import gc, sys
+sys.argv = ["needlepoint", "runs", sys.argv[1]]
+from needlepoint.cli import main
+code = main()
+print(code, gc.get_freeze_count() > 0)
+"""
+
+
+def test_the_program_leaves_its_objects_to_the_exit_and_a_caller_keeps_its_collector(tmp_path: Path) -> None:
+    """The `needlepoint` program freezes what it made before the interpreter's last collection
+    (which would walk it all and free nothing); `main` called from Python freezes nothing."""
+    out = subprocess.run([sys.executable, "-c", PROGRAM, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "True"]
+    before = gc.get_freeze_count()
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["runs", str(tmp_path)]) == 0
+    assert gc.get_freeze_count() == before
