@@ -137,7 +137,7 @@ def test_a_runs_end_fills_the_rows_its_drafts_made(tmp_path: Path, made_here: li
         (item,) = bench.report_items(bench.load(data), [earlier])
         (out / "report" / rows.ROWS_DIR).mkdir()
         (out / "report" / rows.ROWS_DIR / "0.jsonl").write_bytes(
-            rows.row_line(rows.make_row(item, earlier), rows.record_mark(earlier))
+            rows.row_line(rows.make_row(item, earlier), rows.record_mark(json_line(earlier)))
         )
         assert filled == _made_again(argv, page) and "an earlier answer" not in page.read_text()
     # Each image a thumbnail a draft drew, or else its own file in the data folder (never drawn at the end).
@@ -179,12 +179,12 @@ def test_a_row_read_back_must_be_the_one_a_draft_wrote(tmp_path: Path) -> None:
     image = ReportImage(ImageRef("a", loader=lambda: b""), [ReportBox([1, 2, 3, 4], "gt")])
     record: Record = {"id": "1", "status": "done", "turns": [{"reply": "x"}]}
     row = rows.make_row(ReportItem("1", "prompt", "answer", [image]), record)
-    good = rows.row_line(row, rows.record_mark(record))
+    good = rows.row_line(row, rows.record_mark(json_line(record)))
     folder = tmp_path / "rows"
     folder.mkdir()
     (folder / "0.jsonl").write_bytes(good + good[:-9])  # a draft stopped while writing its second line
     (read,) = rows.read_rows(folder).values()
-    assert read == rows.Row(**{**row.__dict__, "record": rows.record_mark(record)})
+    assert read == rows.Row(**{**row.__dict__, "record": rows.record_mark(json_line(record))})
 
     def changed(at: int, value: Any) -> bytes:
         fields = json.loads(good)
@@ -246,7 +246,7 @@ def test_a_wind_down_makes_the_rows_of_the_last_answers_then_ends(tmp_path: Path
         started.stop()
     made = rows.read_rows(report / rows.ROWS_DIR)
     assert sorted(made) == sorted(s.id for s in samples)
-    assert all(made[s.id].record == rows.record_mark(json.loads(line)) for s, line in zip(samples, lines))
+    assert all(made[s.id].record == rows.record_mark(json_line(json.loads(line))) for s, line in zip(samples, lines))
 
 
 def test_the_end_does_not_wait_on_drafts_that_make_no_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.contract.base import ReportItem
-from needlepoint.core.files import AppendLog
+from needlepoint.core.files import AppendLog, json_line
 from needlepoint.core.forks import enter_child, fork, signals_held
 from needlepoint.core.records import Record
 from needlepoint.core.tail import Tail
@@ -234,7 +234,7 @@ def _write_row(log: AppendLog, item: ReportItem, record: Record, page: str) -> b
     """Append the row of `item` (`rows.make_row`, each image's link asked now) as one line;
     False once the file cannot be written (a full disk: the report then makes the rest)."""
     try:
-        line = row_line(make_row(item, record, partial(link_to, page=page)), record_mark(record))
+        line = row_line(make_row(item, record, partial(link_to, page=page)), record_mark(json_line(record)))
     except Exception:  # a record the report itself will name: its row is made there
         return True
     try:

@@ -458,7 +458,8 @@ def write_run_report(
     target = report_dir / "index.html"
     drafted = read_rows(report_dir / ROWS_DIR) if link_missing else {}  # read once: the folder goes
     shutil.rmtree(report_dir / ROWS_DIR, ignore_errors=True)
-    content = report_digest(bench.name, records, metrics, header)
+    lines = [json_line(r) for r in records]  # each record's line, made once: the digest's and the drafted rows' marks
+    content = report_digest(bench.name, lines, metrics, header)
     # A finished run rerun: the page already shows these answers. A page of a run's end that links
     # images (LINKED) is current for a rerun's end, never for a report written otherwise (merge,
     # a human run), which draws them all; one that left thumbnails undrawn (UNDRAWN) is made again
@@ -470,7 +471,8 @@ def write_run_report(
     rerun = is_current(target, with_files(content + UNDRAWN, run_dir))
     budget = end_budget(len(records)) if link_missing and not rerun else None
     drawer = Thumbnails(report_dir / THUMBS_DIR, link_missing=link_missing, budget_s=budget)
-    rows, items = _rows(bench, samples, records, drafted, drawer)
+    rows, items = _rows(bench, samples, records, lines, drafted, drawer)
+    del lines
     is_grouped = any(row.grouped for row in rows)
     shown = drawer.finish(items, keep=[key for row in rows for key in row.keys])  # a drafted row's thumbnails stay
     places = Places({**drawer.listed(), **shown}, drawer.links, drawer.undrawn)
@@ -519,19 +521,24 @@ def write_run_report(
 
 
 def _rows(
-    bench: Benchmark, samples: Dataset[Any], records: Sequence[Record], drafted: Mapping[str, Row], drawer: Thumbnails
+    bench: Benchmark,
+    samples: Dataset[Any],
+    records: Sequence[Record],
+    lines: Sequence[bytes],
+    drafted: Mapping[str, Row],
+    drawer: Thumbnails,
 ) -> tuple[list[Row], list[ReportItem]]:
-    """The page's rows, in the order of `records`: a drafted row where it was made from the
-    record the run ended with and each of its images has a thumbnail (`Thumbnails.listed`) or a
-    file to link; the others made here, from the benchmark's report items (returned: their
-    thumbnails are still to be made)."""
+    """The page's rows, in the order of `records` (`lines`: their `json_line`s): a drafted row
+    where it was made from the record the run ended with and each of its images has a thumbnail
+    (`Thumbnails.listed`) or a file to link; the others made here, from the benchmark's report
+    items (returned: their thumbnails are still to be made)."""
     have = drawer.listed() if drafted else {}
     rows: dict[str, Row] = {}
-    for record in records:
+    for record, line in zip(records, lines):
         row = drafted.get(str(record.get("id")))
         if (
             row is not None
-            and row.record == record_mark(record)
+            and row.record == record_mark(line)
             and all(key in have or own for key, own in zip(row.keys, row.links))
         ):
             rows[row.id] = row
@@ -558,15 +565,15 @@ VOLATILE = ("finished", "last_started", "wall_s")  # header times a rerun rewrit
 _CODE = (Path(__file__), Path(__file__).with_name("assets.py"), Path(__file__).with_name("thumbs.py"))
 
 
-def report_digest(bench_name: str, records: Sequence[Record], metrics: dict[str, Any], header: Mapping[str, Any]) -> str:
-    """What a run page shows, as a digest: the records, the metrics, the run header (less the times
-    every rerun rewrites, VOLATILE) and the report's own code. With `with_files`, a page carrying
-    the same digest is current and is not written again."""
+def report_digest(bench_name: str, lines: Sequence[bytes], metrics: dict[str, Any], header: Mapping[str, Any]) -> str:
+    """What a run page shows, as a digest: the records (their `json_line`s), the metrics, the run
+    header (less the times every rerun rewrites, VOLATILE) and the report's own code. With
+    `with_files`, a page carrying the same digest is current and is not written again."""
     h = hashlib.sha256()
     head = {k: v for k, v in header.items() if k not in VOLATILE}
     h.update(json.dumps([bench_name, head, metrics], sort_keys=True, default=str).encode())
-    for r in records:  # records as read from records.jsonl keep their key order; orjson keeps this cheap
-        h.update(json_line(r))
+    for line in lines:  # records as read from records.jsonl keep their key order; orjson keeps this cheap
+        h.update(line)
     for code in _CODE:
         h.update(code.read_bytes())
     return h.hexdigest()
