@@ -5,11 +5,11 @@ Drafting must never slow the answering, so the run's client does nothing for it:
 answers, `start` forks one process per core (at most 8), each in the idle scheduling class (a
 core only when no other program wants it). Each holds the run's samples (the fork's copy),
 reads the records the run appends to its records file from then on (`core.tail.Tail`: whole
-lines, in order; with `--processes` the command copies its workers' records there), builds the
-report items of those samples (`items_of`), and for the samples that fall to it writes their
-page rows (`report.rows`: the card, what the model saw, each image's link to its own file) to a
-file of its own under `report/rows/`, then draws the thumbnails of the images whose key falls to
-it (at the size the page shows them, `thumbs.side_of`), reading each image itself (a parquet
+lines, in order; with `--processes` the command copies its workers' records there), and for
+the answered samples that fall to it (`_share`) builds their report items (`items_of`), writes
+their page rows (`report.rows`: the card, what the model saw, each image's link to its own file)
+to a file of its own under `report/rows/`, then draws their images' thumbnails (at the size the
+page shows them, `thumbs.side_of`), reading each image itself (a parquet
 release through a handle of its own, see `parquet`). Rows come first: between two looks at the
 records file a process draws for at most POLL_S, so a process behind the run (a fast server:
 hundreds of answers a second; drawing costs about a millisecond an image) still makes every row
@@ -195,17 +195,17 @@ def _draft(
         last = _closed(ending)  # then the records file holds every answer: one more look
         lines = tail.read()
         tail.done()
-        answered = {str(r["id"]): r for _, r in lines if r and str(r["id"]) in by_id}
+        answered = {i: r for _, r in lines if r and (i := str(r["id"])) in by_id and _share(i, count) == index}
         try:
             items = items_of([by_id[i] for i in answered], list(answered.values())) if answered else []
         except Exception:  # a record the report itself will name: nothing drafted for it
             items = []
         for it in items:
-            if rows is not None and _share(str(it.id), count) == index and (record := answered.get(str(it.id))):
+            if rows is not None and (record := answered.get(str(it.id))):
                 rows = rows if _write_row(rows, it, record, page) else None
             side = side_of(it)
             for im in it.images:
-                if int(key := thumb_key(im, side), 16) % count == index and key not in done:
+                if (key := thumb_key(im, side)) not in done:
                     done.add(key)
                     todo.append((key, im.image, side))
         if last:
@@ -226,7 +226,8 @@ def _closed(ending: int, timeout: float = 0.0) -> bool:
 
 
 def _share(sample_id: str, count: int) -> int:
-    """Which of `count` drafting processes makes the row of a sample."""
+    """Which of `count` drafting processes makes the row and the thumbnails of a sample (an image
+    two samples share may be drawn by two: the same file, written whole by each)."""
     return zlib.crc32(sample_id.encode()) % count
 
 
