@@ -145,3 +145,32 @@ def test_settings_refuse_bad_values() -> None:
         CiSettings(level=95)
     with pytest.raises(DataError, match="--resamples"):
         CiSettings(resamples=-1)
+
+
+@pytest.mark.parametrize("level", [0.95, 0.9, 0.5, 0.999])
+def test_percentile_bounds_are_numpys_quantiles_bit_for_bit(level: float) -> None:
+    """`percentile_bounds` (written out, without np.quantile's import of numpy.ma) gives the
+    interval's ends exactly as `np.quantile`'s default method: sizes from 1 up, ties, steps of 1/n."""
+    from needlepoint.stats.bootstrap import percentile_bounds
+
+    rng = np.random.default_rng(11)
+    q = (1.0 - level) / 2.0
+    for n in [*range(1, 60), 999, 1000, 1001, 4000]:
+        for values in (rng.normal(0, 1, n), rng.integers(0, 7, n) / 7, np.round(rng.random(n), 2), rng.random(n) * 1e-9):
+            expected = np.quantile(values, [q, 1.0 - q]).tolist()
+            assert list(percentile_bounds(values, level)) == expected, (n, level)
+
+
+def test_strata_are_numbered_in_sorted_order_as_before() -> None:
+    """Strata are numbered in sorted order (np.unique's, which the draws used before), so a seed
+    draws the same positions: every stratum's rows come from the stream in the same way."""
+    rng = np.random.default_rng(5)
+    strata = [str(s) for s in rng.choice(["b", "a", "B", "é", "a b", "10", "9"], 300)]
+    idx = draw(300, 64, seed=3, strata=strata)
+    # the draws of the same stream numbered with np.unique, as the bootstrap numbered them before
+    names, labels = np.unique(np.asarray(strata), return_inverse=True)
+    order = np.argsort(labels, kind="stable")
+    size = np.bincount(labels, minlength=len(names))
+    first, room = (np.cumsum(size) - size)[labels], size[labels]
+    pick = np.random.default_rng(3).random((64, 300)) * room
+    assert (idx == order[np.minimum(pick.astype(np.int64), room - 1) + first]).all()

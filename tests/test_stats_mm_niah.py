@@ -209,3 +209,21 @@ def test_a_draw_refills_each_place_from_its_own_group() -> None:
     strata = np.asarray(r.strata)
     idx = draw(len(rows), 50, 1, r.strata)
     assert (strata[idx] == strata[None, :]).all()
+
+
+def test_rounding_of_a_whole_array_is_pythons_round_bit_for_bit() -> None:
+    """The draws' 6-decimal rounding (`_rounded`, all values at once) gives what `round(v, 6)`
+    gives for each value: means of counts, values at and near a decimal half (where the float
+    product could round the wrong way), large, negative and non-finite ones."""
+    from needlepoint.benchmarks.mm_niah.resample import _rounded
+
+    rng = np.random.default_rng(7)
+    means = [k / n for n in range(1, 400) for k in range(n + 1)]
+    halves = (np.arange(-2000, 2000) + 0.5) / 1e6
+    near = np.concatenate([np.nextafter(halves, np.inf), np.nextafter(halves, -np.inf), halves + 1e-13, halves - 1e-13])
+    values = np.concatenate(
+        [np.asarray(means), halves, near, rng.random(100_000), rng.normal(0, 1e4, 1000), [np.nan, np.inf, -np.inf, -0.0, 1e300]]
+    )
+    expected = [round(float(v), 6) for v in values]
+    got = _rounded(values.reshape(-1, 1)).ravel().tolist()  # any shape, as the draws' blocks
+    assert [repr(v) for v in got] == [repr(v) for v in expected]

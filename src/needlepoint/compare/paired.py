@@ -31,7 +31,7 @@ from needlepoint.compare.order import paper_tasks, primary_metric, task_sorted
 from needlepoint.compare.runs import Pairing
 from needlepoint.core.errors import DataError
 from needlepoint.stats import DEFAULT_LEVEL, DEFAULT_RESAMPLES, CiSettings, Resampler, draw, resampler_of
-from needlepoint.stats.bootstrap import resampled
+from needlepoint.stats.bootstrap import percentile_bounds, resampled
 
 __all__ = ["Comparison", "Contrast", "MetricDiff", "bootstrap_p", "compare_runs", "holm", "is_share_metric"]
 
@@ -227,9 +227,8 @@ def _interval(d: np.ndarray, resamples: int, level: float) -> tuple[float | None
     ok = d[~np.isnan(d)]
     if len(ok) * 2 < resamples or not len(ok):
         return None, None, None, f"the metric is missing on {resamples - len(ok)} of {resamples} resamples"
-    q = (1.0 - level) / 2.0
-    lo, hi = np.quantile(ok, [q, 1.0 - q])
-    return float(lo), float(hi), bootstrap_p(ok), ""
+    lo, hi = percentile_bounds(ok, level)
+    return lo, hi, bootstrap_p(ok), ""
 
 
 def _repeats(

@@ -48,11 +48,23 @@ MIN_GROUP = 20  # samples a stratum holds at least (context ranges of a task mer
 
 _RANGES = len(CONTEXT_EDGES)
 _CELLS = _RANGES * DEPTH_BINS
-_round = np.frompyfunc(lambda v: round(float(v), DIGITS), 1, 1)  # Python's round, as aggregate() rounds
+_SCALE = 10.0**DIGITS
 
 
 def _rounded(values: np.ndarray) -> np.ndarray:
-    return np.asarray(_round(values), dtype=np.float64)
+    """Python's `round(v, DIGITS)` of every value, as aggregate() rounds, for a whole array at
+    once (84,000 calls of `round` were a third of a 200-document run's intervals): v * 10**DIGITS
+    to the nearest whole number, divided back (both exact in IEEE arithmetic, so the nearest float
+    to the decimal, as `round` gives), wherever v * 10**DIGITS lies more than 1e-6 from a half (its
+    float error is under 1.2e-7 for |v| < 1,000); a value near a half, large or not finite goes
+    through `round` itself."""
+    with np.errstate(invalid="ignore", over="ignore"):  # the non-finite go through `round`
+        scaled = values * _SCALE
+        out: np.ndarray = np.rint(scaled) / _SCALE
+        doubt = ~(np.abs(values) < 1e3) | (np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6)
+    if doubt.any():
+        out[doubt] = [round(float(v), DIGITS) for v in values[doubt].tolist()]
+    return out
 
 
 def _groups(task: np.ndarray, block: np.ndarray, tasks: int) -> np.ndarray:
@@ -149,7 +161,7 @@ class NiahResampler:
         ]
         order = (t * (_RANGES + 1) + block).tolist()
         names: dict[int, str] = {}
-        for g in np.unique(group).tolist():
+        for g in np.flatnonzero(np.bincount(group)).tolist():  # np.unique imports numpy.ma (stats.percentile_bounds)
             members = np.flatnonzero(group == g).tolist()
             first, last = labels[min(members, key=order.__getitem__)], labels[max(members, key=order.__getitem__)]
             names[g] = first if first == last else f"{first} .. {last}"
