@@ -54,8 +54,8 @@ ROW_GROUP = 1132  # what the Hugging Face `datasets` writer gives images of this
 # --------------------------------------------------------------------------------------------- data
 
 
-def _image(rng, index: int) -> bytes:
-    """A 640x480 JPEG of about 85 KB: colour gradients, a few boxes, and 2x2-pixel noise."""
+def _image(rng, index: int, W: int = W, H: int = H) -> bytes:  # noqa: N803 (the module's names for the size)
+    """A 640x480 JPEG of about 85 KB (or W x H): colour gradients, a few boxes, and 2x2-pixel noise."""
     import numpy as np
     from PIL import Image
 
@@ -70,9 +70,9 @@ def _image(rng, index: int) -> bytes:
         axis=-1,
     )
     for _ in range(4):
-        x1, y1 = int(rng.integers(0, W - 120)), int(rng.integers(0, H - 120))
+        x1, y1 = int(rng.integers(0, max(1, W - 120))), int(rng.integers(0, max(1, H - 120)))
         base[y1 : y1 + int(rng.integers(40, 120)), x1 : x1 + int(rng.integers(40, 120))] = rng.integers(0, 255, 3)
-    noise = rng.normal(0, 12.0, (H // 2, W // 2, 3)).astype(np.float32).repeat(2, 0).repeat(2, 1)
+    noise = rng.normal(0, 12.0, ((H + 1) // 2, (W + 1) // 2, 3)).astype(np.float32).repeat(2, 0).repeat(2, 1)[:H, :W]
     arr = np.clip(base + noise, 0, 255).astype(np.uint8)
     out = io.BytesIO()
     Image.fromarray(arr).save(out, format="JPEG", quality=85)

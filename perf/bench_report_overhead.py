@@ -1,7 +1,7 @@
 """What the HTML report costs a run, as a user types the command: the command with and without the
 report (and, optionally, another source tree's command), interleaved on the same data and server.
 
-    python perf/bench_report_overhead.py [--bench ref_adv_s|mm_niah] [--samples 1600] [--rounds 3]
+    python perf/bench_report_overhead.py [--bench ref_adv_s|mm_niah|mc_bench] [--samples 1600] [--rounds 3]
                                          [--delay-ms 100] [--old-src DIR] [--processes N] [--data DIR]
                                          [--images-per-doc 20-60] [--tokens 30000-100000]
 
@@ -10,14 +10,18 @@ mean, row groups of 1,132), made in a child process. mm_niah: bench_mm_niah_memo
 shape, every document with its own images as in the release: --samples documents of --tokens
 tokens of text (LO-HI spread evenly, or one number T: T-28k..T+28k) with --images-per-doc (LO-HI
 or one number) distinct 448x448 noisy JPEGs (50-100 KB) each, plus 4 option images on
-retrieval-image rows. Server: perf/serve_simulated.py in
+retrieval-image rows. mc_bench: the authors' annotation file (tests/data/mc-bench, 2,000 pairs
+of 4,000 images) beside mc-bench_images/ of textured JPEGs at each image's own size, the first
+--samples pairs (--limit). Server: perf/serve_simulated.py in
 its own process, one reply after --delay-ms (for mm_niah with --bytes-only: bodies counted, not
-parsed). Each variant runs, with PYTHONPATH at its tree,
+parsed; for mc_bench a box in each image). Each variant runs, with PYTHONPATH at its tree,
 
     python -m needlepoint.cli eval ref_adv_s --data D --model bench-model --api-url URL
         --box-format abs_xyxy --concurrency 64 --out RUN --no-progress
     python -m needlepoint.cli eval mm_niah --data D --split val --model bench-model --api-url URL
         --concurrency 64 --out RUN --no-progress
+    python -m needlepoint.cli eval mc_bench --data D [--limit N] --model bench-model --api-url URL
+        --concurrency 64 --out RUN --no-progress --box-format abs_xyxy
 
 plus --no-report for that variant; with --processes N also the default command with `--processes
 N`. Printed, medians over the rounds: the answering time (the first request's arrival to the last
@@ -36,6 +40,7 @@ import math
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -82,24 +87,68 @@ def mm_niah_data(ns: argparse.Namespace, tmp: Path) -> Path:
     return data / "mm_niah_val"
 
 
+MC_BENCH_RELEASE = HERE.parent / "tests" / "data" / "mc-bench" / "mc-bench_v0.2_val.json"  # the authors' 2,000 pairs
+MC_BENCH_REPLY = (
+    '```json\n{"image_1": [{"group": 1, "bbox_2d": [100, 100, 300, 260]}], '
+    '"image_2": [{"group": 1, "bbox_2d": [40, 60, 220, 240]}]}\n```'
+)
+
+
+def mc_bench_data(ns: argparse.Namespace, tmp: Path) -> Path:
+    """MC-Bench's release layout: the authors' annotation file (tests/data) beside mc-bench_images/
+    holding a textured JPEG at each image's own size (4,000, about 500 MB; kept under --data)."""
+    data = (Path(ns.data) if ns.data is not None else tmp) / "mc-bench"
+    if not (data / ".made").exists():
+        code = (
+            f"import sys; sys.path.insert(0, {str(HERE)!r}); from pathlib import Path; "
+            f"from bench_report_overhead import write_mc_bench; write_mc_bench(Path({str(data)!r}))"
+        )
+        subprocess.run([sys.executable, "-c", code], check=True)  # a child: this process stays small (wait4's peak RSS)
+        (data / ".made").write_text("ok\n")
+    return data
+
+
+def write_mc_bench(data: Path) -> None:
+    """The annotation file copied into `data`, and every image it names drawn at its size."""
+    import json
+
+    import numpy as np
+    from bench_ref_adv_harness import _image
+
+    images = data / "mc-bench_images"
+    release = json.loads(MC_BENCH_RELEASE.read_bytes())
+    rng = np.random.default_rng(0)
+    for k, im in enumerate(release["images"]):
+        path = images / im["file_name"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(_image(rng, k, int(im["width"]), int(im["height"])))
+    shutil.copyfile(MC_BENCH_RELEASE, data / MC_BENCH_RELEASE.name)
+
+
 def _span(text: str) -> tuple[int, int]:
     """ "LO-HI" or one number N (N-N), as bench_mm_niah_memory takes them."""
     lo, _, hi = str(text).partition("-")
     return int(lo), int(hi or lo)
 
 
-def command(bench: str, data: Path, url: str, out: Path) -> list[str]:
-    """The command as a user types it (module form, so that PYTHONPATH picks the tree)."""
+MC_BENCH_SAMPLES = 2000  # the release's pairs
+
+
+def command(bench: str, data: Path, url: str, out: Path, samples: int) -> list[str]:
+    """The command as a user types it (module form, so that PYTHONPATH picks the tree); MC-Bench's
+    fixed release is cut to the first `samples` pairs by --limit."""
     argv = [sys.executable, "-m", "needlepoint.cli", "eval", bench, "--data", str(data)]
     if bench == "mm_niah":
         argv += ["--split", "val"]
+    if bench == "mc_bench" and samples < MC_BENCH_SAMPLES:
+        argv += ["--limit", str(samples)]
     argv += ["--model", MODEL, "--api-url", url, "--concurrency", "64", "--out", str(out), "--no-progress"]
-    return argv + (["--box-format", "abs_xyxy"] if bench == "ref_adv_s" else [])
+    return argv + (["--box-format", "abs_xyxy"] if bench in ("ref_adv_s", "mc_bench") else [])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bench", choices=("ref_adv_s", "mm_niah"), default="ref_adv_s")
+    parser.add_argument("--bench", choices=("ref_adv_s", "mm_niah", "mc_bench"), default="ref_adv_s")
     parser.add_argument("--samples", type=int, default=1600)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--delay-ms", type=int, default=100)
@@ -110,13 +159,17 @@ def main() -> int:
     parser.add_argument("--tokens", default="30000-100000", help="mm_niah: tokens of text a document, LO-HI or a mean T")
     parser.add_argument("--no-baseline", action="store_true", help="leave out the --no-report variant")
     ns = parser.parse_args()
+    if ns.bench == "mc_bench" and ns.samples > MC_BENCH_SAMPLES:
+        parser.error(f"MC-Bench's release holds {MC_BENCH_SAMPLES} pairs; --samples must be at most that")
     with_bytecode(HERE.parent / "src", *([ns.old_src] if ns.old_src else []))
     tmp = Path(tempfile.mkdtemp(prefix="bench-report-"))
     # MM-NIAH's 4 MB bodies are counted, not parsed (serve_simulated.py --bytes-only): a parsing
     # server on the same two cores bounded the answering rate itself (perf/NOTES.md)
-    server = ServerProcess(ns.delay_ms, tmp, MODEL, ["--reply", "A", "--bytes-only"] if ns.bench == "mm_niah" else [])
+    served = {"mm_niah": ["--reply", "A", "--bytes-only"], "mc_bench": ["--reply", MC_BENCH_REPLY]}.get(ns.bench, [])
+    server = ServerProcess(ns.delay_ms, tmp, MODEL, served)
     try:
-        data = mm_niah_data(ns, tmp) if ns.bench == "mm_niah" else ref_adv_data(ns, tmp)
+        make_data = {"mm_niah": mm_niah_data, "mc_bench": mc_bench_data}.get(ns.bench, ref_adv_data)
+        data = make_data(ns, tmp)
         server.start()
         here = str(HERE.parent / "src")
         variants = [("report (default)", here, [])]
@@ -133,7 +186,7 @@ def main() -> int:
         for r in range(ns.rounds + 1):  # round 0 warms the file cache and is not counted
             for label, src, extra in variants if r % 2 else variants[::-1]:  # alternating order
                 out = tmp / f"run-{r}-{len(rows.get(label, []))}-{abs(hash(label))}"
-                argv = command(ns.bench, data, server.url, out) + extra
+                argv = command(ns.bench, data, server.url, out, ns.samples) + extra
                 server.stats()
                 run = timed(argv, tmp / "log.txt", env={**os.environ, "PYTHONPATH": src})
                 run.stats = server.stats()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -170,6 +172,21 @@ def test_default_solver_named_resumes_a_run_started_without_it(serve: Any, ref_r
     rec = read_records(out / "records.jsonl")[samples[0].id]
     assert [(t["role"], t["model"]) for t in rec["turns"]] == [("model", "sim-model")]
     assert rec["scores"] == {"iou": pytest.approx(1.0), "hit": True} and "iou" not in rec
+
+
+def test_the_describing_threads_end_with_the_answering_and_come_back_when_needed() -> None:
+    """The runner ends them once a run has answered (runner.run): a thread left idle would keep
+    the run's end from sharing its intervals with a forked helper (stats.scoring)."""
+    from needlepoint.solvers import sent
+
+    def describing() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name.startswith("needlepoint-describe")]
+
+    assert sent._describers().submit(os.getpid).result() == os.getpid() and describing()
+    sent.stop_describing()
+    assert not describing()
+    assert sent._describers().submit(os.getpid).result() == os.getpid() and describing()
+    sent.stop_describing()
 
 
 def test_unknown_solver_and_setting_are_one_sentence(

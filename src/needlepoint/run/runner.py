@@ -31,7 +31,7 @@ from needlepoint.core.redact import scrub
 from needlepoint.core.store import RunStore
 from needlepoint.solvers.base import DropsCalls, RequestGate, SolveContext, Solver
 from needlepoint.solvers.calls import CallLog
-from needlepoint.solvers.sent import forget_described
+from needlepoint.solvers.sent import forget_described, stop_describing
 
 # Records are written on the event loop: on a local disk the copy into the page cache costs less
 # than a hop to a thread and back (about 0.15 ms of CPU a long MM-NIAH record, docs/performance.md).
@@ -219,6 +219,7 @@ async def run(
             task.cancel()
         await asyncio.gather(*tasks, ticking, return_exceptions=True)
         writer.shutdown(wait=True)  # a record being written when the run was cancelled goes down whole
+        stop_describing()
         calls.close()
         progress.close()
 

@@ -37,7 +37,7 @@ from needlepoint.core.errors import DataError
 from needlepoint.core.images import NOTED, ON_LOOP_IMAGES, encode_jpeg, facts_key, read_image_status, stored_facts
 from needlepoint.core.records import kept_texts
 
-__all__ = ["describe_image", "forget_described", "sent_messages"]
+__all__ = ["describe_image", "forget_described", "sent_messages", "stop_describing"]
 
 _MAX_ITEMS = 100_000
 _cache: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
@@ -53,6 +53,16 @@ def _describers() -> ThreadPoolExecutor:
     if _pool is None or _pool[0] != os.getpid():
         _pool = (os.getpid(), ThreadPoolExecutor(min(8, os.cpu_count() or 1), thread_name_prefix="needlepoint-describe"))
     return _pool[1]
+
+
+def stop_describing() -> None:
+    """End this process's describing threads (a run has answered: nothing more to describe; an
+    idle thread left behind would keep the run's end from sharing its intervals with a forked
+    helper, stats.scoring). The next description starts them again."""
+    global _pool
+    pool, _pool = _pool, None
+    if pool is not None and pool[0] == os.getpid():
+        pool[1].shutdown(wait=True)
 
 
 def _cache_key(ref: ImageRef, reencode: bool) -> tuple[Any, ...]:

@@ -9,7 +9,7 @@ whole matrix. A run whose metrics are all shares (Ref-Adv-s) draws nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ import numpy as np
 
 from needlepoint.core.intervalsettings import DEFAULT_LEVEL, DEFAULT_RESAMPLES, CiSettings
 from needlepoint.stats.resampler import Resampler
+from needlepoint.stats.scoring import scored_blocks
 from needlepoint.stats.shares import SHARE_METHOD, share_counts_of, stratified_wilson
 
 __all__ = ["Interval", "Intervals", "block_rows", "bootstrap_interval", "draw", "draws", "percentile_bounds", "resampled"]
@@ -152,7 +153,7 @@ def bootstrap_interval(
         return out
     drawn = any(name not in shares and estimate is not None for name, estimate in whole.items())
     # share metrics only (Ref-Adv-s): their score intervals need no draws, so none are made
-    values = _scored(resampler, draws(n, resamples, seed, resampler.strata)) if drawn else {}
+    values = scored_blocks(resampler, lambda: draws(n, resamples, seed, resampler.strata)) if drawn else {}
     for name, estimate in whole.items():
         v = values.get(name)
         ok = v[~np.isnan(v)] if v is not None else np.zeros(0)
@@ -209,13 +210,4 @@ def resampled(resampler: Resampler, idx: np.ndarray) -> dict[str, np.ndarray]:
     """metrics_batch over all rows of `idx` (draws x positions), a block of rows at a time (the
     intervals' and compare's paired draws)."""
     step = block_rows(idx.shape[1], len(idx))
-    return _scored(resampler, (idx[start : start + step] for start in range(0, len(idx), step)))
-
-
-def _scored(resampler: Resampler, blocks: Iterable[np.ndarray]) -> dict[str, np.ndarray]:
-    """metrics_batch of each block of draws, the blocks' values joined per metric (float64)."""
-    parts: dict[str, list[np.ndarray]] = {}
-    for block in blocks:
-        for name, v in resampler.metrics_batch(block).items():
-            parts.setdefault(name, []).append(np.asarray(v, dtype=np.float64))
-    return {name: np.concatenate(v) for name, v in parts.items()}
+    return scored_blocks(resampler, lambda: (idx[start : start + step] for start in range(0, len(idx), step)))
