@@ -79,6 +79,8 @@ class ApTable:
         d_cat = m.d_category[order]
         d_unit = image_unit[m.d_image[order]]
         tp, fp = m.tp[a][order], m.fp[a][order]
+        if (tp & fp).any():
+            raise ValueError("a detection matched as both a true and a false positive")
         cats = []
         for k in range(self.n_cats):
             keep = (d_cat == k) & (tp | fp)  # neither (ignored): adds nothing to either sum
@@ -101,9 +103,11 @@ class ApTable:
         bootstrap draw at a few orders' cost)."""
         rows = len(w)
         npig = w @ self._npig
+        with np.errstate(divide="ignore", invalid="ignore"):  # rows without ground truth: never read
+            need = [_least_counts(npig[:, k]) for k in range(self.n_cats)]  # the same for every order
         if len(self._orders) == 1:
             out = np.full((rows, self.n_cats), np.nan)
-            self._fill(out, w, npig, self._orders[0], np.arange(rows))
+            self._fill(out, w, npig, need, self._orders[0], np.arange(rows))
             return out
         every = every_order or len(self._orders) % ORDERS_PER_DRAW
         turns = 1 if every else len(self._orders) // ORDERS_PER_DRAW
@@ -111,7 +115,7 @@ class ApTable:
         for o, cats in enumerate(self._orders):
             out = np.full((rows, self.n_cats), np.nan)
             mine = np.arange(o % turns, rows, turns)
-            self._fill(out, w, npig, cats, mine)
+            self._fill(out, w, npig, need, cats, mine)
             total[mine] = total[mine] + out[mine]
         mean: np.ndarray = total / (len(self._orders) // turns)
         return mean
@@ -121,30 +125,33 @@ class ApTable:
         out: np.ndarray,
         w: np.ndarray,
         npig: np.ndarray,
+        need: list[np.ndarray],
         cats: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
         rows: np.ndarray,
     ) -> None:
-        """AP per category of the rows `rows` of `w`, boxes in the order `cats` gives, into `out`."""
-        for k, (unit, tp, fp) in enumerate(cats):
+        """AP per category of the rows `rows` of `w`, boxes in the order `cats` gives, into `out`
+        (`need`: each category's `_least_counts` of every row)."""
+        for k, (unit, tp, _) in enumerate(cats):
             has = rows[npig[rows, k] > 0]
             if len(has):
-                out[has, k] = _ap(w[has][:, unit], tp, fp, npig[has, k])
+                out[has, k] = _ap(w[has][:, unit], tp, need[k][has])
 
 
-def _ap(wd: np.ndarray, tp: np.ndarray, fp: np.ndarray, npig: np.ndarray) -> np.ndarray:
-    """cocoeval._curve's arithmetic with weighted counts, averaged over the 101 recall points.
+def _ap(wd: np.ndarray, tp: np.ndarray, need: np.ndarray) -> np.ndarray:
+    """cocoeval._curve's arithmetic with weighted counts, averaged over the 101 recall points;
+    `need`: `_least_counts` of each row's ground-truth count.
 
-    The recall point of threshold t is the first detection where recall tp_sum / npig reaches t;
-    with whole-number counts that is where tp_sum reaches the least count k with k / npig >= t
-    (the same float division), found for all rows and thresholds by one searchsorted."""
+    Every detection counted is a true or a false positive, never both (`_boxes` keeps those), and
+    the counts are whole numbers, so fp_sum + tp_sum is the running sum of the weights itself,
+    exactly. The recall point of threshold t is the first detection where recall tp_sum / npig
+    reaches t; with whole-number counts that is where tp_sum reaches the least count k with
+    k / npig >= t (the same float division), found for all rows and thresholds by one searchsorted."""
     rows, nd = wd.shape
     if not nd:
         return np.zeros(rows)
     tp_sum = np.cumsum(wd * tp, axis=1)
-    fp_sum = np.cumsum(wd * fp, axis=1)
-    pr = tp_sum / (fp_sum + tp_sum + _EPS)
+    pr = tp_sum / (np.cumsum(wd, axis=1) + _EPS)
     pr = np.maximum.accumulate(pr[:, ::-1], axis=1)[:, ::-1]
-    need = _least_counts(npig)
     top = tp_sum[:, -1].max() + 1  # rows laid end to end: each row's counts lifted above the previous row's
     lift = np.arange(rows)[:, None] * top
     inds = np.searchsorted((tp_sum + lift).ravel(), (need + lift).ravel(), side="left").reshape(rows, -1)
