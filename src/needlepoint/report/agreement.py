@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from needlepoint.benchmarks.mm_niah.grid import full_grid, measured_overall
 from needlepoint.contract.boards import Board, BoardRow, PublishedRow, Run, at, obj, pct
 from needlepoint.contract.registry import declaration
+from needlepoint.core.assignment import linear_sum_assignment
 from needlepoint.core.geometry import iou, iou_matrix
 from needlepoint.core.records import Record
 from needlepoint.core.store import RECORDS, read_records

@@ -3,8 +3,9 @@ are slow: MC-Bench's AP over tie orders took 2-3 s for 1,000 draws of its 2,000 
 thing a run computes before its report (issue 45).
 
 The first block is scored here and timed. When it took SPLIT_S or more, more blocks remain, the
-process is alone (no other Python thread) and has a second core, a forked helper scores every
-other block of the rest while this process scores the others. Both make the blocks from the same
+process is alone (no other Python thread) and has a second core, a forked helper scores the
+odd-numbered blocks while this process scores the even ones after the first (half the blocks
+each). Both make the blocks from the same
 recipe (the helper from its copy of the iterator, at the same place), so every block gets the
 values it gets when one process scores them all. The helper sends its blocks' values through a
 pipe; whatever it does not deliver (it failed, or took far longer than this process's share) this
@@ -53,7 +54,7 @@ def scored_blocks(resampler: Resampler, blocks: Blocks, split_s: float | None = 
             total = 1
             for index, block in enumerate(it, 1):
                 total = index + 1
-                if helper is None or index % 2:
+                if helper is None or index % 2 == 0:  # the odd ones are the helper's: half of all, the first included
                     done[index] = resampler.metrics_batch(block)
         if helper is not None:
             done.update(helper.values(PATIENCE * (time.perf_counter() - mine_started) + 1.0))
@@ -92,7 +93,7 @@ def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
 
 
 class _Helper:
-    """A forked process scoring the even-numbered blocks after the first, sending them through a pipe."""
+    """A forked process scoring the odd-numbered blocks, sending them through a pipe."""
 
     def __init__(self, pid: int, pipe: int) -> None:
         self.pid, self.pipe = pid, pipe
@@ -106,7 +107,7 @@ class _Helper:
             os.close(read_end)
             if not enter_child(parent, signal.SIG_DFL):
                 return 1
-            values = {index: resampler.metrics_batch(block) for index, block in enumerate(it, 1) if index % 2 == 0}
+            values = {index: resampler.metrics_batch(block) for index, block in enumerate(it, 1) if index % 2}
             with os.fdopen(write_end, "wb") as out:
                 pickle.dump(values, out, protocol=pickle.HIGHEST_PROTOCOL)
             return 0

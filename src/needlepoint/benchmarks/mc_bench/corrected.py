@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from needlepoint.benchmarks.mc_bench.cocoeval import (
     Detections,
@@ -51,6 +50,7 @@ from needlepoint.benchmarks.mc_bench.cocoeval import (
     weighted_ap,
 )
 from needlepoint.benchmarks.mc_bench.groundtruth import STYLES, GroundTruth
+from needlepoint.core.assignment import linear_sum_assignment
 from needlepoint.core.geometry import iou_matrix
 
 SIZES: tuple[str, ...] = ("small", "medium", "large")

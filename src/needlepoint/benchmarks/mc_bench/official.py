@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from needlepoint.benchmarks.mc_bench.cocoeval import Detections, average_precision, match, precision, weighted_ap
 from needlepoint.benchmarks.mc_bench.groundtruth import GroundTruth
+from needlepoint.core.assignment import linear_sum_assignment
 from needlepoint.core.geometry import iou_matrix
 
 
