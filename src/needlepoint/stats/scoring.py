@@ -5,11 +5,11 @@ thing a run computes before its report (issue 45).
 The first block is scored here and timed. When it took SPLIT_S or more, more blocks remain, the
 process is alone (no other Python thread) and has a second core, a forked helper scores the
 odd-numbered blocks while this process scores the even ones after the first (half the blocks
-each). Both make the blocks from the same
-recipe (the helper from its copy of the iterator, at the same place), so every block gets the
-values it gets when one process scores them all. The helper sends its blocks' values through a
-pipe; whatever it does not deliver (it failed, or took far longer than this process's share) this
-process scores itself from the recipe, so a helper can cost time, never values."""
+each). Both make the blocks from the same recipe (the helper from its copy of the iterator, at
+the same place), so every block gets the values it gets when one process scores them all. The
+helper sends its blocks' values through a pipe; whatever it does not deliver (it failed, or took
+far longer than this process's share) this process scores itself from the recipe, so a helper can
+cost time, never values."""
 
 from __future__ import annotations
 
@@ -127,8 +127,10 @@ class _Helper:
         or ran out of time)."""
         deadline = time.monotonic() + patience_s
         data = bytearray()
+        poll = select.poll()  # not select(): no limit on the descriptor's number
+        poll.register(self.pipe, select.POLLIN)
         while (left := deadline - time.monotonic()) > 0:
-            if not select.select([self.pipe], [], [], left)[0]:
+            if not poll.poll(left * 1000):
                 break
             piece = os.read(self.pipe, 1 << 20)
             if not piece:  # the helper closed its end: all sent

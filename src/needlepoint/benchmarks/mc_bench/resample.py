@@ -69,11 +69,10 @@ class ApTable:
         np.add.at(self._npig, (image_unit[m.g_image[counted]], m.g_category[counted]), 1.0)
         self.n_units = n_units
 
-    def _boxes(
-        self, m: Matched, a: int, image_unit: np.ndarray, key: np.ndarray | None
-    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def _boxes(self, m: Matched, a: int, image_unit: np.ndarray, key: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per category, the counted detections in accumulate()'s order (ties between images by
-        `key`, else by image id): their units and true/false-positive flags."""
+        `key`, else by image id): their units and true-positive flags (every other one counted is
+        a false positive: `_ap`)."""
         d_image = m.d_image if key is None else key[m.d_image]
         order = np.lexsort((m.d_rank, d_image, -m.d_score, m.d_category))
         d_cat = m.d_category[order]
@@ -84,13 +83,13 @@ class ApTable:
         cats = []
         for k in range(self.n_cats):
             keep = (d_cat == k) & (tp | fp)  # neither (ignored): adds nothing to either sum
-            cats.append((d_unit[keep], tp[keep].astype(np.float64), fp[keep].astype(np.float64)))
+            cats.append((d_unit[keep], tp[keep].astype(np.float64)))
         return cats
 
     def only(self, units: np.ndarray) -> ApTable:
         """The same table over the units of a mask only (a prompt style): their boxes, fewer columns."""
         out = copy.copy(self)
-        out._orders = [[(u[units[u]], tp[units[u]], fp[units[u]]) for u, tp, fp in cats] for cats in self._orders]
+        out._orders = [[(u[units[u]], tp[units[u]]) for u, tp in cats] for cats in self._orders]
         out._npig = self._npig * units[:, None]
         return out
 
@@ -126,12 +125,12 @@ class ApTable:
         w: np.ndarray,
         npig: np.ndarray,
         need: list[np.ndarray],
-        cats: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+        cats: list[tuple[np.ndarray, np.ndarray]],
         rows: np.ndarray,
     ) -> None:
         """AP per category of the rows `rows` of `w`, boxes in the order `cats` gives, into `out`
         (`need`: each category's `_least_counts` of every row)."""
-        for k, (unit, tp, _) in enumerate(cats):
+        for k, (unit, tp) in enumerate(cats):
             has = rows[npig[rows, k] > 0]
             if len(has):
                 out[has, k] = _ap(w[has][:, unit], tp, need[k][has])
