@@ -1,7 +1,7 @@
 """What the HTML report costs a run, as a user types the command: the command with and without the
 report (and, optionally, another source tree's command), interleaved on the same data and server.
 
-    python perf/bench_report_overhead.py [--bench ref_adv_s|mm_niah|mc_bench] [--samples 1600] [--rounds 3]
+    python perf/bench_report_overhead.py [--bench ref_adv_s|mm_niah|mc_bench|refcoco] [--samples 1600] [--rounds 3]
                                          [--delay-ms 100] [--old-src DIR] [--processes N] [--data DIR]
                                          [--images-per-doc 20-60] [--tokens 30000-100000]
 
@@ -12,7 +12,8 @@ tokens of text (LO-HI spread evenly, or one number T: T-28k..T+28k) with --image
 or one number) distinct 448x448 noisy JPEGs (50-100 KB) each, plus 4 option images on
 retrieval-image rows. mc_bench: the authors' annotation file (tests/data/mc-bench, 2,000 pairs
 of 4,000 images) beside mc-bench_images/ of textured JPEGs at each image's own size, the first
---samples pairs (--limit). Server: perf/serve_simulated.py in
+--samples pairs (--limit). refcoco: the lmms-lab parquet layout, --samples rows of one expression
+and one 640x480 JPEG each. Server: perf/serve_simulated.py in
 its own process, one reply after --delay-ms (for mm_niah with --bytes-only: bodies counted, not
 parsed; for mc_bench a box in each image). Each variant runs, with PYTHONPATH at its tree,
 
@@ -21,6 +22,8 @@ parsed; for mc_bench a box in each image). Each variant runs, with PYTHONPATH at
     python -m needlepoint.cli eval mm_niah --data D --split val --model bench-model --api-url URL
         --concurrency 64 --out RUN --no-progress
     python -m needlepoint.cli eval mc_bench --data D [--limit N] --model bench-model --api-url URL
+        --concurrency 64 --out RUN --no-progress --box-format abs_xyxy
+    python -m needlepoint.cli eval refcoco --data D --model bench-model --api-url URL
         --concurrency 64 --out RUN --no-progress --box-format abs_xyxy
 
 plus --no-report for that variant; with --processes N also the default command with `--processes
@@ -125,6 +128,57 @@ def write_mc_bench(data: Path) -> None:
     shutil.copyfile(MC_BENCH_RELEASE, data / MC_BENCH_RELEASE.name)
 
 
+def refcoco_data(ns: argparse.Namespace, tmp: Path) -> Path:
+    """The lmms-lab RefCOCO parquet layout (`RefCOCO/data/val-00000-of-00001.parquet`, the card's
+    columns): --samples rows of one referring expression each, every row its own 640x480 textured
+    JPEG, as bench_ref_adv_harness draws them (kept under --data)."""
+    data = (Path(ns.data) if ns.data is not None else tmp) / f"refcoco-{ns.samples}" / "RefCOCO"
+    if not (data / ".made").exists():
+        code = (
+            f"import sys; sys.path.insert(0, {str(HERE)!r}); from pathlib import Path; "
+            f"from bench_report_overhead import write_refcoco; write_refcoco(Path({str(data)!r}), {ns.samples})"
+        )
+        subprocess.run([sys.executable, "-c", code], check=True)  # a child: this process stays small (wait4's peak RSS)
+        (data / ".made").write_text("ok\n")
+    return data
+
+
+def write_refcoco(data: Path, n: int) -> None:
+    """`n` rows of the RefCOCO card's columns, in row groups of ROW_GROUP."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from bench_ref_adv_harness import H, W, _image
+
+    rng = np.random.default_rng(0)
+    path = data / "data" / "val-00000-of-00001.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = None
+    try:
+        for start in range(0, n, ROW_GROUP):
+            rows = []
+            for i in range(start, min(n, start + ROW_GROUP)):
+                x, y = float(rng.integers(0, W - 200)), float(rng.integers(0, H - 150))
+                rows.append(
+                    {
+                        "question_id": str(i),
+                        "image": {"bytes": _image(rng, i), "path": f"COCO_train2014_{i:012d}.jpg"},
+                        "question": "Please carefully observe the area circled in the image and come up with a caption for the area.",
+                        "answer": [f"the second cup from the right on the table (case {i})"],
+                        "segmentation": [x, y, x + 180.0, y, x + 180.0, y + 140.0],
+                        "bbox": [x, y, 180.0, 140.0],
+                        "iscrowd": 0,
+                        "file_name": f"COCO_train2014_{i:012d}.jpg",
+                    }
+                )
+            table = pa.Table.from_pylist(rows)
+            writer = writer or pq.ParquetWriter(path, table.schema)
+            writer.write_table(table, row_group_size=ROW_GROUP)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
 def _span(text: str) -> tuple[int, int]:
     """ "LO-HI" or one number N (N-N), as bench_mm_niah_memory takes them."""
     lo, _, hi = str(text).partition("-")
@@ -143,12 +197,12 @@ def command(bench: str, data: Path, url: str, out: Path, samples: int) -> list[s
     if bench == "mc_bench" and samples < MC_BENCH_SAMPLES:
         argv += ["--limit", str(samples)]
     argv += ["--model", MODEL, "--api-url", url, "--concurrency", "64", "--out", str(out), "--no-progress"]
-    return argv + (["--box-format", "abs_xyxy"] if bench in ("ref_adv_s", "mc_bench") else [])
+    return argv + (["--box-format", "abs_xyxy"] if bench in ("ref_adv_s", "mc_bench", "refcoco") else [])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bench", choices=("ref_adv_s", "mm_niah", "mc_bench"), default="ref_adv_s")
+    parser.add_argument("--bench", choices=("ref_adv_s", "mm_niah", "mc_bench", "refcoco"), default="ref_adv_s")
     parser.add_argument("--samples", type=int, default=1600)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--delay-ms", type=int, default=100)
@@ -168,7 +222,7 @@ def main() -> int:
     served = {"mm_niah": ["--reply", "A", "--bytes-only"], "mc_bench": ["--reply", MC_BENCH_REPLY]}.get(ns.bench, [])
     server = ServerProcess(ns.delay_ms, tmp, MODEL, served)
     try:
-        make_data = {"mm_niah": mm_niah_data, "mc_bench": mc_bench_data}.get(ns.bench, ref_adv_data)
+        make_data = {"mm_niah": mm_niah_data, "mc_bench": mc_bench_data, "refcoco": refcoco_data}.get(ns.bench, ref_adv_data)
         data = make_data(ns, tmp)
         server.start()
         here = str(HERE.parent / "src")
