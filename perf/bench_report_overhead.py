@@ -100,13 +100,16 @@ MC_BENCH_REPLY = (
 def mc_bench_data(ns: argparse.Namespace, tmp: Path) -> Path:
     """MC-Bench's release layout: the authors' annotation file (tests/data) beside mc-bench_images/
     holding a textured JPEG at each image's own size (4,000, about 500 MB; kept under --data)."""
-    data = (Path(ns.data) if ns.data is not None else tmp) / "mc-bench"
+    return _made_in_child((Path(ns.data) if ns.data is not None else tmp) / "mc-bench", "write_mc_bench")
+
+
+def _made_in_child(data: Path, writer: str, *args: int) -> Path:
+    """`data`, written by this module's `writer(data, *args)` in a child process unless an earlier
+    run made it (its `.made` mark): this process stays small, so wait4's peak RSS is the commands'."""
     if not (data / ".made").exists():
-        code = (
-            f"import sys; sys.path.insert(0, {str(HERE)!r}); from pathlib import Path; "
-            f"from bench_report_overhead import write_mc_bench; write_mc_bench(Path({str(data)!r}))"
-        )
-        subprocess.run([sys.executable, "-c", code], check=True)  # a child: this process stays small (wait4's peak RSS)
+        call = ", ".join([f"Path({str(data)!r})", *map(str, args)])
+        code = f"import sys; sys.path.insert(0, {str(HERE)!r}); from pathlib import Path; import bench_report_overhead as b; b.{writer}({call})"
+        subprocess.run([sys.executable, "-c", code], check=True)
         (data / ".made").write_text("ok\n")
     return data
 
@@ -132,15 +135,8 @@ def refcoco_data(ns: argparse.Namespace, tmp: Path) -> Path:
     """The lmms-lab RefCOCO parquet layout (`RefCOCO/data/val-00000-of-00001.parquet`, the card's
     columns): --samples rows of one referring expression each, every row its own 640x480 textured
     JPEG, as bench_ref_adv_harness draws them (kept under --data)."""
-    data = (Path(ns.data) if ns.data is not None else tmp) / f"refcoco-{ns.samples}" / "RefCOCO"
-    if not (data / ".made").exists():
-        code = (
-            f"import sys; sys.path.insert(0, {str(HERE)!r}); from pathlib import Path; "
-            f"from bench_report_overhead import write_refcoco; write_refcoco(Path({str(data)!r}), {ns.samples})"
-        )
-        subprocess.run([sys.executable, "-c", code], check=True)  # a child: this process stays small (wait4's peak RSS)
-        (data / ".made").write_text("ok\n")
-    return data
+    root = Path(ns.data) if ns.data is not None else tmp
+    return _made_in_child(root / f"refcoco-{ns.samples}" / "RefCOCO", "write_refcoco", ns.samples)
 
 
 def write_refcoco(data: Path, n: int) -> None:

@@ -183,8 +183,8 @@ def percentile_bounds(values: np.ndarray, level: float) -> tuple[float, float]:
     h = (len(ordered) - 1) * np.array([q, 1.0 - q])
     below = np.floor(h)
     t = h - below
-    a = ordered[below.astype(np.intp)]
-    b = ordered[np.minimum(below.astype(np.intp) + 1, len(ordered) - 1)]
+    at = below.astype(np.intp)
+    a, b = ordered[at], ordered[np.minimum(at + 1, len(ordered) - 1)]
     step = b - a
     lo, hi = np.where(t >= 0.5, b - step * (1 - t), a + step * t).tolist()
     return lo, hi
