@@ -167,3 +167,31 @@ def test_a_solvers_model_is_served_too(
     else:
         assert config["solver_options"]["localizer_url"] == [servers[role]["url"]]
     assert all_gone(server_pids(state)) == []
+
+
+def test_the_guard_stops_its_server_on_a_signal_at_any_moment(tmp_path: Path) -> None:
+    """Signals may reach the guard at any point of its wait, several at once; it stops the
+    server's tree every time. (Its handler once set a threading.Event: a second signal arriving
+    while the first one's `Event.set` held the event's lock ran the handler again on the same
+    thread, which waited on that lock for ever, and the server of a `kill -9`-ed needlepoint ran on.)"""
+    guards = []
+    for k in range(12):
+        pidfile = tmp_path / f"server-{k}"
+        command = [sys.executable, "-c", f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(600)"]
+        guard = subprocess.Popen(
+            [sys.executable, "-m", "needlepoint.serve.guard", str(os.getpid()), "5", *command],
+            stdout=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+        guards.append((guard, pidfile))
+    deadline = time.monotonic() + 60
+    while not all(p.exists() and p.read_text() for _, p in guards) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    servers = [int(p.read_text()) for _, p in guards]
+    for k, (guard, _) in enumerate(guards):
+        time.sleep(0.013 * (k % 7))  # at different moments of the guards' 0.25 s polls
+        for n in range(300):  # a burst, as the parent-death signal and a hang-up may come together
+            guard.send_signal((signal.SIGTERM, signal.SIGHUP, signal.SIGINT)[n % 3])
+    for guard, _ in guards:
+        guard.wait(timeout=60)
+    assert all_gone(servers, within_s=30) == []

@@ -4,9 +4,9 @@
 It starts COMMAND in a process group of its own and stops the server's whole process tree
 (SIGTERM, then SIGKILL after GRACE_S seconds, returning as soon as nothing is left) when it is
 told to (SIGTERM, SIGINT, SIGHUP) or when needlepoint is gone, even after a `kill -9` that gives
-needlepoint no chance to clean up: Linux's parent-death signal (prctl PR_SET_PDEATHSIG) wakes it
-at once, and a poll of its parent's pid covers other systems and the moment before the signal was
-armed. The tree is every process the server made, found through /proc: the guard is a child
+needlepoint no chance to clean up: Linux's parent-death signal (prctl PR_SET_PDEATHSIG) tells it
+(seen within POLL_S: the handler only notes the signal, taking no lock), and a poll of its
+parent's pid covers other systems and the moment before the signal was armed. The tree is every process the server made, found through /proc: the guard is a child
 subreaper (PR_SET_CHILD_SUBREAPER), so a process that leaves the server's process group and
 loses its parent (a double fork, `setsid`) is re-parented to the guard and still found; the
 process group covers systems without /proc. The guard exits with the server's exit code when the
@@ -176,9 +176,11 @@ def main(argv: list[str]) -> int:
     parent, grace_s, command = int(argv[0]), float(argv[1]), argv[2:]
     arm_parent_death_signal()
     become_subreaper()
-    told = threading.Event()
+    told: list[int] = []  # the signals received: a plain list, since a handler runs between two
+    # bytecodes of the main thread and must take no lock (`Event.set` from a handler that interrupted
+    # `Event.wait` blocked on the lock the wait held: the guard hung, its server left running)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: told.set())
+        signal.signal(sig, lambda number, _: told.append(number))
     if os.getppid() != parent:  # needlepoint died before the signal was armed
         return 0
     secrets = [*arg_secrets(command), *environment_secrets()]
@@ -187,7 +189,8 @@ def main(argv: list[str]) -> int:
     copier = threading.Thread(target=_copy, args=(child.stdout, sys.stdout.fileno(), lambda t: scrub(t, secrets)), daemon=True)
     copier.start()
     code: int | None = None
-    while not told.wait(POLL_S):
+    while not told:  # a signal is seen within POLL_S
+        time.sleep(POLL_S)
         _reap(child)
         code = child.returncode
         if code is not None:
