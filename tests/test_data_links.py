@@ -6,6 +6,7 @@ into its repository's `blobs/`) are read as before."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -127,3 +128,29 @@ def test_the_lexical_rule_still_comes_first(tmp_path: Path) -> None:
             safe_path(tmp_path, bad)
     missing = safe_path(tmp_path, "not/yet/there.jpg")  # a missing file is the request's input error, later
     assert missing == tmp_path / "not" / "yet" / "there.jpg"
+
+
+def test_an_absolute_path_through_a_link_and_dotdot_is_refused(tmp_path: Path) -> None:
+    """`data/L/../../x.jpg` with L a link to `data/deep/a/b`: resolved (links first, as the check
+    did) it names `data/deep/x.jpg`, inside; the lexical `normpath` that was returned and read
+    names the `x.jpg` beside the data folder. RefCOCO's JSONL takes absolute image paths inside
+    the folder (a download script's); this one is refused."""
+    data, _, load = _refcoco(tmp_path / "data")
+    (data / "deep" / "a" / "b").mkdir(parents=True)
+    (data / "L").symlink_to(data / "deep" / "a" / "b", target_is_directory=True)
+    secret = tmp_path / "secret.jpg"
+    shutil.copy(_first_image(data / "images"), secret)
+    tricky = f"{data}/L/../../secret.jpg"
+    assert os.path.realpath(tricky) == str((data / "deep" / "secret.jpg").resolve())  # what the check saw: inside
+    assert os.path.normpath(tricky) == str(secret)  # what was read: outside
+    assert lies_inside(data, Path(f"{data}/deep/../images")) and safe_path(data, f"{data}/L/x.jpg", absolute=True)
+    with pytest.raises(DataError, match="lies outside the images folder"):
+        safe_path(data, tricky, absolute=True)
+    files = sorted(data.glob("*.jsonl"))
+    lines = files[0].read_text().splitlines()
+    row = json.loads(lines[0])
+    row["image"] = tricky
+    files[0].write_text("\n".join([json.dumps(row), *lines[1:]]) + "\n")
+    with pytest.raises(DataError, match="lies outside the images folder") as refused:
+        load(data)
+    assert "\n" not in str(refused.value)

@@ -110,11 +110,13 @@ _LINKS = _Links()
 def safe_path(root: Path, relative: str, where: str = "", absolute: bool = False) -> Path:
     """`root / relative`, refusing paths that leave `root`, lexically (`..`, a root, a drive) or
     through a symbolic link (`lies_inside`). An absolute path is refused too, unless `absolute`
-    allows one that lies inside `root` (what a local download script writes)."""
+    allows one that lies inside `root` (what a local download script writes) and holds no `..`:
+    the system reads `link/..` as the link's target's parent, which a lexical `normpath` (the path
+    returned) cannot know."""
     text = str(relative)
     place = f" in {where}" if where else ""
     if absolute and text.strip() and Path(text).is_absolute():
-        if lies_inside(root, Path(text)):
+        if ".." not in PurePosixPath(text).parts and lies_inside(root, Path(text)):
             return Path(os.path.normpath(text))
         raise DataError(
             f"image path {relative!r}{place} lies outside the images folder {root}; "
