@@ -103,6 +103,13 @@ def _jsonl(tmp: Path, mutate: Callable[[list[str]], None]) -> Path:
     return folder
 
 
+def _two_jsonl(tmp: Path) -> Path:
+    """A release folder beside which a second JSONL lies (a run's predictions written into it)."""
+    folder = write_jsonl_release(tmp, make_rows(3), fmt="JPEG")
+    (folder / "predictions_ref_adv.jsonl").write_text('{"id": 0}\n')
+    return folder
+
+
 def _set_image(name: str) -> Callable[[list[str]], None]:
     def mutate(lines: list[str]) -> None:
         row = json.loads(lines[1])
@@ -124,6 +131,7 @@ BAD_INPUT: list[tuple[str, Callable[[Path], tuple[Path, list[str]]], str]] = [
     ("image_path_leaves_folder", lambda t: (_jsonl(t, _set_image("../escape.jpg")), []), "../escape.jpg"),
     ("absolute_image_path", lambda t: (_jsonl(t, _set_image("/etc/passwd")), []), "/etc/passwd"),
     ("missing_image", lambda t: (_jsonl(t, _set_image("missing.jpg")), []), "missing.jpg"),
+    ("two_jsonl_files", lambda t: (_two_jsonl(t), []), "holds 2 JSONL files (data.jsonl, predictions_ref_adv.jsonl)"),
     ("extra_body_not_json", lambda t: (t, ["--extra-body", "{top_k: 1}"]), "--extra-body"),
     ("extra_body_not_object", lambda t: (t, ["--extra-body", "[1, 2]"]), "--extra-body"),
     ("option_of_another_benchmark", lambda t: (t, ["--input-mode", "merged"]), "--input-mode"),

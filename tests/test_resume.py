@@ -200,3 +200,66 @@ def test_resumed_run_reuses_every_thumbnail(serve: Any, tmp_path: Path) -> None:
     assert all(f"thumbs/{n}" in page for n in first)
     card = next(it for it in report_blob(out / "report" / "index.html")["items"] if it["id"] == "2")
     assert [[round(v, 1) for v in answer["answer"][0]]] == [b[:4] for b in card["im"][0][4] if b[5]]
+
+
+def test_fresh_does_not_move_a_run_that_is_still_answering(serve: Any, tmp_path: Path) -> None:
+    """`--fresh` on the folder of a run still answering in another process is refused in one
+    sentence: moved aside under it, that run went on writing by its paths into the new run's folder
+    (its run.json over the new one's, its metrics from the other configuration's answers)."""
+    data = write_release(tmp_path / "data", make_rows(N))
+    server = serve(delay_s=0.1)
+    out = tmp_path / "run"
+    records = out / "records.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "needlepoint.cli", *_eval_args(data, server.url, out)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while _complete_lines(records) < 2:
+            assert proc.poll() is None, f"the run ended too soon: {proc.communicate()}"
+            assert time.monotonic() < deadline, "the run made no progress"
+            time.sleep(0.01)
+        fresh = run_cli([*_eval_args(data, server.url, out, box_format="norm_1000_xyxy"), "--fresh"])
+        assert proc.poll() is None, "the first run ended before --fresh was tried: the test proves nothing"
+    finally:
+        _, first_err = proc.communicate(timeout=120)
+    assert fresh.returncode == 2
+    assert "in use by another needlepoint process" in _one_error_line(fresh.stderr)
+    assert proc.returncode == 0, first_err
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("run.replaced-")]
+    header = json.loads((out / "run.json").read_text())
+    assert header["identity"]["option.box_format"] == "abs_xyxy" and header["status"] == "complete"
+    assert len(read_records(records)) == N
+
+
+def test_an_out_folder_of_other_files_or_inside_the_data_is_refused(serve: Any, tmp_path: Path) -> None:
+    """`--out` at a folder that holds no run but other files (a run writes its report's thumbnails,
+    metrics and page over them) or at the data folder itself (its records and prediction files
+    would be read as data by the next run) is refused in one sentence before anything is asked;
+    the files stay as they were. An empty folder, one that holds only a dry run's estimate, and
+    one below the data folder take the run."""
+    data = write_release(tmp_path / "data", make_rows(6))
+    server = serve()
+    mine = tmp_path / "mine"
+    (mine / "report" / "thumbs").mkdir(parents=True)
+    (mine / "report" / "thumbs" / "photo.jpg").write_bytes(b"\xff\xd8 mine")
+    (mine / "metrics.json").write_text('{"mine": 1}')
+    for out, words in ((mine, "holds files but no run (metrics.json, report)"), (data, "is the data folder")):
+        refused = run_cli(_eval_args(data, server.url, out))
+        assert refused.returncode == 2 and words in _one_error_line(refused.stderr)
+    assert len(server.log) == 0
+    assert (mine / "report" / "thumbs" / "photo.jpg").read_bytes() == b"\xff\xd8 mine"
+    assert (mine / "metrics.json").read_text() == '{"mine": 1}' and sorted(os.listdir(mine)) == ["metrics.json", "report"]
+    assert sorted(p.name for p in data.rglob("*")) == ["data", "train-00000-of-00001.parquet"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    estimated = tmp_path / "estimated"
+    dry = run_cli([*_eval_args(data, server.url, estimated), "--dry-run"])
+    assert dry.returncode == 0 and sorted(os.listdir(estimated)) == ["dry-run.json"], dry.stderr
+    for out in (empty, estimated, data / "runs" / "one"):
+        ran = run_cli(_eval_args(data, server.url, out))
+        assert ran.returncode == 0, ran.stderr
+        assert len(read_records(out / "records.jsonl")) == 6

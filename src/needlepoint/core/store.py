@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import shlex
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -30,10 +30,11 @@ from needlepoint.core.records import Record, RunHeader
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; the annotation is never evaluated
     from typing_extensions import Unpack
 
-__all__ = ["HEADER", "METRICS", "RECORDS", "RunStore", "identity_diff", "read_records"]
+__all__ = ["HEADER", "LOCK", "METRICS", "RECORDS", "RunStore", "identity_diff", "lock_folder", "read_records"]
 
 HEADER = "run.json"
 RECORDS = "records.jsonl"
+LOCK = ".lock"  # held by the process that writes the run (`lock_folder`)
 RECORD_PARTS = "records.part-*.jsonl"  # the records of --processes workers, on their way into RECORDS
 METRICS = "metrics.json"
 
@@ -82,6 +83,20 @@ def identity_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
     return "; ".join(f"{k} {_short(old.get(k))} -> {_short(new.get(k))}" for k in keys)
 
 
+def lock_folder(run_dir: Path) -> IO[str]:
+    """An exclusive lock on a run folder (its `.lock` file, held while the file stays open), or
+    DataError when another process holds it: a run that answers, or `--fresh` moving it aside."""
+    import fcntl
+
+    fh = (run_dir / LOCK).open("a")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise DataError(f"{run_dir} is in use by another needlepoint process; wait for it or choose another --out") from None
+    return fh
+
+
 class RunStore:
     """One run folder. Open it with `open`, which checks identity and repairs a torn last line."""
 
@@ -107,9 +122,17 @@ class RunStore:
         return cast(RunHeader, header)  # the JSON object as found; its fields are read with .get
 
     @classmethod
-    def open(cls, run_dir: Path, header: RunHeader, advice: str = "pass --fresh for a new run folder") -> RunStore:
+    def open(
+        cls,
+        run_dir: Path,
+        header: RunHeader,
+        advice: str = "pass --fresh for a new run folder",
+        may_hold: Collection[str] = (),
+    ) -> RunStore:
         """Create or reopen a run folder whose identity must equal `header["identity"]`; `advice`
-        ends the refusal message (how to start fresh)."""
+        ends the refusal message (how to start fresh). A folder that holds no run yet must be empty
+        but for its lock and the names in `may_hold` (what the caller itself put there before the
+        run began): a run writes its report and files over whatever else it would find."""
         existing = cls.read_header(run_dir)
         if existing is not None and existing.get("hash") != header["hash"]:
             stored = existing.get("identity")
@@ -122,6 +145,14 @@ class RunStore:
             )
         if existing is None and (run_dir / RECORDS).exists():
             raise DataError(f"{run_dir} holds records but no {HEADER}; answers will not be mixed: choose another --out folder")
+        if existing is None and run_dir.is_dir():
+            others = sorted(set(os.listdir(run_dir)) - {LOCK, *may_hold})
+            if others:
+                shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+                raise DataError(
+                    f"{run_dir} holds files but no run ({shown}); a run there would write over them: "
+                    "choose a new or empty --out folder"
+                )
         run_dir.mkdir(parents=True, exist_ok=True)
         store = cls(run_dir)
         store._lock()
@@ -136,14 +167,7 @@ class RunStore:
     def _lock(self) -> None:
         """Hold an exclusive lock on the run folder for this process's lifetime, so that two runs
         never append to (or repair) the same records file."""
-        import fcntl
-
-        self._lock_fh = (self.dir / ".lock").open("a")
-        try:
-            fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self._lock_fh.close()
-            raise DataError(f"{self.dir} is in use by another needlepoint process; wait for it or choose another --out") from None
+        self._lock_fh = lock_folder(self.dir)
 
     def _truncate_torn_tail(self) -> None:
         if not self.records_path.exists():

@@ -25,7 +25,7 @@ from needlepoint.core.intervalsettings import CiSettings
 from needlepoint.core.records import Record, RunHeader, outcome
 from needlepoint.core.shard import parse_shard, sample_cost, select
 from needlepoint.core.store import METRICS, RECORDS, RunStore, read_records
-from needlepoint.run.runfolder import refusal_advice, remove_empty_run, resolve_run_dir
+from needlepoint.run.runfolder import PRE_RUN, refusal_advice, remove_empty_run, resolve_run_dir
 from needlepoint.run.strata import sample_subset
 from needlepoint.solvers.base import Solver
 from needlepoint.solvers.calls import compact
@@ -240,7 +240,7 @@ def evaluate(config: RunConfig | None = None, /, **keywords: Unpack[EvaluateSett
     if solver.label(config.model) != config.model:  # the leaderboard's name of a system of several parts
         header["model_label"] = solver.label(config.model)
     existed = run_dir.exists()
-    store = RunStore.open(run_dir, header, refusal_advice(config))
+    store = RunStore.open(run_dir, header, refusal_advice(config), may_hold=PRE_RUN)
     try:
         return _run(config, bench, samples, generation, store, solver, model)
     except BaseException:

@@ -14,15 +14,18 @@ import sys
 import time
 from pathlib import Path
 
+from needlepoint.contract.usage import ESTIMATE
 from needlepoint.core.config import RunConfig, model_slug
 from needlepoint.core.errors import DataError
-from needlepoint.core.store import HEADER, RECORDS, RunStore
+from needlepoint.core.store import HEADER, LOCK, RECORDS, RunStore, lock_folder
+from needlepoint.serve import SERVE_DIR
 
-__all__ = ["RUNS_ROOT", "default_run_dir", "move_aside", "refusal_advice", "remove_empty_run", "resolve_run_dir"]
+__all__ = ["PRE_RUN", "RUNS_ROOT", "default_run_dir", "move_aside", "refusal_advice", "remove_empty_run", "resolve_run_dir"]
 
 RUNS_ROOT = Path("runs")
 REPLACED = ".replaced-"  # the mark of a folder `--fresh` moved aside
 SHOWN = 5  # folders named in a refusal
+PRE_RUN = (ESTIMATE, SERVE_DIR)  # what a run's folder may hold before the run: a dry run's estimate, --serve's logs
 
 
 def default_run_dir(root: Path, benchmark: str, label: str, run_hash: str, shard: str | None = None) -> Path:
@@ -42,6 +45,7 @@ def resolve_run_dir(config: RunConfig, run_hash: str, label: str | None = None, 
     label = label or config.model
     if config.out is not None:
         run_dir = config.out
+        _outside_the_data(run_dir, config.data)
     else:
         run_dir = default_run_dir(root, config.benchmark, label, run_hash, config.shard)
         if RunStore.read_header(run_dir) is None:
@@ -52,6 +56,17 @@ def resolve_run_dir(config: RunConfig, run_hash: str, label: str | None = None, 
     if config.fresh and held:
         move_aside(run_dir)  # a new run in the folder named; the old answers are kept beside it
     return run_dir
+
+
+def _outside_the_data(run_dir: Path, data: Path) -> None:
+    """DataError for an --out folder that is the --data folder itself: the run's files
+    (records.jsonl, the authors' prediction files) would lie among the release's and be taken
+    for its own by the next run (a folder below it is the run's alone)."""
+    if data.is_dir() and run_dir.resolve() == data.resolve():
+        raise DataError(
+            f"--out {run_dir} is the data folder; the run's records and prediction files would lie among the release's "
+            "and be read as data by the next run: choose another --out folder (a new one, or one below it)"
+        )
 
 
 def _earlier_folder(parent: Path, run_hash: str) -> Path | None:
@@ -95,14 +110,17 @@ def refusal_advice(config: RunConfig) -> str:
 
 
 def move_aside(run_dir: Path) -> Path:
-    """Rename a run folder to `<name>.replaced-<timestamp>[-N]` (nothing answered is ever deleted)."""
+    """Rename a run folder to `<name>.replaced-<timestamp>[-N]` (nothing answered is ever deleted),
+    under its lock: a run still answering there is refused (DataError), for it would go on writing
+    by its paths into the folder the new run starts in."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     aside = run_dir.with_name(f"{run_dir.name}{REPLACED}{stamp}")
     n = 1
     while aside.exists():
         n += 1
         aside = run_dir.with_name(f"{run_dir.name}{REPLACED}{stamp}-{n}")
-    run_dir.rename(aside)
+    with lock_folder(run_dir):
+        run_dir.rename(aside)
     print(f"needlepoint: --fresh: moved the run that was in {run_dir} to {aside}", file=sys.stderr)
     return aside
 
@@ -111,7 +129,7 @@ def remove_empty_run(run_dir: Path, keep_folder: bool) -> None:
     """Delete the files of a run this process started that holds no record, and its folder
     unless it was there before (or holds anything else): a failed start must not leave a run
     that blocks the next."""
-    for name in (HEADER, RECORDS, ".lock"):
+    for name in (HEADER, RECORDS, LOCK):
         (run_dir / name).unlink(missing_ok=True)
     if not keep_folder:
         try:

@@ -188,6 +188,9 @@ def load_samples(data: Path, images_dir: Path | None) -> list[RefAdvSample]:
         jsonl = sorted(data.glob("*.jsonl"))
         if files:
             samples = load_parquet(data, files)
+        elif len(jsonl) > 1:
+            names = ", ".join(p.name for p in jsonl[:4]) + (f" and {len(jsonl) - 4} more" if len(jsonl) > 4 else "")
+            raise DataError(f"{data} holds {len(jsonl)} JSONL files ({names}); point --data at the one that is the release")
         elif jsonl:
             samples = load_jsonl(jsonl[0], images_dir or data / "images")
         else:
