@@ -193,3 +193,27 @@ def test_mm_niah_compare_and_its_difference_heatmap(tmp_path: Path) -> None:
     page = (tmp_path / "page" / "index.html").read_text()
     assert page.count('<table class="heat">') >= 2 and "data-diff" in page
     assert any(score_a[i] != score_b[i] for i in score_a)
+
+
+def test_an_out_folder_that_holds_other_files_is_refused_and_left_as_it_was(
+    ref_runs: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """The page replaces index.html and removes the thumbnails it does not show: a folder of
+    someone's own files (pictures in a thumbs/ folder) is refused in one sentence, untouched; an
+    earlier compare page is written again."""
+    _, a, b = ref_runs
+    mine = tmp_path / "pictures"
+    (mine / "thumbs").mkdir(parents=True)
+    (mine / "thumbs" / "holiday.jpg").write_bytes(b"\xff\xd8 mine")
+    (mine / "index.html").write_text("<title>my album</title>")
+    rc, err = run_quiet(["compare", str(a), str(b), "--out", str(mine)])
+    assert rc == 2 and "no compare page" in one_sentence(err) and "index.html" in err
+    assert (mine / "thumbs" / "holiday.jpg").read_bytes() == b"\xff\xd8 mine"
+    assert (mine / "index.html").read_text() == "<title>my album</title>"
+    page = tmp_path / "page"
+    for _ in range(2):  # new, then an earlier compare page: written both times
+        rc, err = run_quiet(["compare", str(a), str(b), "--out", str(page)])
+        assert rc == 0, err
+    (page / "notes.txt").write_text("mine")
+    rc, err = run_quiet(["compare", str(a), str(b), "--out", str(page)])
+    assert rc == 2 and "notes.txt" in one_sentence(err)

@@ -42,7 +42,10 @@ def run(ns: argparse.Namespace) -> int:
     from needlepoint.compare.tables import comparison_tables, pairing_lines, table_notes
 
     if not ns.no_page:
+        from needlepoint.compare.page import refuse_other_files
+
         refuse_run_page(ns.out, ns.runs)
+        refuse_other_files(ns.out)
     runs = load_runs(ns.runs, ns.data)
     pairing = pair_runs(runs)
     comparison = compare_runs(pairing, ns.resamples, ns.ci_level, ns.seed)

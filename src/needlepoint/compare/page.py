@@ -10,6 +10,7 @@ page is escaped and locked down as the run report is (report.html.page: CSP, no 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,13 @@ from needlepoint.compare.page_assets import JS
 from needlepoint.compare.paired import Comparison
 from needlepoint.compare.tables import comparison_tables, letter, pairing_lines, table_notes
 from needlepoint.contract.base import ReportImage, ReportItem, format_cell
+from needlepoint.core.errors import DataError
 from needlepoint.core.files import write_atomic
 from needlepoint.report.html import bench_title, esc, filter_options, page, table_html
 from needlepoint.report.rows import overlay_boxes
 from needlepoint.report.thumbs import GT_COLOUR, Thumbnails, file_name, thumb_key
 
-__all__ = ["RUN_STYLES", "write_page"]
+__all__ = ["RUN_STYLES", "refuse_other_files", "write_page"]
 
 PAGE_SIZE = 50
 MAX_TEXT = 20_000
@@ -169,6 +171,31 @@ def _legend(n: int, with_boxes: bool) -> str:
     return '<div class="legend">' + "".join(parts) + "</div>"
 
 
+PAGE_NAME = "index.html"
+TITLE_END = " · compare · needlepoint"  # every compare page's title ends so: what marks a folder as one
+
+
+def refuse_other_files(out: Path) -> None:
+    """DataError unless `out` is new, empty, or an earlier compare page (its index.html and
+    thumbs/): the page replaces index.html and removes the thumbnails it does not show."""
+    folder = Path(out).expanduser()
+    if not folder.is_dir():
+        return
+    names = sorted(os.listdir(folder))
+    index = folder / PAGE_NAME
+    try:
+        ours = index.is_file() and f"{TITLE_END}</title>" in index.read_text(encoding="utf-8", errors="replace")[:8192]
+    except OSError:
+        ours = False
+    others = [n for n in names if n not in (PAGE_NAME, THUMBS_DIR)] if ours else names
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise DataError(
+            f"--out {out} holds files that are no compare page's ({shown}); the page would write over them: "
+            "choose a new or empty folder, e.g. --out compare"
+        )
+
+
 def write_page(comparison: Comparison, out: Path) -> Path:
     """Write `<out>/index.html` (thumbnails under `<out>/thumbs/`); return its path."""
     out = Path(out)
@@ -206,6 +233,6 @@ def write_page(comparison: Comparison, out: Path) -> Path:
     )
     from needlepoint.report.assets import CSS
 
-    html_text = page(f"{title} · compare · needlepoint", body, [JS], blob)
+    html_text = page(f"{title}{TITLE_END}", body, [JS], blob)
     html_text = html_text.replace(f"<style>{CSS}</style>", f"<style>{CSS}{COMPARE_CSS}</style>", 1)
-    return write_atomic(out / "index.html", html_text)
+    return write_atomic(out / PAGE_NAME, html_text)
