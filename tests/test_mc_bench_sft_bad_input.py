@@ -79,9 +79,14 @@ def test_an_older_builds_leftover_is_replaced_whole(
     (out / "mc_bench_sft.jsonl.tmp").write_text('{"messages": [')  # an older version, killed while writing in place
     (out / "samples_meta.jsonl.tmp").write_text("{}\n")
     (out / "dataset_info.json").write_text('{"old": {"file_name": "old.json"}}')
+    beside = tmp_path / "out.replaced"  # someone's folder of the name the replacement once used, and removed
+    beside.mkdir()
+    (beside / "precious.txt").write_text("mine")
     rc, err = run(sft_build_args(folder, out), capsys)
     assert rc == 0 and "replacing the incomplete build left in" in err, err
     assert sorted(tree(out)) == OUTPUTS
+    assert tree(beside) == {"precious.txt": b"mine"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["coco", "out", "out.replaced"]  # the leftover's copy is gone
     assert "old" not in json.loads((out / "dataset_info.json").read_text())
     assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
 

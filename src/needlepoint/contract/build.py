@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -128,12 +129,12 @@ def _incomplete(builder: str) -> dict[str, Any]:
 
 
 def _put_in_place(work: Path, final: Path) -> None:
-    """Rename the finished build to `final`, replacing an empty folder or an incomplete build."""
+    """Rename the finished build to `final`, replacing an empty folder or an incomplete build (moved
+    first onto a new empty folder of a name of its own, never onto a folder that was there)."""
     old = None
     if final.exists():
-        old = final.with_name(final.name + ".replaced")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(final, old)
+        old = Path(tempfile.mkdtemp(prefix=final.name + ".replaced-", dir=final.parent))
+        os.replace(final, old)  # a folder renamed over an empty one (POSIX)
     os.replace(work, final)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
