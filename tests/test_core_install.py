@@ -117,6 +117,7 @@ def test_a_dry_run_counts_without_tokenizers_and_names_the_extra_for_exact_count
     ref_release: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "tokenizers", None)
+    monkeypatch.chdir(tmp_path)  # the first bodies' file (./dry-run-requests.jsonl) goes here, not into the checkout
     base = ["eval", "ref_adv_s", "--data", str(ref_release[0]), "--model", "m", "--box-format", "abs_xyxy", "--dry-run"]
     rc, err = run_quiet([*base, "--out", str(tmp_path / "plain")])
     assert rc == 0, err  # the approximation needs no tokenizer

@@ -257,7 +257,7 @@ def test_an_out_folder_of_other_files_or_inside_the_data_is_refused(serve: Any, 
     empty = tmp_path / "empty"
     empty.mkdir()
     estimated = tmp_path / "estimated"
-    dry = run_cli([*_eval_args(data, server.url, estimated), "--dry-run"])
+    dry = run_cli([*_eval_args(data, server.url, estimated), "--dry-run", "--dry-run-requests", "0"])
     assert dry.returncode == 0 and sorted(os.listdir(estimated)) == ["dry-run.json"], dry.stderr
     for out in (empty, estimated, data / "runs" / "one"):
         ran = run_cli(_eval_args(data, server.url, out))
