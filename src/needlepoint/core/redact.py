@@ -16,10 +16,11 @@ The same names mark credentials on a command line (`--api-key X`, `--api-key=X`,
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 REDACTED = "[redacted]"
 # Setting names whose value is a credential, compared exactly after `credential_key` (lower case,
@@ -94,7 +95,9 @@ def redact_url(url: str) -> str:
 
 def url_secrets(url: str) -> list[str]:
     """The parts of a URL that may be credentials: the user info (and its password) and each query
-    value, to be scrubbed wherever they turn up alone (e.g. an error body quoting a parameter)."""
+    value, to be scrubbed wherever they turn up alone (e.g. an error body quoting a parameter);
+    the user info also as sent, percent-decoded, and as its Basic authorization (base64 of
+    `user:password`, which a server echoing the request's headers quotes)."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -103,8 +106,11 @@ def url_secrets(url: str) -> list[str]:
     if "@" in parts.netloc:
         userinfo = parts.netloc.rsplit("@", 1)[0]
         out += [userinfo, userinfo.split(":", 1)[-1]]  # the whole, and the password alone
+        user, _, password = (unquote(p) for p in userinfo.partition(":"))
+        basic = base64.b64encode(f"{user}:{password}".encode("latin-1", "replace")).decode("ascii")
+        out += [f"{user}:{password}", password, basic]
     out += [v for _, v in parse_qsl(parts.query, keep_blank_values=False)]
-    return [s for s in out if s]
+    return list(dict.fromkeys(s for s in out if s))
 
 
 def _scrub_url(match: re.Match[str]) -> str:
@@ -140,12 +146,57 @@ def _scrub_keyed(match: re.Match[str]) -> str:
     return f"{quote}{name}{quote}{sep}{_quoted(value)}" if is_credential_name(name) else match.group(0)
 
 
+FRAGMENT = 8  # the shortest piece of a secret's start or end that `scrub` removes on its own
+
+
+def _fragments(text: str, secret: str) -> str:
+    """`text` without the pieces of `secret` that a cut left (a message cut at 100 or 500 bytes, by
+    needlepoint or by a library, before it was scrubbed): any run of FRAGMENT or more characters
+    that begins as the secret begins or ends as it ends."""
+    if len(secret) <= FRAGMENT:
+        return text
+    spans = []
+    start, end = secret[:FRAGMENT], secret[-FRAGMENT:]
+    at = text.find(start)
+    while at >= 0:
+        n = FRAGMENT
+        while at + n < len(text) and n < len(secret) and text[at + n] == secret[n]:
+            n += 1
+        spans.append((at, at + n))
+        at = text.find(start, at + n)
+    at = text.find(end)
+    while at >= 0:
+        n = FRAGMENT  # characters matched, back from the end of the secret
+        while at - (n - FRAGMENT) - 1 >= 0 and n < len(secret) and text[at - (n - FRAGMENT) - 1] == secret[-n - 1]:
+            n += 1
+        spans.append((at + FRAGMENT - n, at + FRAGMENT))
+        at = text.find(end, at + FRAGMENT)
+    if not spans:
+        return text
+    out, last = [], 0
+    for lo, hi in sorted(spans):
+        if hi <= last:
+            continue
+        out += [text[last : max(lo, last)], REDACTED if lo >= last else ""]
+        last = hi
+    return "".join(out) + text[last:]
+
+
+def hide(text: str, secrets: Iterable[str | None]) -> str:
+    """`text` with each of `secrets` (e.g. the API key), and any piece of one's start or end that
+    a cut left (`_fragments`), replaced by "[redacted]"; nothing else changed (a model's answer
+    that echoes the request's key keeps every other word)."""
+    for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
+        if secret[: min(FRAGMENT, len(secret))] in text or secret[-FRAGMENT:] in text:
+            text = _fragments(text.replace(secret, REDACTED), secret)
+    return text
+
+
 def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """`text` with each of `secrets` (e.g. the API key), every URL's user info and query values,
-    any `Bearer ...` credential and the value of every credential setting it spells out
-    (`--api-key X`, `--hf-token=X`, `OPENAI_API_KEY=X`, `'api_key': 'X'`) replaced by "[redacted]"."""
-    for secret in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
+    """`text` with each of `secrets` hidden (`hide`), every URL's user info and query values, any
+    `Bearer ...` credential and the value of every credential setting it spells out (`--api-key
+    X`, `--hf-token=X`, `OPENAI_API_KEY=X`, `'api_key': 'X'`) replaced by "[redacted]"."""
+    text = hide(text, secrets)
     text = _URL.sub(_scrub_url, text)
     text = _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
     text = _FLAG.sub(_scrub_flag, text)

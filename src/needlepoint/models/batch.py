@@ -44,7 +44,7 @@ import aiohttp
 from needlepoint.core import status
 from needlepoint.core.errors import RequestError
 from needlepoint.core.files import AppendLog
-from needlepoint.core.redact import redact_url, scrub
+from needlepoint.core.redact import redact_url, scrub, url_secrets
 from needlepoint.models.http import RetryPolicy, endpoint, error_message, head, retry_after_s
 
 __all__ = [
@@ -125,7 +125,7 @@ class BatchClient:
         policy = retry or RetryPolicy()
         self.retry = dataclasses.replace(policy, max_retries=max(policy.max_retries, RetryPolicy.max_retries))
         self.deadline_h = deadline_h
-        self._secrets = [api_key]
+        self._secrets = [api_key, *url_secrets(base_url)]
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     # --- the state file ------------------------------------------------------------------------
@@ -222,7 +222,11 @@ class BatchClient:
                 return resp.status, await resp.read(), retry_after_s(resp.headers.get("Retry-After"))
 
         raw = await self._retrying(path, once, tries if tries is not None else self.retry.max_retries + 1, "no answer")
-        return _load(raw, f"{self.label} {method} {path}")
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError):
+            message = f"{self.label} {method} {path}: the answer is not JSON: {head(raw, 100)}"
+            raise _Transient(status.BACKEND_ERROR, self._scrub(message)) from None
 
     async def _retrying(
         self, path: str, once: Callable[[], Awaitable[tuple[int, bytes, float | None]]], attempts: int, silence: str
@@ -450,13 +454,6 @@ class BatchClient:
 
 def _batch_entry(key: Any, batch_id: str, file_id: str, ids: list[str]) -> dict[str, Any]:
     return {"key": key, "batch": batch_id, "input_file": file_id, "requests": len(ids), "ids": ids}
-
-
-def _load(raw: bytes, what: str) -> Any:
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        raise _Transient(status.BACKEND_ERROR, f"{what}: the answer is not JSON: {head(raw, 100)}") from None
 
 
 async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -181,9 +181,9 @@ class BatchingModel:
             got.request_bytes = size
             return got
         try:
-            reply = chat_reply(json.dumps(got).encode("utf-8"))
+            reply = self.inner.hide_secrets(chat_reply(json.dumps(got).encode("utf-8")))
         except InvalidAnswer as exc:
-            return Reply(error=str(exc), error_kind=status.BACKEND_ERROR, request_bytes=size, endpoint=self.label)
+            return Reply(error=self.scrub(str(exc)), error_kind=status.BACKEND_ERROR, request_bytes=size, endpoint=self.label)
         reply.request_bytes = size
         reply.endpoint = self.label
         return reply

@@ -35,7 +35,7 @@ from needlepoint.core import status
 from needlepoint.core.endpoints import split_weight
 from needlepoint.core.errors import RequestError
 from needlepoint.core.jsonl import read_back
-from needlepoint.core.redact import redact_url, scrub, url_secrets
+from needlepoint.core.redact import hide, redact_url, scrub, url_secrets
 
 __all__ = [
     "Answered",
@@ -280,6 +280,11 @@ class Transport:
     def scrub(self, text: str) -> str:
         """`text` without the API key or URL credentials (for every message a client builds)."""
         return scrub(text, self._secrets)
+
+    def hide(self, text: str) -> str:
+        """`text` without the API key or the URLs' credentials, and nothing else changed: a
+        model's answer, stored as given unless it echoes them (core/redact.py `hide`)."""
+        return hide(text, self._secrets)
 
     async def session(self) -> aiohttp.ClientSession:
         """The connection pool (made on first use, in the running loop)."""

@@ -347,6 +347,14 @@ class OpenAICompatModel:
         """`text` without the API key or URL credentials (for every message this client builds)."""
         return self.transport.scrub(text)
 
+    def hide_secrets(self, reply: Reply) -> Reply:
+        """`reply` with the API key and the URLs' credentials taken out of its text and reasoning
+        (a server that echoes the request's headers in its answer), nothing else changed."""
+        reply.text = self.transport.hide(reply.text)
+        if reply.reasoning is not None:
+            reply.reasoning = self.transport.hide(reply.reasoning)
+        return reply
+
     def wait_note(self) -> str | None:
         """What the run waits for from this model, if anything (Transport.wait_note)."""
         return self.transport.wait_note()
@@ -545,7 +553,7 @@ class OpenAICompatModel:
                 request_bytes=pieces.size,
                 endpoint=exc.endpoint,
             )
-        reply = got.value
+        reply = self.hide_secrets(got.value)
         reply.latency_s = time.perf_counter() - start
         reply.attempts = got.attempts
         reply.request_bytes = pieces.size
