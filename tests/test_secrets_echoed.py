@@ -131,8 +131,8 @@ def test_the_batch_clients_messages_hold_no_credential(refuse: bool, tmp_path: P
     import asyncio
     import dataclasses
 
-    from needlepoint.models.batch import BatchClient
     from needlepoint.core.errors import RequestError
+    from needlepoint.models.batch import BatchClient
 
     server = EchoingFiles(models=("m",))
     server.refuse = refuse

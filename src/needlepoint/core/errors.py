@@ -3,6 +3,8 @@ exit code 2), a request that failed for good, and a run stopped by faults in nee
 
 from __future__ import annotations
 
+from typing import Any
+
 # The command's exit codes (docs/evaluating.md, "Exit codes").
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2  # one sentence says what is wrong, where, what to do
@@ -25,8 +27,11 @@ class RequestError(Exception):
     `attempts` and `endpoint` (the redacted URL that answered last) say where it ended. The one
     failure type of every client (models/http.py), and what a solver raises for a failed tool call."""
 
-    def __init__(self, kind: str, message: str, attempts: int = 1, endpoint: str | None = None) -> None:
+    def __init__(
+        self, kind: str, message: str, attempts: int = 1, endpoint: str | None = None, usage: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.attempts = attempts
         self.endpoint = endpoint
+        self.usage = usage  # what the failed attempts' answers said they used (a 200 that was no answer is billed)

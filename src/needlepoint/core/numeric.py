@@ -182,6 +182,23 @@ def usable_tokens(usage: Any) -> tuple[int, int, int] | None:
     return int(usage["prompt_tokens"]), int(usage.get("completion_tokens", 0)), int(reasoning or 0)
 
 
+def added_usage(first: dict[str, Any] | None, second: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Two requests' usage (`clean_usage`'s) as one: their counts summed where both are usable,
+    else the usable one (or the first given): what a request cost over its attempts."""
+    if first is None or second is None:
+        return first if second is None else second
+    a, b = usable_tokens(first), usable_tokens(second)
+    if a is None or b is None:
+        return first if b is None else second
+    return clean_usage(
+        {
+            "prompt_tokens": a[0] + b[0],
+            "completion_tokens": a[1] + b[1],
+            "completion_tokens_details": {"reasoning_tokens": a[2] + b[2]},
+        }
+    )
+
+
 def clean_usage(usage: Any) -> dict[str, Any]:
     """What a turn keeps of a server's `usage`: the counts when usable, else `{"unknown": why}`
     (no impossible number reaches the records, metrics.json or the report)."""

@@ -45,7 +45,7 @@ from needlepoint.core import status
 from needlepoint.core.errors import RequestError
 from needlepoint.core.files import AppendLog
 from needlepoint.core.redact import redact_url, scrub, url_secrets
-from needlepoint.models.http import RetryPolicy, endpoint, error_message, head, retry_after_s
+from needlepoint.models.http import InvalidAnswer, RetryPolicy, endpoint, error_message, head, read_answer, retry_after_s
 
 __all__ = [
     "BatchClient",
@@ -219,7 +219,7 @@ class BatchClient:
             data = form() if form is not None else None  # a form is written once: one per attempt
             timeout = aiohttp.ClientTimeout(total=self.retry.timeout_s)
             async with session.request(method, url, headers=self._headers, json=json_body, data=data, timeout=timeout) as resp:
-                return resp.status, await resp.read(), retry_after_s(resp.headers.get("Retry-After"))
+                return resp.status, await read_answer(resp), retry_after_s(resp.headers.get("Retry-After"))
 
         raw = await self._retrying(path, once, tries if tries is not None else self.retry.max_retries + 1, "no answer")
         try:
@@ -243,6 +243,8 @@ class BatchClient:
                 why = f"timeout: {silence} within {self.retry.timeout_s:g} s"
             except aiohttp.ClientError as exc:
                 why = f"connection: {exc.__class__.__name__}: {exc}"
+            except InvalidAnswer as exc:  # over MAX_ANSWER_BYTES
+                why = str(exc)
             else:
                 if code == 200:
                     return raw

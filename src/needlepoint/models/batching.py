@@ -183,7 +183,13 @@ class BatchingModel:
         try:
             reply = self.inner.hide_secrets(chat_reply(json.dumps(got).encode("utf-8")))
         except InvalidAnswer as exc:
-            return Reply(error=self.scrub(str(exc)), error_kind=status.BACKEND_ERROR, request_bytes=size, endpoint=self.label)
+            return Reply(
+                error=self.scrub(str(exc)),
+                error_kind=status.BACKEND_ERROR,
+                request_bytes=size,
+                endpoint=self.label,
+                usage=exc.usage,
+            )
         reply.request_bytes = size
         reply.endpoint = self.label
         return reply

@@ -35,6 +35,7 @@ from needlepoint.core import status
 from needlepoint.core.endpoints import split_weight
 from needlepoint.core.errors import RequestError
 from needlepoint.core.jsonl import read_back
+from needlepoint.core.numeric import added_usage
 from needlepoint.core.redact import hide, redact_url, scrub, url_secrets
 
 __all__ = [
@@ -85,9 +86,10 @@ class InvalidAnswer(Exception):
     `backend_error` whose message starts "invalid_response:". `reason` is a few words for the
     progress line."""
 
-    def __init__(self, message: str, reason: str = "sent an invalid answer") -> None:
+    def __init__(self, message: str, reason: str = "sent an invalid answer", usage: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.reason = reason
+        self.usage = usage  # what the answer said it used: billed, though no answer
 
 
 class Unreachable(Exception):
@@ -95,11 +97,19 @@ class Unreachable(Exception):
 
 
 class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None = None, unhealthy: bool = True, reason: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        retry_after: float | None = None,
+        unhealthy: bool = True,
+        reason: str = "",
+        usage: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
         self.unhealthy = unhealthy  # counts against the endpoint's health (not so for 429)
         self.reason = reason  # a few words for the progress line, e.g. "answered 429"
+        self.usage = usage  # an invalid answer's usage (InvalidAnswer.usage)
 
 
 class _Final(Exception):
@@ -156,6 +166,27 @@ def classify_rejection(http_status: int, body: str) -> str:
     return status.REQUEST_REJECTED
 
 
+MAX_ANSWER_BYTES = 64 << 20  # an answer's body, decompressed: a chat answer is kilobytes; a hostile server's gigabytes
+
+
+async def read_answer(resp: aiohttp.ClientResponse, limit: int = MAX_ANSWER_BYTES) -> bytes:
+    """An answer's body, read to at most `limit` bytes after decompression; InvalidAnswer past it
+    (a server answering gigabytes, or a small gzip body that expands to them, held 4 times over
+    while parsed, would end the run for want of memory)."""
+    if resp.content_length is not None and resp.content_length > limit:
+        raise InvalidAnswer(_too_large(limit), reason="answered too much")
+    got = bytearray()
+    async for chunk in resp.content.iter_chunked(1 << 20):
+        got += chunk
+        if len(got) > limit:
+            raise InvalidAnswer(_too_large(limit), reason="answered too much")
+    return bytes(got)
+
+
+def _too_large(limit: int) -> str:
+    return f"invalid_response: the answer is over {limit >> 20} MiB; not read further"
+
+
 def head(raw: bytes, n: int = 200) -> str:
     """The first `n` bytes of an answer, as text for a message."""
     return raw[:n].decode("utf-8", "replace")
@@ -207,6 +238,7 @@ class Answered(Generic[T]):
     value: T
     attempts: int
     endpoint: str
+    spent: dict[str, Any] | None = None  # what the attempts before it used (invalid answers that were billed)
 
 
 @dataclass(frozen=True)
@@ -374,7 +406,9 @@ class Transport:
             timeout = aiohttp.ClientTimeout(total=timeout_s)
             request = session.get(url, timeout=timeout) if body is None else session.post(url, data=body, timeout=timeout)
             async with request as resp:
-                return resp.status, await resp.read()
+                return resp.status, await read_answer(resp)
+        except InvalidAnswer as exc:  # a model list of gigabytes
+            raise Unreachable(str(exc)) from None
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             reason = exc.__class__.__name__ if isinstance(exc, asyncio.TimeoutError) else str(exc) or exc.__class__.__name__
             raise Unreachable(self.scrub(reason)) from None
@@ -394,6 +428,7 @@ class Transport:
         timeout = timeout_s if timeout_s is not None else self.retry.timeout_s
         attempts = self.retry.max_retries + 1
         last_error = ""
+        spent: dict[str, Any] | None = None  # the usage invalid answers reported: billed all the same
         failed_here: list[Endpoint] = []
         ep = self.endpoints[0]
         for attempt in range(attempts):
@@ -410,10 +445,11 @@ class Transport:
             except _Final as exc:
                 ep.failures = 0  # the server answered: it is alive
                 ep.errors += 1
-                raise RequestError(exc.kind, self.scrub(str(exc)), attempt + 1, ep.label) from None
+                raise RequestError(exc.kind, self.scrub(str(exc)), attempt + 1, ep.label, spent) from None
             except _Retryable as exc:
                 ep.errors += 1
                 last_error = str(exc)
+                spent = added_usage(spent, exc.usage)
                 if exc.unhealthy:
                     self._failed(ep)
                 failed_here.append(ep)
@@ -424,7 +460,7 @@ class Transport:
                         f"{last_error}: the server asked to wait {exc.retry_after:.0f} s, more than --max-wait "
                         f"{self.retry.max_wait_s:g} s; not waited for"
                     )
-                    raise RequestError(status.BACKEND_ERROR, self.scrub(message), attempt + 1, ep.label) from None
+                    raise RequestError(status.BACKEND_ERROR, self.scrub(message), attempt + 1, ep.label, spent) from None
                 if attempt + 1 == attempts:
                     break
                 await self._wait(self.retry.delay(attempt, exc.retry_after), f"{ep.label} {exc.reason}")
@@ -434,9 +470,9 @@ class Transport:
                 ep.in_flight -= 1
             ep.failures = 0
             ep.down_until = 0.0
-            return Answered(value, attempt + 1, ep.label)
+            return Answered(value, attempt + 1, ep.label, spent)
         message = f"{last_error} (gave up after {attempts} attempts)"
-        raise RequestError(status.BACKEND_ERROR, self.scrub(message), attempts, ep.label)
+        raise RequestError(status.BACKEND_ERROR, self.scrub(message), attempts, ep.label, spent)
 
     async def _attempt(
         self,
@@ -454,9 +490,11 @@ class Transport:
         try:
             data = body if isinstance(body, bytes) else _PiecesPayload(body)  # a payload object is written once: one per attempt
             async with session.post(self.url(ep, route), data=data, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-                raw = await resp.read()
                 code = resp.status
                 retry_after = retry_after_s(resp.headers.get("Retry-After"))
+                raw = await read_answer(resp)
+        except InvalidAnswer as exc:  # over MAX_ANSWER_BYTES
+            raise _Retryable(str(exc), reason=exc.reason) from None
         except asyncio.TimeoutError:
             raise _Retryable(f"timeout: no answer within {timeout_s:g} s", reason="timed out") from None
         except aiohttp.ClientError as exc:
@@ -470,4 +508,4 @@ class Transport:
         try:
             return parse(raw)
         except InvalidAnswer as exc:
-            raise _Retryable(str(exc), reason=exc.reason) from None
+            raise _Retryable(str(exc), reason=exc.reason, usage=exc.usage) from None

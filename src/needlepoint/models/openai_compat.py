@@ -40,7 +40,7 @@ from needlepoint.core.images import (
     stored_facts,
     to_base64,
 )
-from needlepoint.core.numeric import clean_usage
+from needlepoint.core.numeric import added_usage, clean_usage
 from needlepoint.core.redact import redact_url
 from needlepoint.core.text import writable
 from needlepoint.models.http import (
@@ -552,8 +552,10 @@ class OpenAICompatModel:
                 latency_s=time.perf_counter() - start,
                 request_bytes=pieces.size,
                 endpoint=exc.endpoint,
+                usage=exc.usage,  # what invalid answers before it said they used
             )
         reply = self.hide_secrets(got.value)
+        reply.usage = added_usage(got.spent, reply.usage)
         reply.latency_s = time.perf_counter() - start
         reply.attempts = got.attempts
         reply.request_bytes = pieces.size
@@ -564,21 +566,24 @@ class OpenAICompatModel:
 def chat_reply(raw: bytes) -> Reply:
     """A chat completion's answer (HTTP 200) as a Reply, or InvalidAnswer when it is none."""
     data = load_json(raw, "a chat completion")
+    usage = data.get("usage") if isinstance(data, dict) else None
+    billed = None if usage is None else clean_usage(usage)  # an answer that is none may be billed all the same
     try:
         choice = data["choices"][0]
         message = choice["message"]
         text = message.get("content") or ""
         reasoning = message.get("reasoning_content") or message.get("reasoning") or None
     except (KeyError, IndexError, TypeError, AttributeError):
-        raise InvalidAnswer(f"invalid_response: not a chat completion: {head(raw)}", reason="sent no chat completion") from None
+        raise InvalidAnswer(
+            f"invalid_response: not a chat completion: {head(raw)}", reason="sent no chat completion", usage=billed
+        ) from None
     if not isinstance(text, str) or (reasoning is not None and not isinstance(reasoning, str)):
-        raise InvalidAnswer(f"invalid_response: content is not text: {head(raw)}", reason="sent no text")
-    usage = data.get("usage")
+        raise InvalidAnswer(f"invalid_response: content is not text: {head(raw)}", reason="sent no text", usage=billed)
     finish = choice.get("finish_reason") if isinstance(choice, dict) else None
     return Reply(
         text=writable(text),
         finish_reason=finish if isinstance(finish, str) else None,
-        usage=None if usage is None else clean_usage(usage),  # an impossible count is kept as unknown, never stored
+        usage=billed,  # an impossible count is kept as unknown, never stored
         reasoning=None if reasoning is None else writable(reasoning),
     )
 

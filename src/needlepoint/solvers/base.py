@@ -238,7 +238,7 @@ class SolveContext:
                 finally:
                     if self.gate is not None:
                         self.gate.release()
-                if self.gate is not None and not reply.error:
+                if self.gate is not None and (not reply.error or reply.usage is not None):  # a billed invalid answer too
                     self.gate.charge(model.name, reply.usage)
         except BaseException:
             sending.cancel()
