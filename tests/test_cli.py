@@ -134,6 +134,7 @@ BAD_INPUT: list[tuple[str, Callable[[Path], tuple[Path, list[str]]], str]] = [
     ("two_jsonl_files", lambda t: (_two_jsonl(t), []), "holds 2 JSONL files (data.jsonl, predictions_ref_adv.jsonl)"),
     ("extra_body_not_json", lambda t: (t, ["--extra-body", "{top_k: 1}"]), "--extra-body"),
     ("extra_body_not_object", lambda t: (t, ["--extra-body", "[1, 2]"]), "--extra-body"),
+    ("extra_body_credential", lambda t: (t, ["--extra-body", '{"api_key": "sk-XB-99"}']), "holds a credential ('api_key')"),
     ("option_of_another_benchmark", lambda t: (t, ["--input-mode", "merged"]), "--input-mode"),
     ("unknown_box_format", lambda t: (t, ["--box-format", "xywh"]), "--box-format"),
     ("unknown_prompt_mode", lambda t: (t, ["--prompt-mode", "fancy"]), "--prompt-mode"),

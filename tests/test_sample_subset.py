@@ -132,3 +132,28 @@ def test_eval_answers_the_subset_as_a_run_of_its_own(serve: Any, tmp_path: Path,
     assert header["identity"]["sample"] == {"size": 4, "seed": 5} and header["config"]["sample"] == 4
     # the whole set is another run: the same --out refuses it rather than mixing the two
     assert main(ref_eval_args(data, server.url, out)) == 2
+
+
+def test_the_dry_run_ceiling_is_what_the_requests_send_times_the_repeats(
+    niah: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The replies' ceiling is the body's own: an --extra-body max_tokens (or max_completion_tokens)
+    over --max-tokens, times the n choices it asks for; --repeats K asks every request K times."""
+    argv = ["eval", "mm_niah", "--data", str(niah), "--model", "m", "--dry-run", "--dry-run-requests", "0", "--json"]
+    argv += ["--price", "1000,1000", "--max-tokens", "100"]
+
+    def cost(out: str, *extra: str) -> dict[str, Any]:
+        assert main([*argv, "--out", str(tmp_path / out), *extra]) == 0
+        got: dict[str, Any] = json.loads(capsys.readouterr().out)["cost"]
+        return got
+
+    plain = cost("a")
+    wider = cost("b", "--extra-body", '{"max_tokens": 100000, "n": 10}')
+    assert wider["replies_at_most"] == pytest.approx(plain["replies_at_most"] * 10_000)
+    assert wider["prompts"] == pytest.approx(plain["prompts"])
+    newer = cost("c", "--extra-body", '{"max_completion_tokens": 300}')
+    assert newer["replies_at_most"] == pytest.approx(plain["replies_at_most"] * 3)
+    repeated = cost("d", "--repeats", "3", "--temperature", "0.7")
+    assert repeated["repeats"] == 3
+    for key in ("prompts", "replies_at_most", "at_most"):
+        assert repeated[key] == pytest.approx(plain[key] * 3)

@@ -275,6 +275,14 @@ def _generation(ns: argparse.Namespace) -> dict[str, Any]:
             ) from None
         if not isinstance(extra, dict):
             raise DataError("--extra-body must be a JSON object, e.g. '{\"top_k\": 1}'")
+        from needlepoint.core.redact import is_credential_name
+
+        secret = next((k for k in extra if is_credential_name(k)), None)
+        if secret is not None:  # every request's body is part of run.json's identity and of the records
+            raise DataError(
+                f"--extra-body holds a credential ({secret!r}), which run.json would keep; pass the key with --api-key "
+                "or $OPENAI_API_KEY"
+            )
         gen["extra"] = extra
         from needlepoint.models.openai_compat import unknown_body_keys
 

@@ -129,7 +129,7 @@ class RequestFacts:
     text_tokens: int
     image_tokens: int | None
     repair_tokens: int
-    max_tokens: int | None = None  # the longest reply the request allows (None: the server's default)
+    max_tokens: int | None = None  # the most completion tokens the request allows, all choices (None: the server's default)
 
     @property
     def prompt_tokens(self) -> int | None:
@@ -153,6 +153,7 @@ class DryRunSummary:
     run_dir: Path | None = None  # the run's folder, where the estimate is kept (ESTIMATE)
     image_limit: tuple[int, str] | None = None  # the most images a request may carry, and whose limit it is
     price: tuple[float, float] | None = None  # --price / --prices: per million prompt and completion tokens
+    repeats: int = 1  # --repeats: the run asks every request this many times
 
     def cost(self) -> dict[str, Any] | None:
         """What the requests cost at the price (None without one): the first turns' prompts, the
@@ -170,14 +171,16 @@ class DryRunSummary:
             (r.prompt_tokens if r.prompt_tokens is not None else r.text_tokens) + r.repair_tokens for r in reqs if r.repair_tokens
         )
         repair_out = sum(r.max_tokens or 0 for r in reqs if r.repair_tokens)
-        first = (prompt * pin + replies * pout) / 1e6
-        repair = (repair_in * pin + repair_out * pout) / 1e6
+        k = self.repeats
+        first = k * (prompt * pin + replies * pout) / 1e6
+        repair = k * (repair_in * pin + repair_out * pout) / 1e6
         return {
             "price": [pin, pout],
+            "repeats": k,
             "prompts_known": all(r.prompt_tokens is not None for r in reqs),
             "replies_capped": capped,
-            "prompts": prompt * pin / 1e6,
-            "replies_at_most": replies * pout / 1e6 if capped else None,
+            "prompts": k * prompt * pin / 1e6,
+            "replies_at_most": k * replies * pout / 1e6 if capped else None,
             "first_turns_at_most": first if capped else None,
             "repair_turns_add_at_most": repair if capped else None,
             "at_most": first + repair if capped else None,
@@ -281,7 +284,8 @@ def _cost_line(cost: dict[str, Any]) -> str:
     """The cost line of the printout."""
     pin, pout = cost["price"]
     least = "" if cost["prompts_known"] else "at least "  # image tokens unknown: the prompts' text alone
-    head = f"cost at {pin:g}/{pout:g} per million prompt/completion tokens: prompts {least}{_money(cost['prompts'])}"
+    times = f" ({cost['repeats']} repeats)" if cost.get("repeats", 1) > 1 else ""
+    head = f"cost at {pin:g}/{pout:g} per million prompt/completion tokens{times}: prompts {least}{_money(cost['prompts'])}"
     if cost["at_most"] is None:
         return head + "; replies unknown (no --max-tokens and the benchmark sets none: the server's default)"
     return (
@@ -338,9 +342,25 @@ def _request_facts(
     text_tokens = sum(count_text(m.text) for m in conv.messages)
     image_tokens = sum(rule.tokens(f.width, f.height) for f in image_facts) if rule else (0 if not refs else None)
     repair = bench.followup(sample, Parsed(error="dry run"), "length")
-    repair_tokens = (gen.max_tokens or 0) + count_text(repair) if repair else 0
+    longest, choices = reply_cap(gen)
+    repair_tokens = (longest or 0) + count_text(repair) if repair else 0
     size = len(body) + sum(f.b64_bytes for f in image_facts if f.url is None)
-    return RequestFacts(sample.id, size, len(refs), text_tokens, image_tokens, repair_tokens, gen.max_tokens)
+    replies = None if longest is None else longest * choices
+    return RequestFacts(sample.id, size, len(refs), text_tokens, image_tokens, repair_tokens, replies)
+
+
+def reply_cap(gen: Generation) -> tuple[int | None, int]:
+    """The most completion tokens one choice of an answer may hold, as the request sends it
+    (`max_completion_tokens`, else `max_tokens`: an --extra-body value over the flag; None where
+    neither is a whole number, the server's default), and the choices it asks for (`n`)."""
+    from needlepoint.models.openai_compat import sampling_params
+
+    sent = sampling_params(gen)
+    cap = sent.get("max_completion_tokens", sent.get("max_tokens"))
+    n = sent.get("n", 1)
+    whole = isinstance(cap, int) and not isinstance(cap, bool) and cap >= 0
+    choices = n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else 1
+    return (cap if whole else None), choices
 
 
 def dry_run(
@@ -487,6 +507,7 @@ def run_cli(ns: Any, config: Any) -> int:
         write=ns.dry_run_file.expanduser(),
         write_count=ns.dry_run_requests,
     )
+    summary.repeats = ns.repeats or 1  # --repeats K asks each request K times
     if summary.run_dir is not None:
         write_json(summary.run_dir / ESTIMATE, estimate(summary))
     if ns.json:
