@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -207,7 +209,13 @@ def test_fresh_does_not_move_a_run_that_is_still_answering(serve: Any, tmp_path:
     sentence: moved aside under it, that run went on writing by its paths into the new run's folder
     (its run.json over the new one's, its metrics from the other configuration's answers)."""
     data = write_release(tmp_path / "data", make_rows(N))
-    server = serve(delay_s=0.1)
+    tried = threading.Event()  # the answers after the first two wait until --fresh was tried
+
+    async def hold(_key: str) -> None:
+        while len(server.log) > 2 and not tried.is_set():
+            await asyncio.sleep(0.01)
+
+    server = serve(before_answer=hold)
     out = tmp_path / "run"
     records = out / "records.jsonl"
     proc = subprocess.Popen(
@@ -225,6 +233,7 @@ def test_fresh_does_not_move_a_run_that_is_still_answering(serve: Any, tmp_path:
         fresh = run_cli([*_eval_args(data, server.url, out, box_format="norm_1000_xyxy"), "--fresh"])
         assert proc.poll() is None, "the first run ended before --fresh was tried: the test proves nothing"
     finally:
+        tried.set()
         _, first_err = proc.communicate(timeout=120)
     assert fresh.returncode == 2
     assert "in use by another needlepoint process" in _one_error_line(fresh.stderr)

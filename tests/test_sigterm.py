@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import REPO, prompt_key, run_cli
 from helpers.cli import ctrl_c_stops
 
@@ -177,3 +178,49 @@ def test_a_sigterm_during_the_imports_ends_the_program_with_130(tmp_path: Path) 
     )
     assert proc.returncode == 130, (proc.returncode, proc.stderr)
     assert "interrupted" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_a_sigterm_while_the_event_loop_is_made_lands_after_it(monkeypatch: Any) -> None:
+    """A SIGTERM (needlepoint's handler raises) that arrives inside the event loop's construction,
+    here when its self-pipe is made: `core.aio.run` holds it until the loop exists, so no half-made
+    loop's finaliser prints a traceback and no coroutine is left unawaited; the signal still ends
+    the call."""
+    import asyncio.selector_events as selector_events
+    import warnings
+
+    from needlepoint.core import aio
+
+    made = getattr(selector_events.BaseSelectorEventLoop, "_make_self_pipe")  # noqa: B009  # private: mypy knows it not
+
+    def signalled(loop: Any) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered at once unless held
+        made(loop)
+
+    def stop(*_: Any) -> None:
+        raise _Stop
+
+    unraisable: list[Any] = []
+    monkeypatch.setattr(selector_events.BaseSelectorEventLoop, "_make_self_pipe", signalled)
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    previous = signal.signal(signal.SIGTERM, stop)
+    started: list[bool] = []
+
+    async def main() -> None:
+        started.append(True)
+
+    try:
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            with pytest.raises(_Stop):  # the signal still ends the call, before its coroutine starts
+                aio.run(main)
+            import gc
+
+            gc.collect()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert not unraisable, [str(u.exc_value) for u in unraisable]
+    assert not started and not [w for w in warned if "never awaited" in str(w.message)]

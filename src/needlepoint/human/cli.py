@@ -14,6 +14,7 @@ import pkgutil
 import sys
 from pathlib import Path
 
+from needlepoint.core.aio import run as run_async
 from needlepoint.core.errors import DataError
 from needlepoint.human.kinds import IMAGE_PAIR, WHAT, either, names_of, pages
 
@@ -103,7 +104,7 @@ def serve(ns: argparse.Namespace) -> int:
                 await server.close()
 
         try:
-            asyncio.run(main())
+            run_async(main)
         except KeyboardInterrupt:
             print("\nneedlepoint human: stopped; rerun the same command to continue", file=sys.stderr)
         return 0

@@ -10,11 +10,11 @@ kept in `<run>/batches.jsonl`, so that rerunning the command waits for it again 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from needlepoint.core.aio import run as run_async
 from needlepoint.core.errors import DataError
 
 __all__ = ["DEFAULT_DEADLINE_H", "add_arguments", "check_batch_api", "config_values", "refusal", "wrap"]
@@ -87,7 +87,7 @@ def check_batch_api(config: Any) -> None:
     from needlepoint.models.batch import BatchClient
 
     client = BatchClient(config.api_urls[0], Path("/nonexistent"), config.api_key)  # the state file is not read
-    why = asyncio.run(client.check())
+    why = run_async(client.check)
     if why is not None:
         raise DataError(why)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -15,6 +14,7 @@ from needlepoint.contract.base import Benchmark, Dataset, ReadsPredictions
 from needlepoint.contract.predictions import PredictionsRun
 from needlepoint.contract.registry import make
 from needlepoint.core import status
+from needlepoint.core.aio import run as run_async
 from needlepoint.core.config import RunConfig, dataset_fingerprint, hash_identity, identity
 from needlepoint.core.conversation import Checks, ChecksEndpoints, Closes, CountsEndpoints, Generation, Model
 from needlepoint.core.endpoints import add_stats
@@ -116,7 +116,7 @@ def check_endpoints(config: RunConfig) -> None:
         finally:
             await model.aclose()
 
-    asyncio.run(go())
+    run_async(go)
 
 
 class EvaluateSettings(TypedDict, total=False):
@@ -309,7 +309,7 @@ def _check_solver_models(solver: Solver) -> None:
                 finally:
                     await _close([m])  # its connections belong to this event loop; the run opens new ones
 
-        asyncio.run(go())
+        run_async(go)
 
 
 def image_folder(bench: Benchmark, samples: Sequence[Any]) -> Path | None:
@@ -354,7 +354,7 @@ def check_local_images(config: RunConfig, bench: Benchmark, samples: Sequence[An
             finally:
                 await _close([m])  # its connections belong to this event loop; the run opens new ones
 
-    asyncio.run(go())
+    run_async(go)
 
 
 def _check_of(model: ChecksEndpoints | Checks) -> Callable[[], Awaitable[None]]:
@@ -426,11 +426,11 @@ def _run(
             from needlepoint.models.batch import BatchStopped
 
             try:
-                asyncio.run(go())
+                run_async(go)
             except BatchStopped as exc:  # a batch that cannot be followed now: kept for the rerun
                 options.stopped = str(exc)
         else:
-            asyncio.run(go())
+            run_async(go)
         if drafts is not None:
             drafts.wind_down()  # they make the rows of the last answers while the run scores (report.drafts)
         with collector_paused():  # a full collection would walk the records and free nothing
@@ -549,7 +549,7 @@ def _answer_in_processes(
             finally:
                 await _close(clients)
 
-        asyncio.run(go())
+        run_async(go)
         stats = [m.endpoint_stats() for m in clients if isinstance(m, CountsEndpoints)]
         return WorkerEnd(stopped=opts.stopped, endpoints=add_stats(*stats))
 
