@@ -41,6 +41,21 @@ def _one_error_line(stderr: str) -> str:
     return lines[0]
 
 
+def _run_until(args: list[str], records: Path, lines: int) -> subprocess.Popen[str]:
+    """`needlepoint` with `args` in a process of its own, once its records file holds `lines` whole
+    lines (the process still running)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "needlepoint.cli", *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while _complete_lines(records) < lines:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the run ended or stalled before {lines} records: {proc.communicate()}")
+        time.sleep(0.01)
+    return proc
+
+
 @pytest.fixture
 def killed_run(serve: Any, tmp_path: Path) -> dict[str, Any]:
     """A run killed with SIGKILL about half way, with a torn half line appended to its records."""
@@ -50,18 +65,8 @@ def killed_run(serve: Any, tmp_path: Path) -> dict[str, Any]:
     server = serve(delay_s=0.15)
     out = tmp_path / "run"
     records = out / "records.jsonl"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "needlepoint.cli", *_eval_args(data, server.url, out)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = _run_until(_eval_args(data, server.url, out), records, N // 2)
     try:
-        deadline = time.monotonic() + 120
-        while _complete_lines(records) < N // 2:
-            assert proc.poll() is None, f"the run ended before it could be killed: {proc.communicate()}"
-            assert time.monotonic() < deadline, "the run made no progress"
-            time.sleep(0.01)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.kill()
@@ -218,18 +223,8 @@ def test_fresh_does_not_move_a_run_that_is_still_answering(serve: Any, tmp_path:
     server = serve(before_answer=hold)
     out = tmp_path / "run"
     records = out / "records.jsonl"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "needlepoint.cli", *_eval_args(data, server.url, out)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = _run_until(_eval_args(data, server.url, out), records, 2)
     try:
-        deadline = time.monotonic() + 120
-        while _complete_lines(records) < 2:
-            assert proc.poll() is None, f"the run ended too soon: {proc.communicate()}"
-            assert time.monotonic() < deadline, "the run made no progress"
-            time.sleep(0.01)
         fresh = run_cli([*_eval_args(data, server.url, out, box_format="norm_1000_xyxy"), "--fresh"])
         assert proc.poll() is None, "the first run ended before --fresh was tried: the test proves nothing"
     finally:
