@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from needlepoint.core.errors import DataError
 from needlepoint.core.files import json_text
 from needlepoint.core.intervalsettings import DEFAULT_LEVEL, DEFAULT_RESAMPLES
 
@@ -41,6 +42,8 @@ def run(ns: argparse.Namespace) -> int:
     from needlepoint.compare.runs import load_runs, pair_runs, refuse_run_page
     from needlepoint.compare.tables import comparison_tables, pairing_lines, table_notes
 
+    if ns.seed < 0:
+        raise DataError(f"--seed is {ns.seed}; give 0 or more")
     if not ns.no_page:
         from needlepoint.compare.page import refuse_other_files
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from needlepoint.contract.base import Benchmark, Dataset, ReportItem
 from needlepoint.contract.boards import Run
+from needlepoint.contract.readable import read_or_name
 from needlepoint.contract.registry import make
 from needlepoint.core import status
 from needlepoint.core.config import dataset_fingerprint
@@ -27,10 +28,6 @@ from needlepoint.core.store import RECORDS, RunStore, read_records
 __all__ = ["LoadedRun", "Pairing", "load_runs", "pair_runs", "refuse_run_page"]
 
 T = TypeVar("T")
-
-# what a benchmark raises on a record whose field has a wrong type (an int where a reply is text, ...)
-READ_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError)
-TEXT_FIELDS = ("reply", "reasoning", "error", "role", "model", "finish_reason", "error_kind")
 
 
 @dataclass
@@ -71,17 +68,9 @@ class Pairing:
 
     def read(self, run: LoadedRun, what: str, fn: Callable[[Dataset[Any], list[Record]], T]) -> T:
         """`fn(dataset, records)` of the run's paired samples (its benchmark scoring, resampling or
-        showing them); a record the benchmark cannot read (a field of the wrong type) is a DataError
-        naming the run's records file and the sample, not a traceback."""
-        try:
-            return fn(self.dataset(run), self.records(run))
-        except READ_ERRORS as e:
-            bad = next((i for i in self.ids if _fails(fn, run.dataset.subset([i]), [run.records[i]])), None)
-            which = f"the record of sample {bad!r}" if bad is not None else "a record"
-            raise DataError(
-                f"{run.dir / RECORDS}: {which} holds a value {run.benchmark} cannot {what} ({type(e).__name__}: {e}); "
-                "fix or delete that line and rerun that sample"
-            ) from None
+        showing them); a record the benchmark cannot read is a DataError naming the run's records
+        file and the sample (`contract.readable`)."""
+        return read_or_name(fn, self.dataset(run), self.records(run), run.dir / RECORDS, run.benchmark, what)
 
     def records(self, run: LoadedRun) -> list[Record]:
         """The run's records of the paired samples, in pairing order."""
@@ -90,44 +79,6 @@ class Pairing:
     def dataset(self, run: LoadedRun) -> Dataset[Any]:
         """The run's dataset cut to the paired samples, in pairing order (the dataset's own)."""
         return run.dataset.subset(self.ids)
-
-
-def _fails(fn: Callable[[Dataset[Any], list[Record]], Any], dataset: Dataset[Any], records: list[Record]) -> bool:
-    try:
-        fn(dataset, records)
-    except READ_ERRORS:
-        return True
-    except DataError:
-        return False
-    return False
-
-
-def _check_record(run_dir: Path, rec: Record) -> None:
-    """The fields every benchmark reads, of the types needlepoint writes; DataError naming the run,
-    the sample and the field otherwise (a hand-edited or foreign records file)."""
-    sid = rec.get("id")
-
-    def bad(what: str) -> DataError:
-        return DataError(
-            f"{run_dir / RECORDS}: the record of sample {sid!r} has {what}; fix or delete that line and rerun that sample"
-        )
-
-    if not isinstance(rec.get("status", ""), str):
-        raise bad(f"a status of type {type(rec.get('status')).__name__} (text expected)")
-    turns = rec.get("turns", [])
-    if turns is not None and not isinstance(turns, list):
-        raise bad(f"turns of type {type(turns).__name__} (a list expected)")
-    for n, turn in enumerate(turns or [], 1):
-        if not isinstance(turn, dict):
-            raise bad(f"a turn {n} of type {type(turn).__name__} (an object expected)")
-        for key in TEXT_FIELDS:
-            value = turn.get(key)
-            if value is not None and not isinstance(value, str):
-                raise bad(f"a {key} of type {type(value).__name__} in turn {n} (text expected)")
-    for key in ("scores", "solver", "request"):
-        value = rec.get(key)
-        if value is not None and not isinstance(value, dict):
-            raise bad(f"{key} of type {type(value).__name__} (an object expected)")
 
 
 def refuse_run_page(out: Path, run_dirs: Sequence[Path]) -> None:
@@ -174,7 +125,7 @@ def _bench(run: Run) -> Benchmark:
         raise DataError(f"{run.dir / 'run.json'} names no benchmark; pass run folders written by needlepoint")
     try:
         return make(run.benchmark, **run.options)
-    except DataError:
+    except (DataError, TypeError, ValueError):  # TypeError: an option of another type in a hand-edited run.json
         return make(run.benchmark)
 
 
@@ -227,9 +178,7 @@ def load_runs(run_dirs: Sequence[Path], data: Path | None = None) -> list[Loaded
                 "compare runs of the same dataset only"
             )
         ids = {s.id for s in dataset}
-        stored = read_records(probe.dir / RECORDS)
-        for rec in stored.values():
-            _check_record(probe.dir, rec)
+        stored = read_records(probe.dir / RECORDS)  # each record's fields of the types needlepoint writes
         answered = {i: r for i, r in stored.items() if i in ids and r.get("status") not in status.FAILED}
         failed = sum(1 for i, r in stored.items() if i in ids and r.get("status") in status.FAILED)
         runs.append(LoadedRun(probe.dir, probe.header, bench, dataset, answered, failed, str(probe.dir)))

@@ -77,7 +77,7 @@ class RunConfig:
             )
         gen = self.generation
         numeric.flag("--temperature", gen.get("temperature"), 0.0)
-        numeric.flag("--top-p", gen.get("top_p"), 0.0)
+        numeric.flag("--top-p", gen.get("top_p"), 0.0, strict=True)
         if gen.get("top_p") is not None and gen["top_p"] > 1:
             raise DataError(f"--top-p must be at most 1, not {gen['top_p']!r}")
         numeric.flag("--timeout", gen.get("timeout_s"), 0.0, strict=True)
@@ -129,7 +129,10 @@ class RunConfig:
             from needlepoint.core.endpoints import split_weight
 
             url = split_weight(url)[0]
-            parts = urlsplit(url)
+            try:
+                parts = urlsplit(url)
+            except ValueError:  # e.g. an IPv6 host without its closing bracket
+                raise DataError(f"--api-url {redact_url(url)} is not a URL; use e.g. http://localhost:8000/v1") from None
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise DataError(f"--api-url {redact_url(url)} is not an http(s) URL; use e.g. http://localhost:8000/v1")
 

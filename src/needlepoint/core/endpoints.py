@@ -51,8 +51,12 @@ _ROUTES = ("chat/completions", "completions", "embeddings", "models", "tokenize"
 
 def pasted_route_advice(url: str, flag: str) -> str | None:
     """One sentence when the base URL `url` (given with `flag`) ends in an endpoint's path, naming
-    the URL to pass instead (the path dropped, the query string kept); None when it does not."""
-    parts = urlsplit(url)
+    the URL to pass instead (the path dropped, the query string kept), or that it is no URL; None
+    when it is a base URL."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an IPv6 host without its closing bracket
+        return f"{flag} {redact_url(url)} is not a URL; give a base URL such as http://localhost:8000/v1"
     path = parts.path.rstrip("/")
     for route in _ROUTES:
         if path.endswith("/" + route):

@@ -83,6 +83,17 @@ class ParquetTable:
         self._leaf = _image_leaf(self._file, image_column)
         _TABLES.add(self)
 
+    def check_image_column(self, advice: str) -> None:
+        """DataError (ending in `advice`) unless the image column holds bytes: binary, or the
+        datasets Image struct's `bytes`."""
+        import pyarrow as pa
+
+        field = self._file.schema_arrow.field(self.image_column)
+        kind = field.type
+        inner = kind.field("bytes").type if pa.types.is_struct(kind) and kind.get_field_index("bytes") >= 0 else kind
+        if not (pa.types.is_binary(inner) or pa.types.is_large_binary(inner)):
+            raise DataError(f"column {self.image_column!r} of {self.path} holds {kind}, not image bytes; {advice}")
+
     def _forked(self) -> None:
         """In a forked child: forget the parent's reader, its reads and its file handle."""
         self._lock = threading.Lock()
@@ -182,6 +193,11 @@ class ParquetTable:
         value = values[position]
         if not value:
             raise DataError(f"row {row} of {self.path} has no image bytes in column {self.image_column!r}")
+        if not isinstance(value, bytes):
+            raise DataError(
+                f"row {row} of {self.path} holds {type(value).__name__}, not image bytes, in column {self.image_column!r}; "
+                "point --data at the release's parquet files"
+            )
         return value
 
     def image_bytes(self, row: int) -> bytes:

@@ -21,6 +21,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 from needlepoint.core.errors import DataError
 from needlepoint.core.files import (
     AppendLog,
+    finite_only,
     json_line,
     write_json,
 )
@@ -64,12 +65,73 @@ def _read_into(out: dict[str, Record], path: Path) -> None:
                 rec = read_back(line)
             except (ValueError, RecursionError):  # RecursionError: a line nested 100,000 deep
                 rec = None
-            if not isinstance(rec, dict) or "id" not in rec:
+            wrong = "not a JSON record with an id" if not isinstance(rec, dict) or "id" not in rec else _wrong_field(rec)
+            if wrong is not None and isinstance(rec, dict) and "id" in rec:
+                wrong = f"the record of sample {str(rec['id'])!r} has {wrong}"
+            if wrong is not None:
                 raise DataError(
-                    f"{path} line {lineno} is corrupt (not a JSON record with an id); to keep the other records, "
-                    f"delete that line (`sed -i '{lineno}d' {shlex.quote(str(path))}`) and rerun: a sample it held is requested again"
+                    f"{path} line {lineno} is corrupt ({wrong}); to keep the other records, delete that line "
+                    f"(`sed -i '{lineno}d' {shlex.quote(str(path))}`) and rerun: a sample it held is requested again"
                 )
             out[str(rec["id"])] = cast(Record, rec)  # a JSON object with an id, as written; its fields are read with .get
+
+
+def _wrong_header(header: dict[str, Any]) -> str | None:
+    """What in a run header has another type than needlepoint writes (the fields a resume, a merge
+    and the reports read), or None."""
+    if finite_only(header) != header:  # NaN or Infinity somewhere: the header could not be written back
+        return "holds a number that is not finite (NaN or Infinity)"
+    for key, kind, what in (("hash", str, "text"), ("identity", dict, "an object"), ("config", dict, "an object")):
+        if key in header and not isinstance(header[key], kind):
+            return f"has its {key} of type {type(header[key]).__name__}, not {what}"
+    shard = (header.get("identity") or {}).get("shard")
+    if shard is not None and not isinstance(shard, str):
+        return f"has an identity.shard of type {type(shard).__name__}, not text"
+    config = header.get("config") or {}
+    urls = config.get("api_urls")
+    if "api_urls" in config and not (isinstance(urls, list) and all(isinstance(u, str) for u in urls)):
+        return "has config.api_urls that are not a list of URLs"
+    wall = header.get("wall_s")
+    if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float))):
+        return f"has a wall_s of type {type(wall).__name__}, not a number"
+    rows = header.get("endpoints")
+    if rows is not None and not (
+        isinstance(rows, list)
+        and all(
+            isinstance(r, dict)
+            and isinstance(r.get("url"), str)
+            and all(isinstance(r.get(k, 0), (int, float)) and not isinstance(r.get(k, 0), bool) for k in ("requests", "errors"))
+            for r in rows
+        )
+    ):
+        return "has endpoints that are not rows of a url and counts"
+    return None
+
+
+TEXT_FIELDS = ("reply", "reasoning", "error", "role", "model", "finish_reason", "error_kind")  # of a turn
+
+
+def _wrong_field(rec: dict[str, Any]) -> str | None:
+    """Which field every reader of records reads (the status, the turns and their texts, the
+    scores) has another type than needlepoint writes (a hand-edited or foreign file), or None:
+    one sentence for a resume, a merge, a report or a comparison instead of a traceback."""
+    if not isinstance(rec.get("status", ""), str):
+        return f"a status of type {type(rec.get('status')).__name__}, not text"
+    turns = rec.get("turns", [])
+    if turns is not None and not isinstance(turns, list):
+        return f"turns of type {type(turns).__name__}, not a list"
+    for n, turn in enumerate(turns or [], 1):
+        if not isinstance(turn, dict):
+            return f"a turn {n} of type {type(turn).__name__}, not an object"
+        for key in TEXT_FIELDS:
+            value = turn.get(key)
+            if value is not None and not isinstance(value, str):
+                return f"a {key} of type {type(value).__name__} in turn {n}, not text"
+    for key in ("scores", "solver", "request"):
+        value = rec.get(key)
+        if value is not None and not isinstance(value, dict):
+            return f"{key} of type {type(value).__name__}, not an object"
+    return None
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -117,8 +179,9 @@ class RunStore:
         if not os.path.lexists(path):
             return None
         header = read_json(path, "move the run folder aside and start fresh", 256 << 20)
-        if not isinstance(header, dict):
-            raise DataError(f"{path} is not valid JSON of a run header; move the run folder aside and start fresh")
+        wrong = "is not valid JSON of a run header" if not isinstance(header, dict) else _wrong_header(header)
+        if wrong is not None:
+            raise DataError(f"{path} {wrong}; move the run folder aside and start fresh")
         return cast(RunHeader, header)  # the JSON object as found; its fields are read with .get
 
     @classmethod

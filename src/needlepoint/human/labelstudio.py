@@ -334,7 +334,12 @@ def read_export(
             raise DataError(f"{where} was exported for {data.get('benchmark')!r}, not {bench_name}; import it as that benchmark")
         if sid not in by_id:
             raise DataError(f"{where} names a sample --data does not hold; pass the data the tasks were exported from")
-        plans.add((data.get("plan_size"), data.get("plan_seed")))
+        plan = (data.get("plan_size"), data.get("plan_seed"))
+        if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in plan):
+            raise DataError(
+                f"{where}: data.plan_size and data.plan_seed must be whole numbers; import the tasks `human export` wrote"
+            )
+        plans.add(plan)
         annotations = task.get("annotations", [])
         if not isinstance(annotations, list):
             raise DataError(f"{where} has annotations that are no list; export the project as JSON")

@@ -58,7 +58,10 @@ def _tokenizer_file(path_or_id: str) -> Path:
     except ImportError:
         found = None
     else:
-        found = try_to_load_from_cache(path_or_id, "tokenizer.json") if "/" in path_or_id else None
+        try:
+            found = try_to_load_from_cache(path_or_id, "tokenizer.json") if "/" in path_or_id else None
+        except ValueError:  # a path that is no Hugging Face id either (HFValidationError)
+            found = None
     if isinstance(found, str):
         return Path(found)
     raise DataError(

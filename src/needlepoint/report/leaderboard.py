@@ -30,6 +30,7 @@ from needlepoint.contract.registry import declaration, names
 from needlepoint.contract.usage import usage_board
 from needlepoint.core.errors import DataError
 from needlepoint.core.files import write_atomic
+from needlepoint.core.intervalsettings import DEFAULT_LEVEL, CiSettings
 from needlepoint.core.jsonl import read_object
 from needlepoint.core.store import HEADER, METRICS
 from needlepoint.report.agreement import add_human_mean, human_boards
@@ -467,6 +468,8 @@ def _keep_intervals(runs: Sequence[Run], level: float, off: bool) -> None:
 
 def main(ns: Namespace) -> int:
     """`needlepoint report`: read the runs, print the boards, write them to --out."""
+    level = getattr(ns, "ci_level", DEFAULT_LEVEL)
+    CiSettings(level=level)  # DataError for a level outside (0, 1), as eval and score say it
     runs: list[Run] = []
     seen: set[Path] = set()
     skipped: list[str] = []
@@ -491,7 +494,7 @@ def main(ns: Namespace) -> int:
             f"no finished run found in {', '.join(map(str, ns.runs))}; pass run folders written by `needlepoint eval`"
         )
     incomplete = [r for r in runs if progress_mark(r)]
-    _keep_intervals(runs, getattr(ns, "ci_level", 0.95), getattr(ns, "no_ci", False))
+    _keep_intervals(runs, level, getattr(ns, "no_ci", False))
     patterns = getattr(ns, "rows", None) or []
     boards = build_boards(runs, with_published=ns.with_published or bool(patterns), usage=bool(getattr(ns, "usage", False)))
     for board in boards:

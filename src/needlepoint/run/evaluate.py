@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from needlepoint import __version__
 from needlepoint.contract.base import Benchmark, Dataset, ReadsPredictions
 from needlepoint.contract.predictions import PredictionsRun
+from needlepoint.contract.readable import read_or_name
 from needlepoint.contract.registry import make
 from needlepoint.core import status
 from needlepoint.core.aio import run as run_async
@@ -615,7 +616,8 @@ def finish(
     answered = [r for r in ordered if r.get("status") not in status.FAILED]
     failed = [r["id"] for r in ordered if r.get("status") in status.FAILED]
     scored = samples.subset({r["id"] for r in answered})
-    metrics = bench.score(scored, answered) if answered else {}
+    source = run_dir / RECORDS  # a stored record the benchmark cannot read is named, not a traceback
+    metrics = read_or_name(bench.score, scored, answered, source, bench.name, "score") if answered else {}
     block = interval_block(resampler_of(bench, scored, answered), ci or CiSettings()) if metrics else None
     if block is not None:
         metrics["intervals"] = block
@@ -630,7 +632,9 @@ def finish(
     }
     metrics["usage"] = summarize(ordered, prices, read_estimate(run_dir))
     write_json(run_dir / METRICS, metrics)
-    exports = bench.export(run_dir, samples, ordered, model, metrics)
+    exports = read_or_name(
+        lambda d, r: list(bench.export(run_dir, d, r, model, metrics)), samples, ordered, source, bench.name, "export"
+    )
     return RunResult(run_dir=run_dir, metrics=metrics, benchmark=bench, failed=failed, exports=list(exports))
 
 

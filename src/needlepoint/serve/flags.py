@@ -42,7 +42,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _split(values: list[str]) -> tuple[str, ...]:
-    return tuple(a for v in values for a in shlex.split(v))
+    try:
+        return tuple(a for v in values for a in shlex.split(v))
+    except ValueError as exc:  # an unbalanced quote
+        raise DataError(f"a --serve-arg value cannot be split as a shell would ({exc}); check its quotes") from None
 
 
 def plan_from_args(ns: argparse.Namespace, solver_options: dict[str, Any], show_progress: bool) -> ServePlan | None:

@@ -221,6 +221,8 @@ class McBench(BaseBenchmark):
                 self.template = Path(prompt_file).expanduser().read_text(encoding="utf-8")
             except OSError as exc:
                 raise DataError(f"--prompt-file {prompt_file} cannot be read ({exc.strerror})") from None
+            except UnicodeDecodeError:
+                raise DataError(f"--prompt-file {prompt_file} is not UTF-8 text; save it as UTF-8") from None
             if "{text}" not in self.template:
                 raise DataError(f"--prompt-file {prompt_file} has no {{text}} placeholder for the description")
         self.styles = _split_styles(styles)

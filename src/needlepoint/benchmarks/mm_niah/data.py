@@ -156,8 +156,11 @@ def _check_row(row: dict[str, Any], task: str, where: str) -> None:
     for key in ("choices", "choices_image_path"):
         if meta.get(key) is not None and not isinstance(meta[key], list):
             raise DataError(f"{where}: `meta.{key}` must be a list or null; fix the data file")
-    if not isinstance(row.get("images_list") or [], list):
-        raise DataError(f"{where}: `images_list` must be a list; fix the data file")
+    images = row.get("images_list") or []
+    if not isinstance(images, list) or not all(isinstance(n, str) for n in images):
+        raise DataError(f"{where}: `images_list` must be a list of image file names; fix the data file")
+    if not all(isinstance(n, str) for n in meta.get("choices_image_path") or []):
+        raise DataError(f"{where}: `meta.choices_image_path` must list image file names; fix the data file")
     checked_depth_bin(meta.get("placed_depth", 0.0), where)
     official_answer(task, row.get("answer"))
 

@@ -147,6 +147,7 @@ def load_parquet(root: Path, files: list[Path]) -> list[RefAdvSample]:
     for path in files:
         table = ParquetTable(path)
         _check_columns(table.columns, str(path), [*REQUIRED, "image"])
+        table.check_image_column("point --data at the Ref-Adv-s release")
         for local, row in enumerate(table.rows(wanted)):
             idx = len(samples)
             image = ImageRef(key=f"{path.relative_to(root).as_posix()}#{local}", loader=ParquetImage(table, local))

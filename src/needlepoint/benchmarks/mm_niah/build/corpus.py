@@ -183,7 +183,11 @@ class ImageResolver:
             for where, row in read_jsonl(path):
                 add(row.get("url"), row.get("path", row.get("file")), where)
         else:
-            for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            try:
+                text = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                raise DataError(f"{path} is not UTF-8 text; save the image map as UTF-8") from None
+            for lineno, line in enumerate(text.splitlines(), 1):
                 if line.strip():
                     url, _, rel = line.partition("\t")
                     add(url.strip(), rel.strip(), f"{path} line {lineno}")
