@@ -761,7 +761,21 @@ def mc_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def dry_run(capsys: pytest.CaptureFixture[str], data: Path, *flags: str) -> tuple[dict[str, Any], str]:
-    argv = ["eval", "mc_bench", "--data", str(data), "--model", "m", "--dry-run", "--dry-run-requests", "0", *flags]
+    out = data.parent / "dry-run"  # the estimate's run folder: beside the data, not ./runs of the checkout
+    argv = [
+        "eval",
+        "mc_bench",
+        "--data",
+        str(data),
+        "--model",
+        "m",
+        "--dry-run",
+        "--dry-run-requests",
+        "0",
+        "--out",
+        str(out),
+        *flags,
+    ]
     assert main([*argv, "--json"]) == 0
     counts = json.loads(capsys.readouterr().out)
     assert main(argv) == 0
