@@ -175,6 +175,8 @@ async def read_answer(resp: aiohttp.ClientResponse, limit: int = MAX_ANSWER_BYTE
     while parsed, would end the run for want of memory)."""
     if resp.content_length is not None and resp.content_length > limit:
         raise InvalidAnswer(_too_large(limit), reason="answered too much")
+    if resp.content_length is not None and not resp.headers.get("Content-Encoding"):
+        return await resp.read()  # its length within the bound, as it will be read: in one go
     got = bytearray()
     async for chunk in resp.content.iter_chunked(1 << 20):
         got += chunk
