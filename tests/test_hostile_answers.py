@@ -50,11 +50,8 @@ class HostileServer(SimulatedServer):
 
 @pytest.fixture
 def hostile() -> Iterator[HostileServer]:
-    server = HostileServer(models=("m",)).start()
-    try:
+    with HostileServer(models=("m",)) as server:  # started, and stopped after the test
         yield server
-    finally:
-        server.stop()
 
 
 def test_invalid_answers_that_report_usage_are_counted_and_stop_the_budget(

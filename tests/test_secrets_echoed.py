@@ -48,11 +48,8 @@ class EchoingServer(SimulatedServer):
 
 @pytest.fixture
 def echoing() -> Iterator[EchoingServer]:
-    server = EchoingServer(models=("m",)).start()
-    try:
+    with EchoingServer(models=("m",)) as server:  # started, and stopped after the test
         yield server
-    finally:
-        server.stop()
 
 
 def pieces(secret: str) -> list[bytes]:
@@ -134,17 +131,13 @@ def test_the_batch_clients_messages_hold_no_credential(refuse: bool, tmp_path: P
     from needlepoint.core.errors import RequestError
     from needlepoint.models.batch import BatchClient
 
-    server = EchoingFiles(models=("m",))
-    server.refuse = refuse
-    server.start()
-    try:
+    with EchoingFiles(models=("m",)) as server:
+        server.refuse = refuse
         url = server.url.replace("http://", "http://user:pw%2FECHO%40SECRET-0987654321@") if refuse else server.url
         client = BatchClient(url, tmp_path / "batches.jsonl", api_key=None if refuse else KEY)
         client.retry = dataclasses.replace(client.retry, max_retries=0)
         with pytest.raises(RequestError) as failed:
             asyncio.run(client.submit([("a", b'{"model":"m","messages":[{"role":"user","content":"hi"}]}')]))
-    finally:
-        server.stop()
     message = str(failed.value)
     assert "upload refused for" in message
     for secret in (PASSWORD, base64.b64encode(f"user:{PASSWORD}".encode()).decode()) if refuse else (KEY,):
