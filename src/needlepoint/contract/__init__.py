@@ -106,7 +106,7 @@ if TYPE_CHECKING:
         xywh_to_xyxy,
         xyxy_to_xywh,
     )
-    from needlepoint.core.images import safe_path
+    from needlepoint.core.images import safe_file, safe_path
     from needlepoint.core.jsonl import read_json, read_jsonl
     from needlepoint.core.numeric import boolean, finite, integer, is_box, is_finite, size
     from needlepoint.core.options import ABS_FRAME, ANSWER_FORMAT, BOX_FORMAT, MAX_IMAGE_SIDE, MODEL_FAMILY, Option
@@ -235,6 +235,7 @@ _WHERE: dict[str, str] = {
     "json_text": "needlepoint.core.files",
     "read_json": "needlepoint.core.jsonl",
     "read_jsonl": "needlepoint.core.jsonl",
+    "safe_file": "needlepoint.core.images",
     "safe_path": "needlepoint.core.images",
     "is_box": "needlepoint.core.numeric",
     "is_finite": "needlepoint.core.numeric",
@@ -351,6 +352,7 @@ __all__ = [
     "request_failures",
     "require_box_format",
     "run_counts",
+    "safe_file",
     "safe_path",
     "scores",
     "size",

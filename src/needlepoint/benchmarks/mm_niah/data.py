@@ -14,7 +14,7 @@ from needlepoint.benchmarks.mm_niah.ranges import TASKS
 from needlepoint.contract.base import DataError
 from needlepoint.core import marks
 from needlepoint.core.conversation import ImageRef
-from needlepoint.core.images import safe_path
+from needlepoint.core.images import safe_file
 from needlepoint.core.jsonl import read_jsonl_offsets, read_line_at
 from needlepoint.core.numeric import size
 
@@ -181,15 +181,16 @@ def load_task(path: Path, task: str, images_root: Path, found: dict[str, Path]) 
             skipped.append((sid, f"{count} <image> placeholders but {len(names)} images"))
             continue
         try:
-            paths = [found.get(n) or safe_path(images_root, n, where) for n in names]
+            checked = [(n, safe_file(images_root, n, where)) for n in names if n not in found]
         except DataError as exc:
             skipped.append((sid, str(exc)))
             continue
-        absent = next((p for n, p in zip(names, paths) if n not in found and not p.is_file()), None)
+        absent = next((path for _, (path, regular) in checked if not regular), None)
         if absent is not None:
             skipped.append((sid, f"image {absent} does not exist"))
             continue
-        found.update(zip(names, paths))
+        found.update((n, path) for n, (path, _) in checked)
+        paths = [found[n] for n in names]
         meta = row["meta"]
         samples.append(
             NiahSample(

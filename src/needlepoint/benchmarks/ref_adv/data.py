@@ -157,7 +157,7 @@ def load_parquet(root: Path, files: list[Path]) -> list[RefAdvSample]:
 
 def load_jsonl(path: Path, images_dir: Path | None) -> list[RefAdvSample]:
     """Samples from a JSONL with the release's fields; `image` (or `file_name`) names the file."""
-    from needlepoint.core.images import safe_path
+    from needlepoint.core.images import safe_file
 
     images_root = images_dir or path.parent / "images"
     if not images_root.is_dir():
@@ -168,8 +168,8 @@ def load_jsonl(path: Path, images_dir: Path | None) -> list[RefAdvSample]:
         name = row.get("image") if isinstance(row.get("image"), str) else row.get("file_name")
         if not name:
             raise DataError(f"{where} names no image (`image` or `file_name`); fix the data file")
-        image_path = safe_path(images_root, name, where)
-        if not image_path.is_file():
+        image_path, regular = safe_file(images_root, name, where)
+        if not regular:
             raise DataError(f"{where}: image {image_path} does not exist; check --images")
         samples.append(_sample(row, len(samples), ImageRef(key=name, path=image_path), where))
     return samples

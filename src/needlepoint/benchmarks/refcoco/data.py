@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from needlepoint.contract import DataError, ImageRef, is_box, read_jsonl, safe_path, size
+from needlepoint.contract import DataError, ImageRef, is_box, read_jsonl, safe_file, size
 
 __all__ = ["SPLITS", "RefCocoSample", "check_splits", "image_side", "read_jsonl_split", "split_of_name", "target_box"]
 
@@ -103,8 +103,8 @@ def read_jsonl_split(path: Path, split: str, images: Path) -> list[RefCocoSample
             raise DataError(f"{where}: `image` must name an image file; fix the file")
         if not isinstance(sent, str) or not sent.strip():
             raise DataError(f"{where}: `sent` must be the referring expression (a non-empty string); fix the file")
-        image_path = safe_path(images, name, where, absolute=True)
-        if not image_path.is_file():
+        image_path, regular = safe_file(images, name, where, absolute=True)
+        if not regular:
             raise DataError(f"{where}: image {image_path} does not exist; pass --images, the folder its `image` paths start in")
         index = len(samples)
         samples.append(
