@@ -1,6 +1,6 @@
 """Bad input that ended in a traceback (exit 1) and is now one sentence with exit code 2: wrong types
-in data files (an MM-NIAH image list of lists, a Ref-Adv-s parquet image column of numbers, a prompt
-file that is no UTF-8), flags (a URL that does not parse, --top-p 0, an unbalanced --serve-arg, a
+in data files (an MM-NIAH image list of lists, a Ref-Adv-s parquet image column of numbers or a flag
+column of words, a prompt file that is no UTF-8), flags (a URL that does not parse, --top-p 0, an unbalanced --serve-arg, a
 missing --tokenizer path, a negative compare seed, a report's --ci-level outside (0, 1)), and damaged
 run folders (run.json and records.jsonl edited by hand) on a resume."""
 
@@ -53,6 +53,28 @@ def _ref_numbers_as_images(tmp: Path, ref_release: Any) -> list[str]:
     ]
 
 
+def _ref_flag_of_words(tmp: Path, ref_release: Any) -> list[str]:
+    """`human_authored` as words: read as false once ("abc"), and as true by `score` never."""
+    table = pq.read_table(sorted(ref_release[0].rglob("*.parquet"))[0])
+    column = table.schema.get_field_index("human_authored")
+    table = table.set_column(column, "human_authored", pa.array(["abc"] * table.num_rows))
+    (tmp / "pq" / "data").mkdir(parents=True)
+    pq.write_table(table, tmp / "pq" / "data" / "train-00000-of-00001.parquet")
+    return [
+        "eval",
+        "ref_adv_s",
+        "--data",
+        str(tmp / "pq"),
+        "--model",
+        "m",
+        "--box-format",
+        "abs_xyxy",
+        *DRY,
+        "--out",
+        str(tmp / "o"),
+    ]
+
+
 def _prompt_file_not_utf8(tmp: Path) -> list[str]:
     data, _ = mc_demo.write_release(tmp / "mc", pairs=2)
     (tmp / "prompt.txt").write_bytes(b"\xff\xfe{text}")
@@ -67,6 +89,7 @@ def _ref_eval(ref_release: Any, tmp: Path, *extra: str) -> list[str]:
 CASES: list[tuple[str, Callable[[Path, Any], list[str]], str]] = [
     ("mm_niah_image_list_of_lists", lambda t, r: _niah_list_in_images(t), "`images_list` must be a list of image file names"),
     ("ref_adv_numbers_as_images", _ref_numbers_as_images, "column 'image' of"),
+    ("ref_adv_flag_of_words", _ref_flag_of_words, "`human_authored` is 'abc', not true or false"),
     ("prompt_file_not_utf8", lambda t, r: _prompt_file_not_utf8(t), "is not UTF-8 text"),
     ("api_url_that_does_not_parse", lambda t, r: [*_ref_eval(r, t), "--api-url", "http://[::1/v1"], "is not a URL"),
     ("top_p_zero", lambda t, r: _ref_eval(r, t, "--top-p", "0", *DRY), "--top-p must be above 0"),

@@ -253,7 +253,7 @@ def test_wrong_flags_are_one_sentence(
     assert not (tmp_path / "run").exists()
 
 
-def test_a_negative_budget_is_one_sentence(release: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_budget_below_one_token_is_one_sentence(release: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = [
         "eval",
         "mm_niah",
@@ -271,7 +271,9 @@ def test_a_negative_budget_is_one_sentence(release: Path, capsys: pytest.Capture
         "http://127.0.0.1:9/v1",
     ]
     assert main([*base, "--rag-max-tokens", "-5"]) == 2
-    assert capsys.readouterr().err == "needlepoint: error: --rag-max-tokens must be at least 0, not -5\n"
+    assert capsys.readouterr().err == "needlepoint: error: --rag-max-tokens must be at least 1, not -5\n"
+    assert main([*base, "--rag-max-tokens", "0"]) == 2  # no context kept: accepted once, then every sample failed
+    assert capsys.readouterr().err == "needlepoint: error: --rag-max-tokens must be at least 1, not 0\n"
     assert main([*base, "--solver-option", "rag_min_images=1.5"]) == 2
     assert capsys.readouterr().err == "needlepoint: error: --rag-min-images must be a whole number, not 1.5\n"
 

@@ -179,7 +179,7 @@ class RagSolver:
             raise DataError("--embed-tokenizer applies to a served embedding model (a local one counts with its own); drop it")
         if backend == SERVED and embed_device:
             raise DataError("--embed-device applies to --embed-backend transformers; drop it")
-        numeric.whole("--rag-max-tokens", rag_max_tokens, 0)
+        numeric.whole("--rag-max-tokens", rag_max_tokens, 1)  # 0 keeps no context: no request could be answered
         numeric.whole("--rag-min-images", rag_min_images, 0)
         self.benchmark = benchmark
         self.embed_model = embed_model

@@ -17,7 +17,7 @@ from needlepoint.contract.base import DataError
 from needlepoint.core.conversation import ImageRef
 from needlepoint.core.geometry import Box
 from needlepoint.core.jsonl import parse, read_jsonl
-from needlepoint.core.numeric import finite, is_box, size
+from needlepoint.core.numeric import boolean, finite, is_box, size
 from needlepoint.core.text import writable
 
 REQUIRED = ("normal_caption", "solution", "width", "height")
@@ -106,13 +106,6 @@ def _dimension(value: Any, where: str, column: str) -> float:
     return side
 
 
-def _flag(value: Any) -> bool:
-    """A boolean column that may arrive as a bool, a number or a string ("true", "False", "1")."""
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value)
-
-
 def _sample(row: dict[str, Any], idx: int, image: ImageRef, where: str) -> RefAdvSample:
     width, height = (_dimension(row[k], where, k) for k in ("width", "height"))
     return RefAdvSample(
@@ -126,8 +119,8 @@ def _sample(row: dict[str, Any], idx: int, image: ImageRef, where: str) -> RefAd
         image=image,
         file_name=str(row.get("file_name") or ""),
         image_source=str(row.get("image_source") or ""),
-        human_authored=_flag(row.get("human_authored")),
-        use_negation=_flag(row.get("use_negation")),
+        human_authored=boolean(row.get("human_authored"), where, "`human_authored`"),  # as `score` reads it
+        use_negation=boolean(row.get("use_negation"), where, "`use_negation`"),
     )
 
 
