@@ -1,8 +1,10 @@
-"""The run folder: append-only records, torn-tail repair, last record wins, identity check."""
+"""The run folder: append-only records, torn-tail repair, last record wins, identity check, and the
+one lock that keeps a second writer out of a run folder or a build's folder."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -12,7 +14,7 @@ from typing import Any, cast
 import pytest
 
 from needlepoint.core.errors import DataError
-from needlepoint.core.files import json_compact, json_line, json_text
+from needlepoint.core.files import json_compact, json_line, json_text, lock_exclusively
 from needlepoint.core.records import RunHeader
 from needlepoint.core.store import HEADER, RECORDS, RunStore, read_records
 
@@ -211,3 +213,29 @@ def test_json_line_is_strict_compact_json_whatever_the_record_holds(tmp_path: Pa
     store.append(record)  # type: ignore[arg-type]  # deliberately no Record: an int key, a top-level "usage"
     store.close()
     assert read_records(tmp_path / "run" / RECORDS)["ä1"]["scores"]["iou"] is None
+
+
+def test_one_lock_for_a_run_folder_and_a_builds_folder(tmp_path: Path) -> None:
+    """While one process holds a run folder (its `.lock` file) or the folder builds are written
+    in, a second writer is refused at once in one sentence; released, the folder is taken again."""
+    from needlepoint.contract.build import staged
+
+    store = RunStore.open(tmp_path / "run", _header())
+    with pytest.raises(DataError, match="is in use by another needlepoint process"):
+        RunStore.open(tmp_path / "run", _header())
+    store.close()
+    RunStore.open(tmp_path / "run", _header()).close()
+
+    parent = tmp_path / "builds"
+    parent.mkdir()
+    held = lock_exclusively(parent, "held")
+    try:
+        with pytest.raises(DataError, match="another needlepoint build is writing into"):
+            with staged(parent / "b", "manifest.json", "toy", lambda _: False):
+                pass
+        assert not (parent / "b").exists() and not any(parent.iterdir())  # nothing made, no lock file left
+    finally:
+        os.close(held)
+    with staged(parent / "b", "manifest.json", "toy", lambda _: False) as work:
+        (work / "manifest.json").write_text('{"status": "complete"}')
+    assert json.loads((parent / "b" / "manifest.json").read_text()) == {"status": "complete"}

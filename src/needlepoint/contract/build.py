@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.core.errors import DataError
-from needlepoint.core.files import write_json
+from needlepoint.core.files import lock_exclusively, write_json
 
 COMPLETE = "complete"
 INCOMPLETE = "incomplete"
@@ -54,20 +54,6 @@ def folder_state(folder: Path, manifest: str, leftover: Callable[[Path], bool]) 
     return INCOMPLETE if leftover(folder) else "other"
 
 
-def _lock(parent: Path) -> int:
-    """An exclusive lock on the folder builds are written in (its own descriptor, so a killed
-    build leaves no lock file), so that two builds never replace each other's folders."""
-    import fcntl
-
-    fd = os.open(parent, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise DataError(f"another needlepoint build is writing into {parent}; wait for it or choose another --out") from None
-    return fd
-
-
 @contextmanager
 def staged(
     final: Path, manifest: str, builder: str, leftover: Callable[[Path], bool], note: Callable[[str], None] = lambda text: None
@@ -84,7 +70,9 @@ def staged(
         raise DataError(f"--out {parent} is a file; give a folder")
     created = not parent.exists()
     parent.mkdir(parents=True, exist_ok=True)
-    lock = _lock(parent)
+    lock = lock_exclusively(  # two builds never replace each other's folders
+        parent, f"another needlepoint build is writing into {parent}; wait for it or choose another --out"
+    )
     done = False
     try:
         state = folder_state(final, manifest, leftover)

@@ -1,7 +1,8 @@
 """Every file needlepoint writes is written here: `AtomicFile` (streaming, temp file and rename),
 `write_atomic`, `write_json`, `write_lines` and `write_parquet` over it, and `json_line` /
 `json_text` for JSON; no text a reply can carry makes them fail. A core helper: the models, the
-benchmarks and the run folder (store.py) all write through it.
+benchmarks and the run folder (store.py) all write through it, under `lock_exclusively` where two
+processes could write the same folder.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from needlepoint.core.errors import DataError
 from needlepoint.core.text import writable
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "json_compact",
     "json_line",
     "json_text",
+    "lock_exclusively",
     "write_atomic",
     "write_json",
     "write_lines",
@@ -214,3 +217,19 @@ class AppendLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def lock_exclusively(path: Path, busy: str) -> int:
+    """An exclusive lock on `path` (a folder, or a lock file made if absent), held until the
+    descriptor returned is closed (`os.close`; a killed process releases it), or DataError(`busy`)
+    at once when another process holds it. The one lock: a run folder's (`store.lock_folder`),
+    the folder builds are written in (`contract.build`)."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY if path.is_dir() else os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise DataError(busy) from None
+    return fd

@@ -16,13 +16,14 @@ import os
 import shlex
 from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from needlepoint.core.errors import DataError
 from needlepoint.core.files import (
     AppendLog,
     finite_only,
     json_line,
+    lock_exclusively,
     write_json,
 )
 from needlepoint.core.jsonl import read_back
@@ -145,18 +146,13 @@ def identity_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
     return "; ".join(f"{k} {_short(old.get(k))} -> {_short(new.get(k))}" for k in keys)
 
 
-def lock_folder(run_dir: Path) -> IO[str]:
-    """An exclusive lock on a run folder (its `.lock` file, held while the file stays open), or
-    DataError when another process holds it: a run that answers, or `--fresh` moving it aside."""
-    import fcntl
-
-    fh = (run_dir / LOCK).open("a")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        fh.close()
-        raise DataError(f"{run_dir} is in use by another needlepoint process; wait for it or choose another --out") from None
-    return fh
+def lock_folder(run_dir: Path) -> int:
+    """An exclusive lock on a run folder (its `.lock` file), held until the descriptor returned is
+    closed, or DataError when another process holds it: a run that answers, or `--fresh` moving
+    it aside."""
+    return lock_exclusively(
+        run_dir / LOCK, f"{run_dir} is in use by another needlepoint process; wait for it or choose another --out"
+    )
 
 
 class RunStore:
@@ -166,7 +162,7 @@ class RunStore:
         self.dir = run_dir
         self.records_path = run_dir / RECORDS
         self._log = AppendLog(self.records_path)
-        self._lock_fh: IO[str] | None = None
+        self._lock_fd: int | None = None
         self.header: RunHeader = {}  # run.json as open found or wrote it, with every update since
         self.created = False  # open wrote the header: the folder held no run
 
@@ -230,7 +226,7 @@ class RunStore:
     def _lock(self) -> None:
         """Hold an exclusive lock on the run folder for this process's lifetime, so that two runs
         never append to (or repair) the same records file."""
-        self._lock_fh = lock_folder(self.dir)
+        self._lock_fd = lock_folder(self.dir)
 
     def _truncate_torn_tail(self) -> None:
         if not self.records_path.exists():
@@ -312,6 +308,6 @@ class RunStore:
     def close(self) -> None:
         """Close the records file and release the run folder for other processes."""
         self._log.close()
-        if self._lock_fh is not None:
-            self._lock_fh.close()
-            self._lock_fh = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None

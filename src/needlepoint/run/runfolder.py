@@ -10,6 +10,7 @@ two configurations started in the same second never collide. `--fresh` moves a f
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -119,8 +120,11 @@ def move_aside(run_dir: Path) -> Path:
     while aside.exists():
         n += 1
         aside = run_dir.with_name(f"{run_dir.name}{REPLACED}{stamp}-{n}")
-    with lock_folder(run_dir):
+    lock = lock_folder(run_dir)
+    try:
         run_dir.rename(aside)
+    finally:
+        os.close(lock)
     print(f"needlepoint: --fresh: moved the run that was in {run_dir} to {aside}", file=sys.stderr)
     return aside
 
