@@ -33,9 +33,10 @@ def _niah_list_in_images(tmp: Path) -> list[str]:
     return ["eval", "mm_niah", "--data", str(folder), "--model", "m", "--split", "val", *DRY, "--out", str(tmp / "o")]
 
 
-def _ref_numbers_as_images(tmp: Path, ref_release: Any) -> list[str]:
+def _ref_with_column(tmp: Path, ref_release: Any, name: str, values: list[Any]) -> list[str]:
+    """A dry run of the Ref-Adv-s parquet release with one column replaced by `values`."""
     table = pq.read_table(sorted(ref_release[0].rglob("*.parquet"))[0])
-    table = table.set_column(table.schema.get_field_index("image"), "image", pa.array(range(table.num_rows)))
+    table = table.set_column(table.schema.get_field_index(name), name, pa.array(values))
     (tmp / "pq" / "data").mkdir(parents=True)
     pq.write_table(table, tmp / "pq" / "data" / "train-00000-of-00001.parquet")
     return [
@@ -51,28 +52,15 @@ def _ref_numbers_as_images(tmp: Path, ref_release: Any) -> list[str]:
         "--out",
         str(tmp / "o"),
     ]
+
+
+def _ref_numbers_as_images(tmp: Path, ref_release: Any) -> list[str]:
+    return _ref_with_column(tmp, ref_release, "image", list(range(len(ref_release[1]))))
 
 
 def _ref_flag_of_words(tmp: Path, ref_release: Any) -> list[str]:
     """`human_authored` as words: read as false once ("abc"), and as true by `score` never."""
-    table = pq.read_table(sorted(ref_release[0].rglob("*.parquet"))[0])
-    column = table.schema.get_field_index("human_authored")
-    table = table.set_column(column, "human_authored", pa.array(["abc"] * table.num_rows))
-    (tmp / "pq" / "data").mkdir(parents=True)
-    pq.write_table(table, tmp / "pq" / "data" / "train-00000-of-00001.parquet")
-    return [
-        "eval",
-        "ref_adv_s",
-        "--data",
-        str(tmp / "pq"),
-        "--model",
-        "m",
-        "--box-format",
-        "abs_xyxy",
-        *DRY,
-        "--out",
-        str(tmp / "o"),
-    ]
+    return _ref_with_column(tmp, ref_release, "human_authored", ["abc"] * len(ref_release[1]))
 
 
 def _prompt_file_not_utf8(tmp: Path) -> list[str]:
