@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "needlepoint"
 
 ALLOWED = {
     "core/files.py": "the writer itself",
-    "core/store.py": "the run folder's lock",
+    "core/store.py": "cuts a torn last line off records.jsonl in place (a truncation; appends go through core/files)",
     "run/runfolder.py": "moves a whole run folder aside for --fresh (a rename of a folder; writes no content)",
     "cli.py": "points a closed stdout at /dev/null (os.open of the null device; writes no file)",
     "contract/build.py": "the staged build folder: a build is written into FOLDER.partial and made whole by one rename",
