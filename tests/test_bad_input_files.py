@@ -7,6 +7,7 @@ run folders (run.json and records.jsonl edited by hand) on a resume."""
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -136,3 +137,26 @@ def test_a_damaged_run_folder_is_refused_on_resume_in_one_sentence(
         assert repr(str(record["id"])) in line and "records.jsonl" in line
     if "records.jsonl" not in line:
         assert len(read_records(out / "records.jsonl")) == 3  # nothing asked
+
+
+def test_a_record_that_cannot_be_exported_leaves_the_runs_exports_as_they_were(
+    serve: Any, ref_release: Any, tmp_path: Path
+) -> None:
+    """The sample that cannot be exported is found by exporting one record at a time; done in the
+    run folder, each try rewrote the authors' file with one record (two of three rows lost here)."""
+    server = serve()
+    out = tmp_path / "run"
+    args = ref_eval_args(ref_release[0], server.url, out, "--limit", "3", "--no-report", model="m")
+    assert run_quiet(args)[0] == 0
+    exported = out / "predictions_ref_adv.jsonl"
+    before = exported.read_bytes()
+    assert len(before.splitlines()) == 3
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    for record in records:  # the last sample's (records are stored as answered, exports in sample order)
+        if record["id"] == "2":
+            record["answer"] = 5
+    (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    rc, err = run_quiet(args)
+    assert rc == 2 and "the record of sample '2' holds a value ref_adv_s cannot export" in one_sentence(err), err
+    assert exported.read_bytes() == before
+    assert not list(Path(tempfile.gettempdir()).glob("needlepoint-probe-*"))  # the scratch folders are gone

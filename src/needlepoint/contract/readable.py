@@ -28,15 +28,19 @@ def read_or_name(
     source: Path,
     benchmark: str,
     what: str,
+    probe: Callable[[Dataset[Any], list[Record]], Any] | None = None,
 ) -> T:
     """`fn(dataset, records)`; where it raises one of READ_ERRORS, DataError naming `source` (the
     records file) and the first sample whose record alone makes `fn` fail (`what` it could not do:
-    "score", "show", ...)."""
+    "score", "show", ...). `probe` tries the records one at a time instead of `fn` (a `fn` that
+    writes files, the authors' formats, probes into a scratch folder: tried in the run folder,
+    each probe rewrote them with one record)."""
     try:
         return fn(dataset, list(records))
     except READ_ERRORS as e:
         ids = [str(r.get("id")) for r in records]
-        bad = next((i for i, r in zip(ids, records) if _fails(fn, dataset.subset([i]), [r])), None)
+        one = probe or fn
+        bad = next((i for i, r in zip(ids, records) if _fails(one, dataset.subset([i]), [r])), None)
         which = f"the record of sample {bad!r}" if bad is not None else "a record"
         raise DataError(
             f"{source}: {which} holds a value {benchmark} cannot {what} ({type(e).__name__}: {e}); "

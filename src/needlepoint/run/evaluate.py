@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -632,9 +633,15 @@ def finish(
     }
     metrics["usage"] = summarize(ordered, prices, read_estimate(run_dir))
     write_json(run_dir / METRICS, metrics)
-    exports = read_or_name(
-        lambda d, r: list(bench.export(run_dir, d, r, model, metrics)), samples, ordered, source, bench.name, "export"
-    )
+
+    def export_into(folder: Path) -> Callable[[Dataset[Any], list[Record]], list[Path]]:
+        return lambda d, r: list(bench.export(folder, d, r, model, metrics))
+
+    def probe(d: Dataset[Any], r: list[Record]) -> list[Path]:  # the run's own files stay as they were
+        with tempfile.TemporaryDirectory(prefix="needlepoint-probe-") as scratch:
+            return export_into(Path(scratch))(d, r)
+
+    exports = read_or_name(export_into(run_dir), samples, ordered, source, bench.name, "export", probe)
     return RunResult(run_dir=run_dir, metrics=metrics, benchmark=bench, failed=failed, exports=list(exports))
 
 
