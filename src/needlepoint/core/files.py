@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ __all__ = [
     "json_line",
     "json_text",
     "lock_exclusively",
+    "scratch_folder",
     "write_atomic",
     "write_json",
     "write_lines",
@@ -233,3 +236,12 @@ def lock_exclusively(path: Path, busy: str) -> int:
         os.close(fd)
         raise DataError(busy) from None
     return fd
+
+
+@contextmanager
+def scratch_folder(prefix: str = "needlepoint-") -> Iterator[Path]:
+    """A new empty folder in the system's temporary folder, removed with all it holds when the
+    block ends: for what is written only to be tried (a record exported alone, to find the one
+    the authors' format cannot take), never into a run folder."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as name:
+        yield Path(name)

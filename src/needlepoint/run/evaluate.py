@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -21,7 +20,7 @@ from needlepoint.core.config import RunConfig, dataset_fingerprint, hash_identit
 from needlepoint.core.conversation import Checks, ChecksEndpoints, Closes, CountsEndpoints, Generation, Model
 from needlepoint.core.endpoints import add_stats
 from needlepoint.core.errors import DataError
-from needlepoint.core.files import write_json
+from needlepoint.core.files import scratch_folder, write_json
 from needlepoint.core.heap import collector_paused, give_back_freed
 from needlepoint.core.intervalsettings import CiSettings
 from needlepoint.core.records import Record, RunHeader, outcome
@@ -638,8 +637,8 @@ def finish(
         return lambda d, r: list(bench.export(folder, d, r, model, metrics))
 
     def probe(d: Dataset[Any], r: list[Record]) -> list[Path]:  # the run's own files stay as they were
-        with tempfile.TemporaryDirectory(prefix="needlepoint-probe-") as scratch:
-            return export_into(Path(scratch))(d, r)
+        with scratch_folder("needlepoint-probe-") as scratch:
+            return export_into(scratch)(d, r)
 
     exports = read_or_name(export_into(run_dir), samples, ordered, source, bench.name, "export", probe)
     return RunResult(run_dir=run_dir, metrics=metrics, benchmark=bench, failed=failed, exports=list(exports))
