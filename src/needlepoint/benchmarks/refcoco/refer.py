@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from needlepoint.benchmarks.refcoco.data import SPLITS, RefCocoSample, image_side, target_box
-from needlepoint.contract import DataError, ImageRef, is_box, read_json, safe_path
+from needlepoint.contract import DataError, ImageRef, is_box, read_json, safe_file
 
 __all__ = ["REFS", "PlainDataUnpickler", "read_plain_pickle", "read_refer_splits", "refer_sets"]
 
@@ -103,8 +103,8 @@ def _set_samples(name: str, folder: Path, wanted: set[str], images: Path) -> dic
         x, y, w, h = (float(v) for v in ann["bbox"])
         gt = target_box([x, y, x + w, y + h], where)
         file_name = str(image.get("file_name") or "")
-        image_path = safe_path(images, file_name, where)
-        if not image_path.is_file():
+        image_path, regular = safe_file(images, file_name, where)
+        if not regular:
             raise DataError(f"{where}: image {image_path} does not exist; pass --images, COCO's train2014 folder")
         width, height = image_side(image.get("width"), where, "width"), image_side(image.get("height"), where, "height")
         sentences = ref["sentences"] if isinstance(ref["sentences"], list) else []
