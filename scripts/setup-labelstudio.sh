@@ -37,13 +37,25 @@ fi
 
 if [ ! -f "$MIGRATED/label_studio.sqlite3" ]; then
   # `label-studio version` applies the migrations to an empty database, then prints its version.
+  # Django's migrations go on from the last one applied, so a failed try (seen once in CI, its
+  # cause not kept) is tried again on the same folder before the setup gives up and shows why.
   rm -rf "$MIGRATED.partial"
   mkdir -p "$MIGRATED.partial"
-  LABEL_STUDIO_BASE_DATA_DIR="$PWD/$MIGRATED.partial" DJANGO_DB=sqlite LATEST_VERSION_CHECK=false \
-    "$VENV/bin/label-studio" version >"$MIGRATED.partial/version.txt" 2>&1 || {
+  migrated=false
+  for try in 1 2 3; do
+    if LABEL_STUDIO_BASE_DATA_DIR="$PWD/$MIGRATED.partial" DJANGO_DB=sqlite LATEST_VERSION_CHECK=false \
+      "$VENV/bin/label-studio" version >"$MIGRATED.partial/version.txt" 2>&1; then
+      migrated=true
+      break
+    fi
+    echo "setup-labelstudio: migrating the database failed (try $try of 3); the end of its output:" >&2
+    tail -15 "$MIGRATED.partial/version.txt" >&2
+    df -h "$MIGRATED.partial" >&2 || true
+  done
+  if [ "$migrated" != true ]; then
     echo "setup-labelstudio: Label Studio cannot migrate its database (see $MIGRATED.partial/version.txt)" >&2
     exit 1
-  }
+  fi
   rm -rf "$MIGRATED"
   mv "$MIGRATED.partial" "$MIGRATED"
 fi
