@@ -18,6 +18,11 @@ STAMP="$VENV/.needlepoint-labelstudio-ready"
 MIGRATED="$VENV/needlepoint-migrated"
 PYTHON=${PYTHON:-python3}
 VERSION=${LABEL_STUDIO_VERSION:-1.23.*}
+# What pip installs. Label Studio 1.23 asks for `sentry-sdk>=2.16.0` with no upper bound, and
+# sentry-sdk 3.0 no longer takes the `send_default_pii` option that Label Studio passes at start
+# (label_studio/core/utils/sentry.py): every command then ends in "TypeError: Unknown option
+# 'send_default_pii'", the database's migration first. The 2.x line it was released against.
+REQUIREMENTS=("label-studio==$VERSION" "sentry-sdk>=2.16.0,<3")
 
 # pip's output without the lines that say nothing here (local index folders it skips); its exit status kept.
 pip_quiet() {
@@ -25,37 +30,28 @@ pip_quiet() {
   return "${PIPESTATUS[0]}"
 }
 
-if [ -f "$STAMP" ] && [ -x "$VENV/bin/label-studio" ] && "$PY" -c "import label_studio" >/dev/null 2>&1; then
+# The stamp holds the requirements it was installed from: a venv made from other ones is made anew.
+if [ "$(cat "$STAMP" 2>/dev/null)" = "${REQUIREMENTS[*]}" ] && [ -x "$VENV/bin/label-studio" ] \
+  && "$PY" -c "import label_studio" >/dev/null 2>&1; then
   echo "setup-labelstudio: $VENV is installed"
 else
   rm -rf "$VENV"
   "$PYTHON" -m venv "$VENV"
   pip_quiet install --upgrade pip
-  pip_quiet install "label-studio==$VERSION"
-  touch "$STAMP"
+  pip_quiet install "${REQUIREMENTS[@]}"
+  echo "${REQUIREMENTS[*]}" >"$STAMP"
 fi
 
 if [ ! -f "$MIGRATED/label_studio.sqlite3" ]; then
   # `label-studio version` applies the migrations to an empty database, then prints its version.
-  # Django's migrations go on from the last one applied, so a failed try (seen once in CI, its
-  # cause not kept) is tried again on the same folder before the setup gives up and shows why.
   rm -rf "$MIGRATED.partial"
   mkdir -p "$MIGRATED.partial"
-  migrated=false
-  for try in 1 2 3; do
-    if LABEL_STUDIO_BASE_DATA_DIR="$PWD/$MIGRATED.partial" DJANGO_DB=sqlite LATEST_VERSION_CHECK=false \
-      "$VENV/bin/label-studio" version >"$MIGRATED.partial/version.txt" 2>&1; then
-      migrated=true
-      break
-    fi
-    echo "setup-labelstudio: migrating the database failed (try $try of 3); the end of its output:" >&2
+  LABEL_STUDIO_BASE_DATA_DIR="$PWD/$MIGRATED.partial" DJANGO_DB=sqlite LATEST_VERSION_CHECK=false \
+    "$VENV/bin/label-studio" version >"$MIGRATED.partial/version.txt" 2>&1 || {
+    echo "setup-labelstudio: Label Studio cannot migrate its database (see $MIGRATED.partial/version.txt); the end of its output:" >&2
     tail -15 "$MIGRATED.partial/version.txt" >&2
-    df -h "$MIGRATED.partial" >&2 || true
-  done
-  if [ "$migrated" != true ]; then
-    echo "setup-labelstudio: Label Studio cannot migrate its database (see $MIGRATED.partial/version.txt)" >&2
     exit 1
-  fi
+  }
   rm -rf "$MIGRATED"
   mv "$MIGRATED.partial" "$MIGRATED"
 fi
