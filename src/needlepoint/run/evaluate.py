@@ -633,14 +633,14 @@ def finish(
     metrics["usage"] = summarize(ordered, prices, read_estimate(run_dir))
     write_json(run_dir / METRICS, metrics)
 
-    def export_into(folder: Path) -> Callable[[Dataset[Any], list[Record]], list[Path]]:
-        return lambda d, r: list(bench.export(folder, d, r, model, metrics))
+    def export(folder: Path, d: Dataset[Any], r: list[Record]) -> list[Path]:
+        return list(bench.export(folder, d, r, model, metrics))
 
     def probe(d: Dataset[Any], r: list[Record]) -> list[Path]:  # the run's own files stay as they were
         with scratch_folder("needlepoint-probe-") as scratch:
-            return export_into(scratch)(d, r)
+            return export(scratch, d, r)
 
-    exports = read_or_name(export_into(run_dir), samples, ordered, source, bench.name, "export", probe)
+    exports = read_or_name(lambda d, r: export(run_dir, d, r), samples, ordered, source, bench.name, "export", probe)
     return RunResult(run_dir=run_dir, metrics=metrics, benchmark=bench, failed=failed, exports=list(exports))
 
 
